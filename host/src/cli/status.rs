@@ -1,0 +1,101 @@
+//! `wasmgear status`: show one job.
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::RedisArgs;
+use crate::job::JobId;
+use crate::queue::{Client, JobStatus};
+
+/// Options of `wasmgear status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The job's id, as printed by `enqueue` (e.g. echo:42).
+    id: String,
+
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
+    let id: JobId = args.id.parse()?;
+    let url = args.redis.resolve()?;
+    let client = Client::connect(&url).await.with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let status = client.status(&id).await?;
+    if args.json {
+        let mut value = serde_json::to_value(&status)?;
+        if let Some(output) = &status.output {
+            value["output"] = match std::str::from_utf8(output) {
+                Ok(text) => text.into(),
+                Err(_) => format!("<{} bytes, not UTF-8>", output.len()).into(),
+            };
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(0);
+    }
+    let record = &status.record;
+    println!("job       {}", status.id);
+    println!("state     {}", record.state);
+    println!("attempt   {} of {}", record.attempt, record.max_attempts);
+    println!("priority  {}", record.priority);
+    println!("enqueued  {} ago", ago(record.created_ms));
+    if let Some(at) = record.run_at_ms {
+        println!("runs at   {}", in_or_ago(at));
+    }
+    if let Some(worker) = &record.worker {
+        println!("worker    {worker}");
+    }
+    if let Some(progress) = &record.progress {
+        let message = progress.message.as_deref().unwrap_or("");
+        println!("progress  {}/{} {message}", progress.done, progress.total);
+    }
+    if let Some(error) = &record.error {
+        println!("error     [{}] {}", error.class, error.message);
+    }
+    if let Some(output) = &status.output {
+        match std::str::from_utf8(output) {
+            Ok(text) => println!("output    {text}"),
+            Err(_) => println!("output    <{} bytes, not UTF-8>", output.len()),
+        }
+    }
+    Ok(0)
+}
+
+/// Prints why a finished job has no output.
+pub(super) fn print_failure(status: &JobStatus) {
+    let record = &status.record;
+    match &record.error {
+        Some(error) => eprintln!(
+            "job {} {} after {} attempt(s) [{}]: {}",
+            status.id, record.state, record.attempt, error.class, error.message
+        ),
+        None => eprintln!("job {} {}", status.id, record.state),
+    }
+}
+
+fn ago(ms: u64) -> String {
+    human(Duration::from_millis(crate::queue::now_ms().saturating_sub(ms)))
+}
+
+fn in_or_ago(ms: u64) -> String {
+    let now = crate::queue::now_ms();
+    if ms >= now { format!("in {}", human(Duration::from_millis(ms - now))) } else { format!("{} ago", ago(ms)) }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 1.0 {
+        format!("{}ms", d.as_millis())
+    } else if s < 120.0 {
+        format!("{s:.1}s")
+    } else if s < 7200.0 {
+        format!("{:.0}m", s / 60.0)
+    } else {
+        format!("{:.1}h", s / 3600.0)
+    }
+}

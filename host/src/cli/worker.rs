@@ -1,0 +1,169 @@
+//! `wasmgear worker`: run a worker node.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
+use crate::plugins::PluginRegistry;
+use crate::queue::WorkerQueue;
+use crate::redis_server::RedisServer;
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
+
+/// Options of `wasmgear worker`.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION.
+    #[arg(long, env = "WASMGEAR_PLUGINS")]
+    plugins: PathBuf,
+
+    /// The most jobs run at once.
+    #[arg(long, env = "WASMGEAR_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+
+    /// How long a lease lasts without a heartbeat; a job whose worker died runs again
+    /// elsewhere after about this long.
+    #[arg(long, env = "WASMGEAR_LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    lease_ttl: Duration,
+
+    /// On SIGINT/SIGTERM, how long running jobs may finish before they are cancelled and
+    /// handed back to the queue.
+    #[arg(long, env = "WASMGEAR_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+
+    /// The wait before the first retry of a failed job; it doubles on every further retry
+    /// (at most an hour), with jitter.
+    #[arg(long, env = "WASMGEAR_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
+    retry_backoff: Duration,
+
+    /// Port of the embedded Redis (used when no Redis URL is given); 0 picks a free one.
+    #[arg(long, env = "WASMGEAR_EMBEDDED_PORT", default_value_t = 0)]
+    embedded_port: u16,
+}
+
+pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
+    if args.concurrency == 0 {
+        anyhow::bail!("--concurrency must be at least 1");
+    }
+    if args.lease_ttl < Duration::from_millis(300) {
+        anyhow::bail!("--lease-ttl must be at least 300ms (heartbeats run every third of it)");
+    }
+    let config = RuntimeConfig {
+        max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Arc::new(
+        Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e:#}"))?,
+    );
+    let (registry, problems) = PluginRegistry::load_dir(&runtime, &args.plugins)?;
+    for problem in problems {
+        tracing::error!("{problem}");
+    }
+    let registry = Arc::new(registry);
+    let functions = registry.functions();
+
+    let embedded = match &args.redis.url {
+        Some(_) => None,
+        None => Some(start_embedded(&args).await?),
+    };
+    let url = match &embedded {
+        Some(server) => server.url(),
+        None => args.redis.resolve()?,
+    };
+
+    let worker_id = worker_id();
+    let mut queue = WorkerQueue::connect(&url, worker_id.clone())
+        .await
+        .with_context(|| format!("cannot connect to Redis at {url}"))?
+        .with_backoff(args.retry_backoff, Duration::from_secs(3600));
+    queue.listen(&functions).await.with_context(|| format!("cannot subscribe to events at {url}"))?;
+    tracing::info!(worker_id, redis = url, plugins = ?args.plugins, "connected");
+
+    let supervisor = embedded.clone().map(|server| tokio::spawn(supervise(server)));
+    let config = WorkerConfig {
+        concurrency: args.concurrency,
+        lease_ttl: args.lease_ttl,
+        shutdown_grace: args.shutdown_grace,
+        ..WorkerConfig::default()
+    };
+    worker::run(queue, runtime, registry, config, shutdown_signal()).await;
+
+    if let Some(supervisor) = supervisor {
+        supervisor.abort();
+    }
+    if let Some(server) = embedded {
+        let _ = std::fs::remove_file(args.redis.home.join(REDIS_URL_FILE));
+        tokio::task::spawn_blocking(move || server.stop()).await.ok();
+        tracing::info!("embedded Redis stopped");
+    }
+    Ok(0)
+}
+
+/// Starts the embedded Redis and writes its URL where the CLI looks for it.
+async fn start_embedded(args: &WorkerArgs) -> anyhow::Result<Arc<RedisServer>> {
+    let dir = args.redis.home.join("redis");
+    let port = args.embedded_port;
+    let server = tokio::task::spawn_blocking(move || {
+        RedisServer::start(&dir, port, &["--appendonly", "yes", "--appendfsync", "everysec"])
+    })
+    .await??;
+    let url_file = args.redis.home.join(REDIS_URL_FILE);
+    std::fs::write(&url_file, server.url())
+        .with_context(|| format!("cannot write {url_file:?}"))?;
+    eprintln!(
+        "wasmgear: started an embedded Redis at {url} (data in {dir:?}).\n\
+         wasmgear: the CLI finds it through {url_file:?}; other clients: export WASMGEAR_REDIS_URL={url}",
+        url = server.url(),
+        dir = server.dir(),
+    );
+    Ok(Arc::new(server))
+}
+
+/// Restarts the embedded Redis whenever it dies.
+async fn supervise(server: Arc<RedisServer>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let check = server.clone();
+        match tokio::task::spawn_blocking(move || check.ensure_running()).await {
+            Ok(Ok(true)) => tracing::warn!(url = server.url(), "the embedded Redis had died and was restarted"),
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => tracing::error!(%error, "cannot restart the embedded Redis"),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminate = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutdown requested");
+}
+
+/// `HOST-PID-RANDOM`: unique among the workers of one queue.
+fn worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    format!("{host}-{}-{}", std::process::id(), crate::queue::source::random_hex(3))
+}

@@ -1,0 +1,339 @@
+//! The shared vocabulary of a job: names, ids, progress, outcomes and error classes.
+//!
+//! Both the queue (which stores jobs) and the runtime (which runs them) speak these types,
+//! so this module depends on neither.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// The longest function name accepted, in bytes.
+pub const MAX_FUNCTION_NAME_LEN: usize = 100;
+
+/// Why a name or id given by a user was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The function name is empty, too long or has a character outside `[A-Za-z0-9_.-]`.
+    #[error(
+        "invalid function name {0:?}: use 1 to {MAX_FUNCTION_NAME_LEN} characters from A-Z, a-z, 0-9, '_', '-' and '.'"
+    )]
+    Function(String),
+    /// The job id is not of the form `FUNCTION:NUMBER`.
+    #[error("invalid job id {0:?}: a job id looks like `echo:42` (function, colon, number)")]
+    JobId(String),
+}
+
+/// The name of a function: which plugin serves a job. Also the Redis hash tag of its keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FunctionName(String);
+
+impl FunctionName {
+    /// Checks `name` and wraps it.
+    pub fn new(name: impl Into<String>) -> Result<Self, NameError> {
+        let name = name.into();
+        let valid = !name.is_empty()
+            && name.len() <= MAX_FUNCTION_NAME_LEN
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if valid {
+            Ok(Self(name))
+        } else {
+            Err(NameError::Function(name))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for FunctionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for FunctionName {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+impl TryFrom<String> for FunctionName {
+    type Error = NameError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Self::new(s)
+    }
+}
+
+impl From<FunctionName> for String {
+    fn from(name: FunctionName) -> String {
+        name.0
+    }
+}
+
+/// A job's id: its function and its sequence number within that function, written
+/// `function:number`. The id alone is enough to find the job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId {
+    /// The function the job was enqueued for.
+    pub function: FunctionName,
+    /// The job's number, counted per function from 1.
+    pub seq: u64,
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.function, self.seq)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || NameError::JobId(s.to_string());
+        let (function, seq) = s.rsplit_once(':').ok_or_else(bad)?;
+        let function = FunctionName::new(function).map_err(|_| bad())?;
+        if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let seq = seq.parse().map_err(|_| bad())?;
+        if seq == 0 {
+            return Err(bad());
+        }
+        Ok(JobId { function, seq })
+    }
+}
+
+impl Serialize for JobId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A progress report: `done` of `total` units, with an optional message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Units of work finished.
+    pub done: u64,
+    /// Units of work in all; 0 when unknown.
+    pub total: u64,
+    /// A short human-readable note ("page 3 of 10").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// How important a log line from a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Very detailed tracing.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected that was handled.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+/// What a job needs to know about itself while it runs (mirrors the WIT `job-info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: JobId,
+    /// 1 for the first attempt, 2 for the first retry, ...
+    pub attempt: u32,
+    /// How many attempts the job may have in all.
+    pub max_attempts: u32,
+    /// When the job was enqueued, in ms since the Unix epoch (queue clock).
+    pub enqueued_at_ms: u64,
+    /// How long the job may run, in ms.
+    pub timeout_ms: u64,
+}
+
+/// The class of a failure: what kind of thing went wrong. Failed jobs are grouped by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorClass {
+    /// The handler returned an error.
+    GuestError,
+    /// The guest trapped (a panic, `unreachable`, a stack overflow, ...).
+    Trap,
+    /// The job ran past its deadline and was stopped.
+    TimedOut,
+    /// The guest asked for more memory than its limit allows.
+    MemoryLimit,
+    /// The guest returned an output larger than the limit.
+    OutputTooLarge,
+    /// The job was cancelled.
+    Cancelled,
+    /// The worker lost the job's lease (it expired or was taken over).
+    LeaseLost,
+    /// No plugin serves the job's function on this worker.
+    PluginMissing,
+    /// The plugin could not be instantiated for this job.
+    PluginInvalid,
+}
+
+impl ErrorClass {
+    /// The class's name as stored and shown: `guest-error`, `timed-out`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::GuestError => "guest-error",
+            ErrorClass::Trap => "trap",
+            ErrorClass::TimedOut => "timed-out",
+            ErrorClass::MemoryLimit => "memory-limit",
+            ErrorClass::OutputTooLarge => "output-too-large",
+            ErrorClass::Cancelled => "cancelled",
+            ErrorClass::LeaseLost => "lease-lost",
+            ErrorClass::PluginMissing => "plugin-missing",
+            ErrorClass::PluginInvalid => "plugin-invalid",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a run produced no output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFailure {
+    /// What kind of failure it was.
+    pub class: ErrorClass,
+    /// What went wrong, in words.
+    pub message: String,
+    /// Whether another attempt may succeed.
+    pub retryable: bool,
+}
+
+impl JobFailure {
+    /// A failure of `class` with `message`; whether it is retryable follows from the class.
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        let retryable = matches!(
+            class,
+            ErrorClass::Trap
+                | ErrorClass::TimedOut
+                | ErrorClass::MemoryLimit
+                | ErrorClass::LeaseLost
+                | ErrorClass::PluginMissing
+        );
+        JobFailure { class, message: message.into(), retryable }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The handler returned these output bytes.
+    Succeeded(Vec<u8>),
+    /// The handler did not produce an output.
+    Failed(JobFailure),
+}
+
+/// Why a running job was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// A client cancelled the job.
+    Requested,
+    /// The worker no longer holds the job's lease.
+    LeaseLost,
+    /// The worker is shutting down and hands the job back.
+    Shutdown,
+}
+
+/// A one-shot, shareable request for a running job to stop. The first `cancel` wins.
+#[derive(Debug, Clone, Default)]
+pub struct CancelSignal(Arc<OnceLock<(CancelReason, Instant)>>);
+
+impl CancelSignal {
+    /// A signal that has not fired.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fires the signal (if it has not fired yet) for `reason`.
+    pub fn cancel(&self, reason: CancelReason) {
+        let _ = self.0.set((reason, Instant::now()));
+    }
+
+    /// Whether the signal has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// Why and when the signal fired, if it has.
+    pub fn fired(&self) -> Option<(CancelReason, Instant)> {
+        self.0.get().copied()
+    }
+}
+
+/// A job leased to a worker: what to run and the token that proves the lease.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The job's metadata.
+    pub info: JobInfo,
+    /// The job's input bytes.
+    pub input: Vec<u8>,
+    /// The fencing token: only the holder of the current token can finish the job.
+    pub token: String,
+}
+
+/// The answer to `complete`, `fail` or `release`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// Accepted; the job is now in this state (`succeeded`, `scheduled` for a retry,
+    /// `failed`, `cancelled`, or `queued` after a release).
+    Accepted(String),
+    /// Refused: this worker no longer holds the job's lease; nothing changed.
+    Stale,
+    /// Refused: the job does not exist (any more).
+    Missing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_round_trip_and_bad_ones_are_refused() {
+        let id: JobId = "resize.v2:42".parse().unwrap();
+        assert_eq!(id.function.as_str(), "resize.v2");
+        assert_eq!(id.seq, 42);
+        assert_eq!(id.to_string(), "resize.v2:42");
+        for bad in ["", "echo", "echo:", ":3", "echo:0", "echo:-1", "ec ho:1", "echo:1x", "a{b}:1"] {
+            assert!(bad.parse::<JobId>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn function_names_exclude_hash_tag_characters() {
+        assert!(FunctionName::new("echo").is_ok());
+        assert!(FunctionName::new("a".repeat(MAX_FUNCTION_NAME_LEN)).is_ok());
+        assert!(FunctionName::new("a".repeat(MAX_FUNCTION_NAME_LEN + 1)).is_err());
+        for bad in ["", "{echo}", "echo:1", "é", "a b"] {
+            assert!(FunctionName::new(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn cancel_signal_keeps_the_first_reason() {
+        let signal = CancelSignal::new();
+        assert!(!signal.is_cancelled());
+        signal.cancel(CancelReason::Shutdown);
+        signal.clone().cancel(CancelReason::Requested);
+        assert_eq!(signal.fired().unwrap().0, CancelReason::Shutdown);
+    }
+}

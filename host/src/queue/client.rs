@@ -1,0 +1,316 @@
+//! The producer side of the queue: enqueue jobs, look them up, wait for them.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use serde::Deserialize;
+
+use super::keys::FunctionKeys;
+use super::model::{JobRecord, JobStatus};
+use super::{QueueError, Result, scripts};
+use crate::job::{FunctionName, JobId, Progress};
+
+/// Attempts a job gets when the client does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// How long one attempt may run when the client does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(25 * 3600);
+/// The largest input accepted, in bytes.
+pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
+/// The most attempts a job may be given.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 1000;
+/// The longest timeout, retention or delay accepted (10 years).
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// How often `wait` re-reads a job's record when no event arrives.
+pub const WAIT_POLL: Duration = Duration::from_millis(500);
+
+/// A job's priority: higher runs first; FIFO within one priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Priority(i32);
+
+impl Priority {
+    /// The lowest priority.
+    pub const MIN: i32 = -1000;
+    /// The highest priority.
+    pub const MAX: i32 = 1000;
+    /// `low`.
+    pub const LOW: Priority = Priority(-10);
+    /// `normal`, the default.
+    pub const NORMAL: Priority = Priority(0);
+    /// `high`.
+    pub const HIGH: Priority = Priority(10);
+
+    /// A numeric priority, checked against [`Priority::MIN`]..=[`Priority::MAX`].
+    pub fn new(value: i32) -> Result<Self> {
+        if (Self::MIN..=Self::MAX).contains(&value) {
+            Ok(Priority(value))
+        } else {
+            Err(QueueError::BadOption(format!(
+                "priority {value} is out of range {}..={}",
+                Self::MIN,
+                Self::MAX
+            )))
+        }
+    }
+
+    /// The numeric value.
+    pub fn value(self) -> i32 {
+        self.0
+    }
+}
+
+impl FromStr for Priority {
+    type Err = QueueError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "low" => Ok(Self::LOW),
+            "normal" => Ok(Self::NORMAL),
+            "high" => Ok(Self::HIGH),
+            other => other.parse::<i32>().map_err(|_| {
+                QueueError::BadOption(format!(
+                    "priority {other:?} is neither low, normal, high nor a number"
+                ))
+            })
+            .and_then(Priority::new),
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How a job is to be run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Higher runs first.
+    pub priority: Priority,
+    /// Attempts in all, retries included (>= 1).
+    pub max_attempts: u32,
+    /// How long one attempt may run.
+    pub timeout: Duration,
+    /// How long the finished job (and its output) is kept.
+    pub retention: Duration,
+    /// How long to wait before the job may run (zero: at once).
+    pub delay: Duration,
+}
+
+impl Default for EnqueueOptions {
+    fn default() -> Self {
+        EnqueueOptions {
+            priority: Priority::NORMAL,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            timeout: DEFAULT_TIMEOUT,
+            retention: DEFAULT_RETENTION,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+impl EnqueueOptions {
+    /// Checks every option, naming the first one out of range.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(QueueError::BadOption(what));
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
+            return bad(format!(
+                "max attempts {} is out of range 1..={MAX_ATTEMPTS_LIMIT}",
+                self.max_attempts
+            ));
+        }
+        if self.timeout < Duration::from_millis(1) || self.timeout > MAX_DURATION {
+            return bad(format!("timeout {:?} is out of range 1ms..=10 years", self.timeout));
+        }
+        if self.retention < Duration::from_secs(1) || self.retention > MAX_DURATION {
+            return bad(format!("retention {:?} is out of range 1s..=10 years", self.retention));
+        }
+        if self.delay > MAX_DURATION {
+            return bad(format!("delay {:?} is longer than 10 years", self.delay));
+        }
+        Ok(())
+    }
+}
+
+/// One event of a function's channel, as published by the scripts.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Event {
+    pub event: String,
+    pub id: String,
+    #[serde(default)]
+    pub seq: u64,
+    #[serde(default)]
+    pub done: u64,
+    #[serde(default)]
+    pub total: u64,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A connection to the queue for producers and operators.
+#[derive(Clone)]
+pub struct Client {
+    redis: redis::Client,
+    conn: ConnectionManager,
+}
+
+impl Client {
+    /// Connects to the Redis at `url` (`redis://HOST:PORT[/DB]`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let redis = super::open(url)?;
+        let conn = redis.get_connection_manager().await?;
+        Ok(Client { redis, conn })
+    }
+
+    /// Enqueues one job for `function` and returns its id.
+    pub async fn enqueue(
+        &self,
+        function: &FunctionName,
+        input: &[u8],
+        options: &EnqueueOptions,
+    ) -> Result<JobId> {
+        let ids = self.enqueue_many(function, &[(input, options.clone())]).await?;
+        Ok(ids.into_iter().next().expect("one job in, one id out"))
+    }
+
+    /// Enqueues many jobs for one function in one round trip, atomically: either all are
+    /// enqueued or, when one is invalid, none. Returns their ids in order.
+    pub async fn enqueue_many(
+        &self,
+        function: &FunctionName,
+        jobs: &[(&[u8], EnqueueOptions)],
+    ) -> Result<Vec<JobId>> {
+        for (i, (input, options)) in jobs.iter().enumerate() {
+            options.validate().map_err(|e| match e {
+                QueueError::BadOption(what) if jobs.len() > 1 => {
+                    QueueError::BadOption(format!("job {} of the batch: {what}", i + 1))
+                }
+                e => e,
+            })?;
+            if input.len() > MAX_INPUT_BYTES {
+                return Err(QueueError::BadOption(format!(
+                    "input of {} bytes is larger than the limit of {MAX_INPUT_BYTES} bytes",
+                    input.len()
+                )));
+            }
+        }
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = FunctionKeys::new(function);
+        let mut call = scripts::ENQUEUE.prepare_invoke();
+        call.key(keys.seq())
+            .key(keys.jobs())
+            .key(keys.input())
+            .key(keys.ready())
+            .key(keys.scheduled())
+            .key(keys.events())
+            .arg(function.as_str())
+            .arg(jobs.len());
+        for (input, options) in jobs {
+            call.arg(options.priority.value())
+                .arg(options.max_attempts)
+                .arg(options.timeout.as_millis() as u64)
+                .arg(options.retention.as_millis() as u64)
+                .arg(options.delay.as_millis() as u64)
+                .arg(*input);
+        }
+        let numbers: Vec<u64> = call.invoke_async(&mut self.conn.clone()).await?;
+        Ok(numbers.into_iter().map(|seq| JobId { function: function.clone(), seq }).collect())
+    }
+
+    /// Everything known about job `id`.
+    pub async fn status(&self, id: &JobId) -> Result<JobStatus> {
+        let keys = FunctionKeys::new(&id.function);
+        let mut conn = self.conn.clone();
+        let (raw, output): (Option<String>, Option<Vec<u8>>) = redis::pipe()
+            .hget(keys.jobs(), id.seq)
+            .hget(keys.output(), id.seq)
+            .query_async(&mut conn)
+            .await?;
+        let raw = raw.ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
+        let record: JobRecord = serde_json::from_str(&raw)
+            .map_err(|e| QueueError::Corrupt { id: id.clone(), reason: e.to_string() })?;
+        Ok(JobStatus { id: id.clone(), record, output })
+    }
+
+    /// Waits until job `id` has ended and returns its final status. Each progress report
+    /// is handed to `on_progress` once, in order, as it happens. Gives up after `timeout`
+    /// (if one is given) with [`QueueError::WaitTimedOut`].
+    pub async fn wait(
+        &self,
+        id: &JobId,
+        timeout: Option<Duration>,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<JobStatus> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let keys = FunctionKeys::new(&id.function);
+        let mut pubsub = self.redis.get_async_pubsub().await?;
+        pubsub.subscribe(keys.events()).await?;
+        let mut stream = pubsub.on_message();
+        let mut last_seq = 0;
+        let wanted = id.to_string();
+        loop {
+            // Subscribed first, then read: nothing that happens after this read is missed.
+            let status = self.status(id).await?;
+            if let Some(progress) = &status.record.progress
+                && status.record.progress_seq > last_seq
+            {
+                last_seq = status.record.progress_seq;
+                on_progress(progress);
+            }
+            if status.record.state.is_final() {
+                return Ok(status);
+            }
+            // Read events until one says the job finished, or nothing came for a while.
+            loop {
+                let mut wait = WAIT_POLL;
+                if let Some(deadline) = deadline {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(QueueError::WaitTimedOut(id.clone()));
+                    }
+                    wait = wait.min(left);
+                }
+                let Ok(message) = tokio::time::timeout(wait, stream.next()).await else {
+                    break;
+                };
+                let Some(message) = message else {
+                    // The subscription connection dropped: fall back to polling.
+                    tokio::time::sleep(wait).await;
+                    break;
+                };
+                let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes())
+                else {
+                    continue;
+                };
+                if event.id != wanted {
+                    continue;
+                }
+                match event.event.as_str() {
+                    "progress" if event.seq > last_seq => {
+                        last_seq = event.seq;
+                        on_progress(&Progress {
+                            done: event.done,
+                            total: event.total,
+                            message: event.message,
+                        });
+                    }
+                    "finish" => break,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The number of jobs of `function` waiting to run now.
+    pub async fn ready_count(&self, function: &FunctionName) -> Result<u64> {
+        let keys = FunctionKeys::new(function);
+        Ok(self.conn.clone().zcard(keys.ready()).await?)
+    }
+}

@@ -1,0 +1,88 @@
+//! Every Redis key and channel name wasmgear uses, built in one place.
+//!
+//! All keys of one function share the hash tag `{FUNCTION}`, so every script, which only
+//! ever touches the keys of one function, runs on one Redis Cluster node.
+//! `PROTOCOL.md` documents each key's type and lifetime.
+
+use crate::job::FunctionName;
+
+/// The prefix of every key wasmgear writes.
+pub const PREFIX: &str = "wg";
+
+/// The keys of one function's queue.
+#[derive(Debug, Clone)]
+pub struct FunctionKeys {
+    /// `wg:{FUNCTION}`: the common start of every key below.
+    base: String,
+}
+
+impl FunctionKeys {
+    /// The keys of `function`.
+    pub fn new(function: &FunctionName) -> Self {
+        FunctionKeys { base: format!("{PREFIX}:{{{function}}}") }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}:{name}", self.base)
+    }
+
+    /// String: the last job number handed out (`INCR`).
+    pub fn seq(&self) -> String {
+        self.key("seq")
+    }
+    /// Hash: job number → the job's record (JSON, without input and output).
+    pub fn jobs(&self) -> String {
+        self.key("jobs")
+    }
+    /// Hash: job number → input bytes.
+    pub fn input(&self) -> String {
+        self.key("input")
+    }
+    /// Hash: job number → output bytes of a succeeded job.
+    pub fn output(&self) -> String {
+        self.key("output")
+    }
+    /// Sorted set: jobs ready to run, scored by priority then number (lowest first).
+    pub fn ready(&self) -> String {
+        self.key("ready")
+    }
+    /// Sorted set: jobs waiting for a time (delayed, or retrying after backoff), scored by
+    /// the time they become ready, in ms.
+    pub fn scheduled(&self) -> String {
+        self.key("scheduled")
+    }
+    /// Sorted set: running jobs, scored by the time their lease expires, in ms.
+    pub fn leased(&self) -> String {
+        self.key("leased")
+    }
+    /// Sorted set: finished jobs, scored by the time their record is deleted, in ms.
+    pub fn expires(&self) -> String {
+        self.key("expires")
+    }
+    /// Pub/sub channel: the function's events (`create`, `start`, `progress`, `finish`).
+    pub fn events(&self) -> String {
+        self.key("events")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_function_shares_its_hash_tag() {
+        let keys = FunctionKeys::new(&FunctionName::new("echo").unwrap());
+        for key in [
+            keys.seq(),
+            keys.jobs(),
+            keys.input(),
+            keys.output(),
+            keys.ready(),
+            keys.scheduled(),
+            keys.leased(),
+            keys.expires(),
+        ] {
+            assert!(key.starts_with("wg:{echo}:"), "{key}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+-- complete: store a leased job's output and mark it succeeded, exactly once.
+--
+-- Fenced by the lease token: a worker that no longer holds the lease (it expired and the
+-- job was reclaimed, or the job was already finished) is refused and changes nothing.
+--
+-- KEYS[1]  wg:{F}:jobs     hash    number -> job record (JSON)
+-- KEYS[2]  wg:{F}:leased   zset    number scored by lease expiry (ms)
+-- KEYS[3]  wg:{F}:output   hash    number -> output bytes
+-- KEYS[4]  wg:{F}:expires  zset    number scored by deletion time (ms)
+-- KEYS[5]  wg:{F}:events   channel
+--
+-- ARGV[1]  function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+-- ARGV[4]  output bytes
+--
+-- Returns: {1, 'succeeded'} when accepted; {0, reason} when refused, reason one of
+--          'missing' (no such job) or 'stale' (the token does not hold the job's lease).
+-- Publishes: {"event":"finish","id":"F:N","state":"succeeded"}.
+
+local jobs_key, leased_key, output_key, expires_key, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local fn, number, token, output = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local raw = redis.call('HGET', jobs_key, number)
+if not raw then return { 0, 'missing' } end
+local record = cjson.decode(raw)
+if record.state ~= 'running' or record.token ~= token then return { 0, 'stale' } end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local history = record.history or {}
+history[#history + 1] = {
+  attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+  ended_ms = now, outcome = 'succeeded',
+}
+record.history = history
+record.state = 'succeeded'
+record.finished_ms = now
+record.error = nil
+record.worker, record.token, record.lease_until_ms = nil, nil, nil
+redis.call('HSET', jobs_key, number, cjson.encode(record))
+redis.call('HSET', output_key, number, output)
+redis.call('ZREM', leased_key, number)
+redis.call('ZADD', expires_key, now + record.retention_ms, number)
+redis.call('PUBLISH', channel, cjson.encode({ event = 'finish', id = fn .. ':' .. number, state = 'succeeded' }))
+return { 1, 'succeeded' }

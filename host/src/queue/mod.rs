@@ -1,0 +1,74 @@
+//! wasmgear's Redis protocol: enqueueing, leasing and finishing jobs.
+//!
+//! Knows nothing about WebAssembly. Every state change is one atomic Lua script in
+//! `lua/`, each touching only keys of one function (see [`keys`]), so the protocol works
+//! on one Redis server and on Redis Cluster alike. `PROTOCOL.md` describes it for other
+//! clients.
+//!
+//! - [`Client`]: the producer side (enqueue, status, wait).
+//! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
+
+pub mod client;
+pub mod keys;
+pub mod model;
+mod scripts;
+pub mod source;
+
+pub use client::{Client, EnqueueOptions, Priority};
+pub use model::{JobRecord, JobState, JobStatus};
+pub use source::WorkerQueue;
+
+use crate::job::{JobId, NameError};
+
+/// What can go wrong talking to the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// Redis could not be reached or answered with an error.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The Redis URL does not parse.
+    #[error("invalid redis URL {url:?}: {source} (expected redis://HOST:PORT[/DB])")]
+    BadUrl {
+        /// The URL given.
+        url: String,
+        /// Why it was refused.
+        source: redis::RedisError,
+    },
+    /// A function name or job id does not parse.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// A job option is out of range.
+    #[error("invalid job option: {0}")]
+    BadOption(String),
+    /// No job has this id (it never existed, or its retention is over).
+    #[error("no job {0}: it never existed or its result has expired")]
+    NoSuchJob(JobId),
+    /// A stored record could not be read.
+    #[error("job {id} has a corrupt record: {reason}")]
+    Corrupt {
+        /// The job.
+        id: JobId,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// Waiting for a job ran out of time.
+    #[error("gave up waiting for job {0} after the timeout")]
+    WaitTimedOut(JobId),
+}
+
+/// The result type of this module.
+pub type Result<T, E = QueueError> = std::result::Result<T, E>;
+
+/// Opens a Redis client for `url`, checking the URL first.
+pub(crate) fn open(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|source| QueueError::BadUrl { url: url.to_string(), source })
+}
+
+/// Milliseconds since the Unix epoch on this machine's clock (used only for display and
+/// client-side deadlines; the scripts use Redis' own clock).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

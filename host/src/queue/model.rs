@@ -1,0 +1,152 @@
+//! The job record as stored in Redis, and what a status query returns.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::{JobId, Progress};
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting in the ready set for a worker.
+    Queued,
+    /// Waiting for its time: delayed, or backing off before a retry.
+    Scheduled,
+    /// Leased by a worker and running.
+    Running,
+    /// Finished with an output.
+    Succeeded,
+    /// Finished without an output, for good.
+    Failed,
+    /// Cancelled before it finished.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job has ended (and will not change again).
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+    }
+
+    /// The state's name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error a failed attempt left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredError {
+    /// The error class (the failure group): `guest-error`, `trap`, `timed-out`, ...
+    pub class: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// One attempt of a job, as kept in its history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Which attempt (1-based).
+    pub attempt: u32,
+    /// The worker that ran it.
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// When it started, ms since the epoch.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// When it ended, ms since the epoch.
+    pub ended_ms: u64,
+    /// `succeeded`, or the error class it ended with.
+    pub outcome: String,
+    /// The error message, for failed attempts.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A job's record in `wg:{F}:jobs` (JSON written by the Lua scripts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Where the job is in its life.
+    pub state: JobState,
+    /// Higher runs first; -1000..=1000.
+    pub priority: i32,
+    /// Attempts started so far.
+    pub attempt: u32,
+    /// Attempts allowed in all.
+    pub max_attempts: u32,
+    /// How long one attempt may run, ms.
+    pub timeout_ms: u64,
+    /// How long the finished job is kept, ms.
+    pub retention_ms: u64,
+    /// When it was enqueued, ms since the epoch (queue clock).
+    pub created_ms: u64,
+    /// For a scheduled job: when it becomes ready.
+    #[serde(default)]
+    pub run_at_ms: Option<u64>,
+    /// When the current or last attempt started.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// When the job ended.
+    #[serde(default)]
+    pub finished_ms: Option<u64>,
+    /// The worker holding the lease, while running.
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// The lease's expiry, while running.
+    #[serde(default)]
+    pub lease_until_ms: Option<u64>,
+    /// The last progress reported by the current attempt.
+    #[serde(default)]
+    pub progress: Option<Progress>,
+    /// How many progress reports the job has made over all its attempts.
+    #[serde(default)]
+    pub progress_seq: u64,
+    /// The last error.
+    #[serde(default)]
+    pub error: Option<StoredError>,
+    /// Every ended attempt, oldest first.
+    #[serde(default, deserialize_with = "lua_array")]
+    pub history: Vec<Attempt>,
+}
+
+/// Lua's cjson writes an empty table as `{}`; read that as an empty list.
+fn lua_array<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Attempt>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrEmpty {
+        List(Vec<Attempt>),
+        Empty {},
+    }
+    Ok(match ListOrEmpty::deserialize(d)? {
+        ListOrEmpty::List(list) => list,
+        ListOrEmpty::Empty {} => Vec::new(),
+    })
+}
+
+/// Everything known about a job: its record, and its output once it succeeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobStatus {
+    /// The job's id.
+    pub id: JobId,
+    /// The stored record.
+    #[serde(flatten)]
+    pub record: JobRecord,
+    /// The output bytes of a succeeded job.
+    #[serde(skip)]
+    pub output: Option<Vec<u8>>,
+}

@@ -1,0 +1,302 @@
+//! The consumer side of the queue: what a worker does with Redis.
+//!
+//! A worker leases jobs, keeps their leases alive with heartbeats, reports progress and
+//! finishes each job with `complete` or `fail`, every call fenced by the lease token it got.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::client::Event;
+use super::keys::FunctionKeys;
+use super::{Result, scripts};
+use crate::job::{Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, Progress};
+
+/// The first retry waits about this long; each further one twice as long.
+pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// No retry waits longer than this.
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(3600);
+
+/// Reads the `{accepted, word}` reply of `complete` and `fail`.
+fn completion((accepted, word): (i64, String)) -> Completion {
+        match (accepted, word.as_str()) {
+            (1, _) => Completion::Accepted(word),
+            (_, "missing") => Completion::Missing,
+            _ => Completion::Stale,
+        }
+}
+
+/// Aborts a background task when dropped.
+struct TaskGuard(JoinHandle<()>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A worker's connection to the queue.
+pub struct WorkerQueue {
+    redis: redis::Client,
+    conn: ConnectionManager,
+    worker_id: String,
+    next_function: AtomicUsize,
+    backoff_base: Duration,
+    backoff_max: Duration,
+    work_arrived: Arc<Notify>,
+    _listener: Option<TaskGuard>,
+}
+
+impl WorkerQueue {
+    /// Connects to the Redis at `url` as worker `worker_id`.
+    pub async fn connect(url: &str, worker_id: impl Into<String>) -> Result<Self> {
+        let redis = super::open(url)?;
+        let conn = redis.get_connection_manager().await?;
+        Ok(WorkerQueue {
+            redis,
+            conn,
+            worker_id: worker_id.into(),
+            next_function: AtomicUsize::new(0),
+            backoff_base: DEFAULT_BACKOFF_BASE,
+            backoff_max: DEFAULT_BACKOFF_MAX,
+            work_arrived: Arc::new(Notify::new()),
+            _listener: None,
+        })
+    }
+
+    /// Sets the retry backoff: about `base` before the second attempt, doubling, at most `max`.
+    pub fn with_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff_base = base;
+        self.backoff_max = max.max(base);
+        self
+    }
+
+    /// Subscribes to the events of `functions` so that [`WorkerQueue::wait_for_work`]
+    /// wakes as soon as a job is enqueued for one of them.
+    pub async fn listen(&mut self, functions: &[FunctionName]) -> Result<()> {
+        let mut pubsub = self.redis.get_async_pubsub().await?;
+        for function in functions {
+            pubsub.subscribe(FunctionKeys::new(function).events()).await?;
+        }
+        let notify = self.work_arrived.clone();
+        let redis = self.redis.clone();
+        let channels: Vec<String> =
+            functions.iter().map(|f| FunctionKeys::new(f).events()).collect();
+        let task = tokio::spawn(async move {
+            let mut pubsub = pubsub;
+            loop {
+                {
+                    let mut stream = pubsub.on_message();
+                    while let Some(message) = stream.next().await {
+                        if let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes())
+                            && matches!(event.event.as_str(), "create" | "retry")
+                        {
+                            notify.notify_one();
+                        }
+                    }
+                }
+                // The connection dropped: the safety poll keeps the worker going while we
+                // re-subscribe.
+                tracing::warn!("lost the event subscription; reconnecting");
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let Ok(mut fresh) = redis.get_async_pubsub().await else { continue };
+                    let mut ok = true;
+                    for channel in &channels {
+                        ok &= fresh.subscribe(channel).await.is_ok();
+                    }
+                    if ok {
+                        pubsub = fresh;
+                        notify.notify_one();
+                        break;
+                    }
+                }
+            }
+        });
+        self._listener = Some(TaskGuard(task));
+        Ok(())
+    }
+
+    /// Waits until a job may have arrived, or `timeout` passed (the safety net for missed
+    /// events and for scheduled jobs falling due).
+    pub async fn wait_for_work(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.work_arrived.notified()).await;
+    }
+
+    /// This worker's id, as recorded on the jobs it runs.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls) so
+    /// that a busy function does not starve the others. Each lease lasts `ttl`.
+    pub async fn lease(
+        &self,
+        functions: &[FunctionName],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>> {
+        let mut leases = Vec::new();
+        if functions.is_empty() || max == 0 {
+            return Ok(leases);
+        }
+        let start = self.next_function.fetch_add(1, Ordering::Relaxed);
+        let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
+        for i in 0..functions.len() {
+            if leases.len() >= max {
+                break;
+            }
+            let function = &functions[(start + i) % functions.len()];
+            let keys = FunctionKeys::new(function);
+            type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
+            let rows: Vec<Row> = scripts::LEASE
+                .key(keys.ready())
+                .key(keys.scheduled())
+                .key(keys.leased())
+                .key(keys.jobs())
+                .key(keys.input())
+                .key(keys.output())
+                .key(keys.expires())
+                .key(keys.events())
+                .arg(function.as_str())
+                .arg(&self.worker_id)
+                .arg(&token_prefix)
+                .arg(max - leases.len())
+                .arg(ttl.as_millis() as u64)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            for (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) in rows {
+                leases.push(Lease {
+                    info: JobInfo {
+                        id: JobId { function: function.clone(), seq },
+                        attempt,
+                        max_attempts,
+                        enqueued_at_ms: created_ms,
+                        timeout_ms,
+                    },
+                    input,
+                    token,
+                });
+            }
+        }
+        Ok(leases)
+    }
+
+    /// Extends `lease` by `ttl`. `false` means the lease is lost: stop the job.
+    pub async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<bool> {
+        let keys = FunctionKeys::new(&lease.info.id.function);
+        let until: u64 = scripts::HEARTBEAT
+            .key(keys.jobs())
+            .key(keys.leased())
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .arg(ttl.as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(until > 0)
+    }
+
+    /// Stores and publishes the job's progress. `false` means the lease is lost.
+    pub async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool> {
+        let keys = FunctionKeys::new(&lease.info.id.function);
+        let stored: i64 = scripts::PROGRESS
+            .key(keys.jobs())
+            .key(keys.events())
+            .arg(lease.info.id.function.as_str())
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .arg(progress.done)
+            .arg(progress.total)
+            .arg(progress.message.as_deref().unwrap_or(""))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(stored == 1)
+    }
+
+    /// Finishes the job with `output`. Accepted once; a stale lease is refused.
+    pub async fn complete(&self, lease: &Lease, output: &[u8]) -> Result<Completion> {
+        let keys = FunctionKeys::new(&lease.info.id.function);
+        let reply = scripts::COMPLETE
+            .key(keys.jobs())
+            .key(keys.leased())
+            .key(keys.output())
+            .key(keys.expires())
+            .key(keys.events())
+            .arg(lease.info.id.function.as_str())
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .arg(output)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(completion(reply))
+    }
+
+    /// Records a failed attempt: retried after backoff if `failure` is retryable and
+    /// attempts remain, otherwise the job fails for good.
+    pub async fn fail(&self, lease: &Lease, failure: &JobFailure) -> Result<Completion> {
+        let keys = FunctionKeys::new(&lease.info.id.function);
+        let backoff = self.backoff(lease.info.attempt);
+        let reply = scripts::FAIL
+            .key(keys.jobs())
+            .key(keys.leased())
+            .key(keys.scheduled())
+            .key(keys.expires())
+            .key(keys.events())
+            .arg(lease.info.id.function.as_str())
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .arg(failure.class.as_str())
+            .arg(&failure.message)
+            .arg(if failure.retryable { 1 } else { 0 })
+            .arg(backoff.as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(completion(reply))
+    }
+
+    /// Hands the job back unrun, without counting the attempt (used on shutdown).
+    pub async fn release(&self, lease: &Lease) -> Result<Completion> {
+        let keys = FunctionKeys::new(&lease.info.id.function);
+        let released: i64 = scripts::RELEASE
+            .key(keys.jobs())
+            .key(keys.leased())
+            .key(keys.ready())
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(if released == 1 { Completion::Accepted("queued".into()) } else { Completion::Stale })
+    }
+
+    /// The wait before attempt `attempt + 1`: exponential, capped, with ±50 % jitter so
+    /// that jobs failing together do not retry together.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(30);
+        let raw = self.backoff_base.saturating_mul(1u32 << exponent).min(self.backoff_max);
+        let mut byte = [0u8; 1];
+        let jitter = if getrandom::fill(&mut byte).is_ok() { byte[0] as f64 / 255.0 } else { 0.5 };
+        raw.mul_f64(0.5 + jitter)
+    }
+}
+
+/// `bytes` random bytes as lowercase hex.
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    // getrandom only fails without an OS entropy source; a clock-based fallback still gives
+    // distinct tokens per call, which is all a token prefix needs.
+    if getrandom::fill(&mut buf).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (nanos >> (8 * (i % 16))) as u8;
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

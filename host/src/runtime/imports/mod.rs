@@ -1,0 +1,8 @@
+//! The host side of every WIT interface a job imports: one file per interface.
+
+mod cancel;
+mod log;
+mod progress;
+
+/// `wasmgear:job/types` only defines types; the host has nothing to implement for it.
+impl crate::runtime::bindings::wasmgear::job::types::Host for crate::runtime::run::JobState {}

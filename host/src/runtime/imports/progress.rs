@@ -1,0 +1,15 @@
+//! `wasmgear:job/progress`.
+
+use crate::job::Progress;
+use crate::runtime::bindings::wasmgear::job::progress::Host;
+use crate::runtime::run::JobState;
+
+/// Longest progress message kept, in bytes; longer ones are cut.
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+
+impl Host for JobState {
+    fn report(&mut self, done: u64, total: u64, message: Option<String>) {
+        let message = message.map(|m| super::log::truncate(m, MAX_PROGRESS_MESSAGE_BYTES));
+        self.hooks.progress(Progress { done, total, message });
+    }
+}

@@ -1,0 +1,219 @@
+//! One job in one fresh `Store`: instantiate, call `handler.run`, drop; traps and limits
+//! become error classes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::job::{
+    CancelReason, CancelSignal, ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress,
+};
+
+use super::bindings::{JobError, WitJobInfo};
+use super::engine::{Limits, Runtime};
+use super::plugin::Plugin;
+
+/// Where a running job's reports go. Called from inside the guest: must not block.
+pub trait JobHooks: Send + Sync {
+    /// The guest reported progress.
+    fn progress(&self, progress: Progress);
+    /// The guest wrote a log line.
+    fn log(&self, level: LogLevel, message: String);
+}
+
+/// Caps one job's memory and notes when it was refused, so that the trap that usually
+/// follows (an allocation failure aborts the guest) is reported as `memory-limit`.
+struct MemoryLimiter {
+    memory_bytes: usize,
+    refused: bool,
+}
+
+/// Most table elements one job may have (function tables of large interpreters fit).
+const MAX_TABLE_ELEMENTS: usize = 200_000;
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            self.refused = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            self.refused = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// The data of one job's `Store`.
+pub struct JobState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    pub(crate) hooks: Arc<dyn JobHooks>,
+    pub(crate) cancel: CancelSignal,
+    pub(crate) log_lines_left: u32,
+}
+
+impl WasiView for JobState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Why the epoch callback stopped the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Deadline,
+    Cancelled,
+}
+
+impl Runtime {
+    /// Runs `job` with `input` in a fresh instance of `plugin` and says how it ended.
+    ///
+    /// The job is stopped when it runs past `job.timeout_ms`, and `cancel_grace` after
+    /// `cancel` fires if the guest has not returned by then. Never panics on anything the
+    /// guest does.
+    pub async fn run(
+        &self,
+        plugin: &Plugin,
+        job: &JobInfo,
+        input: &[u8],
+        hooks: Arc<dyn JobHooks>,
+        cancel: CancelSignal,
+    ) -> Outcome {
+        let limits = &self.limits;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(job.timeout_ms);
+        let state = JobState {
+            // Deny by default: no environment, no arguments, no files, no network, stdin
+            // closed, stdout/stderr discarded.
+            wasi: WasiCtx::builder().allow_tcp(false).allow_udp(false).build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter { memory_bytes: limits.memory_bytes, refused: false },
+            hooks,
+            cancel: cancel.clone(),
+            log_lines_left: limits.log_lines,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+
+        let stopped = Arc::new(std::sync::Mutex::new(None::<Stopped>));
+        let stopped_by_callback = stopped.clone();
+        let grace = limits.cancel_grace;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            let now = Instant::now();
+            let reason = if now >= deadline {
+                Some(Stopped::Deadline)
+            } else {
+                cancel.fired().filter(|(_, at)| now >= *at + grace).map(|_| Stopped::Cancelled)
+            };
+            match reason {
+                Some(reason) => {
+                    *stopped_by_callback.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                    Ok(UpdateDeadline::Interrupt)
+                }
+                // Yield at every tick so that many jobs share the worker's threads fairly.
+                None => Ok(UpdateDeadline::Yield(1)),
+            }
+        });
+
+        let wit_job = WitJobInfo {
+            id: job.id.to_string(),
+            function: job.id.function.to_string(),
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+            enqueued_at_ms: job.enqueued_at_ms,
+            timeout_ms: job.timeout_ms,
+        };
+        let result = async {
+            let instance = plugin.pre.instantiate_async(&mut store).await?;
+            instance.wasmgear_job_handler().call_run(&mut store, &wit_job, input).await
+        }
+        .await;
+
+        let stopped = *stopped.lock().unwrap_or_else(|e| e.into_inner());
+        let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
+        let memory_refused = store.data().limiter.refused;
+        classify(result, stopped, cancelled, memory_refused, limits, job)
+    }
+}
+
+/// Turns what the call returned into an outcome with an error class.
+fn classify(
+    result: wasmtime::Result<Result<Vec<u8>, JobError>>,
+    stopped: Option<Stopped>,
+    cancelled: Option<CancelReason>,
+    memory_refused: bool,
+    limits: &Limits,
+    job: &JobInfo,
+) -> Outcome {
+    let cancelled_class = |reason: CancelReason| match reason {
+        CancelReason::LeaseLost => ErrorClass::LeaseLost,
+        CancelReason::Requested | CancelReason::Shutdown => ErrorClass::Cancelled,
+    };
+    match result {
+        Ok(Ok(output)) if output.len() > limits.output_bytes => Outcome::Failed(JobFailure::new(
+            ErrorClass::OutputTooLarge,
+            format!(
+                "the output of {} bytes is larger than the limit of {} bytes",
+                output.len(),
+                limits.output_bytes
+            ),
+        )),
+        Ok(Ok(output)) => Outcome::Succeeded(output),
+        Ok(Err(error)) => {
+            let (message, retryable) = match error {
+                JobError::Retry(message) => (message, true),
+                JobError::Fail(message) => (message, false),
+            };
+            if let Some(reason) = cancelled {
+                return Outcome::Failed(JobFailure::new(cancelled_class(reason), message));
+            }
+            Outcome::Failed(JobFailure { class: ErrorClass::GuestError, message, retryable })
+        }
+        Err(error) => {
+            let interrupted = matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt));
+            let failure = match (interrupted, stopped) {
+                (true, Some(Stopped::Deadline)) => JobFailure::new(
+                    ErrorClass::TimedOut,
+                    format!("the job ran longer than its timeout of {} ms", job.timeout_ms),
+                ),
+                (true, _) => JobFailure::new(
+                    cancelled.map(cancelled_class).unwrap_or(ErrorClass::Cancelled),
+                    format!(
+                        "the job was cancelled and did not stop within {} ms",
+                        limits.cancel_grace.as_millis()
+                    ),
+                ),
+                _ if memory_refused => JobFailure::new(
+                    ErrorClass::MemoryLimit,
+                    format!(
+                        "the job needed more than its memory limit of {} bytes: {error:?}",
+                        limits.memory_bytes
+                    ),
+                ),
+                _ => JobFailure::new(ErrorClass::Trap, format!("{error:?}")),
+            };
+            Outcome::Failed(failure)
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! The worker node: leases jobs from a [`JobSource`], runs each in the [`Runtime`], keeps
+//! its lease alive, forwards its progress, and reports how it ended.
+//!
+//! The only room that knows both the queue and the runtime. Shutdown is a parameter:
+//! when it resolves the node stops leasing, lets running jobs finish for a grace period,
+//! then cancels the rest and hands them back to the source.
+
+pub mod source;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+pub use source::{JobSource, SourceError};
+
+use crate::job::{
+    CancelReason, CancelSignal, Completion, ErrorClass, JobFailure, JobId, Lease, LogLevel,
+    Outcome, Progress,
+};
+use crate::plugins::PluginRegistry;
+use crate::runtime::{JobHooks, Runtime};
+
+/// Jobs run at once when nothing else is said.
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// How long a lease lasts without a heartbeat when nothing else is said.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// How often an idle worker looks for work even without a wake-up event.
+pub const DEFAULT_IDLE_POLL: Duration = Duration::from_secs(1);
+/// How long running jobs may go on after shutdown starts, when nothing else is said.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How a worker node behaves.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The most jobs running at once.
+    pub concurrency: usize,
+    /// How long a lease lasts; heartbeats renew it every third of that.
+    pub lease_ttl: Duration,
+    /// The safety-net poll interval of an idle worker.
+    pub idle_poll: Duration,
+    /// How long running jobs may finish after shutdown starts before they are cancelled
+    /// and handed back.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            concurrency: DEFAULT_CONCURRENCY,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            idle_poll: DEFAULT_IDLE_POLL,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+/// Everything a job task needs, shared by all of them.
+struct Node<S> {
+    source: S,
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    config: WorkerConfig,
+    running: Mutex<HashMap<JobId, CancelSignal>>,
+}
+
+/// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
+pub async fn run<S: JobSource>(
+    source: S,
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    let concurrency = config.concurrency.max(1);
+    let node = Arc::new(Node { source, runtime, registry, config, running: Mutex::default() });
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let mut tasks = JoinSet::new();
+    tokio::pin!(shutdown);
+
+    tracing::info!(functions = ?node.registry.functions(), concurrency, "worker started");
+    loop {
+        while tasks.try_join_next().is_some() {}
+        // Wait for at least one free slot, then take every free one.
+        let first = tokio::select! {
+            _ = &mut shutdown => break,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let mut permits = vec![first];
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            permits.push(permit);
+        }
+
+        let functions = node.registry.functions();
+        let leases = tokio::select! {
+            _ = &mut shutdown => break,
+            leases = node.source.lease(&functions, permits.len(), node.config.lease_ttl) => leases,
+        };
+        let leases = match leases {
+            Ok(leases) => leases,
+            Err(error) => {
+                tracing::warn!(%error, "leasing failed; retrying in a second");
+                drop(permits);
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        if leases.is_empty() {
+            drop(permits);
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = node.source.wait_for_work(node.config.idle_poll) => continue,
+            }
+        }
+        for lease in leases {
+            let Some(permit) = permits.pop() else { break };
+            let node = node.clone();
+            let span = tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
+            tasks.spawn(
+                async move {
+                    node.run_job(lease).await;
+                    drop(permit);
+                }
+                .instrument(span),
+            );
+        }
+    }
+
+    let running = tasks.len();
+    if running > 0 {
+        tracing::info!(
+            running,
+            grace_ms = node.config.shutdown_grace.as_millis() as u64,
+            "shutting down: letting running jobs finish"
+        );
+        let drained = tokio::time::timeout(node.config.shutdown_grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            let signals: Vec<_> = node.running.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+            tracing::info!(jobs = signals.len(), "grace period over: cancelling and handing back");
+            for signal in signals {
+                signal.cancel(CancelReason::Shutdown);
+            }
+            while tasks.join_next().await.is_some() {}
+        }
+    }
+    tracing::info!("worker stopped");
+}
+
+/// Forwards a running job's reports: progress to a watch channel (coalescing), logs to
+/// tracing under the job's span.
+struct Reporter {
+    progress: watch::Sender<Option<Progress>>,
+}
+
+impl JobHooks for Reporter {
+    fn progress(&self, progress: Progress) {
+        self.progress.send_replace(Some(progress));
+    }
+
+    fn log(&self, level: LogLevel, message: String) {
+        match level {
+            LogLevel::Trace => tracing::trace!(target: "wasmgear::guest", "{message}"),
+            LogLevel::Debug => tracing::debug!(target: "wasmgear::guest", "{message}"),
+            LogLevel::Info => tracing::info!(target: "wasmgear::guest", "{message}"),
+            LogLevel::Warn => tracing::warn!(target: "wasmgear::guest", "{message}"),
+            LogLevel::Error => tracing::error!(target: "wasmgear::guest", "{message}"),
+        }
+    }
+}
+
+/// How often reporting to the source is retried when the source is unreachable.
+const REPORT_ATTEMPTS: u32 = 5;
+
+impl<S: JobSource> Node<S> {
+    async fn run_job(&self, lease: Lease) {
+        let id = lease.info.id.clone();
+        let cancel = CancelSignal::new();
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), cancel.clone());
+
+        let outcome = match self.registry.get(&id.function) {
+            None => Outcome::Failed(JobFailure::new(
+                ErrorClass::PluginMissing,
+                format!("no plugin serves function {} on this worker", id.function),
+            )),
+            Some(plugin) => {
+                let (progress_tx, progress_rx) = watch::channel(None);
+                let hooks: Arc<dyn JobHooks> = Arc::new(Reporter { progress: progress_tx });
+                let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
+                let run = self.runtime.run(&plugin, &lease.info, &lease.input, hooks, cancel.clone());
+                // The keeper ends once the run has dropped the reporter and the last
+                // progress report is stored, so progress always lands before the finish.
+                let (outcome, ()) = tokio::join!(run, keeper);
+                outcome
+            }
+        };
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.report(&lease, outcome, cancel.fired().map(|(reason, _)| reason)).await;
+    }
+
+    /// Renews the lease every third of its TTL and stores progress reports, until the
+    /// job's reporter is dropped. A lost lease cancels the job.
+    async fn keep_lease(
+        &self,
+        lease: &Lease,
+        mut progress: watch::Receiver<Option<Progress>>,
+        cancel: CancelSignal,
+    ) {
+        let ttl = self.config.lease_ttl;
+        let mut beat = tokio::time::interval(ttl / 3);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        beat.tick().await; // the first tick is immediate; the lease is fresh
+        loop {
+            tokio::select! {
+                changed = progress.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let Some(report) = progress.borrow_and_update().clone() else { continue };
+                    match self.source.progress(lease, &report).await {
+                        Ok(true) => {}
+                        Ok(false) => cancel.cancel(CancelReason::LeaseLost),
+                        Err(error) => tracing::warn!(%error, "could not store progress"),
+                    }
+                }
+                _ = beat.tick() => match self.source.heartbeat(lease, ttl).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!("lease lost: stopping the job");
+                        cancel.cancel(CancelReason::LeaseLost);
+                    }
+                    Err(error) => tracing::warn!(%error, "heartbeat failed; will retry"),
+                },
+            }
+        }
+    }
+
+    /// Tells the source how the job ended, retrying while the source is unreachable.
+    async fn report(&self, lease: &Lease, outcome: Outcome, cancelled: Option<CancelReason>) {
+        let handed_back = matches!(
+            (&outcome, cancelled),
+            (Outcome::Failed(_), Some(CancelReason::Shutdown))
+        );
+        for attempt in 1..=REPORT_ATTEMPTS {
+            let result = match &outcome {
+                _ if handed_back => self.source.release(lease).await,
+                Outcome::Succeeded(output) => self.source.complete(lease, output).await,
+                Outcome::Failed(failure) => self.source.fail(lease, failure).await,
+            };
+            match result {
+                Ok(Completion::Accepted(state)) => {
+                    match &outcome {
+                        Outcome::Failed(failure) if !handed_back => tracing::info!(
+                            state,
+                            class = %failure.class,
+                            error = %failure.message,
+                            "job ended without output"
+                        ),
+                        _ => tracing::info!(state, "job reported"),
+                    }
+                    return;
+                }
+                Ok(Completion::Stale) => {
+                    tracing::warn!("the queue refused the result: this worker no longer holds the lease");
+                    return;
+                }
+                Ok(Completion::Missing) => {
+                    tracing::warn!("the queue refused the result: the job no longer exists");
+                    return;
+                }
+                Err(error) if attempt < REPORT_ATTEMPTS => {
+                    tracing::warn!(%error, attempt, "could not report the job; retrying");
+                    tokio::time::sleep(Duration::from_millis(200u64 << attempt)).await;
+                }
+                Err(error) => {
+                    tracing::error!(%error, "could not report the job; its lease will expire and it will run again");
+                }
+            }
+        }
+    }
+}

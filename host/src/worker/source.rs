@@ -1,0 +1,92 @@
+//! Where a worker gets its jobs: the [`JobSource`] trait, and wasmgear's own Redis queue
+//! as the first implementation. Another protocol (Gearman, qless, ...) is one more
+//! implementation of this trait; nothing else in the worker changes.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::job::{Completion, FunctionName, JobFailure, Lease, Progress};
+use crate::queue::WorkerQueue;
+
+/// The error a job source reports: the worker logs it and carries on (retrying later).
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the worker needs from a queue.
+pub trait JobSource: Send + Sync + 'static {
+    /// Leases up to `max` jobs for `functions`; each lease lasts `ttl` unless renewed.
+    fn lease(
+        &self,
+        functions: &[FunctionName],
+        max: usize,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Vec<Lease>, SourceError>> + Send;
+
+    /// Returns when work may have arrived, or after `timeout` at the latest.
+    fn wait_for_work(&self, timeout: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Renews `lease` for `ttl`; `Ok(false)` means the lease is lost.
+    fn heartbeat(
+        &self,
+        lease: &Lease,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, SourceError>> + Send;
+
+    /// Records progress; `Ok(false)` means the lease is lost.
+    fn progress(
+        &self,
+        lease: &Lease,
+        progress: &Progress,
+    ) -> impl Future<Output = Result<bool, SourceError>> + Send;
+
+    /// Finishes the job with its output.
+    fn complete(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+    ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+
+    /// Records a failed attempt (the source decides between retry and failure for good).
+    fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+    ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+
+    /// Hands the job back unrun (the worker is shutting down).
+    fn release(&self, lease: &Lease) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+}
+
+impl JobSource for WorkerQueue {
+    async fn lease(
+        &self,
+        functions: &[FunctionName],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, SourceError> {
+        Ok(WorkerQueue::lease(self, functions, max, ttl).await?)
+    }
+
+    async fn wait_for_work(&self, timeout: Duration) {
+        WorkerQueue::wait_for_work(self, timeout).await
+    }
+
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<bool, SourceError> {
+        Ok(WorkerQueue::heartbeat(self, lease, ttl).await?)
+    }
+
+    async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
+        Ok(WorkerQueue::progress(self, lease, progress).await?)
+    }
+
+    async fn complete(&self, lease: &Lease, output: &[u8]) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::complete(self, lease, output).await?)
+    }
+
+    async fn fail(&self, lease: &Lease, failure: &JobFailure) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::fail(self, lease, failure).await?)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::release(self, lease).await?)
+    }
+}

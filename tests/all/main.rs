@@ -1,0 +1,10 @@
+//! wasmgear's integration tests: real `redis-server`s started per test, real components
+//! built from `plugins/`, the library API and the real `wasmgear` binary.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod api;
+mod cli;
+mod lease;
+mod plugin_dir;

@@ -1,0 +1,280 @@
+//! Test support: a private `redis-server` per test, plugin directories made of the
+//! components built from `plugins/`, a worker node run in-process or as the real binary,
+//! and bounded polling.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use wasmgear::job::FunctionName;
+use wasmgear::plugins::PluginRegistry;
+use wasmgear::queue::{Client, WorkerQueue};
+use wasmgear::redis_server::RedisServer;
+use wasmgear::runtime::{Runtime, RuntimeConfig};
+use wasmgear::worker::{self, WorkerConfig};
+
+/// The `wasmgear` binary built by cargo for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_wasmgear");
+
+/// A `redis-server` of this test's own on a free port; its log is printed if the test fails.
+pub struct TestRedis {
+    server: RedisServer,
+    _dir: tempfile::TempDir,
+}
+
+impl TestRedis {
+    /// Starts a fresh, empty server.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = RedisServer::start(dir.path(), 0, &[]).expect("start redis-server");
+        TestRedis { server, _dir: dir }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// A producer client for it.
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.url()).await.expect("connect client")
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- redis-server log (port {}) ---\n{}", self.server.port(), self.server.log_tail(8000));
+        }
+    }
+}
+
+/// A function name known to be valid.
+pub fn function(name: &str) -> FunctionName {
+    FunctionName::new(name).expect("valid function name")
+}
+
+/// The path of a built plugin by function name.
+pub fn artifact(name: &str) -> &'static str {
+    wasmgear_test_artifacts::ALL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, path)| *path)
+        .unwrap_or_else(|| panic!("no plugin {name} was built from plugins/"))
+}
+
+/// A temporary plugin directory holding copies of the named built plugins.
+pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in names {
+        std::fs::copy(artifact(name), dir.path().join(format!("{name}.wasm"))).expect("copy plugin");
+    }
+    dir
+}
+
+/// A worker node running in this process on the library API.
+pub struct TestWorker {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _plugins: tempfile::TempDir,
+}
+
+/// Knobs for [`TestWorker::start_with`].
+#[derive(Clone)]
+pub struct TestWorkerOptions {
+    pub config: WorkerConfig,
+    pub retry_backoff: Duration,
+    pub runtime: RuntimeConfig,
+}
+
+impl Default for TestWorkerOptions {
+    fn default() -> Self {
+        TestWorkerOptions {
+            config: WorkerConfig { concurrency: 4, ..WorkerConfig::default() },
+            retry_backoff: Duration::from_millis(50),
+            runtime: RuntimeConfig { max_instances: 8, ..RuntimeConfig::default() },
+        }
+    }
+}
+
+impl TestWorker {
+    /// Starts a worker serving the named plugins against `redis`.
+    pub async fn start(redis: &TestRedis, plugins: &[&str]) -> Self {
+        Self::start_with(redis, plugins, TestWorkerOptions::default()).await
+    }
+
+    /// Starts a worker with explicit options.
+    pub async fn start_with(redis: &TestRedis, plugins: &[&str], options: TestWorkerOptions) -> Self {
+        let dir = plugin_dir(plugins);
+        let runtime = Arc::new(Runtime::new(options.runtime).expect("runtime"));
+        let (registry, problems) = PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
+        assert!(problems.is_empty(), "plugins refused: {problems:?}");
+        let mut queue = WorkerQueue::connect(&redis.url(), "test-worker")
+            .await
+            .expect("connect worker")
+            .with_backoff(options.retry_backoff, options.retry_backoff * 4);
+        queue.listen(&registry.functions()).await.expect("listen");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(worker::run(queue, runtime, Arc::new(registry), options.config, async {
+            let _ = stopped.await;
+        }));
+        TestWorker { stop: Some(stop), task: Some(task), _plugins: dir }
+    }
+
+    /// Asks the worker to shut down and waits until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(60), task)
+                .await
+                .expect("worker stopped within 60 s")
+                .expect("worker task did not panic");
+        }
+    }
+}
+
+impl Drop for TestWorker {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Runs the `wasmgear` binary to completion with `args` and `env`.
+pub fn wasmgear(args: &[&str], env: &[(&str, &str)]) -> Output {
+    wasmgear_with_stdin(args, env, b"")
+}
+
+/// Runs the `wasmgear` binary with `stdin` fed to it.
+pub fn wasmgear_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command(args, env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run wasmgear");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    child.wait_with_output().expect("wait for wasmgear")
+}
+
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(BIN);
+    command.args(args).env_remove("WASMGEAR_REDIS_URL").env_remove("WASMGEAR_PLUGINS");
+    command.env("RUST_LOG", "info");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command
+}
+
+/// A `wasmgear worker` process, killed on drop; its log is printed if the test fails.
+pub struct WorkerProcess {
+    child: Child,
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl WorkerProcess {
+    /// Starts `wasmgear worker ARGS` with `env`, logging to a file.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let log_dir = tempfile::tempdir().expect("temp dir");
+        let log = log_dir.path().join("worker.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut all_args = vec!["worker"];
+        all_args.extend_from_slice(args);
+        let child = command(&all_args, env)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn wasmgear worker");
+        WorkerProcess { child, log, _log_dir: log_dir }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (e.g. "TERM", "KILL") to it.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits up to `timeout` for it to exit; returns its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- worker log ---\n{}", self.log());
+        }
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, failing the test after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls a plain condition like [`eventually`], from synchronous code.
+pub fn eventually_sync(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Text of a process' stdout.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Text of a process' stderr.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
