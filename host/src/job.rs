@@ -230,7 +230,11 @@ impl JobFailure {
                 | ErrorClass::LeaseLost
                 | ErrorClass::PluginMissing
         );
-        JobFailure { class, message: message.into(), retryable }
+        JobFailure {
+            class,
+            message: message.into(),
+            retryable,
+        }
     }
 }
 
@@ -313,7 +317,9 @@ mod tests {
         assert_eq!(id.function.as_str(), "resize.v2");
         assert_eq!(id.seq, 42);
         assert_eq!(id.to_string(), "resize.v2:42");
-        for bad in ["", "echo", "echo:", ":3", "echo:0", "echo:-1", "ec ho:1", "echo:1x", "a{b}:1"] {
+        for bad in [
+            "", "echo", "echo:", ":3", "echo:0", "echo:-1", "ec ho:1", "echo:1x", "a{b}:1",
+        ] {
             assert!(bad.parse::<JobId>().is_err(), "{bad:?} parsed");
         }
     }

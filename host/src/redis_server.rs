@@ -21,7 +21,9 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum RedisServerError {
     /// The program is not installed.
-    #[error("cannot run {program:?}: {source}; install Redis (Debian: apt-get install redis-server) or give a Redis URL with --redis / WASMGEAR_REDIS_URL")]
+    #[error(
+        "cannot run {program:?}: {source}; install Redis (Debian: apt-get install redis-server) or give a Redis URL with --redis / WASMGEAR_REDIS_URL"
+    )]
     NotFound {
         /// The program tried.
         program: String,
@@ -61,11 +63,14 @@ impl RedisServer {
     /// Starts a server on `port` (0: any free port) with its data in `dir`, and waits until
     /// it answers. `extra_args` go to `redis-server` as they are (e.g. `--appendonly yes`).
     pub fn start(dir: &Path, port: u16, extra_args: &[&str]) -> Result<Self, RedisServerError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| RedisServerError::Dir { dir: dir.to_path_buf(), source })?;
-        let dir = dir
-            .canonicalize()
-            .map_err(|source| RedisServerError::Dir { dir: dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| RedisServerError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let dir = dir.canonicalize().map_err(|source| RedisServerError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         let program =
             std::env::var("WASMGEAR_REDIS_SERVER").unwrap_or_else(|_| DEFAULT_REDIS_SERVER.into());
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
@@ -176,11 +181,23 @@ impl Drop for RedisServer {
 
 const LOG_FILE: &str = "redis.log";
 
-fn spawn(program: &str, dir: &Path, port: u16, extra_args: &[String]) -> Result<Child, RedisServerError> {
+fn spawn(
+    program: &str,
+    dir: &Path,
+    port: u16,
+    extra_args: &[String],
+) -> Result<Child, RedisServerError> {
     Command::new(program)
         .arg("--port")
         .arg(port.to_string())
-        .args(["--bind", "127.0.0.1", "--protected-mode", "yes", "--save", ""])
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "yes",
+            "--save",
+            "",
+        ])
         .arg("--dir")
         .arg(dir)
         .arg("--logfile")
@@ -190,7 +207,10 @@ fn spawn(program: &str, dir: &Path, port: u16, extra_args: &[String]) -> Result<
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|source| RedisServerError::NotFound { program: program.to_string(), source })
+        .map_err(|source| RedisServerError::NotFound {
+            program: program.to_string(),
+            source,
+        })
 }
 
 /// A port that was free a moment ago.

@@ -16,7 +16,10 @@ async fn echo_returns_its_input() {
     let worker = TestWorker::start(&redis, &["echo", "reverse"]).await;
     let client = redis.client().await;
     let input = b"hello \x00\xff bytes".to_vec();
-    let id = client.enqueue(&function("echo"), &input, &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(&function("echo"), &input, &EnqueueOptions::default())
+        .await
+        .unwrap();
     let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
     assert_eq!(status.record.state, JobState::Succeeded);
     assert_eq!(status.output.as_deref(), Some(&input[..]));
@@ -35,12 +38,27 @@ async fn jobs_reach_the_plugin_of_their_function() {
     for i in 0..20 {
         let text = format!("job number {i}");
         let f = if i % 2 == 0 { "reverse" } else { "echo" };
-        ids.push((f, text.clone(), client.enqueue(&function(f), text.as_bytes(), &EnqueueOptions::default()).await.unwrap()));
+        ids.push((
+            f,
+            text.clone(),
+            client
+                .enqueue(&function(f), text.as_bytes(), &EnqueueOptions::default())
+                .await
+                .unwrap(),
+        ));
     }
     for (f, text, id) in ids {
         let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
-        let expected: String = if f == "reverse" { text.chars().rev().collect() } else { text };
-        assert_eq!(String::from_utf8(status.output.unwrap()).unwrap(), expected, "{id}");
+        let expected: String = if f == "reverse" {
+            text.chars().rev().collect()
+        } else {
+            text
+        };
+        assert_eq!(
+            String::from_utf8(status.output.unwrap()).unwrap(),
+            expected,
+            "{id}"
+        );
     }
     worker.stop().await;
 }
@@ -51,12 +69,19 @@ async fn a_plugin_error_reaches_the_client() {
     let redis = TestRedis::start();
     let worker = TestWorker::start(&redis, &["fail"]).await;
     let client = redis.client().await;
-    let id = client.enqueue(&function("fail"), b"bad input", &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(&function("fail"), b"bad input", &EnqueueOptions::default())
+        .await
+        .unwrap();
     let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
     assert_eq!(status.record.state, JobState::Failed);
     let error = status.record.error.expect("an error is stored");
     assert_eq!(error.class, "guest-error");
-    assert!(error.message.contains("failed on purpose: bad input"), "{}", error.message);
+    assert!(
+        error.message.contains("failed on purpose: bad input"),
+        "{}",
+        error.message
+    );
     assert_eq!(status.record.attempt, 1, "a permanent error is not retried");
     assert!(status.output.is_none());
     worker.stop().await;
@@ -68,13 +93,27 @@ async fn a_retryable_error_is_retried_then_fails() {
     let redis = TestRedis::start();
     let worker = TestWorker::start(&redis, &["fail"]).await;
     let client = redis.client().await;
-    let options = EnqueueOptions { max_attempts: 3, ..EnqueueOptions::default() };
-    let id = client.enqueue(&function("fail"), b"retry", &options).await.unwrap();
+    let options = EnqueueOptions {
+        max_attempts: 3,
+        ..EnqueueOptions::default()
+    };
+    let id = client
+        .enqueue(&function("fail"), b"retry", &options)
+        .await
+        .unwrap();
     let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
     assert_eq!(status.record.state, JobState::Failed);
     assert_eq!(status.record.attempt, 3);
-    let outcomes: Vec<_> = status.record.history.iter().map(|a| (a.attempt, a.outcome.as_str())).collect();
-    assert_eq!(outcomes, [(1, "guest-error"), (2, "guest-error"), (3, "guest-error")]);
+    let outcomes: Vec<_> = status
+        .record
+        .history
+        .iter()
+        .map(|a| (a.attempt, a.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(1, "guest-error"), (2, "guest-error"), (3, "guest-error")]
+    );
     worker.stop().await;
 }
 
@@ -84,14 +123,23 @@ async fn progress_is_observed_in_order() {
     let redis = TestRedis::start();
     let worker = TestWorker::start(&redis, &["count"]).await;
     let client = redis.client().await;
-    let id = client.enqueue(&function("count"), b"8 40", &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(&function("count"), b"8 40", &EnqueueOptions::default())
+        .await
+        .unwrap();
     let mut seen: Vec<Progress> = Vec::new();
-    let status = client.wait(&id, WAIT, |p| seen.push(p.clone())).await.unwrap();
+    let status = client
+        .wait(&id, WAIT, |p| seen.push(p.clone()))
+        .await
+        .unwrap();
     assert_eq!(status.record.state, JobState::Succeeded);
     assert_eq!(status.output.as_deref(), Some(&b"counted to 8"[..]));
     let done: Vec<u64> = seen.iter().map(|p| p.done).collect();
     assert!(done.len() >= 4, "too few progress reports seen: {done:?}");
-    assert!(done.windows(2).all(|w| w[0] < w[1]), "out of order: {done:?}");
+    assert!(
+        done.windows(2).all(|w| w[0] < w[1]),
+        "out of order: {done:?}"
+    );
     let last = seen.last().unwrap();
     assert_eq!((last.done, last.total), (8, 8));
     assert_eq!(last.message.as_deref(), Some("step 8 of 8"));
@@ -107,10 +155,23 @@ async fn a_job_for_an_unserved_function_waits() {
     let redis = TestRedis::start();
     let worker = TestWorker::start(&redis, &["echo"]).await;
     let client = redis.client().await;
-    let id = client.enqueue(&function("nobody-serves-this"), b"x", &EnqueueOptions::default()).await.unwrap();
-    let echo = client.enqueue(&function("echo"), b"x", &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(
+            &function("nobody-serves-this"),
+            b"x",
+            &EnqueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    let echo = client
+        .enqueue(&function("echo"), b"x", &EnqueueOptions::default())
+        .await
+        .unwrap();
     client.wait(&echo, WAIT, |_| {}).await.unwrap();
-    assert_eq!(client.status(&id).await.unwrap().record.state, JobState::Queued);
+    assert_eq!(
+        client.status(&id).await.unwrap().record.state,
+        JobState::Queued
+    );
     worker.stop().await;
 }
 
@@ -123,7 +184,10 @@ async fn shutdown_hands_back_jobs_that_do_not_finish_in_the_grace_period() {
     options.config.shutdown_grace = Duration::from_millis(300);
     let worker = TestWorker::start_with(&redis, &["count"], options).await;
     let client = redis.client().await;
-    let id = client.enqueue(&function("count"), b"1000 50", &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(&function("count"), b"1000 50", &EnqueueOptions::default())
+        .await
+        .unwrap();
     crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
     })
@@ -131,7 +195,10 @@ async fn shutdown_hands_back_jobs_that_do_not_finish_in_the_grace_period() {
     worker.stop().await;
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Queued);
-    assert_eq!(status.record.attempt, 0, "a handed-back job keeps its attempts");
+    assert_eq!(
+        status.record.attempt, 0,
+        "a handed-back job keeps its attempts"
+    );
 }
 
 /// On shutdown, a job that finishes within the grace period completes normally.
@@ -140,7 +207,10 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
     let redis = TestRedis::start();
     let worker = TestWorker::start(&redis, &["count"]).await;
     let client = redis.client().await;
-    let id = client.enqueue(&function("count"), b"10 50", &EnqueueOptions::default()).await.unwrap();
+    let id = client
+        .enqueue(&function("count"), b"10 50", &EnqueueOptions::default())
+        .await
+        .unwrap();
     crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
     })

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use crate::support::{TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear, wasmgear_with_stdin};
+use crate::support::{
+    TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
+    wasmgear_with_stdin,
+};
 
 /// Starts `wasmgear worker` on `plugins` against `redis` and waits until it serves.
 fn start_worker(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> WorkerProcess {
@@ -11,7 +14,9 @@ fn start_worker(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) ->
     let mut args = vec!["--plugins", plugins];
     args.extend_from_slice(extra);
     let worker = WorkerProcess::spawn(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || worker.log().contains("worker started"));
+    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+        worker.log().contains("worker started")
+    });
     worker
 }
 
@@ -27,7 +32,11 @@ fn enqueue_wait_prints_the_output_and_status_shows_it() {
     let out = wasmgear(&["enqueue", "reverse", "hello wasm", "--wait"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "msaw olleh");
-    let id = stderr(&out).lines().find_map(|l| l.strip_prefix("enqueued ")).expect("id on stderr").to_string();
+    let id = stderr(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("enqueued "))
+        .expect("id on stderr")
+        .to_string();
 
     let status = wasmgear(&["status", &id], &env);
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
@@ -36,7 +45,8 @@ fn enqueue_wait_prints_the_output_and_status_shows_it() {
     assert!(text.contains("output    msaw olleh"), "{text}");
 
     let json = wasmgear(&["status", &id, "--json"], &env);
-    let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("status --json is JSON");
+    let value: serde_json::Value =
+        serde_json::from_slice(&json.stdout).expect("status --json is JSON");
     assert_eq!(value["state"], "succeeded");
     assert_eq!(value["id"], id);
 }
@@ -59,7 +69,16 @@ fn enqueue_reads_input_from_argument_stdin_or_file() {
 
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), b"from a file").unwrap();
-    let out = wasmgear(&["enqueue", "echo", "--input-file", file.path().to_str().unwrap(), "--wait"], &env);
+    let out = wasmgear(
+        &[
+            "enqueue",
+            "echo",
+            "--input-file",
+            file.path().to_str().unwrap(),
+            "--wait",
+        ],
+        &env,
+    );
     assert_eq!(stdout(&out), "from a file", "{}", stderr(&out));
 }
 
@@ -70,11 +89,19 @@ fn a_failed_job_exits_non_zero_with_its_error() {
     let plugins = plugin_dir(&["fail"]);
     let _worker = start_worker(&redis, plugins.path(), &[]);
     let url = redis.url();
-    let out = wasmgear(&["enqueue", "fail", "oops", "--wait"], &[("WASMGEAR_REDIS_URL", url.as_str())]);
+    let out = wasmgear(
+        &["enqueue", "fail", "oops", "--wait"],
+        &[("WASMGEAR_REDIS_URL", url.as_str())],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).is_empty());
     let err = stderr(&out);
-    assert!(err.contains("failed") && err.contains("[guest-error]") && err.contains("failed on purpose: oops"), "{err}");
+    assert!(
+        err.contains("failed")
+            && err.contains("[guest-error]")
+            && err.contains("failed on purpose: oops"),
+        "{err}"
+    );
 }
 
 /// `enqueue --wait` shows every progress report, in order, while the job runs.
@@ -84,13 +111,27 @@ fn enqueue_wait_shows_progress_in_order() {
     let plugins = plugin_dir(&["count"]);
     let _worker = start_worker(&redis, plugins.path(), &[]);
     let url = redis.url();
-    let out = wasmgear(&["enqueue", "count", "5 60", "--wait"], &[("WASMGEAR_REDIS_URL", url.as_str())]);
+    let out = wasmgear(
+        &["enqueue", "count", "5 60", "--wait"],
+        &[("WASMGEAR_REDIS_URL", url.as_str())],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "counted to 5");
-    let reports: Vec<String> = stderr(&out).lines().filter(|l| l.starts_with("progress ")).map(String::from).collect();
+    let reports: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("progress "))
+        .map(String::from)
+        .collect();
     let done: Vec<u64> = reports
         .iter()
-        .map(|l| l["progress ".len()..].split('/').next().unwrap().parse().unwrap())
+        .map(|l| {
+            l["progress ".len()..]
+                .split('/')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert!(done.len() >= 3, "{reports:?}");
     assert!(done.windows(2).all(|w| w[0] < w[1]), "{reports:?}");
@@ -105,16 +146,29 @@ fn bad_input_is_a_clear_error() {
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let cases: [(&[&str], &str); 6] = [
         (&["enqueue", "no{tags}", "x"], "invalid function name"),
-        (&["enqueue", "echo", "x", "--priority", "urgent"], "priority \"urgent\""),
-        (&["enqueue", "echo", "x", "--max-attempts", "0"], "max attempts 0"),
-        (&["enqueue", "echo", "x", "--timeout", "soon"], "invalid duration"),
+        (
+            &["enqueue", "echo", "x", "--priority", "urgent"],
+            "priority \"urgent\"",
+        ),
+        (
+            &["enqueue", "echo", "x", "--max-attempts", "0"],
+            "max attempts 0",
+        ),
+        (
+            &["enqueue", "echo", "x", "--timeout", "soon"],
+            "invalid duration",
+        ),
         (&["status", "not-an-id"], "invalid job id"),
         (&["status", "echo:99"], "no job echo:99"),
     ];
     for (args, expected) in cases {
         let out = wasmgear(args, &env);
         assert_ne!(out.status.code(), Some(0), "{args:?} succeeded");
-        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
     // Nothing was enqueued by the refused commands: the first real job is number 1.
     let out = wasmgear(&["enqueue", "echo", "x"], &env);
@@ -125,9 +179,16 @@ fn bad_input_is_a_clear_error() {
 #[test]
 fn no_redis_is_a_clear_error() {
     let home = tempfile::tempdir().unwrap();
-    let out = wasmgear(&["enqueue", "echo", "x"], &[("WASMGEAR_HOME", home.path().to_str().unwrap())]);
+    let out = wasmgear(
+        &["enqueue", "echo", "x"],
+        &[("WASMGEAR_HOME", home.path().to_str().unwrap())],
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("no Redis to talk to"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no Redis to talk to"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// A worker on an empty or missing plugin directory exits with an error naming it.
@@ -137,8 +198,14 @@ fn a_worker_without_plugins_exits_with_a_clear_error() {
     let url = redis.url();
     let empty = tempfile::tempdir().unwrap();
     let missing = empty.path().join("missing");
-    for (dir, expected) in [(empty.path(), "no usable plugin in"), (missing.as_path(), "cannot read the plugin directory")] {
-        let out = wasmgear(&["worker", "--plugins", dir.to_str().unwrap()], &[("WASMGEAR_REDIS_URL", url.as_str())]);
+    for (dir, expected) in [
+        (empty.path(), "no usable plugin in"),
+        (missing.as_path(), "cannot read the plugin directory"),
+    ] {
+        let out = wasmgear(
+            &["worker", "--plugins", dir.to_str().unwrap()],
+            &[("WASMGEAR_REDIS_URL", url.as_str())],
+        );
         assert_eq!(out.status.code(), Some(1));
         assert!(stderr(&out).contains(expected), "{}", stderr(&out));
     }
@@ -153,8 +220,16 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
     let plugins = plugin_dir(&["echo"]);
     let env = [("WASMGEAR_HOME", home_str)];
     let mut worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || worker.log().contains("worker started"));
-    assert!(worker.log().contains("started an embedded Redis at redis://127.0.0.1:"), "{}", worker.log());
+    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+        worker.log().contains("worker started")
+    });
+    assert!(
+        worker
+            .log()
+            .contains("started an embedded Redis at redis://127.0.0.1:"),
+        "{}",
+        worker.log()
+    );
     let url_file = home.path().join("redis.url");
     assert!(url_file.exists());
 
@@ -162,10 +237,19 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
     assert_eq!(stdout(&out), "embedded", "{}", stderr(&out));
 
     worker.signal("TERM");
-    assert_eq!(worker.wait_exit(Duration::from_secs(30)), Some(0), "{}", worker.log());
+    assert_eq!(
+        worker.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        worker.log()
+    );
     assert!(!url_file.exists(), "the URL file must go with the server");
-    let url = std::fs::read_to_string(home.path().join("redis").join("redis.log")).unwrap_or_default();
-    assert!(url.contains("ready to exit") || url.contains("Redis is now ready to exit"), "redis did not shut down cleanly:\n{url}");
+    let url =
+        std::fs::read_to_string(home.path().join("redis").join("redis.log")).unwrap_or_default();
+    assert!(
+        url.contains("ready to exit") || url.contains("Redis is now ready to exit"),
+        "redis did not shut down cleanly:\n{url}"
+    );
 }
 
 /// SIGTERM stops leasing, lets the running job finish within the grace period, and exits 0.
@@ -176,12 +260,19 @@ fn sigterm_lets_the_running_job_finish() {
     let mut worker = start_worker(&redis, plugins.path(), &["--shutdown-grace", "30s"]);
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let id = stdout(&wasmgear(&["enqueue", "count", "10 100"], &env)).trim().to_string();
+    let id = stdout(&wasmgear(&["enqueue", "count", "10 100"], &env))
+        .trim()
+        .to_string();
     eventually_sync(Duration::from_secs(20), "the job to run", || {
         stdout(&wasmgear(&["status", &id], &env)).contains("state     running")
     });
     worker.signal("TERM");
-    assert_eq!(worker.wait_exit(Duration::from_secs(30)), Some(0), "{}", worker.log());
+    assert_eq!(
+        worker.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        worker.log()
+    );
     let text = stdout(&wasmgear(&["status", &id], &env));
     assert!(text.contains("state     succeeded"), "{text}");
 }

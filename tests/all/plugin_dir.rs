@@ -6,7 +6,11 @@ use wasmgear::runtime::{Runtime, RuntimeConfig};
 use crate::support::{artifact, plugin_dir};
 
 fn runtime() -> Runtime {
-    Runtime::new(RuntimeConfig { max_instances: 2, ..RuntimeConfig::default() }).unwrap()
+    Runtime::new(RuntimeConfig {
+        max_instances: 2,
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
 }
 
 /// Every `NAME.wasm` serves function NAME; other files are ignored.
@@ -26,7 +30,12 @@ fn an_empty_directory_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let error = PluginRegistry::load_dir(&runtime(), dir.path()).unwrap_err();
     assert!(matches!(error, RegistryError::NoPlugins { .. }));
-    assert!(error.to_string().contains("put components named FUNCTION.wasm there"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("put components named FUNCTION.wasm there"),
+        "{error}"
+    );
 }
 
 /// A missing directory is an error that names it.
@@ -44,14 +53,22 @@ fn a_missing_directory_is_a_clear_error() {
 fn bad_files_are_reported_and_good_ones_still_load() {
     let dir = plugin_dir(&["echo"]);
     std::fs::write(dir.path().join("empty.wasm"), b"").unwrap();
-    std::fs::write(dir.path().join("random.wasm"), b"\x00asm\x0d\x00\x01\x00garbage").unwrap();
+    std::fs::write(
+        dir.path().join("random.wasm"),
+        b"\x00asm\x0d\x00\x01\x00garbage",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("core.wasm"), b"\x00asm\x01\x00\x00\x00").unwrap();
     std::fs::copy(artifact("echo"), dir.path().join("bad name!.wasm")).unwrap();
     let (registry, problems) = PluginRegistry::load_dir(&runtime(), dir.path()).unwrap();
     assert_eq!(registry.functions().len(), 1);
     let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
     assert_eq!(text.len(), 4, "{text:#?}");
-    let find = |file: &str| text.iter().find(|t| t.contains(file)).unwrap_or_else(|| panic!("{file} not reported: {text:#?}"));
+    let find = |file: &str| {
+        text.iter()
+            .find(|t| t.contains(file))
+            .unwrap_or_else(|| panic!("{file} not reported: {text:#?}"))
+    };
     assert!(find("empty.wasm").contains("not a WebAssembly component"));
     assert!(find("random.wasm").contains("does not compile"));
     assert!(find("core.wasm").contains("core WebAssembly module"));

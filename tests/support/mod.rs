@@ -50,7 +50,11 @@ impl TestRedis {
 impl Drop for TestRedis {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- redis-server log (port {}) ---\n{}", self.server.port(), self.server.log_tail(8000));
+            eprintln!(
+                "--- redis-server log (port {}) ---\n{}",
+                self.server.port(),
+                self.server.log_tail(8000)
+            );
         }
     }
 }
@@ -73,7 +77,8 @@ pub fn artifact(name: &str) -> &'static str {
 pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for name in names {
-        std::fs::copy(artifact(name), dir.path().join(format!("{name}.wasm"))).expect("copy plugin");
+        std::fs::copy(artifact(name), dir.path().join(format!("{name}.wasm")))
+            .expect("copy plugin");
     }
     dir
 }
@@ -96,9 +101,15 @@ pub struct TestWorkerOptions {
 impl Default for TestWorkerOptions {
     fn default() -> Self {
         TestWorkerOptions {
-            config: WorkerConfig { concurrency: 4, ..WorkerConfig::default() },
+            config: WorkerConfig {
+                concurrency: 4,
+                ..WorkerConfig::default()
+            },
             retry_backoff: Duration::from_millis(50),
-            runtime: RuntimeConfig { max_instances: 8, ..RuntimeConfig::default() },
+            runtime: RuntimeConfig {
+                max_instances: 8,
+                ..RuntimeConfig::default()
+            },
         }
     }
 }
@@ -110,10 +121,15 @@ impl TestWorker {
     }
 
     /// Starts a worker with explicit options.
-    pub async fn start_with(redis: &TestRedis, plugins: &[&str], options: TestWorkerOptions) -> Self {
+    pub async fn start_with(
+        redis: &TestRedis,
+        plugins: &[&str],
+        options: TestWorkerOptions,
+    ) -> Self {
         let dir = plugin_dir(plugins);
         let runtime = Arc::new(Runtime::new(options.runtime).expect("runtime"));
-        let (registry, problems) = PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
+        let (registry, problems) =
+            PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
         assert!(problems.is_empty(), "plugins refused: {problems:?}");
         let mut queue = WorkerQueue::connect(&redis.url(), "test-worker")
             .await
@@ -121,10 +137,20 @@ impl TestWorker {
             .with_backoff(options.retry_backoff, options.retry_backoff * 4);
         queue.listen(&registry.functions()).await.expect("listen");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(worker::run(queue, runtime, Arc::new(registry), options.config, async {
-            let _ = stopped.await;
-        }));
-        TestWorker { stop: Some(stop), task: Some(task), _plugins: dir }
+        let task = tokio::spawn(worker::run(
+            queue,
+            runtime,
+            Arc::new(registry),
+            options.config,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        TestWorker {
+            stop: Some(stop),
+            task: Some(task),
+            _plugins: dir,
+        }
     }
 
     /// Asks the worker to shut down and waits until it has.
@@ -163,13 +189,21 @@ pub fn wasmgear_with_stdin(args: &[&str], env: &[(&str, &str)], stdin: &[u8]) ->
         .stderr(Stdio::piped())
         .spawn()
         .expect("run wasmgear");
-    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
     child.wait_with_output().expect("wait for wasmgear")
 }
 
 fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(BIN);
-    command.args(args).env_remove("WASMGEAR_REDIS_URL").env_remove("WASMGEAR_PLUGINS");
+    command
+        .args(args)
+        .env_remove("WASMGEAR_REDIS_URL")
+        .env_remove("WASMGEAR_PLUGINS");
     command.env("RUST_LOG", "info");
     for (k, v) in env {
         command.env(k, v);
@@ -198,7 +232,11 @@ impl WorkerProcess {
             .stderr(file)
             .spawn()
             .expect("spawn wasmgear worker");
-        WorkerProcess { child, log, _log_dir: log_dir }
+        WorkerProcess {
+            child,
+            log,
+            _log_dir: log_dir,
+        }
     }
 
     /// The process id.
@@ -255,7 +293,10 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -264,7 +305,10 @@ where
 pub fn eventually_sync(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check() {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

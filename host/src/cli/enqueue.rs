@@ -71,7 +71,9 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
     options.validate()?;
     let input = read_input(&args)?;
     let url = args.redis.resolve()?;
-    let client = Client::connect(&url).await.with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = Client::connect(&url)
+        .await
+        .with_context(|| format!("cannot connect to Redis at {url}"))?;
     let id = client.enqueue(&function, &input, &options).await?;
     if !args.wait {
         println!("{id}");
@@ -80,7 +82,9 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
 
     eprintln!("enqueued {id}");
     let mut display = ProgressDisplay::new();
-    let waited = client.wait(&id, args.wait_timeout, |p| display.show(p)).await;
+    let waited = client
+        .wait(&id, args.wait_timeout, |p| display.show(p))
+        .await;
     display.finish();
     let status = match waited {
         Ok(status) => status,
@@ -113,7 +117,9 @@ fn read_input(args: &EnqueueArgs) -> anyhow::Result<Vec<u8>> {
     match args.input.as_deref() {
         Some("-") => {
             let mut input = Vec::new();
-            std::io::stdin().read_to_end(&mut input).context("cannot read the input from stdin")?;
+            std::io::stdin()
+                .read_to_end(&mut input)
+                .context("cannot read the input from stdin")?;
             Ok(input)
         }
         Some(text) => Ok(text.as_bytes().to_vec()),
@@ -130,7 +136,8 @@ impl ProgressDisplay {
     fn new() -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = indicatif::ProgressBar::new(0);
-            if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}") {
+            if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
+            {
                 bar.set_style(style);
             }
             bar

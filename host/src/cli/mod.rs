@@ -81,11 +81,13 @@ impl Cli {
 /// Parses a duration: `250ms`, `10s`, `5m`, `2h`, `1d`, or a plain number of seconds.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .with_context(|| format!("invalid duration {text:?}: expected e.g. 250ms, 10s, 5m, 2h, 1d"))?;
+    let value: f64 = number.parse().with_context(|| {
+        format!("invalid duration {text:?}: expected e.g. 250ms, 10s, 5m, 2h, 1d")
+    })?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "" | "s" => value,

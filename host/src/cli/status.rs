@@ -25,7 +25,9 @@ pub struct StatusArgs {
 pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let url = args.redis.resolve()?;
-    let client = Client::connect(&url).await.with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = Client::connect(&url)
+        .await
+        .with_context(|| format!("cannot connect to Redis at {url}"))?;
     let status = client.status(&id).await?;
     if args.json {
         let mut value = serde_json::to_value(&status)?;
@@ -79,12 +81,18 @@ pub(super) fn print_failure(status: &JobStatus) {
 }
 
 fn ago(ms: u64) -> String {
-    human(Duration::from_millis(crate::queue::now_ms().saturating_sub(ms)))
+    human(Duration::from_millis(
+        crate::queue::now_ms().saturating_sub(ms),
+    ))
 }
 
 fn in_or_ago(ms: u64) -> String {
     let now = crate::queue::now_ms();
-    if ms >= now { format!("in {}", human(Duration::from_millis(ms - now))) } else { format!("{} ago", ago(ms)) }
+    if ms >= now {
+        format!("in {}", human(Duration::from_millis(ms - now)))
+    } else {
+        format!("{} ago", ago(ms))
+    }
 }
 
 fn human(d: Duration) -> String {

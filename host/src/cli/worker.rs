@@ -59,7 +59,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         ..RuntimeConfig::default()
     };
     let runtime = Arc::new(
-        Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e:#}"))?,
+        Runtime::new(config)
+            .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e:#}"))?,
     );
     let (registry, problems) = PluginRegistry::load_dir(&runtime, &args.plugins)?;
     for problem in problems {
@@ -82,10 +83,15 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         .await
         .with_context(|| format!("cannot connect to Redis at {url}"))?
         .with_backoff(args.retry_backoff, Duration::from_secs(3600));
-    queue.listen(&functions).await.with_context(|| format!("cannot subscribe to events at {url}"))?;
+    queue
+        .listen(&functions)
+        .await
+        .with_context(|| format!("cannot subscribe to events at {url}"))?;
     tracing::info!(worker_id, redis = url, plugins = ?args.plugins, "connected");
 
-    let supervisor = embedded.clone().map(|server| tokio::spawn(supervise(server)));
+    let supervisor = embedded
+        .clone()
+        .map(|server| tokio::spawn(supervise(server)));
     let config = WorkerConfig {
         concurrency: args.concurrency,
         lease_ttl: args.lease_ttl,
@@ -99,7 +105,9 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     }
     if let Some(server) = embedded {
         let _ = std::fs::remove_file(args.redis.home.join(REDIS_URL_FILE));
-        tokio::task::spawn_blocking(move || server.stop()).await.ok();
+        tokio::task::spawn_blocking(move || server.stop())
+            .await
+            .ok();
         tracing::info!("embedded Redis stopped");
     }
     Ok(0)
@@ -110,7 +118,11 @@ async fn start_embedded(args: &WorkerArgs) -> anyhow::Result<Arc<RedisServer>> {
     let dir = args.redis.home.join("redis");
     let port = args.embedded_port;
     let server = tokio::task::spawn_blocking(move || {
-        RedisServer::start(&dir, port, &["--appendonly", "yes", "--appendfsync", "everysec"])
+        RedisServer::start(
+            &dir,
+            port,
+            &["--appendonly", "yes", "--appendfsync", "everysec"],
+        )
     })
     .await??;
     let url_file = args.redis.home.join(REDIS_URL_FILE);
@@ -131,7 +143,10 @@ async fn supervise(server: Arc<RedisServer>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let check = server.clone();
         match tokio::task::spawn_blocking(move || check.ensure_running()).await {
-            Ok(Ok(true)) => tracing::warn!(url = server.url(), "the embedded Redis had died and was restarted"),
+            Ok(Ok(true)) => tracing::warn!(
+                url = server.url(),
+                "the embedded Redis had died and was restarted"
+            ),
             Ok(Ok(false)) => {}
             Ok(Err(error)) => tracing::error!(%error, "cannot restart the embedded Redis"),
             Err(_) => {}
@@ -165,5 +180,9 @@ fn worker_id() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "worker".into());
-    format!("{host}-{}-{}", std::process::id(), crate::queue::source::random_hex(3))
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        crate::queue::source::random_hex(3)
+    )
 }

@@ -17,7 +17,9 @@ pub const PLUGIN_EXTENSION: &str = "wasm";
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// The directory cannot be listed.
-    #[error("cannot read the plugin directory {dir:?}: {source} (pass an existing directory with --plugins or WASMGEAR_PLUGINS)")]
+    #[error(
+        "cannot read the plugin directory {dir:?}: {source} (pass an existing directory with --plugins or WASMGEAR_PLUGINS)"
+    )]
     Unreadable {
         /// The directory.
         dir: PathBuf,
@@ -63,8 +65,14 @@ pub struct PluginRegistry {
 impl PluginRegistry {
     /// Loads every `*.wasm` in `dir`. Returns the registry and the files that were refused;
     /// fails only when the directory is unreadable or nothing in it could be loaded.
-    pub fn load_dir(runtime: &Runtime, dir: &Path) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
-        let unreadable = |source| RegistryError::Unreadable { dir: dir.to_path_buf(), source };
+    pub fn load_dir(
+        runtime: &Runtime,
+        dir: &Path,
+    ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
+        let unreadable = |source| RegistryError::Unreadable {
+            dir: dir.to_path_buf(),
+            source,
+        };
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(unreadable)? {
             let path = entry.map_err(unreadable)?.path();
@@ -83,7 +91,10 @@ impl PluginRegistry {
             }
         }
         if registry.functions().is_empty() {
-            return Err(RegistryError::NoPlugins { dir: dir.to_path_buf(), problems });
+            return Err(RegistryError::NoPlugins {
+                dir: dir.to_path_buf(),
+                problems,
+            });
         }
         Ok((registry, problems))
     }
@@ -96,19 +107,33 @@ impl PluginRegistry {
 
     /// The plugin serving `function`, if any.
     pub fn get(&self, function: &FunctionName) -> Option<Arc<Plugin>> {
-        self.plugins.read().unwrap_or_else(|e| e.into_inner()).get(function).cloned()
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(function)
+            .cloned()
     }
 
     /// The functions served, in name order.
     pub fn functions(&self) -> Vec<FunctionName> {
-        self.plugins.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 
 /// Loads the plugin at `path`, named after the file's stem.
 fn load_one(runtime: &Runtime, path: &Path) -> Result<Plugin, LoadProblem> {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    let function = FunctionName::new(stem)
-        .map_err(|e| LoadProblem::BadName { path: path.to_path_buf(), reason: e.to_string() })?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let function = FunctionName::new(stem).map_err(|e| LoadProblem::BadName {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     Ok(runtime.load_plugin(function, path)?)
 }

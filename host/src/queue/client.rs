@@ -71,12 +71,14 @@ impl FromStr for Priority {
             "low" => Ok(Self::LOW),
             "normal" => Ok(Self::NORMAL),
             "high" => Ok(Self::HIGH),
-            other => other.parse::<i32>().map_err(|_| {
-                QueueError::BadOption(format!(
-                    "priority {other:?} is neither low, normal, high nor a number"
-                ))
-            })
-            .and_then(Priority::new),
+            other => other
+                .parse::<i32>()
+                .map_err(|_| {
+                    QueueError::BadOption(format!(
+                        "priority {other:?} is neither low, normal, high nor a number"
+                    ))
+                })
+                .and_then(Priority::new),
         }
     }
 }
@@ -125,10 +127,16 @@ impl EnqueueOptions {
             ));
         }
         if self.timeout < Duration::from_millis(1) || self.timeout > MAX_DURATION {
-            return bad(format!("timeout {:?} is out of range 1ms..=10 years", self.timeout));
+            return bad(format!(
+                "timeout {:?} is out of range 1ms..=10 years",
+                self.timeout
+            ));
         }
         if self.retention < Duration::from_secs(1) || self.retention > MAX_DURATION {
-            return bad(format!("retention {:?} is out of range 1s..=10 years", self.retention));
+            return bad(format!(
+                "retention {:?} is out of range 1s..=10 years",
+                self.retention
+            ));
         }
         if self.delay > MAX_DURATION {
             return bad(format!("delay {:?} is longer than 10 years", self.delay));
@@ -174,7 +182,9 @@ impl Client {
         input: &[u8],
         options: &EnqueueOptions,
     ) -> Result<JobId> {
-        let ids = self.enqueue_many(function, &[(input, options.clone())]).await?;
+        let ids = self
+            .enqueue_many(function, &[(input, options.clone())])
+            .await?;
         Ok(ids.into_iter().next().expect("one job in, one id out"))
     }
 
@@ -221,7 +231,13 @@ impl Client {
                 .arg(*input);
         }
         let numbers: Vec<u64> = call.invoke_async(&mut self.conn.clone()).await?;
-        Ok(numbers.into_iter().map(|seq| JobId { function: function.clone(), seq }).collect())
+        Ok(numbers
+            .into_iter()
+            .map(|seq| JobId {
+                function: function.clone(),
+                seq,
+            })
+            .collect())
     }
 
     /// Everything known about job `id`.
@@ -234,9 +250,15 @@ impl Client {
             .query_async(&mut conn)
             .await?;
         let raw = raw.ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
-        let record: JobRecord = serde_json::from_str(&raw)
-            .map_err(|e| QueueError::Corrupt { id: id.clone(), reason: e.to_string() })?;
-        Ok(JobStatus { id: id.clone(), record, output })
+        let record: JobRecord = serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
+            id: id.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(JobStatus {
+            id: id.clone(),
+            record,
+            output,
+        })
     }
 
     /// Waits until job `id` has ended and returns its final status. Each progress report
@@ -285,8 +307,7 @@ impl Client {
                     tokio::time::sleep(wait).await;
                     break;
                 };
-                let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes())
-                else {
+                let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes()) else {
                     continue;
                 };
                 if event.id != wanted {

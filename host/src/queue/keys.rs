@@ -19,7 +19,9 @@ pub struct FunctionKeys {
 impl FunctionKeys {
     /// The keys of `function`.
     pub fn new(function: &FunctionName) -> Self {
-        FunctionKeys { base: format!("{PREFIX}:{{{function}}}") }
+        FunctionKeys {
+            base: format!("{PREFIX}:{{{function}}}"),
+        }
     }
 
     fn key(&self, name: &str) -> String {

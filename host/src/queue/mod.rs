@@ -61,7 +61,10 @@ pub type Result<T, E = QueueError> = std::result::Result<T, E>;
 
 /// Opens a Redis client for `url`, checking the URL first.
 pub(crate) fn open(url: &str) -> Result<redis::Client> {
-    redis::Client::open(url).map_err(|source| QueueError::BadUrl { url: url.to_string(), source })
+    redis::Client::open(url).map_err(|source| QueueError::BadUrl {
+        url: url.to_string(),
+        source,
+    })
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock (used only for display and

@@ -27,7 +27,10 @@ pub enum JobState {
 impl JobState {
     /// Whether the job has ended (and will not change again).
     pub fn is_final(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
     }
 
     /// The state's name as stored.

@@ -24,11 +24,11 @@ pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(3600);
 
 /// Reads the `{accepted, word}` reply of `complete` and `fail`.
 fn completion((accepted, word): (i64, String)) -> Completion {
-        match (accepted, word.as_str()) {
-            (1, _) => Completion::Accepted(word),
-            (_, "missing") => Completion::Missing,
-            _ => Completion::Stale,
-        }
+    match (accepted, word.as_str()) {
+        (1, _) => Completion::Accepted(word),
+        (_, "missing") => Completion::Missing,
+        _ => Completion::Stale,
+    }
 }
 
 /// Aborts a background task when dropped.
@@ -81,19 +81,24 @@ impl WorkerQueue {
     pub async fn listen(&mut self, functions: &[FunctionName]) -> Result<()> {
         let mut pubsub = self.redis.get_async_pubsub().await?;
         for function in functions {
-            pubsub.subscribe(FunctionKeys::new(function).events()).await?;
+            pubsub
+                .subscribe(FunctionKeys::new(function).events())
+                .await?;
         }
         let notify = self.work_arrived.clone();
         let redis = self.redis.clone();
-        let channels: Vec<String> =
-            functions.iter().map(|f| FunctionKeys::new(f).events()).collect();
+        let channels: Vec<String> = functions
+            .iter()
+            .map(|f| FunctionKeys::new(f).events())
+            .collect();
         let task = tokio::spawn(async move {
             let mut pubsub = pubsub;
             loop {
                 {
                     let mut stream = pubsub.on_message();
                     while let Some(message) = stream.next().await {
-                        if let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes())
+                        if let Ok(event) =
+                            serde_json::from_slice::<Event>(message.get_payload_bytes())
                             && matches!(event.event.as_str(), "create" | "retry")
                         {
                             notify.notify_one();
@@ -105,7 +110,9 @@ impl WorkerQueue {
                 tracing::warn!("lost the event subscription; reconnecting");
                 loop {
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    let Ok(mut fresh) = redis.get_async_pubsub().await else { continue };
+                    let Ok(mut fresh) = redis.get_async_pubsub().await else {
+                        continue;
+                    };
                     let mut ok = true;
                     for channel in &channels {
                         ok &= fresh.subscribe(channel).await.is_ok();
@@ -173,7 +180,10 @@ impl WorkerQueue {
             for (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) in rows {
                 leases.push(Lease {
                     info: JobInfo {
-                        id: JobId { function: function.clone(), seq },
+                        id: JobId {
+                            function: function.clone(),
+                            seq,
+                        },
                         attempt,
                         max_attempts,
                         enqueued_at_ms: created_ms,
@@ -270,16 +280,27 @@ impl WorkerQueue {
             .arg(&lease.token)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(if released == 1 { Completion::Accepted("queued".into()) } else { Completion::Stale })
+        Ok(if released == 1 {
+            Completion::Accepted("queued".into())
+        } else {
+            Completion::Stale
+        })
     }
 
     /// The wait before attempt `attempt + 1`: exponential, capped, with ±50 % jitter so
     /// that jobs failing together do not retry together.
     fn backoff(&self, attempt: u32) -> Duration {
         let exponent = attempt.saturating_sub(1).min(30);
-        let raw = self.backoff_base.saturating_mul(1u32 << exponent).min(self.backoff_max);
+        let raw = self
+            .backoff_base
+            .saturating_mul(1u32 << exponent)
+            .min(self.backoff_max);
         let mut byte = [0u8; 1];
-        let jitter = if getrandom::fill(&mut byte).is_ok() { byte[0] as f64 / 255.0 } else { 0.5 };
+        let jitter = if getrandom::fill(&mut byte).is_ok() {
+            byte[0] as f64 / 255.0
+        } else {
+            0.5
+        };
         raw.mul_f64(0.5 + jitter)
     }
 }

@@ -58,7 +58,10 @@ pub struct RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        RuntimeConfig { max_instances: 100, limits: Limits::default() }
+        RuntimeConfig {
+            max_instances: 100,
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -118,7 +121,12 @@ impl Runtime {
             })
             .map_err(|e| wasmtime::format_err!("cannot start the epoch ticker thread: {e}"))?;
 
-        Ok(Runtime { engine, linker, limits: config.limits, ticker_stop })
+        Ok(Runtime {
+            engine,
+            linker,
+            limits: config.limits,
+            ticker_stop,
+        })
     }
 
     /// The limits applied to every job.

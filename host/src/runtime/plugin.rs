@@ -25,7 +25,9 @@ pub enum PluginError {
         source: std::io::Error,
     },
     /// The file is not WebAssembly at all (empty, truncated, or something else).
-    #[error("plugin {path:?} is not a WebAssembly component (it does not start with the wasm magic bytes)")]
+    #[error(
+        "plugin {path:?} is not a WebAssembly component (it does not start with the wasm magic bytes)"
+    )]
     NotWasm {
         /// The plugin file.
         path: PathBuf,
@@ -96,8 +98,10 @@ impl Plugin {
 impl Runtime {
     /// Reads, compiles and links the component at `path` to serve `function`.
     pub fn load_plugin(&self, function: FunctionName, path: &Path) -> Result<Plugin, PluginError> {
-        let bytes = std::fs::read(path)
-            .map_err(|source| PluginError::Read { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         self.compile_plugin(function, path, &bytes)
     }
 
@@ -117,19 +121,36 @@ impl Runtime {
             Some(header) if header[..4] == COMPONENT_HEADER[..4] => {
                 return Err(PluginError::Compile {
                     path: path_buf(),
-                    reason: format!("unsupported WebAssembly version/layer {:02x?}", &header[4..]),
+                    reason: format!(
+                        "unsupported WebAssembly version/layer {:02x?}",
+                        &header[4..]
+                    ),
                 });
             }
             _ => return Err(PluginError::NotWasm { path: path_buf() }),
         }
-        let component = wasmtime::component::Component::new(&self.engine, bytes)
-            .map_err(|e| PluginError::Compile { path: path_buf(), reason: format!("{e:#}") })?;
-        let instance_pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| PluginError::WorldMismatch { path: path_buf(), reason: format!("{e:#}") })?;
-        let pre = JobPre::new(instance_pre)
-            .map_err(|e| PluginError::WorldMismatch { path: path_buf(), reason: format!("{e:#}") })?;
-        Ok(Plugin { function, source: path_buf(), size: bytes.len(), pre })
+        let component = wasmtime::component::Component::new(&self.engine, bytes).map_err(|e| {
+            PluginError::Compile {
+                path: path_buf(),
+                reason: format!("{e:#}"),
+            }
+        })?;
+        let instance_pre =
+            self.linker
+                .instantiate_pre(&component)
+                .map_err(|e| PluginError::WorldMismatch {
+                    path: path_buf(),
+                    reason: format!("{e:#}"),
+                })?;
+        let pre = JobPre::new(instance_pre).map_err(|e| PluginError::WorldMismatch {
+            path: path_buf(),
+            reason: format!("{e:#}"),
+        })?;
+        Ok(Plugin {
+            function,
+            source: path_buf(),
+            size: bytes.len(),
+            pre,
+        })
     }
 }

@@ -74,7 +74,10 @@ pub struct JobState {
 
 impl WasiView for JobState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -107,7 +110,10 @@ impl Runtime {
             // closed, stdout/stderr discarded.
             wasi: WasiCtx::builder().allow_tcp(false).allow_udp(false).build(),
             table: ResourceTable::new(),
-            limiter: MemoryLimiter { memory_bytes: limits.memory_bytes, refused: false },
+            limiter: MemoryLimiter {
+                memory_bytes: limits.memory_bytes,
+                refused: false,
+            },
             hooks,
             cancel: cancel.clone(),
             log_lines_left: limits.log_lines,
@@ -124,11 +130,16 @@ impl Runtime {
             let reason = if now >= deadline {
                 Some(Stopped::Deadline)
             } else {
-                cancel.fired().filter(|(_, at)| now >= *at + grace).map(|_| Stopped::Cancelled)
+                cancel
+                    .fired()
+                    .filter(|(_, at)| now >= *at + grace)
+                    .map(|_| Stopped::Cancelled)
             };
             match reason {
                 Some(reason) => {
-                    *stopped_by_callback.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                    *stopped_by_callback
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(reason);
                     Ok(UpdateDeadline::Interrupt)
                 }
                 // Yield at every tick so that many jobs share the worker's threads fairly.
@@ -146,7 +157,10 @@ impl Runtime {
         };
         let result = async {
             let instance = plugin.pre.instantiate_async(&mut store).await?;
-            instance.wasmgear_job_handler().call_run(&mut store, &wit_job, input).await
+            instance
+                .wasmgear_job_handler()
+                .call_run(&mut store, &wit_job, input)
+                .await
         }
         .await;
 
@@ -188,17 +202,26 @@ fn classify(
             if let Some(reason) = cancelled {
                 return Outcome::Failed(JobFailure::new(cancelled_class(reason), message));
             }
-            Outcome::Failed(JobFailure { class: ErrorClass::GuestError, message, retryable })
+            Outcome::Failed(JobFailure {
+                class: ErrorClass::GuestError,
+                message,
+                retryable,
+            })
         }
         Err(error) => {
             let interrupted = matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt));
             let failure = match (interrupted, stopped) {
                 (true, Some(Stopped::Deadline)) => JobFailure::new(
                     ErrorClass::TimedOut,
-                    format!("the job ran longer than its timeout of {} ms", job.timeout_ms),
+                    format!(
+                        "the job ran longer than its timeout of {} ms",
+                        job.timeout_ms
+                    ),
                 ),
                 (true, _) => JobFailure::new(
-                    cancelled.map(cancelled_class).unwrap_or(ErrorClass::Cancelled),
+                    cancelled
+                        .map(cancelled_class)
+                        .unwrap_or(ErrorClass::Cancelled),
                     format!(
                         "the job was cancelled and did not stop within {} ms",
                         limits.cancel_grace.as_millis()

@@ -77,7 +77,13 @@ pub async fn run<S: JobSource>(
     shutdown: impl Future<Output = ()>,
 ) {
     let concurrency = config.concurrency.max(1);
-    let node = Arc::new(Node { source, runtime, registry, config, running: Mutex::default() });
+    let node = Arc::new(Node {
+        source,
+        runtime,
+        registry,
+        config,
+        running: Mutex::default(),
+    });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
@@ -124,7 +130,8 @@ pub async fn run<S: JobSource>(
         for lease in leases {
             let Some(permit) = permits.pop() else { break };
             let node = node.clone();
-            let span = tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
+            let span =
+                tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
             tasks.spawn(
                 async move {
                     node.run_job(lease).await;
@@ -147,8 +154,17 @@ pub async fn run<S: JobSource>(
         })
         .await;
         if drained.is_err() {
-            let signals: Vec<_> = node.running.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
-            tracing::info!(jobs = signals.len(), "grace period over: cancelling and handing back");
+            let signals: Vec<_> = node
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            tracing::info!(
+                jobs = signals.len(),
+                "grace period over: cancelling and handing back"
+            );
             for signal in signals {
                 signal.cancel(CancelReason::Shutdown);
             }
@@ -187,7 +203,10 @@ impl<S: JobSource> Node<S> {
     async fn run_job(&self, lease: Lease) {
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), cancel.clone());
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), cancel.clone());
 
         let outcome = match self.registry.get(&id.function) {
             None => Outcome::Failed(JobFailure::new(
@@ -196,17 +215,25 @@ impl<S: JobSource> Node<S> {
             )),
             Some(plugin) => {
                 let (progress_tx, progress_rx) = watch::channel(None);
-                let hooks: Arc<dyn JobHooks> = Arc::new(Reporter { progress: progress_tx });
+                let hooks: Arc<dyn JobHooks> = Arc::new(Reporter {
+                    progress: progress_tx,
+                });
                 let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
-                let run = self.runtime.run(&plugin, &lease.info, &lease.input, hooks, cancel.clone());
+                let run =
+                    self.runtime
+                        .run(&plugin, &lease.info, &lease.input, hooks, cancel.clone());
                 // The keeper ends once the run has dropped the reporter and the last
                 // progress report is stored, so progress always lands before the finish.
                 let (outcome, ()) = tokio::join!(run, keeper);
                 outcome
             }
         };
-        self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        self.report(&lease, outcome, cancel.fired().map(|(reason, _)| reason)).await;
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        self.report(&lease, outcome, cancel.fired().map(|(reason, _)| reason))
+            .await;
     }
 
     /// Renews the lease every third of its TTL and stores progress reports, until the
@@ -272,7 +299,9 @@ impl<S: JobSource> Node<S> {
                     return;
                 }
                 Ok(Completion::Stale) => {
-                    tracing::warn!("the queue refused the result: this worker no longer holds the lease");
+                    tracing::warn!(
+                        "the queue refused the result: this worker no longer holds the lease"
+                    );
                     return;
                 }
                 Ok(Completion::Missing) => {

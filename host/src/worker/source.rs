@@ -53,7 +53,10 @@ pub trait JobSource: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
     /// Hands the job back unrun (the worker is shutting down).
-    fn release(&self, lease: &Lease) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+    fn release(
+        &self,
+        lease: &Lease,
+    ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 }
 
 impl JobSource for WorkerQueue {

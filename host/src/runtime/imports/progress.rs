@@ -10,6 +10,10 @@ pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
 impl Host for JobState {
     fn report(&mut self, done: u64, total: u64, message: Option<String>) {
         let message = message.map(|m| super::log::truncate(m, MAX_PROGRESS_MESSAGE_BYTES));
-        self.hooks.progress(Progress { done, total, message });
+        self.hooks.progress(Progress {
+            done,
+            total,
+            message,
+        });
     }
 }

@@ -1,0 +1,148 @@
+//! Per-job cost and end-to-end throughput, printed as a table (`cargo bench -p wasmgear`).
+//!
+//! 1. runtime only: a fresh instance of the trivial `echo` component, one call, drop, with
+//!    every limit on (pooling allocator, epoch deadline, memory limiter);
+//! 2. the same through the worker node and a private `redis-server`: jobs enqueued in bulk,
+//!    leased, run and completed, measured from the first enqueue to the last completion.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear::plugins::PluginRegistry;
+use wasmgear::queue::{Client, EnqueueOptions, JobState, WorkerQueue};
+use wasmgear::redis_server::RedisServer;
+use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear::worker::{self, WorkerConfig};
+
+struct Quiet;
+
+impl JobHooks for Quiet {
+    fn progress(&self, _: Progress) {}
+    fn log(&self, _: LogLevel, _: String) {}
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        per_job().await;
+        end_to_end().await;
+    });
+}
+
+async fn per_job() {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 4,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let echo = FunctionName::new("echo").unwrap();
+    let plugin = runtime
+        .load_plugin(
+            echo.clone(),
+            std::path::Path::new(wasmgear_test_artifacts::ECHO),
+        )
+        .unwrap();
+    let info = JobInfo {
+        id: JobId {
+            function: echo,
+            seq: 1,
+        },
+        attempt: 1,
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        timeout_ms: 60_000,
+    };
+    let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
+    let input = vec![7u8; 64];
+    for _ in 0..200 {
+        runtime
+            .run(&plugin, &info, &input, hooks.clone(), CancelSignal::new())
+            .await;
+    }
+    let n = 5000;
+    let started = Instant::now();
+    for _ in 0..n {
+        let outcome = runtime
+            .run(&plugin, &info, &input, hooks.clone(), CancelSignal::new())
+            .await;
+        assert!(matches!(outcome, Outcome::Succeeded(ref o) if o == &input));
+    }
+    let per = started.elapsed() / n;
+    println!(
+        "runtime: fresh instance + call + drop of echo, limits on: {:>8.1} µs/job ({n} jobs)",
+        per.as_secs_f64() * 1e6
+    );
+}
+
+async fn end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start(dir.path(), 0, &[]).unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        wasmgear_test_artifacts::ECHO,
+        plugins.path().join("echo.wasm"),
+    )
+    .unwrap();
+    for concurrency in [1usize, 16] {
+        let runtime = Arc::new(
+            Runtime::new(RuntimeConfig {
+                max_instances: concurrency as u32 + 1,
+                ..RuntimeConfig::default()
+            })
+            .unwrap(),
+        );
+        let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
+        let mut queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
+        queue.listen(&registry.functions()).await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = WorkerConfig {
+            concurrency,
+            ..WorkerConfig::default()
+        };
+        let node = tokio::spawn(worker::run(
+            queue,
+            runtime,
+            Arc::new(registry),
+            config,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+
+        let client = Client::connect(&redis.url()).await.unwrap();
+        let echo = FunctionName::new("echo").unwrap();
+        let n = 2000;
+        let inputs: Vec<Vec<u8>> = (0..n).map(|i| format!("job {i}").into_bytes()).collect();
+        let batch: Vec<(&[u8], EnqueueOptions)> = inputs
+            .iter()
+            .map(|i| (i.as_slice(), EnqueueOptions::default()))
+            .collect();
+        let started = Instant::now();
+        let ids = client.enqueue_many(&echo, &batch).await.unwrap();
+        let last = ids.last().unwrap().clone();
+        let status = client
+            .wait(&last, Some(Duration::from_secs(120)), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(status.record.state, JobState::Succeeded);
+        // FIFO: when the last job is done every other one is leased; wait for them too.
+        for id in &ids {
+            while !client.status(id).await.unwrap().record.state.is_final() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let elapsed = started.elapsed();
+        println!(
+            "end to end: {n} echo jobs, concurrency {concurrency:>2}: {:>8.0} jobs/s ({:.1} ms/job)",
+            n as f64 / elapsed.as_secs_f64(),
+            elapsed.as_secs_f64() * 1e3 / n as f64
+        );
+        let _ = stop.send(());
+        node.await.unwrap();
+    }
+}
