@@ -295,6 +295,17 @@ pub struct Lease {
     pub token: String,
 }
 
+/// What a heartbeat learned about a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseStatus {
+    /// Still held, and renewed.
+    Held,
+    /// Still held and renewed, but a client asked for the job to be cancelled.
+    CancelRequested,
+    /// No longer held: stop the job, its result would be refused.
+    Lost,
+}
+
 /// The answer to `complete`, `fail` or `release`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {

@@ -276,3 +276,63 @@ fn sigterm_lets_the_running_job_finish() {
     let text = stdout(&wasmgear(&["status", &id], &env));
     assert!(text.contains("state     succeeded"), "{text}");
 }
+
+/// `wasmgear cancel` cancels a waiting job; a finished one is reported as such (exit 1).
+#[test]
+fn cancel_stops_a_waiting_job() {
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let id = stdout(&wasmgear(&["enqueue", "echo", "x"], &env))
+        .trim()
+        .to_string();
+    let out = wasmgear(&["cancel", &id], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("{id} cancelled"));
+    assert!(stdout(&wasmgear(&["status", &id], &env)).contains("state     cancelled"));
+    let again = wasmgear(&["cancel", &id], &env);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("had already ended (cancelled)"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+/// A worker killed with SIGKILL mid-job loses its lease; another worker reclaims the job
+/// and completes it, and the history shows both attempts.
+#[test]
+fn a_job_of_a_killed_worker_is_completed_by_another() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["count"]);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let mut first = start_worker(&redis, plugins.path(), &["--lease-ttl", "1s"]);
+    let id = stdout(&wasmgear(&["enqueue", "count", "20 100"], &env))
+        .trim()
+        .to_string();
+    eventually_sync(Duration::from_secs(20), "progress", || {
+        stdout(&wasmgear(&["status", &id], &env)).contains("progress  ")
+    });
+    first.signal("KILL");
+    assert!(first.wait_exit(Duration::from_secs(10)).is_some());
+
+    let _second = start_worker(&redis, plugins.path(), &["--lease-ttl", "1s"]);
+    let out = wasmgear(&["enqueue", "count", "1 1", "--wait"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    eventually_sync(
+        Duration::from_secs(30),
+        "the reclaimed job to finish",
+        || stdout(&wasmgear(&["status", &id], &env)).contains("state     succeeded"),
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&wasmgear(&["status", &id, "--json"], &env).stdout).unwrap();
+    assert_eq!(json["attempt"], 2);
+    let outcomes: Vec<&str> = json["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["lease-lost", "succeeded"]);
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use wasmgear::job::{Completion, ErrorClass, JobFailure, Progress};
+use wasmgear::job::{Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
 use wasmgear::queue::{EnqueueOptions, JobState, Priority, WorkerQueue};
 
 use crate::support::{TestRedis, eventually, function};
@@ -53,10 +53,12 @@ async fn completion_is_fenced_by_the_lease_token() {
     })
     .await;
     assert_eq!(lease_b.info.attempt, 2);
-    assert!(
-        !a.heartbeat(&lease_a, TTL).await.unwrap(),
+    assert_eq!(
+        a.heartbeat(&lease_a, TTL).await.unwrap(),
+        LeaseStatus::Lost,
         "a stale heartbeat must fail"
     );
+    assert_eq!(b.heartbeat(&lease_b, TTL).await.unwrap(), LeaseStatus::Held);
     assert!(!a.progress(&lease_a, &Progress::default()).await.unwrap());
     assert_eq!(
         a.complete(&lease_a, b"from a").await.unwrap(),

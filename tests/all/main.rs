@@ -5,6 +5,7 @@
 mod support;
 
 mod api;
+mod cancel;
 mod cli;
 mod lease;
 mod plugin_dir;

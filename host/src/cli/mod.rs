@@ -2,6 +2,7 @@
 //!
 //! Subcommands talk to Redis only through [`crate::queue`]; `worker` also builds the runtime.
 
+mod cancel;
 mod enqueue;
 mod status;
 mod worker;
@@ -65,6 +66,8 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show a job's state, progress and result.
     Status(status::StatusArgs),
+    /// Cancel a job: a waiting one at once, a running one by asking its worker to stop it.
+    Cancel(cancel::CancelArgs),
 }
 
 impl Cli {
@@ -74,6 +77,7 @@ impl Cli {
             Command::Worker(args) => worker::run(args).await,
             Command::Enqueue(args) => enqueue::run(args).await,
             Command::Status(args) => status::run(args).await,
+            Command::Cancel(args) => cancel::run(args).await,
         }
     }
 }

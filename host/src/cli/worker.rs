@@ -10,7 +10,7 @@ use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
 use crate::plugins::PluginRegistry;
 use crate::queue::WorkerQueue;
 use crate::redis_server::RedisServer;
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::{Limits, Runtime, RuntimeConfig};
 use crate::worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
 
 /// Options of `wasmgear worker`.
@@ -37,6 +37,11 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     shutdown_grace: Duration,
 
+    /// How long a job asked to stop (cancelled, lease lost, shutdown) may keep running
+    /// before it is stopped hard.
+    #[arg(long, env = "WASMGEAR_CANCEL_GRACE", default_value = "5s", value_parser = parse_duration)]
+    cancel_grace: Duration,
+
     /// The wait before the first retry of a failed job; it doubles on every further retry
     /// (at most an hour), with jitter.
     #[arg(long, env = "WASMGEAR_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
@@ -56,7 +61,10 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     }
     let config = RuntimeConfig {
         max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
-        ..RuntimeConfig::default()
+        limits: Limits {
+            cancel_grace: args.cancel_grace,
+            ..Limits::default()
+        },
     };
     let runtime = Arc::new(
         Runtime::new(config)

@@ -10,7 +10,7 @@ use redis::aio::ConnectionManager;
 use serde::Deserialize;
 
 use super::keys::FunctionKeys;
-use super::model::{JobRecord, JobStatus};
+use super::model::{JobRecord, JobState, JobStatus};
 use super::{QueueError, Result, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 
@@ -143,6 +143,17 @@ impl EnqueueOptions {
         }
         Ok(())
     }
+}
+
+/// What `cancel` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job was waiting and is now cancelled.
+    Cancelled,
+    /// The job is running; its worker has been asked to stop it.
+    Stopping,
+    /// The job had already ended in this state; nothing changed.
+    AlreadyEnded(JobState),
 }
 
 /// One event of a function's channel, as published by the scripts.
@@ -325,6 +336,35 @@ impl Client {
                     "finish" => break,
                     _ => {}
                 }
+            }
+        }
+    }
+
+    /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop
+    /// (it ends `cancelled` when the worker has stopped it, within the grace period).
+    pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
+        let keys = FunctionKeys::new(&id.function);
+        let (done, word): (i64, String) = scripts::CANCEL
+            .key(keys.jobs())
+            .key(keys.ready())
+            .key(keys.scheduled())
+            .key(keys.expires())
+            .key(keys.events())
+            .arg(id.function.as_str())
+            .arg(id.seq)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        match (done, word.as_str()) {
+            (1, "cancelled") => Ok(CancelOutcome::Cancelled),
+            (1, _) => Ok(CancelOutcome::Stopping),
+            (_, "missing") => Err(QueueError::NoSuchJob(id.clone())),
+            (_, state) => {
+                let state = serde_json::from_value(serde_json::Value::String(state.to_string()))
+                    .map_err(|e| QueueError::Corrupt {
+                        id: id.clone(),
+                        reason: e.to_string(),
+                    })?;
+                Ok(CancelOutcome::AlreadyEnded(state))
             }
         }
     }

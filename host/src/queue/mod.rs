@@ -14,7 +14,7 @@ pub mod model;
 mod scripts;
 pub mod source;
 
-pub use client::{Client, EnqueueOptions, Priority};
+pub use client::{CancelOutcome, Client, EnqueueOptions, Priority};
 pub use model::{JobRecord, JobState, JobStatus};
 pub use source::WorkerQueue;
 

@@ -18,3 +18,4 @@ script!(PROGRESS, "progress.lua");
 script!(COMPLETE, "complete.lua");
 script!(FAIL, "fail.lua");
 script!(RELEASE, "release.lua");
+script!(CANCEL, "cancel.lua");

@@ -9,18 +9,22 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
 use super::client::Event;
 use super::keys::FunctionKeys;
 use super::{Result, scripts};
-use crate::job::{Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, Progress};
+use crate::job::{
+    Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseStatus, Progress,
+};
 
 /// The first retry waits about this long; each further one twice as long.
 pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// No retry waits longer than this.
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(3600);
+/// Cancel requests buffered for a slow listener; older ones are still caught by heartbeats.
+const CANCEL_BUFFER: usize = 1024;
 
 /// Reads the `{accepted, word}` reply of `complete` and `fail`.
 fn completion((accepted, word): (i64, String)) -> Completion {
@@ -49,6 +53,7 @@ pub struct WorkerQueue {
     backoff_base: Duration,
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
+    cancel_requests: broadcast::Sender<JobId>,
     _listener: Option<TaskGuard>,
 }
 
@@ -65,6 +70,7 @@ impl WorkerQueue {
             backoff_base: DEFAULT_BACKOFF_BASE,
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
+            cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             _listener: None,
         })
     }
@@ -76,8 +82,9 @@ impl WorkerQueue {
         self
     }
 
-    /// Subscribes to the events of `functions` so that [`WorkerQueue::wait_for_work`]
-    /// wakes as soon as a job is enqueued for one of them.
+    /// Subscribes to the events of `functions`, so that [`WorkerQueue::wait_for_work`]
+    /// wakes as soon as a job is enqueued for one of them and
+    /// [`WorkerQueue::cancel_requests`] hears of cancellations at once.
     pub async fn listen(&mut self, functions: &[FunctionName]) -> Result<()> {
         let mut pubsub = self.redis.get_async_pubsub().await?;
         for function in functions {
@@ -86,6 +93,7 @@ impl WorkerQueue {
                 .await?;
         }
         let notify = self.work_arrived.clone();
+        let cancels = self.cancel_requests.clone();
         let redis = self.redis.clone();
         let channels: Vec<String> = functions
             .iter()
@@ -97,11 +105,18 @@ impl WorkerQueue {
                 {
                     let mut stream = pubsub.on_message();
                     while let Some(message) = stream.next().await {
-                        if let Ok(event) =
-                            serde_json::from_slice::<Event>(message.get_payload_bytes())
-                            && matches!(event.event.as_str(), "create" | "retry")
-                        {
-                            notify.notify_one();
+                        let payload = message.get_payload_bytes();
+                        let Ok(event) = serde_json::from_slice::<Event>(payload) else {
+                            continue;
+                        };
+                        match event.event.as_str() {
+                            "create" | "retry" => notify.notify_one(),
+                            "cancel" => {
+                                if let Ok(id) = event.id.parse::<JobId>() {
+                                    let _ = cancels.send(id);
+                                }
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -133,6 +148,11 @@ impl WorkerQueue {
     /// events and for scheduled jobs falling due).
     pub async fn wait_for_work(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.work_arrived.notified()).await;
+    }
+
+    /// Ids of running jobs whose cancellation a client asked for, as the events arrive.
+    pub fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+        self.cancel_requests.subscribe()
     }
 
     /// This worker's id, as recorded on the jobs it runs.
@@ -197,10 +217,11 @@ impl WorkerQueue {
         Ok(leases)
     }
 
-    /// Extends `lease` by `ttl`. `false` means the lease is lost: stop the job.
-    pub async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<bool> {
+    /// Extends `lease` by `ttl`, and says whether it is still held and whether a client
+    /// asked for the job to be cancelled.
+    pub async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus> {
         let keys = FunctionKeys::new(&lease.info.id.function);
-        let until: u64 = scripts::HEARTBEAT
+        let (until, cancel): (u64, i64) = scripts::HEARTBEAT
             .key(keys.jobs())
             .key(keys.leased())
             .arg(lease.info.id.seq)
@@ -208,7 +229,11 @@ impl WorkerQueue {
             .arg(ttl.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(until > 0)
+        Ok(match (until, cancel) {
+            (0, _) => LeaseStatus::Lost,
+            (_, 1) => LeaseStatus::CancelRequested,
+            _ => LeaseStatus::Held,
+        })
     }
 
     /// Stores and publishes the job's progress. `false` means the lease is lost.
@@ -269,22 +294,22 @@ impl WorkerQueue {
         Ok(completion(reply))
     }
 
-    /// Hands the job back unrun, without counting the attempt (used on shutdown).
+    /// Hands the job back unrun, without counting the attempt (used on shutdown). A job
+    /// whose cancellation was asked for ends cancelled instead.
     pub async fn release(&self, lease: &Lease) -> Result<Completion> {
         let keys = FunctionKeys::new(&lease.info.id.function);
-        let released: i64 = scripts::RELEASE
+        let reply = scripts::RELEASE
             .key(keys.jobs())
             .key(keys.leased())
             .key(keys.ready())
+            .key(keys.expires())
+            .key(keys.events())
+            .arg(lease.info.id.function.as_str())
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(if released == 1 {
-            Completion::Accepted("queued".into())
-        } else {
-            Completion::Stale
-        })
+        Ok(completion(reply))
     }
 
     /// The wait before attempt `attempt + 1`: exponential, capped, with ±50 % jitter so

@@ -10,5 +10,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
+pub use self::wasmgear::job::types::JobInfo as WitJobInfo;
 pub use exports::wasmgear::job::handler::JobError;
-pub use wasmgear::job::types::JobInfo as WitJobInfo;

@@ -19,8 +19,8 @@ use tracing::Instrument;
 pub use source::{JobSource, SourceError};
 
 use crate::job::{
-    CancelReason, CancelSignal, Completion, ErrorClass, JobFailure, JobId, Lease, LogLevel,
-    Outcome, Progress,
+    CancelReason, CancelSignal, Completion, ErrorClass, JobFailure, JobId, Lease, LeaseStatus,
+    LogLevel, Outcome, Progress,
 };
 use crate::plugins::PluginRegistry;
 use crate::runtime::{JobHooks, Runtime};
@@ -87,6 +87,7 @@ pub async fn run<S: JobSource>(
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
+    let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone()));
 
     tracing::info!(functions = ?node.registry.functions(), concurrency, "worker started");
     loop {
@@ -171,7 +172,27 @@ pub async fn run<S: JobSource>(
             while tasks.join_next().await.is_some() {}
         }
     }
+    cancel_listener.abort();
     tracing::info!("worker stopped");
+}
+
+/// Fires the cancel signal of each running job whose cancellation the source reports.
+async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>) {
+    let mut requests = node.source.cancel_requests();
+    loop {
+        match requests.recv().await {
+            Ok(id) => {
+                let running = node.running.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(signal) = running.get(&id) {
+                    tracing::info!(job_id = %id, "cancel requested: asking the job to stop");
+                    signal.cancel(CancelReason::Requested);
+                }
+            }
+            // Missed some: heartbeats will catch those jobs.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Forwards a running job's reports: progress to a watch channel (coalescing), logs to
@@ -262,8 +283,9 @@ impl<S: JobSource> Node<S> {
                     }
                 }
                 _ = beat.tick() => match self.source.heartbeat(lease, ttl).await {
-                    Ok(true) => {}
-                    Ok(false) => {
+                    Ok(LeaseStatus::Held) => {}
+                    Ok(LeaseStatus::CancelRequested) => cancel.cancel(CancelReason::Requested),
+                    Ok(LeaseStatus::Lost) => {
                         tracing::warn!("lease lost: stopping the job");
                         cancel.cancel(CancelReason::LeaseLost);
                     }

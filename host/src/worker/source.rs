@@ -5,7 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::job::{Completion, FunctionName, JobFailure, Lease, Progress};
+use tokio::sync::broadcast;
+
+use crate::job::{Completion, FunctionName, JobFailure, JobId, Lease, LeaseStatus, Progress};
 use crate::queue::WorkerQueue;
 
 /// The error a job source reports: the worker logs it and carries on (retrying later).
@@ -24,12 +26,17 @@ pub trait JobSource: Send + Sync + 'static {
     /// Returns when work may have arrived, or after `timeout` at the latest.
     fn wait_for_work(&self, timeout: Duration) -> impl Future<Output = ()> + Send;
 
-    /// Renews `lease` for `ttl`; `Ok(false)` means the lease is lost.
+    /// Renews `lease` for `ttl`, and says whether it is still held and whether the job's
+    /// cancellation was asked for.
     fn heartbeat(
         &self,
         lease: &Lease,
         ttl: Duration,
-    ) -> impl Future<Output = Result<bool, SourceError>> + Send;
+    ) -> impl Future<Output = Result<LeaseStatus, SourceError>> + Send;
+
+    /// Ids of jobs whose cancellation was asked for, pushed as soon as the source hears of
+    /// it (heartbeats report it too, later). A source without push never sends.
+    fn cancel_requests(&self) -> broadcast::Receiver<JobId>;
 
     /// Records progress; `Ok(false)` means the lease is lost.
     fn progress(
@@ -73,8 +80,12 @@ impl JobSource for WorkerQueue {
         WorkerQueue::wait_for_work(self, timeout).await
     }
 
-    async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<bool, SourceError> {
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus, SourceError> {
         Ok(WorkerQueue::heartbeat(self, lease, ttl).await?)
+    }
+
+    fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+        WorkerQueue::cancel_requests(self)
     }
 
     async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {

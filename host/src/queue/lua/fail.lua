@@ -2,7 +2,8 @@
 --
 -- Fenced by the lease token like `complete`. A retryable failure with attempts left puts
 -- the job back as `scheduled` after the backoff; otherwise the job ends `failed` (or
--- `cancelled` for class `cancelled`), keeping its error and attempt history.
+-- `cancelled`, for class `cancelled` or when a client asked for cancellation), keeping its
+-- error and attempt history.
 --
 -- KEYS[1]  wg:{F}:jobs       hash    number -> job record (JSON)
 -- KEYS[2]  wg:{F}:leased     zset    number scored by lease expiry (ms)
@@ -45,7 +46,7 @@ record.error = { class = class, message = message }
 record.worker, record.token, record.lease_until_ms = nil, nil, nil
 redis.call('ZREM', leased_key, number)
 
-if retryable and record.attempt < record.max_attempts then
+if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
   record.state = 'scheduled'
   record.run_at_ms = now + backoff_ms
   redis.call('ZADD', scheduled_key, now + backoff_ms, number)
@@ -54,7 +55,7 @@ if retryable and record.attempt < record.max_attempts then
   return { 1, 'scheduled' }
 end
 
-if class == 'cancelled' then record.state = 'cancelled' else record.state = 'failed' end
+if class == 'cancelled' or record.cancel_requested_ms then record.state = 'cancelled' else record.state = 'failed' end
 record.finished_ms = now
 redis.call('HSET', jobs_key, number, cjson.encode(record))
 redis.call('ZADD', expires_key, now + record.retention_ms, number)

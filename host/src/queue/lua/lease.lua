@@ -2,7 +2,8 @@
 --
 -- On the way it (1) deletes finished jobs whose retention is over, (2) moves scheduled jobs
 -- that are due to the ready set, and (3) reclaims jobs whose lease expired (their worker
--- died): back to ready while attempts remain, else failed for good with class `lease-lost`.
+-- died): back to ready while attempts remain, else failed for good with class `lease-lost`
+-- (or cancelled, if a client asked for that while it ran).
 --
 -- KEYS[1]  wg:{F}:ready      zset    number scored by priority, then number
 -- KEYS[2]  wg:{F}:scheduled  zset    number scored by ready time (ms)
@@ -60,7 +61,8 @@ for _, number in ipairs(redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now, 
   end
 end
 
--- (3) Reclaim jobs whose worker stopped renewing the lease.
+-- (3) Reclaim jobs whose worker stopped renewing the lease (a job whose cancellation was
+--     asked for ends cancelled instead).
 for _, number in ipairs(redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, BATCH)) do
   redis.call('ZREM', leased_key, number)
   local raw = redis.call('HGET', jobs_key, number)
@@ -73,7 +75,13 @@ for _, number in ipairs(redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LI
     }
     record.history = history
     record.worker, record.token, record.lease_until_ms = nil, nil, nil
-    if record.attempt < record.max_attempts then
+    if record.cancel_requested_ms then
+      record.state = 'cancelled'
+      record.finished_ms = now
+      record.error = { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' }
+      redis.call('ZADD', expires_key, now + record.retention_ms, number)
+      redis.call('PUBLISH', channel, cjson.encode({ event = 'finish', id = fn .. ':' .. number, state = 'cancelled' }))
+    elseif record.attempt < record.max_attempts then
       record.state = 'queued'
       make_ready(number, record)
     else

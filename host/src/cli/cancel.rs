@@ -1,0 +1,36 @@
+//! `wasmgear cancel`: stop a job.
+
+use anyhow::Context;
+
+use super::RedisArgs;
+use crate::job::JobId;
+use crate::queue::{CancelOutcome, Client};
+
+/// Options of `wasmgear cancel`.
+#[derive(Debug, clap::Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The job's id (e.g. echo:42).
+    id: String,
+}
+
+pub async fn run(args: CancelArgs) -> anyhow::Result<i32> {
+    let id: JobId = args.id.parse()?;
+    let url = args.redis.resolve()?;
+    let client = Client::connect(&url)
+        .await
+        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    match client.cancel(&id).await? {
+        CancelOutcome::Cancelled => println!("{id} cancelled"),
+        CancelOutcome::Stopping => {
+            println!("{id} is running: its worker has been asked to stop it")
+        }
+        CancelOutcome::AlreadyEnded(state) => {
+            eprintln!("{id} had already ended ({state}); nothing changed");
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
