@@ -1,5 +1,7 @@
 //! The `wasmgear` binary: parses the command line, sets up logging, runs the command.
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -10,6 +12,7 @@ async fn main() {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = wasmgear::cli::Cli::parse();
     let code = match cli.run().await {
