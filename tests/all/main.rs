@@ -7,5 +7,6 @@ mod support;
 mod api;
 mod cancel;
 mod cli;
+mod cluster;
 mod lease;
 mod plugin_dir;

@@ -59,6 +59,97 @@ impl Drop for TestRedis {
     }
 }
 
+/// A local Redis Cluster of three masters, started by the test; its logs are printed if it fails.
+pub struct TestCluster {
+    nodes: Vec<RedisServer>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Starts three `redis-server --cluster-enabled yes` and joins them with
+    /// `redis-cli --cluster create`, then waits until every node reports `cluster_state:ok`.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            // The cluster bus gets a free port of its own (port + 10000 may not exist).
+            let bus_port = wasmgear::redis_server::free_port().to_string();
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &bus_port,
+            ];
+            let node = RedisServer::start(&dir.path().join(format!("node{i}")), 0, &args)
+                .expect("start a cluster node");
+            nodes.push(node);
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .arg("--cluster-yes")
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            created.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let cluster = TestCluster { nodes, _dir: dir };
+        for node in &cluster.nodes {
+            eventually_sync(Duration::from_secs(30), "cluster_state:ok", || {
+                redis_cli(node.port(), &["cluster", "info"]).contains("cluster_state:ok")
+            });
+        }
+        cluster
+    }
+
+    /// The URL of one node: the seed clients start from.
+    pub fn url(&self) -> String {
+        self.nodes[0].url()
+    }
+
+    /// How many keys each node holds.
+    pub fn keys_per_node(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .map(|n| redis_cli(n.port(), &["dbsize"]).trim().parse().unwrap_or(0))
+            .collect()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for node in &self.nodes {
+                eprintln!(
+                    "--- cluster node {} log ---\n{}",
+                    node.port(),
+                    node.log_tail(4000)
+                );
+            }
+        }
+    }
+}
+
+/// What `redis-cli -p PORT ARGS` prints.
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A function name known to be valid.
 pub fn function(name: &str) -> FunctionName {
     FunctionName::new(name).expect("valid function name")
@@ -126,12 +217,16 @@ impl TestWorker {
         plugins: &[&str],
         options: TestWorkerOptions,
     ) -> Self {
-        let dir = plugin_dir(plugins);
+        Self::start_on(&redis.url(), plugin_dir(plugins), options).await
+    }
+
+    /// Starts a worker on the Redis (or cluster) at `url`, serving the plugins in `dir`.
+    pub async fn start_on(url: &str, dir: tempfile::TempDir, options: TestWorkerOptions) -> Self {
         let runtime = Arc::new(Runtime::new(options.runtime).expect("runtime"));
         let (registry, problems) =
             PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
         assert!(problems.is_empty(), "plugins refused: {problems:?}");
-        let mut queue = WorkerQueue::connect(&redis.url(), "test-worker")
+        let mut queue = WorkerQueue::connect(url, "test-worker")
             .await
             .expect("connect worker")
             .with_backoff(options.retry_backoff, options.retry_backoff * 4);

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
 use serde::Deserialize;
 
+use super::connection::{self, Connection};
 use super::keys::FunctionKeys;
 use super::model::{JobRecord, JobState, JobStatus};
 use super::{QueueError, Result, scripts};
@@ -175,14 +175,13 @@ pub(crate) struct Event {
 #[derive(Clone)]
 pub struct Client {
     redis: redis::Client,
-    conn: ConnectionManager,
+    conn: Connection,
 }
 
 impl Client {
     /// Connects to the Redis at `url` (`redis://HOST:PORT[/DB]`).
     pub async fn connect(url: &str) -> Result<Self> {
-        let redis = super::open(url)?;
-        let conn = redis.get_connection_manager().await?;
+        let (redis, conn) = connection::connect(url).await?;
         Ok(Client { redis, conn })
     }
 

@@ -9,6 +9,7 @@
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
 pub mod client;
+mod connection;
 pub mod keys;
 pub mod model;
 mod scripts;
@@ -58,14 +59,6 @@ pub enum QueueError {
 
 /// The result type of this module.
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
-
-/// Opens a Redis client for `url`, checking the URL first.
-pub(crate) fn open(url: &str) -> Result<redis::Client> {
-    redis::Client::open(url).map_err(|source| QueueError::BadUrl {
-        url: url.to_string(),
-        source,
-    })
-}
 
 /// Milliseconds since the Unix epoch on this machine's clock (used only for display and
 /// client-side deadlines; the scripts use Redis' own clock).

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
 use super::client::Event;
+use super::connection::{self, Connection};
 use super::keys::FunctionKeys;
 use super::{Result, scripts};
 use crate::job::{
@@ -47,7 +47,7 @@ impl Drop for TaskGuard {
 /// A worker's connection to the queue.
 pub struct WorkerQueue {
     redis: redis::Client,
-    conn: ConnectionManager,
+    conn: Connection,
     worker_id: String,
     next_function: AtomicUsize,
     backoff_base: Duration,
@@ -60,8 +60,7 @@ pub struct WorkerQueue {
 impl WorkerQueue {
     /// Connects to the Redis at `url` as worker `worker_id`.
     pub async fn connect(url: &str, worker_id: impl Into<String>) -> Result<Self> {
-        let redis = super::open(url)?;
-        let conn = redis.get_connection_manager().await?;
+        let (redis, conn) = connection::connect(url).await?;
         Ok(WorkerQueue {
             redis,
             conn,

@@ -1,0 +1,76 @@
+//! The same protocol on a real local Redis Cluster of three masters.
+
+use std::time::Duration;
+
+use wasmgear::job::Progress;
+use wasmgear::queue::{CancelOutcome, Client, EnqueueOptions, JobState};
+
+use crate::support::{TestCluster, TestWorker, TestWorkerOptions, artifact, function};
+
+/// Jobs of many functions, spread over the cluster's slots, all run; progress and cancel
+/// events cross nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_many_functions_run_on_a_cluster() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("echo-{i}")).collect();
+    for name in &names {
+        std::fs::copy(artifact("echo"), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    std::fs::copy(artifact("count"), dir.path().join("count.wasm")).unwrap();
+    let worker = TestWorker::start_on(&cluster.url(), dir, TestWorkerOptions::default()).await;
+    let client = Client::connect(&cluster.url()).await.unwrap();
+
+    let mut jobs = Vec::new();
+    for name in &names {
+        let f = function(name);
+        let inputs: Vec<Vec<u8>> = (0..5).map(|i| format!("{name} {i}").into_bytes()).collect();
+        let batch: Vec<(&[u8], EnqueueOptions)> = inputs
+            .iter()
+            .map(|i| (i.as_slice(), EnqueueOptions::default()))
+            .collect();
+        let ids = client.enqueue_many(&f, &batch).await.unwrap();
+        jobs.extend(ids.into_iter().zip(inputs));
+    }
+    for (id, input) in &jobs {
+        let status = client
+            .wait(id, Some(Duration::from_secs(60)), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(status.output.as_deref(), Some(&input[..]), "{id}");
+    }
+    let per_node = cluster.keys_per_node();
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "keys not spread over the nodes: {per_node:?}"
+    );
+
+    let count = function("count");
+    let id = client
+        .enqueue(&count, b"4 30", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let mut seen: Vec<Progress> = Vec::new();
+    let status = client
+        .wait(&id, Some(Duration::from_secs(60)), |p| seen.push(p.clone()))
+        .await
+        .unwrap();
+    assert_eq!(status.record.state, JobState::Succeeded);
+    assert_eq!(seen.last().map(|p| p.done), Some(4));
+
+    let long = client
+        .enqueue(&count, b"100000 20", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+        (client.status(&long).await.unwrap().record.state == JobState::Running).then_some(())
+    })
+    .await;
+    assert_eq!(client.cancel(&long).await.unwrap(), CancelOutcome::Stopping);
+    let status = client
+        .wait(&long, Some(Duration::from_secs(30)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(status.record.state, JobState::Cancelled);
+    worker.stop().await;
+}
