@@ -336,3 +336,72 @@ fn a_job_of_a_killed_worker_is_completed_by_another() {
         .collect();
     assert_eq!(outcomes, ["lease-lost", "succeeded"]);
 }
+
+/// `wasmgear bulk` enqueues JSON lines in order and prints their ids; one bad line fails
+/// the whole input with its line number and nothing is written.
+#[test]
+fn bulk_enqueues_json_lines() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["echo", "sum"]);
+    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+
+    let bad =
+        b"{\"function\": \"echo\", \"input\": \"one\"}\n{\"function\": \"echo\", \"priorty\": 1}\n";
+    let out = wasmgear_with_stdin(&["bulk"], &env, bad);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("line 2: nothing was enqueued"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("unknown field `priorty`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let good = concat!(
+        "{\"function\": \"echo\", \"input\": \"one\"}\n",
+        "{\"function\": \"sum\", \"input_json\": {\"numbers\": [1, 2]}, \"priority\": \"high\"}\n",
+        "\n",
+        "{\"function\": \"echo\", \"input\": \"two\", \"max_attempts\": 1, \"timeout\": \"5s\"}\n",
+    );
+    let out = wasmgear_with_stdin(&["bulk"], &env, good.as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ids: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(
+        ids,
+        ["echo:1", "sum:1", "echo:2"],
+        "the refused input must not have used ids"
+    );
+    eventually_sync(Duration::from_secs(30), "the bulk jobs", || {
+        stdout(&wasmgear(&["status", "echo:2"], &env)).contains("state     succeeded")
+    });
+    let sum = stdout(&wasmgear(&["status", "sum:1"], &env));
+    assert!(sum.contains("output    {\"sum\":3}"), "{sum}");
+}
+
+/// `--at` in the past is refused; a future one leaves the job scheduled.
+#[test]
+fn enqueue_at_a_time() {
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let out = wasmgear(
+        &["enqueue", "echo", "x", "--at", "2001-01-01T00:00:00Z"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("is in the past"), "{}", stderr(&out));
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let tomorrow = tomorrow
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let out = wasmgear(&["enqueue", "echo", "x", "--at", &tomorrow], &env);
+    assert_eq!(stdout(&out).trim(), "echo:1", "{}", stderr(&out));
+    assert!(stdout(&wasmgear(&["status", "echo:1"], &env)).contains("state     scheduled"));
+}

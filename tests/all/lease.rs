@@ -199,3 +199,151 @@ async fn bad_options_write_nothing() {
         .unwrap();
     assert_eq!(ok.seq, 1, "a refused job must not use up a job number");
 }
+
+/// A worker serving several functions takes them in turn; with strict order it drains
+/// the first before touching the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_are_served_in_turn_or_in_strict_order() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let (a, b) = (function("a"), function("b"));
+    for f in [&a, &b, &a, &b] {
+        client
+            .enqueue(f, b"", &EnqueueOptions::default())
+            .await
+            .unwrap();
+    }
+    let lease_order = |strict: bool| {
+        let url = redis.url();
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let worker = WorkerQueue::connect(&url, "w")
+                .await
+                .unwrap()
+                .with_strict_order(strict);
+            let mut order = Vec::new();
+            for _ in 0..2 {
+                for lease in worker.lease(&[b.clone(), a.clone()], 1, TTL).await.unwrap() {
+                    order.push(lease.info.id.function.to_string());
+                    worker.complete(&lease, b"").await.unwrap();
+                }
+            }
+            order
+        }
+    };
+    assert_eq!(lease_order(true).await, ["b", "b"]);
+    for _ in 0..2 {
+        client
+            .enqueue(&b, b"", &EnqueueOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(lease_order(false).await, ["b", "a"]);
+}
+
+/// A job scheduled at a time in the past is refused and nothing is written; one at a
+/// future time waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_times_in_the_past_are_refused() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let future = EnqueueOptions {
+        at: Some(std::time::SystemTime::now() + Duration::from_secs(3600)),
+        ..EnqueueOptions::default()
+    };
+    let past = EnqueueOptions {
+        at: Some(std::time::SystemTime::now() - Duration::from_secs(60)),
+        ..EnqueueOptions::default()
+    };
+    let batch: Vec<(&[u8], EnqueueOptions)> = vec![(b"ok", future.clone()), (b"late", past)];
+    let error = client
+        .enqueue_many(&f, &batch)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("job 2: scheduled time") && error.contains("in the past"),
+        "{error}"
+    );
+    let id = client.enqueue(&f, b"later", &future).await.unwrap();
+    assert_eq!(
+        id.seq, 1,
+        "the refused batch must not have written anything"
+    );
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Scheduled);
+    let worker = WorkerQueue::connect(&redis.url(), "w").await.unwrap();
+    assert!(
+        worker
+            .lease(std::slice::from_ref(&f), 1, TTL)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// 10,000 jobs go in with one bulk call, each gets its own id, and all are leased once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_jobs_in_one_bulk_call() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let inputs: Vec<Vec<u8>> = (0..10_000).map(|i| i.to_string().into_bytes()).collect();
+    let batch: Vec<(&[u8], EnqueueOptions)> = inputs
+        .iter()
+        .map(|i| (i.as_slice(), EnqueueOptions::default()))
+        .collect();
+    let ids = client.enqueue_many(&f, &batch).await.unwrap();
+    assert_eq!(ids.len(), 10_000);
+    assert_eq!(
+        ids.iter().map(|id| id.seq).collect::<Vec<_>>(),
+        (1..=10_000).collect::<Vec<_>>()
+    );
+    let worker = WorkerQueue::connect(&redis.url(), "w").await.unwrap();
+    let mut leased = Vec::new();
+    loop {
+        let leases = worker
+            .lease(std::slice::from_ref(&f), 1000, TTL)
+            .await
+            .unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        leased.extend(leases.into_iter().map(|l| (l.info.id.seq, l.input)));
+    }
+    assert_eq!(leased.len(), 10_000);
+    for (seq, input) in leased {
+        assert_eq!(
+            input,
+            (seq - 1).to_string().into_bytes(),
+            "job {seq} got another job's input"
+        );
+    }
+}
+
+/// The input size limit is configurable and enforced before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_input_limit_is_configurable() {
+    let redis = TestRedis::start();
+    let client = redis.client().await.with_max_input_bytes(10);
+    let f = function("echo");
+    let error = client
+        .enqueue(&f, b"eleven byte", &EnqueueOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("larger than the limit of 10 bytes"),
+        "{error}"
+    );
+    assert_eq!(
+        client
+            .enqueue(&f, b"ten bytes!", &EnqueueOptions::default())
+            .await
+            .unwrap()
+            .seq,
+        1
+    );
+}

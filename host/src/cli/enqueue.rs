@@ -2,12 +2,12 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
 use super::status::print_failure;
-use super::{RedisArgs, parse_duration};
+use super::{RedisArgs, parse_duration, parse_time};
 use crate::job::{FunctionName, Progress};
 use crate::queue::client::{DEFAULT_MAX_ATTEMPTS, EnqueueOptions};
 use crate::queue::{Client, JobState, Priority};
@@ -34,8 +34,13 @@ pub struct EnqueueArgs {
     priority: String,
 
     /// Run the job no sooner than this from now (e.g. 30s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
     delay: Option<Duration>,
+
+    /// Run the job no sooner than this time: seconds since the Unix epoch or
+    /// YYYY-MM-DDTHH:MM:SSZ. A time in the past is refused.
+    #[arg(long, value_parser = parse_time)]
+    at: Option<SystemTime>,
 
     /// How long one attempt may run.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -67,6 +72,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         timeout: args.timeout,
         retention: args.retention,
         delay: args.delay.unwrap_or_default(),
+        at: args.at,
     };
     options.validate()?;
     let input = read_input(&args)?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
+use crate::job::FunctionName;
 use crate::plugins::PluginRegistry;
 use crate::queue::WorkerQueue;
 use crate::redis_server::RedisServer;
@@ -22,6 +23,16 @@ pub struct WorkerArgs {
     /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION.
     #[arg(long, env = "WASMGEAR_PLUGINS")]
     plugins: PathBuf,
+
+    /// Serve only these functions (comma-separated), leased in this order; default: every
+    /// plugin in the directory.
+    #[arg(long, env = "WASMGEAR_FUNCTIONS", value_delimiter = ',')]
+    functions: Vec<FunctionName>,
+
+    /// Lease strictly in the order of --functions (all jobs of the first before any of the
+    /// second) instead of taking the functions in turn.
+    #[arg(long, env = "WASMGEAR_STRICT_ORDER")]
+    strict_order: bool,
 
     /// The most jobs run at once.
     #[arg(long, env = "WASMGEAR_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
@@ -75,7 +86,18 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         tracing::error!("{problem}");
     }
     let registry = Arc::new(registry);
-    let functions = registry.functions();
+    let available = registry.functions();
+    if let Some(missing) = args.functions.iter().find(|f| !available.contains(f)) {
+        anyhow::bail!(
+            "--functions names {missing}, but {:?} has no {missing}.wasm that loads",
+            args.plugins
+        );
+    }
+    let functions = if args.functions.is_empty() {
+        available
+    } else {
+        args.functions.clone()
+    };
 
     let embedded = match &args.redis.url {
         Some(_) => None,
@@ -90,7 +112,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     let mut queue = WorkerQueue::connect(&url, worker_id.clone())
         .await
         .with_context(|| format!("cannot connect to Redis at {url}"))?
-        .with_backoff(args.retry_backoff, Duration::from_secs(3600));
+        .with_backoff(args.retry_backoff, Duration::from_secs(3600))
+        .with_strict_order(args.strict_order);
     queue
         .listen(&functions)
         .await
@@ -104,6 +127,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         concurrency: args.concurrency,
         lease_ttl: args.lease_ttl,
         shutdown_grace: args.shutdown_grace,
+        functions,
         ..WorkerConfig::default()
     };
     worker::run(queue, runtime, registry, config, shutdown_signal()).await;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use redis::AsyncCommands;
@@ -102,6 +102,9 @@ pub struct EnqueueOptions {
     pub retention: Duration,
     /// How long to wait before the job may run (zero: at once).
     pub delay: Duration,
+    /// The time before which the job may not run (queue clock); must not be in the past.
+    /// Not together with `delay`.
+    pub at: Option<SystemTime>,
 }
 
 impl Default for EnqueueOptions {
@@ -112,6 +115,7 @@ impl Default for EnqueueOptions {
             timeout: DEFAULT_TIMEOUT,
             retention: DEFAULT_RETENTION,
             delay: Duration::ZERO,
+            at: None,
         }
     }
 }
@@ -119,6 +123,7 @@ impl Default for EnqueueOptions {
 impl EnqueueOptions {
     /// Checks every option, naming the first one out of range.
     pub fn validate(&self) -> Result<()> {
+        // (`at` in the past is refused by the enqueue script, against the queue's clock.)
         let bad = |what: String| Err(QueueError::BadOption(what));
         if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
             return bad(format!(
@@ -140,6 +145,18 @@ impl EnqueueOptions {
         }
         if self.delay > MAX_DURATION {
             return bad(format!("delay {:?} is longer than 10 years", self.delay));
+        }
+        if self.at.is_some() && !self.delay.is_zero() {
+            return bad("give a delay or a time to run at, not both".to_string());
+        }
+        if let Some(at) = self.at {
+            let ms = at
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            if ms == 0 || ms > (super::now_ms() as u128) + MAX_DURATION.as_millis() {
+                return bad("the time to run at is before 1970 or more than 10 years ahead".into());
+            }
         }
         Ok(())
     }
@@ -176,13 +193,24 @@ pub(crate) struct Event {
 pub struct Client {
     redis: redis::Client,
     conn: Connection,
+    max_input_bytes: usize,
 }
 
 impl Client {
     /// Connects to the Redis at `url` (`redis://HOST:PORT[/DB]`).
     pub async fn connect(url: &str) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
-        Ok(Client { redis, conn })
+        Ok(Client {
+            redis,
+            conn,
+            max_input_bytes: MAX_INPUT_BYTES,
+        })
+    }
+
+    /// Sets the largest input this client accepts (default [`MAX_INPUT_BYTES`]).
+    pub fn with_max_input_bytes(mut self, limit: usize) -> Self {
+        self.max_input_bytes = limit;
+        self
     }
 
     /// Enqueues one job for `function` and returns its id.
@@ -212,10 +240,11 @@ impl Client {
                 }
                 e => e,
             })?;
-            if input.len() > MAX_INPUT_BYTES {
+            if input.len() > self.max_input_bytes {
                 return Err(QueueError::BadOption(format!(
-                    "input of {} bytes is larger than the limit of {MAX_INPUT_BYTES} bytes",
-                    input.len()
+                    "input of {} bytes is larger than the limit of {} bytes",
+                    input.len(),
+                    self.max_input_bytes
                 )));
             }
         }
@@ -238,9 +267,19 @@ impl Client {
                 .arg(options.timeout.as_millis() as u64)
                 .arg(options.retention.as_millis() as u64)
                 .arg(options.delay.as_millis() as u64)
+                .arg(options.at.map(system_time_ms).unwrap_or(0))
                 .arg(*input);
         }
-        let numbers: Vec<u64> = call.invoke_async(&mut self.conn.clone()).await?;
+        let numbers: Vec<u64> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| {
+                // The script refuses a batch (writing nothing) with `BADJOB job I: ...`.
+                match (e.code(), e.detail()) {
+                    (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
+                    _ => QueueError::Redis(e),
+                }
+            })?;
         Ok(numbers
             .into_iter()
             .map(|seq| JobId {
@@ -248,6 +287,48 @@ impl Client {
                 seq,
             })
             .collect())
+    }
+
+    /// Enqueues jobs of any functions: one atomic call per function, the functions in
+    /// parallel. Returns the ids in the order given. Every job is checked before any is
+    /// written; an error while writing can leave the batches of other functions written.
+    pub async fn enqueue_batch(
+        &self,
+        jobs: &[(FunctionName, &[u8], EnqueueOptions)],
+    ) -> Result<Vec<JobId>> {
+        let mut groups: Vec<(&FunctionName, Vec<usize>)> = Vec::new();
+        for (i, (function, input, options)) in jobs.iter().enumerate() {
+            options
+                .validate()
+                .map_err(|e| QueueError::BadOption(format!("job {}: {e}", i + 1)))?;
+            if input.len() > self.max_input_bytes {
+                return Err(QueueError::BadOption(format!(
+                    "job {}: input of {} bytes is larger than the limit of {} bytes",
+                    i + 1,
+                    input.len(),
+                    self.max_input_bytes
+                )));
+            }
+            match groups.iter_mut().find(|(f, _)| *f == function) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((function, vec![i])),
+            }
+        }
+        let calls = groups.iter().map(|(function, members)| {
+            let batch: Vec<(&[u8], EnqueueOptions)> = members
+                .iter()
+                .map(|&i| (jobs[i].1, jobs[i].2.clone()))
+                .collect();
+            async move { self.enqueue_many(function, &batch).await }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        let mut ids: Vec<Option<JobId>> = vec![None; jobs.len()];
+        for ((_, members), result) in groups.iter().zip(results) {
+            for (&i, id) in members.iter().zip(result?) {
+                ids[i] = Some(id);
+            }
+        }
+        Ok(ids.into_iter().flatten().collect())
     }
 
     /// Everything known about job `id`.
@@ -373,4 +454,11 @@ impl Client {
         let keys = FunctionKeys::new(function);
         Ok(self.conn.clone().zcard(keys.ready()).await?)
     }
+}
+
+/// Milliseconds since the Unix epoch of `time` (0 before 1970).
+fn system_time_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -50,6 +50,7 @@ pub struct WorkerQueue {
     conn: Connection,
     worker_id: String,
     next_function: AtomicUsize,
+    strict_order: bool,
     backoff_base: Duration,
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
@@ -66,6 +67,7 @@ impl WorkerQueue {
             conn,
             worker_id: worker_id.into(),
             next_function: AtomicUsize::new(0),
+            strict_order: false,
             backoff_base: DEFAULT_BACKOFF_BASE,
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
@@ -78,6 +80,13 @@ impl WorkerQueue {
     pub fn with_backoff(mut self, base: Duration, max: Duration) -> Self {
         self.backoff_base = base;
         self.backoff_max = max.max(base);
+        self
+    }
+
+    /// Leases from the functions strictly in the order given (the first one's jobs before
+    /// any of the second's) instead of taking them in turn.
+    pub fn with_strict_order(mut self, strict: bool) -> Self {
+        self.strict_order = strict;
         self
     }
 
@@ -159,8 +168,9 @@ impl WorkerQueue {
         &self.worker_id
     }
 
-    /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls) so
-    /// that a busy function does not starve the others. Each lease lasts `ttl`.
+    /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls, as
+    /// qless does) so that a busy function does not starve the others, or strictly in the
+    /// order given (see [`WorkerQueue::with_strict_order`]). Each lease lasts `ttl`.
     pub async fn lease(
         &self,
         functions: &[FunctionName],
@@ -171,7 +181,10 @@ impl WorkerQueue {
         if functions.is_empty() || max == 0 {
             return Ok(leases);
         }
-        let start = self.next_function.fetch_add(1, Ordering::Relaxed);
+        let start = match self.strict_order {
+            true => 0,
+            false => self.next_function.fetch_add(1, Ordering::Relaxed),
+        };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
         for i in 0..functions.len() {
             if leases.len() >= max {

@@ -19,8 +19,8 @@ use tracing::Instrument;
 pub use source::{JobSource, SourceError};
 
 use crate::job::{
-    CancelReason, CancelSignal, Completion, ErrorClass, JobFailure, JobId, Lease, LeaseStatus,
-    LogLevel, Outcome, Progress,
+    CancelReason, CancelSignal, Completion, ErrorClass, FunctionName, JobFailure, JobId, Lease,
+    LeaseStatus, LogLevel, Outcome, Progress,
 };
 use crate::plugins::PluginRegistry;
 use crate::runtime::{JobHooks, Runtime};
@@ -46,6 +46,8 @@ pub struct WorkerConfig {
     /// How long running jobs may finish after shutdown starts before they are cancelled
     /// and handed back.
     pub shutdown_grace: Duration,
+    /// The functions to serve, in this order; empty: every plugin in the registry.
+    pub functions: Vec<FunctionName>,
 }
 
 impl Default for WorkerConfig {
@@ -55,6 +57,7 @@ impl Default for WorkerConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             idle_poll: DEFAULT_IDLE_POLL,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            functions: Vec::new(),
         }
     }
 }
@@ -89,7 +92,7 @@ pub async fn run<S: JobSource>(
     tokio::pin!(shutdown);
     let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone()));
 
-    tracing::info!(functions = ?node.registry.functions(), concurrency, "worker started");
+    tracing::info!(functions = ?node.serving(), concurrency, "worker started");
     loop {
         while tasks.try_join_next().is_some() {}
         // Wait for at least one free slot, then take every free one.
@@ -105,7 +108,7 @@ pub async fn run<S: JobSource>(
             permits.push(permit);
         }
 
-        let functions = node.registry.functions();
+        let functions = node.serving();
         let leases = tokio::select! {
             _ = &mut shutdown => break,
             leases = node.source.lease(&functions, permits.len(), node.config.lease_ttl) => leases,
@@ -221,6 +224,20 @@ impl JobHooks for Reporter {
 const REPORT_ATTEMPTS: u32 = 5;
 
 impl<S: JobSource> Node<S> {
+    /// The functions to lease for: the configured ones that have a plugin, or every plugin.
+    fn serving(&self) -> Vec<FunctionName> {
+        let available = self.registry.functions();
+        if self.config.functions.is_empty() {
+            return available;
+        }
+        self.config
+            .functions
+            .iter()
+            .filter(|f| available.contains(f))
+            .cloned()
+            .collect()
+    }
+
     async fn run_job(&self, lease: Lease) {
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();

@@ -8,15 +8,18 @@
 -- KEYS[6]  wg:{F}:events     channel (not a key; named here so one place builds it)
 --
 -- ARGV[1]  function name
--- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 6*i:
+-- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 7*i:
 --   +0 priority       integer -1000..1000, higher runs first
 --   +1 max attempts   integer >= 1
 --   +2 timeout        ms the job may run
 --   +3 retention      ms the finished job's record is kept
 --   +4 delay          ms before the job may run (0: ready now)
---   +5 input          bytes
+--   +5 at             ms since the epoch (Redis clock) before which the job may not run;
+--                     0: none. Must not be in the past.
+--   +6 input          bytes
 --
--- Returns: array of the new job numbers, in the order given.
+-- Returns: array of the new job numbers, in the order given; or the error reply
+--          `BADJOB job I: scheduled time ... is in the past ...`, having written nothing.
 -- Publishes: {"event":"create","id":"F:N"} on KEYS[6] for each job.
 
 local seq_key, jobs_key, input_key, ready_key, scheduled_key, channel =
@@ -32,11 +35,22 @@ local NUMBER_SPAN = 1099511627776 -- 2^40
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- Check every job before writing anything, so a batch is all or nothing.
+for i = 0, n - 1 do
+  local at = tonumber(ARGV[3 + 7 * i + 5])
+  if at > 0 and at < now then
+    return redis.error_reply(string.format(
+      'BADJOB job %d: scheduled time %d is in the past (the queue clock says %d)', i + 1, at, now))
+  end
+end
+
 local numbers = {}
 for i = 0, n - 1 do
-  local a = 3 + 6 * i
+  local a = 3 + 7 * i
   local priority = tonumber(ARGV[a])
-  local delay = tonumber(ARGV[a + 4])
+  local run_at = now + tonumber(ARGV[a + 4])
+  local at = tonumber(ARGV[a + 5])
+  if at > run_at then run_at = at end
   local number = redis.call('INCR', seq_key)
   local record = {
     state = 'queued',
@@ -47,15 +61,15 @@ for i = 0, n - 1 do
     retention_ms = tonumber(ARGV[a + 3]),
     created_ms = now,
   }
-  if delay > 0 then
+  if run_at > now then
     record.state = 'scheduled'
-    record.run_at_ms = now + delay
-    redis.call('ZADD', scheduled_key, now + delay, number)
+    record.run_at_ms = run_at
+    redis.call('ZADD', scheduled_key, run_at, number)
   else
     redis.call('ZADD', ready_key, (PRIORITY_BASE - priority) * NUMBER_SPAN + number, number)
   end
   redis.call('HSET', jobs_key, number, cjson.encode(record))
-  redis.call('HSET', input_key, number, ARGV[a + 5])
+  redis.call('HSET', input_key, number, ARGV[a + 6])
   redis.call('PUBLISH', channel, cjson.encode({ event = 'create', id = fn .. ':' .. number }))
   numbers[#numbers + 1] = number
 end

@@ -1,0 +1,137 @@
+//! `wasmgear bulk`: enqueue many jobs from JSON lines, one round trip per function.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use super::{RedisArgs, parse_duration, parse_time};
+use crate::job::FunctionName;
+use crate::queue::{Client, EnqueueOptions, Priority};
+
+/// Options of `wasmgear bulk`.
+#[derive(Debug, clap::Args)]
+pub struct BulkArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// File of JSON lines to read; stdin when left out or `-`. Each line is one job:
+    /// {"function": "resize", "input": "text"} or with "input_json": <any JSON value>,
+    /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
+    /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h").
+    /// Every line is checked before any job is written. Prints one job id per line, in order.
+    file: Option<PathBuf>,
+}
+
+/// One line of input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    function: String,
+    #[serde(default)]
+    input: Option<String>,
+    #[serde(default)]
+    input_json: Option<serde_json::Value>,
+    #[serde(default)]
+    priority: Option<serde_json::Value>,
+    #[serde(default)]
+    delay: Option<String>,
+    #[serde(default)]
+    at: Option<serde_json::Value>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    retention: Option<String>,
+}
+
+impl Line {
+    fn into_job(self) -> anyhow::Result<(FunctionName, Vec<u8>, EnqueueOptions)> {
+        let function = FunctionName::new(self.function)?;
+        let input = match (self.input, self.input_json) {
+            (Some(_), Some(_)) => anyhow::bail!("give \"input\" or \"input_json\", not both"),
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(value)) => serde_json::to_vec(&value)?,
+            (None, None) => Vec::new(),
+        };
+        let mut options = EnqueueOptions::default();
+        if let Some(priority) = self.priority {
+            options.priority = match priority {
+                serde_json::Value::String(name) => name.parse()?,
+                serde_json::Value::Number(n) => {
+                    let n = n.as_i64().and_then(|n| i32::try_from(n).ok());
+                    Priority::new(n.context("priority must be an integer")?)?
+                }
+                other => anyhow::bail!("priority {other} is neither a name nor a number"),
+            };
+        }
+        if let Some(delay) = self.delay {
+            options.delay = parse_duration(&delay)?;
+        }
+        if let Some(at) = self.at {
+            options.at = Some(match at {
+                serde_json::Value::String(text) => parse_time(&text)?,
+                serde_json::Value::Number(n) => parse_time(&n.to_string())?,
+                other => anyhow::bail!("at {other} is neither epoch seconds nor a timestamp"),
+            });
+        }
+        if let Some(max_attempts) = self.max_attempts {
+            options.max_attempts = max_attempts;
+        }
+        if let Some(timeout) = self.timeout {
+            options.timeout = parse_duration(&timeout)?;
+        }
+        if let Some(retention) = self.retention {
+            options.retention = parse_duration(&retention)?;
+        }
+        options.validate()?;
+        Ok((function, input, options))
+    }
+}
+
+pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
+    let mut text = String::new();
+    match args.file.as_deref() {
+        None => std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?,
+        Some(path) if path.as_os_str() == "-" => std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?,
+        Some(path) => std::fs::File::open(path)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .with_context(|| format!("cannot read {path:?}"))?,
+    };
+    let mut jobs = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let job = serde_json::from_str::<Line>(line)
+            .map_err(anyhow::Error::from)
+            .and_then(Line::into_job)
+            .with_context(|| format!("line {}: nothing was enqueued", number + 1))?;
+        jobs.push(job);
+    }
+    if jobs.is_empty() {
+        anyhow::bail!("no jobs in the input: give one JSON object per line");
+    }
+    let url = args.redis.resolve()?;
+    let client = Client::connect(&url)
+        .await
+        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let batch: Vec<_> = jobs
+        .iter()
+        .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))
+        .collect();
+    let ids = client.enqueue_batch(&batch).await?;
+    let mut out = String::with_capacity(ids.len() * 16);
+    for id in ids {
+        out.push_str(&id.to_string());
+        out.push('\n');
+    }
+    print!("{out}");
+    Ok(0)
+}
