@@ -220,3 +220,63 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
     assert_eq!(status.record.state, JobState::Succeeded);
     assert_eq!(status.output.as_deref(), Some(&b"counted to 10"[..]));
 }
+
+/// A worker whose lease was taken over (here: expired and reclaimed by another worker)
+/// learns it from its next heartbeat and stops the job, freeing its slot at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_stops_the_job() {
+    let redis = TestRedis::start();
+    let mut options = crate::support::TestWorkerOptions::default();
+    options.config.concurrency = 1;
+    options.config.lease_ttl = Duration::from_millis(600);
+    options.runtime.limits.cancel_grace = Duration::from_millis(300);
+    // `spin` neither reports progress nor checks for cancellation: only the heartbeat can
+    // find out, and only the hard stop after the grace period can end it.
+    let worker = TestWorker::start_with(&redis, &["spin", "echo"], options).await;
+    let client = redis.client().await;
+    let spin = function("spin");
+    let id = client
+        .enqueue(&spin, b"forever", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+        (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
+    })
+    .await;
+    // Expire the lease by hand and let another worker reclaim the job.
+    let expired = std::process::Command::new("redis-cli")
+        .args([
+            "-u",
+            &redis.url(),
+            "ZADD",
+            "wg:{spin}:leased",
+            "0",
+            &id.seq.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(expired.status.success());
+    let thief = wasmgear::queue::WorkerQueue::connect(&redis.url(), "thief")
+        .await
+        .unwrap();
+    let stolen = thief
+        .lease(std::slice::from_ref(&spin), 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(stolen.len(), 1);
+    // The one slot of the first worker comes free only if it stopped the spinning job.
+    let echo = client
+        .enqueue(&function("echo"), b"next", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client
+        .wait(&echo, Some(Duration::from_secs(10)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(status.record.state, JobState::Succeeded);
+    // The stolen job still belongs to the thief: the first worker's result was refused.
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Running);
+    assert_eq!(status.record.worker.as_deref(), Some("thief"));
+    worker.stop().await;
+}
