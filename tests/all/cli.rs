@@ -405,3 +405,29 @@ fn enqueue_at_a_time() {
     assert_eq!(stdout(&out).trim(), "echo:1", "{}", stderr(&out));
     assert!(stdout(&wasmgear(&["status", "echo:1"], &env)).contains("state     scheduled"));
 }
+
+/// `wasmgear logs` prints what a job logged and printed, attempt by attempt.
+#[test]
+fn logs_prints_the_job_log() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["count", "hostile"]);
+    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let out = wasmgear(&["enqueue", "count", "2 1", "--wait"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = stdout(&wasmgear(&["logs", "count:1"], &env));
+    assert!(log.starts_with("--- attempt 1 ---\n"), "{log}");
+    assert!(log.contains("INFO  job count:1: counting to 2"), "{log}");
+    let out = wasmgear(&["enqueue", "hostile", "print 2", "--wait"], &env);
+    assert_eq!(stdout(&out), "printed 2 lines", "{}", stderr(&out));
+    let log = stdout(&wasmgear(&["logs", "hostile:1"], &env));
+    assert!(
+        log.contains("INFO  [stdout] stdout line 1")
+            && log.contains("WARN  [stderr] stderr line 1"),
+        "{log}"
+    );
+    let missing = wasmgear(&["logs", "count:9"], &env);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("no job count:9"));
+}

@@ -61,19 +61,22 @@ async fn completion_is_fenced_by_the_lease_token() {
     assert_eq!(b.heartbeat(&lease_b, TTL).await.unwrap(), LeaseStatus::Held);
     assert!(!a.progress(&lease_a, &Progress::default()).await.unwrap());
     assert_eq!(
-        a.complete(&lease_a, b"from a").await.unwrap(),
+        a.complete(&lease_a, b"from a", "").await.unwrap(),
         Completion::Stale
     );
     assert_eq!(
-        b.complete(&lease_b, b"from b").await.unwrap(),
+        b.complete(&lease_b, b"from b", "").await.unwrap(),
         Completion::Accepted("succeeded".into())
     );
     assert_eq!(
-        b.complete(&lease_b, b"again").await.unwrap(),
+        b.complete(&lease_b, b"again", "").await.unwrap(),
         Completion::Stale
     );
     let failure = JobFailure::new(ErrorClass::Trap, "late");
-    assert_eq!(a.fail(&lease_a, &failure).await.unwrap(), Completion::Stale);
+    assert_eq!(
+        a.fail(&lease_a, &failure, "").await.unwrap(),
+        Completion::Stale
+    );
 
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Succeeded);
@@ -225,7 +228,7 @@ async fn functions_are_served_in_turn_or_in_strict_order() {
             for _ in 0..2 {
                 for lease in worker.lease(&[b.clone(), a.clone()], 1, TTL).await.unwrap() {
                     order.push(lease.info.id.function.to_string());
-                    worker.complete(&lease, b"").await.unwrap();
+                    worker.complete(&lease, b"", "").await.unwrap();
                 }
             }
             order

@@ -10,3 +10,4 @@ mod cli;
 mod cluster;
 mod lease;
 mod plugin_dir;
+mod sandbox;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{RedisArgs, parse_duration, parse_time};
 use crate::job::FunctionName;
-use crate::queue::{Client, EnqueueOptions, Priority};
+use crate::queue::{EnqueueOptions, Priority};
 
 /// Options of `wasmgear bulk`.
 #[derive(Debug, clap::Args)]
@@ -118,10 +118,7 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
     if jobs.is_empty() {
         anyhow::bail!("no jobs in the input: give one JSON object per line");
     }
-    let url = args.redis.resolve()?;
-    let client = Client::connect(&url)
-        .await
-        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = args.redis.client().await?;
     let batch: Vec<_> = jobs
         .iter()
         .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))

@@ -1,10 +1,8 @@
 //! `wasmgear cancel`: stop a job.
 
-use anyhow::Context;
-
 use super::RedisArgs;
 use crate::job::JobId;
-use crate::queue::{CancelOutcome, Client};
+use crate::queue::CancelOutcome;
 
 /// Options of `wasmgear cancel`.
 #[derive(Debug, clap::Args)]
@@ -18,10 +16,7 @@ pub struct CancelArgs {
 
 pub async fn run(args: CancelArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
-    let url = args.redis.resolve()?;
-    let client = Client::connect(&url)
-        .await
-        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = args.redis.client().await?;
     match client.cancel(&id).await? {
         CancelOutcome::Cancelled => println!("{id} cancelled"),
         CancelOutcome::Stopping => {

@@ -10,7 +10,7 @@ use super::status::print_failure;
 use super::{RedisArgs, parse_duration, parse_time};
 use crate::job::{FunctionName, Progress};
 use crate::queue::client::{DEFAULT_MAX_ATTEMPTS, EnqueueOptions};
-use crate::queue::{Client, JobState, Priority};
+use crate::queue::{JobState, Priority};
 
 /// Options of `wasmgear enqueue`.
 #[derive(Debug, clap::Args)]
@@ -76,10 +76,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
     };
     options.validate()?;
     let input = read_input(&args)?;
-    let url = args.redis.resolve()?;
-    let client = Client::connect(&url)
-        .await
-        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = args.redis.client().await?;
     let id = client.enqueue(&function, &input, &options).await?;
     if !args.wait {
         println!("{id}");

@@ -5,6 +5,7 @@
 mod bulk;
 mod cancel;
 mod enqueue;
+mod logs;
 mod status;
 mod worker;
 
@@ -43,6 +44,14 @@ pub struct RedisArgs {
 }
 
 impl RedisArgs {
+    /// A queue client for the Redis these arguments name.
+    pub async fn client(&self) -> anyhow::Result<crate::queue::Client> {
+        let url = self.resolve()?;
+        crate::queue::Client::connect(&url)
+            .await
+            .with_context(|| format!("cannot connect to Redis at {url}"))
+    }
+
     /// The Redis URL to use: the one given, else the embedded Redis' (from its URL file).
     pub fn resolve(&self) -> anyhow::Result<String> {
         if let Some(url) = &self.url {
@@ -69,6 +78,8 @@ enum Command {
     Bulk(bulk::BulkArgs),
     /// Show a job's state, progress and result.
     Status(status::StatusArgs),
+    /// Print a job's log: its log lines, stdout and stderr, attempt by attempt.
+    Logs(logs::LogsArgs),
     /// Cancel a job: a waiting one at once, a running one by asking its worker to stop it.
     Cancel(cancel::CancelArgs),
 }
@@ -82,6 +93,7 @@ impl Cli {
             Command::Bulk(args) => bulk::run(args).await,
             Command::Status(args) => status::run(args).await,
             Command::Cancel(args) => cancel::run(args).await,
+            Command::Logs(args) => logs::run(args).await,
         }
     }
 }

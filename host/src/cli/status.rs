@@ -2,11 +2,9 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-
 use super::RedisArgs;
 use crate::job::JobId;
-use crate::queue::{Client, JobStatus};
+use crate::queue::JobStatus;
 
 /// Options of `wasmgear status`.
 #[derive(Debug, clap::Args)]
@@ -24,10 +22,7 @@ pub struct StatusArgs {
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
-    let url = args.redis.resolve()?;
-    let client = Client::connect(&url)
-        .await
-        .with_context(|| format!("cannot connect to Redis at {url}"))?;
+    let client = args.redis.client().await?;
     let status = client.status(&id).await?;
     if args.json {
         let mut value = serde_json::to_value(&status)?;

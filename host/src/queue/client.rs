@@ -420,6 +420,21 @@ impl Client {
         }
     }
 
+    /// The log of job `id`: what each attempt logged and printed (the newest 256 KiB);
+    /// empty when it logged nothing or has not finished an attempt yet.
+    pub async fn logs(&self, id: &JobId) -> Result<String> {
+        let keys = FunctionKeys::new(&id.function);
+        let (exists, log): (bool, Option<String>) = redis::pipe()
+            .hexists(keys.jobs(), id.seq)
+            .hget(keys.logs(), id.seq)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        if !exists {
+            return Err(QueueError::NoSuchJob(id.clone()));
+        }
+        Ok(log.unwrap_or_default())
+    }
+
     /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop
     /// (it ends `cancelled` when the worker has stopped it, within the grace period).
     pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {

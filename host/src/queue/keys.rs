@@ -44,6 +44,10 @@ impl FunctionKeys {
     pub fn output(&self) -> String {
         self.key("output")
     }
+    /// Hash: job number → the job's log (its log lines and stdout/stderr, every attempt).
+    pub fn logs(&self) -> String {
+        self.key("logs")
+    }
     /// Sorted set: jobs ready to run, scored by priority then number (lowest first).
     pub fn ready(&self) -> String {
         self.key("ready")
@@ -79,6 +83,7 @@ mod tests {
             keys.jobs(),
             keys.input(),
             keys.output(),
+            keys.logs(),
             keys.ready(),
             keys.scheduled(),
             keys.leased(),

@@ -202,6 +202,7 @@ impl WorkerQueue {
                 .key(keys.output())
                 .key(keys.expires())
                 .key(keys.events())
+                .key(keys.logs())
                 .arg(function.as_str())
                 .arg(&self.worker_id)
                 .arg(&token_prefix)
@@ -265,8 +266,9 @@ impl WorkerQueue {
         Ok(stored == 1)
     }
 
-    /// Finishes the job with `output`. Accepted once; a stale lease is refused.
-    pub async fn complete(&self, lease: &Lease, output: &[u8]) -> Result<Completion> {
+    /// Finishes the job with `output`, appending this attempt's `log` to the job's log.
+    /// Accepted once; a stale lease is refused.
+    pub async fn complete(&self, lease: &Lease, output: &[u8], log: &str) -> Result<Completion> {
         let keys = FunctionKeys::new(&lease.info.id.function);
         let reply = scripts::COMPLETE
             .key(keys.jobs())
@@ -274,18 +276,20 @@ impl WorkerQueue {
             .key(keys.output())
             .key(keys.expires())
             .key(keys.events())
+            .key(keys.logs())
             .arg(lease.info.id.function.as_str())
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .arg(output)
+            .arg(log)
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(completion(reply))
     }
 
-    /// Records a failed attempt: retried after backoff if `failure` is retryable and
-    /// attempts remain, otherwise the job fails for good.
-    pub async fn fail(&self, lease: &Lease, failure: &JobFailure) -> Result<Completion> {
+    /// Records a failed attempt with its `log`: retried after backoff if `failure` is
+    /// retryable and attempts remain, otherwise the job fails for good.
+    pub async fn fail(&self, lease: &Lease, failure: &JobFailure, log: &str) -> Result<Completion> {
         let keys = FunctionKeys::new(&lease.info.id.function);
         let backoff = self.backoff(lease.info.attempt);
         let reply = scripts::FAIL
@@ -294,6 +298,7 @@ impl WorkerQueue {
             .key(keys.scheduled())
             .key(keys.expires())
             .key(keys.events())
+            .key(keys.logs())
             .arg(lease.info.id.function.as_str())
             .arg(lease.info.id.seq)
             .arg(&lease.token)
@@ -301,6 +306,7 @@ impl WorkerQueue {
             .arg(&failure.message)
             .arg(if failure.retryable { 1 } else { 0 })
             .arg(backoff.as_millis() as u64)
+            .arg(log)
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(completion(reply))

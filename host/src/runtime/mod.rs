@@ -7,12 +7,14 @@
 //! - [`engine`]: the shared `Engine` (pooling allocator, epoch ticker) and [`Runtime`].
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - `imports`: the host side of each imported WIT interface.
+//! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
 //! - [`plugin`]: a compiled, linked component ready to instantiate.
 //! - [`run`]: one job in one `Store`, traps and limits mapped to error classes.
 
 pub mod bindings;
 pub mod engine;
 mod imports;
+mod output;
 pub mod plugin;
 pub mod run;
 

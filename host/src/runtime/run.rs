@@ -14,6 +14,7 @@ use crate::job::{
 
 use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};
+use super::output::{GuestOutput, JobLog};
 use super::plugin::Plugin;
 
 /// Where a running job's reports go. Called from inside the guest: must not block.
@@ -67,9 +68,8 @@ pub struct JobState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
-    pub(crate) hooks: Arc<dyn JobHooks>,
+    pub(crate) log: Arc<JobLog>,
     pub(crate) cancel: CancelSignal,
-    pub(crate) log_lines_left: u32,
 }
 
 impl WasiView for JobState {
@@ -105,18 +105,25 @@ impl Runtime {
         let limits = &self.limits;
         let started = Instant::now();
         let deadline = started + Duration::from_millis(job.timeout_ms);
+        let log = JobLog::new(hooks, limits.log_lines);
+        let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
+        let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
         let state = JobState {
             // Deny by default: no environment, no arguments, no files, no network, stdin
-            // closed, stdout/stderr discarded.
-            wasi: WasiCtx::builder().allow_tcp(false).allow_udp(false).build(),
+            // closed; stdout and stderr go to the job's log.
+            wasi: WasiCtx::builder()
+                .allow_tcp(false)
+                .allow_udp(false)
+                .stdout(stdout.clone())
+                .stderr(stderr.clone())
+                .build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 memory_bytes: limits.memory_bytes,
                 refused: false,
             },
-            hooks,
+            log: log.clone(),
             cancel: cancel.clone(),
-            log_lines_left: limits.log_lines,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -164,10 +171,21 @@ impl Runtime {
         }
         .await;
 
+        stdout.flush_partial();
+        stderr.flush_partial();
         let stopped = *stopped.lock().unwrap_or_else(|e| e.into_inner());
         let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
         let memory_refused = store.data().limiter.refused;
-        classify(result, stopped, cancelled, memory_refused, limits, job)
+        let outcome = classify(result, stopped, cancelled, memory_refused, limits, job);
+        if let Outcome::Failed(failure) = &outcome
+            && failure.class != ErrorClass::GuestError
+        {
+            log.write(
+                LogLevel::Error,
+                format!("[{}] {}", failure.class, failure.message),
+            );
+        }
+        outcome
     }
 }
 
@@ -201,6 +219,16 @@ fn classify(
             };
             if let Some(reason) = cancelled {
                 return Outcome::Failed(JobFailure::new(cancelled_class(reason), message));
+            }
+            if memory_refused {
+                // The guest handled the refused allocation itself; the cause is the limit.
+                return Outcome::Failed(JobFailure::new(
+                    ErrorClass::MemoryLimit,
+                    format!(
+                        "{message} (the job reached its memory limit of {} bytes)",
+                        limits.memory_bytes
+                    ),
+                ));
             }
             Outcome::Failed(JobFailure {
                 class: ErrorClass::GuestError,

@@ -202,7 +202,11 @@ async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>) {
 /// tracing under the job's span.
 struct Reporter {
     progress: watch::Sender<Option<Progress>>,
+    lines: Arc<Mutex<String>>,
 }
+
+/// The most bytes of one attempt's log kept for the queue.
+pub const MAX_ATTEMPT_LOG_BYTES: usize = 64 * 1024;
 
 impl JobHooks for Reporter {
     fn progress(&self, progress: Progress) {
@@ -210,6 +214,13 @@ impl JobHooks for Reporter {
     }
 
     fn log(&self, level: LogLevel, message: String) {
+        {
+            let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+            if lines.len() + message.len() < MAX_ATTEMPT_LOG_BYTES {
+                let level = format!("{level:?}").to_uppercase();
+                lines.push_str(&format!("{level:<5} {message}\n"));
+            }
+        }
         match level {
             LogLevel::Trace => tracing::trace!(target: "wasmgear::guest", "{message}"),
             LogLevel::Debug => tracing::debug!(target: "wasmgear::guest", "{message}"),
@@ -246,6 +257,7 @@ impl<S: JobSource> Node<S> {
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), cancel.clone());
 
+        let lines = Arc::new(Mutex::new(String::new()));
         let outcome = match self.registry.get(&id.function) {
             None => Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginMissing,
@@ -255,6 +267,7 @@ impl<S: JobSource> Node<S> {
                 let (progress_tx, progress_rx) = watch::channel(None);
                 let hooks: Arc<dyn JobHooks> = Arc::new(Reporter {
                     progress: progress_tx,
+                    lines: lines.clone(),
                 });
                 let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
                 let run =
@@ -270,8 +283,9 @@ impl<S: JobSource> Node<S> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
-        self.report(&lease, outcome, cancel.fired().map(|(reason, _)| reason))
-            .await;
+        let log = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
+        let cancelled = cancel.fired().map(|(reason, _)| reason);
+        self.report(&lease, outcome, cancelled, &log).await;
     }
 
     /// Renews the lease every third of its TTL and stores progress reports, until the
@@ -313,7 +327,13 @@ impl<S: JobSource> Node<S> {
     }
 
     /// Tells the source how the job ended, retrying while the source is unreachable.
-    async fn report(&self, lease: &Lease, outcome: Outcome, cancelled: Option<CancelReason>) {
+    async fn report(
+        &self,
+        lease: &Lease,
+        outcome: Outcome,
+        cancelled: Option<CancelReason>,
+        log: &str,
+    ) {
         let handed_back = matches!(
             (&outcome, cancelled),
             (Outcome::Failed(_), Some(CancelReason::Shutdown))
@@ -321,8 +341,8 @@ impl<S: JobSource> Node<S> {
         for attempt in 1..=REPORT_ATTEMPTS {
             let result = match &outcome {
                 _ if handed_back => self.source.release(lease).await,
-                Outcome::Succeeded(output) => self.source.complete(lease, output).await,
-                Outcome::Failed(failure) => self.source.fail(lease, failure).await,
+                Outcome::Succeeded(output) => self.source.complete(lease, output, log).await,
+                Outcome::Failed(failure) => self.source.fail(lease, failure, log).await,
             };
             match result {
                 Ok(Completion::Accepted(state)) => {

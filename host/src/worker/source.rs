@@ -45,18 +45,21 @@ pub trait JobSource: Send + Sync + 'static {
         progress: &Progress,
     ) -> impl Future<Output = Result<bool, SourceError>> + Send;
 
-    /// Finishes the job with its output.
+    /// Finishes the job with its output; `log` is what the attempt logged.
     fn complete(
         &self,
         lease: &Lease,
         output: &[u8],
+        log: &str,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
-    /// Records a failed attempt (the source decides between retry and failure for good).
+    /// Records a failed attempt (the source decides between retry and failure for good);
+    /// `log` is what the attempt logged.
     fn fail(
         &self,
         lease: &Lease,
         failure: &JobFailure,
+        log: &str,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
     /// Hands the job back unrun (the worker is shutting down).
@@ -92,12 +95,22 @@ impl JobSource for WorkerQueue {
         Ok(WorkerQueue::progress(self, lease, progress).await?)
     }
 
-    async fn complete(&self, lease: &Lease, output: &[u8]) -> Result<Completion, SourceError> {
-        Ok(WorkerQueue::complete(self, lease, output).await?)
+    async fn complete(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        log: &str,
+    ) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::complete(self, lease, output, log).await?)
     }
 
-    async fn fail(&self, lease: &Lease, failure: &JobFailure) -> Result<Completion, SourceError> {
-        Ok(WorkerQueue::fail(self, lease, failure).await?)
+    async fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+        log: &str,
+    ) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::fail(self, lease, failure, log).await?)
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {

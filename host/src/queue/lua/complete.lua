@@ -8,18 +8,31 @@
 -- KEYS[3]  wg:{F}:output   hash    number -> output bytes
 -- KEYS[4]  wg:{F}:expires  zset    number scored by deletion time (ms)
 -- KEYS[5]  wg:{F}:events   channel
+-- KEYS[6]  wg:{F}:logs     hash    number -> the job's log (text, newest 256 KiB)
 --
 -- ARGV[1]  function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
 -- ARGV[4]  output bytes
+-- ARGV[5]  this attempt's log lines (text, may be empty)
 --
 -- Returns: {1, 'succeeded'} when accepted; {0, reason} when refused, reason one of
 --          'missing' (no such job) or 'stale' (the token does not hold the job's lease).
 -- Publishes: {"event":"finish","id":"F:N","state":"succeeded"}.
 
-local jobs_key, leased_key, output_key, expires_key, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local fn, number, token, output = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local jobs_key, leased_key, output_key, expires_key, channel, logs_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local fn, number, token, output, log_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+
+-- Appends this attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
+local MAX_LOG = 262144
+local function append_log(logs_key, number, attempt, text)
+  if text == '' then return end
+  local log = (redis.call('HGET', logs_key, number) or '') .. '--- attempt ' .. attempt .. ' ---\n' .. text
+  if #log > MAX_LOG then log = string.sub(log, #log - MAX_LOG + 1) end
+  redis.call('HSET', logs_key, number, log)
+end
+
 
 local raw = redis.call('HGET', jobs_key, number)
 if not raw then return { 0, 'missing' } end
@@ -41,6 +54,7 @@ record.error = nil
 record.worker, record.token, record.lease_until_ms = nil, nil, nil
 redis.call('HSET', jobs_key, number, cjson.encode(record))
 redis.call('HSET', output_key, number, output)
+append_log(logs_key, number, record.attempt, log_text)
 redis.call('ZREM', leased_key, number)
 redis.call('ZADD', expires_key, now + record.retention_ms, number)
 redis.call('PUBLISH', channel, cjson.encode({ event = 'finish', id = fn .. ':' .. number, state = 'succeeded' }))

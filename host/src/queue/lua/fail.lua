@@ -10,6 +10,7 @@
 -- KEYS[3]  wg:{F}:scheduled  zset    number scored by ready time (ms)
 -- KEYS[4]  wg:{F}:expires    zset    number scored by deletion time (ms)
 -- KEYS[5]  wg:{F}:events     channel
+-- KEYS[6]  wg:{F}:logs       hash    number -> the job's log (text, newest 256 KiB)
 --
 -- ARGV[1]  function name
 -- ARGV[2]  job number
@@ -18,14 +19,27 @@
 -- ARGV[5]  error message
 -- ARGV[6]  1 if another attempt may succeed, else 0
 -- ARGV[7]  backoff before the next attempt, ms (chosen by the caller, jitter included)
+-- ARGV[8]  this attempt's log lines (text, may be empty)
 --
 -- Returns: {1, state} when accepted, state 'scheduled' (will retry), 'failed' or
 --          'cancelled'; {0, reason} when refused ('missing' or 'stale').
 -- Publishes: `finish` with the final state when the job ends; `retry` when it will run again.
 
-local jobs_key, leased_key, scheduled_key, expires_key, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local jobs_key, leased_key, scheduled_key, expires_key, channel, logs_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local fn, number, token = ARGV[1], ARGV[2], ARGV[3]
 local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
+local log_text = ARGV[8]
+
+-- Appends this attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
+local MAX_LOG = 262144
+local function append_log(logs_key, number, attempt, text)
+  if text == '' then return end
+  local log = (redis.call('HGET', logs_key, number) or '') .. '--- attempt ' .. attempt .. ' ---\n' .. text
+  if #log > MAX_LOG then log = string.sub(log, #log - MAX_LOG + 1) end
+  redis.call('HSET', logs_key, number, log)
+end
+
 
 local raw = redis.call('HGET', jobs_key, number)
 if not raw then return { 0, 'missing' } end
@@ -43,6 +57,7 @@ history[#history + 1] = {
 }
 record.history = history
 record.error = { class = class, message = message }
+append_log(logs_key, number, record.attempt, log_text)
 record.worker, record.token, record.lease_until_ms = nil, nil, nil
 redis.call('ZREM', leased_key, number)
 

@@ -13,6 +13,7 @@
 -- KEYS[6]  wg:{F}:output     hash    number -> output bytes
 -- KEYS[7]  wg:{F}:expires    zset    number scored by deletion time (ms)
 -- KEYS[8]  wg:{F}:events     channel
+-- KEYS[9]  wg:{F}:logs       hash    number -> the job's log
 --
 -- ARGV[1]  function name
 -- ARGV[2]  worker id (recorded on the job)
@@ -24,8 +25,8 @@
 --          token, input}.
 -- Publishes: `start` for each leased job, `finish` for each job failed by reclaim.
 
-local ready_key, scheduled_key, leased_key, jobs_key, input_key, output_key, expires_key, channel =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local ready_key, scheduled_key, leased_key, jobs_key, input_key, output_key, expires_key, channel, logs_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local fn, worker, token_prefix = ARGV[1], ARGV[2], ARGV[3]
 local want, lease_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -45,6 +46,7 @@ for _, number in ipairs(redis.call('ZRANGEBYSCORE', expires_key, '-inf', now, 'L
   redis.call('HDEL', jobs_key, number)
   redis.call('HDEL', input_key, number)
   redis.call('HDEL', output_key, number)
+  redis.call('HDEL', logs_key, number)
   redis.call('ZREM', expires_key, number)
 end
 

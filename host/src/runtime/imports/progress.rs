@@ -2,6 +2,7 @@
 
 use crate::job::Progress;
 use crate::runtime::bindings::wasmgear::job::progress::Host;
+use crate::runtime::output::truncate;
 use crate::runtime::run::JobState;
 
 /// Longest progress message kept, in bytes; longer ones are cut.
@@ -9,8 +10,8 @@ pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
 
 impl Host for JobState {
     fn report(&mut self, done: u64, total: u64, message: Option<String>) {
-        let message = message.map(|m| super::log::truncate(m, MAX_PROGRESS_MESSAGE_BYTES));
-        self.hooks.progress(Progress {
+        let message = message.map(|m| truncate(m, MAX_PROGRESS_MESSAGE_BYTES));
+        self.log.hooks().progress(Progress {
             done,
             total,
             message,
