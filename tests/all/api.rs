@@ -280,3 +280,49 @@ async fn a_lost_lease_stops_the_job() {
     assert_eq!(status.record.worker.as_deref(), Some("thief"));
     worker.stop().await;
 }
+
+/// An idle worker runs a delayed job as soon as it falls due (not a poll interval later),
+/// and a retry waits for its backoff, then runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_jobs_and_retries_run_when_due() {
+    let redis = TestRedis::start();
+    let mut options = crate::support::TestWorkerOptions::default();
+    options.retry_backoff = Duration::from_millis(200);
+    let worker = TestWorker::start_with(&redis, &["echo", "fail"], options).await;
+    let client = redis.client().await;
+    tokio::time::sleep(Duration::from_millis(100)).await; // let the worker go idle
+
+    let delayed = EnqueueOptions {
+        delay: Duration::from_millis(400),
+        ..EnqueueOptions::default()
+    };
+    let id = client
+        .enqueue(&function("echo"), b"later", &delayed)
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    let waited = status.record.history[0].started_ms.unwrap() - status.record.created_ms;
+    assert!(
+        (400..650).contains(&waited),
+        "started {waited} ms after enqueue"
+    );
+
+    let twice = EnqueueOptions {
+        max_attempts: 2,
+        ..EnqueueOptions::default()
+    };
+    let id = client
+        .enqueue(&function("fail"), b"retry", &twice)
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    let history = &status.record.history;
+    assert_eq!(history.len(), 2);
+    let gap = history[1].started_ms.unwrap() - history[0].ended_ms;
+    // 200 ms base backoff with ±50 % jitter: 100..300 ms, plus pick-up.
+    assert!(
+        (100..550).contains(&gap),
+        "retried {gap} ms after the failure"
+    );
+    worker.stop().await;
+}

@@ -25,6 +25,9 @@ pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(3600);
 /// Cancel requests buffered for a slow listener; older ones are still caught by heartbeats.
 const CANCEL_BUFFER: usize = 1024;
+/// The shortest idle wait, however soon something falls due, so that an idle worker never
+/// spins.
+const MIN_IDLE_WAIT: Duration = Duration::from_millis(2);
 
 /// Reads the `{accepted, word}` reply of `complete` and `fail`.
 fn completion((accepted, word): (i64, String)) -> Completion {
@@ -54,6 +57,7 @@ pub struct WorkerQueue {
     backoff_base: Duration,
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
+    next_due: std::sync::Mutex<Option<tokio::time::Instant>>,
     cancel_requests: broadcast::Sender<JobId>,
     _listener: Option<TaskGuard>,
 }
@@ -71,6 +75,7 @@ impl WorkerQueue {
             backoff_base: DEFAULT_BACKOFF_BASE,
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
+            next_due: std::sync::Mutex::new(None),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             _listener: None,
         })
@@ -152,9 +157,13 @@ impl WorkerQueue {
         Ok(())
     }
 
-    /// Waits until a job may have arrived, or `timeout` passed (the safety net for missed
-    /// events and for scheduled jobs falling due).
+    /// Waits until a job may have arrived: an event said so, the next scheduled job or
+    /// lease expiry the last [`WorkerQueue::lease`] saw falls due, or `timeout` passed (the
+    /// safety net for missed events).
     pub async fn wait_for_work(&self, timeout: Duration) {
+        let due = *self.next_due.lock().unwrap_or_else(|e| e.into_inner());
+        let until_due = due.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+        let timeout = until_due.map_or(timeout, |d| d.max(MIN_IDLE_WAIT).min(timeout));
         let _ = tokio::time::timeout(timeout, self.work_arrived.notified()).await;
     }
 
@@ -186,6 +195,7 @@ impl WorkerQueue {
             false => self.next_function.fetch_add(1, Ordering::Relaxed),
         };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
+        let mut next_due = Duration::MAX;
         for i in 0..functions.len() {
             if leases.len() >= max {
                 break;
@@ -193,7 +203,7 @@ impl WorkerQueue {
             let function = &functions[(start + i) % functions.len()];
             let keys = FunctionKeys::new(function);
             type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
-            let rows: Vec<Row> = scripts::LEASE
+            let (rows, wait_ms): (Vec<Row>, i64) = scripts::LEASE
                 .key(keys.ready())
                 .key(keys.scheduled())
                 .key(keys.leased())
@@ -210,6 +220,9 @@ impl WorkerQueue {
                 .arg(ttl.as_millis() as u64)
                 .invoke_async(&mut self.conn.clone())
                 .await?;
+            if let Ok(wait) = u64::try_from(wait_ms) {
+                next_due = next_due.min(Duration::from_millis(wait));
+            }
             for (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) in rows {
                 leases.push(Lease {
                     info: JobInfo {
@@ -227,6 +240,8 @@ impl WorkerQueue {
                 });
             }
         }
+        *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) =
+            (next_due != Duration::MAX).then(|| tokio::time::Instant::now() + next_due);
         Ok(leases)
     }
 

@@ -21,8 +21,10 @@
 -- ARGV[4]  the most jobs to lease (>= 1)
 -- ARGV[5]  lease duration, ms
 --
--- Returns: array of leases, each {number, attempt, max_attempts, timeout_ms, created_ms,
---          token, input}.
+-- Returns: {leases, wait_ms}: leases is an array, each {number, attempt, max_attempts,
+--          timeout_ms, created_ms, token, input}; wait_ms is how long until the next
+--          scheduled job falls due or the next lease expires (-1: nothing pending), so an
+--          idle worker knows when to call again.
 -- Publishes: `start` for each leased job, `finish` for each job failed by reclaim.
 
 local ready_key, scheduled_key, leased_key, jobs_key, input_key, output_key, expires_key, channel, logs_key =
@@ -122,4 +124,15 @@ for i = 1, #popped, 2 do
     }
   end
 end
-return leases
+-- (5) Tell the caller when to come back.
+local next_due = -1
+for _, key in ipairs({ scheduled_key, leased_key }) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    local due = tonumber(first[2])
+    if next_due < 0 or due < next_due then next_due = due end
+  end
+end
+local wait_ms = -1
+if next_due >= 0 then wait_ms = math.max(0, next_due - now) end
+return { leases, wait_ms }
