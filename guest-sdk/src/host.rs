@@ -5,7 +5,9 @@
 //! Outside a worker (a native `cargo test`, say) there is no one to call: every function here
 //! panics there.
 
-use crate::__bindings::wasmgear::job::{cancel, log as wit_log, progress as wit_progress};
+use crate::__bindings::wasmgear::job::{
+    cancel, config as wit_config, log as wit_log, progress as wit_progress,
+};
 
 /// Reports that `done` units of `total` are finished.
 ///
@@ -83,6 +85,28 @@ pub fn progress_msg(done: u64, total: u64, message: &str) {
 /// ```
 pub fn cancelled() -> bool {
     cancel::cancelled()
+}
+
+/// The value of configuration key `key`, as the plugin's manifest grants it (the `[config]`
+/// table of `NAME.toml` beside `NAME.wasm`), or `None` when the manifest does not set it.
+///
+/// Configuration is read-only and the same for every job of the plugin; use it for settings
+/// that belong to the deployment rather than to one job (an endpoint, a quality level).
+///
+/// # Examples
+///
+/// ```no_run
+/// use wasmgear_guest::{Job, JobError, config};
+///
+/// fn compress(_job: &Job, input: Vec<u8>) -> Result<Vec<u8>, JobError> {
+///     let level: u32 = config("level").and_then(|l| l.parse().ok()).unwrap_or(6);
+///     // ... compress `input` at `level` ...
+///     # let _ = level;
+///     Ok(input)
+/// }
+/// ```
+pub fn config(key: &str) -> Option<String> {
+    wit_config::get(key)
 }
 
 /// How important a log line is, from the most detailed to the most severe.

@@ -4,7 +4,8 @@
 //! turns one plain Rust function into such a component: you write a handler that takes the
 //! [`Job`] being run and its input, and returns its output or a [`JobError`]; the [`job!`] macro
 //! does the rest. While it runs, the handler can report [`progress`], write to the worker's log
-//! ([`info!`] and friends) and ask whether it has been [`cancelled`].
+//! ([`info!`] and friends), ask whether it has been [`cancelled`], and read the settings its
+//! manifest grants ([`config`]).
 //!
 //! # A complete plugin
 //!
@@ -92,7 +93,7 @@ mod io;
 mod job;
 
 pub use error::JobError;
-pub use host::{Level, cancelled, log, progress, progress_msg};
+pub use host::{Level, cancelled, config, log, progress, progress_msg};
 #[cfg(feature = "json")]
 pub use io::Json;
 pub use io::{FromInput, IntoOutput};

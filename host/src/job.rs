@@ -6,9 +6,14 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+/// Attempts a job gets when neither its client nor its plugin says.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// How long one attempt may run when neither its client nor its plugin says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The longest function name accepted, in bytes.
 pub const MAX_FUNCTION_NAME_LEN: usize = 100;
@@ -173,6 +178,8 @@ pub enum ErrorClass {
     TimedOut,
     /// The guest asked for more memory than its limit allows.
     MemoryLimit,
+    /// The guest used up its fuel (instruction budget).
+    OutOfFuel,
     /// The guest returned an output larger than the limit.
     OutputTooLarge,
     /// The job was cancelled.
@@ -193,6 +200,7 @@ impl ErrorClass {
             ErrorClass::Trap => "trap",
             ErrorClass::TimedOut => "timed-out",
             ErrorClass::MemoryLimit => "memory-limit",
+            ErrorClass::OutOfFuel => "out-of-fuel",
             ErrorClass::OutputTooLarge => "output-too-large",
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::LeaseLost => "lease-lost",
@@ -293,6 +301,31 @@ pub struct Lease {
     pub input: Vec<u8>,
     /// The fencing token: only the holder of the current token can finish the job.
     pub token: String,
+}
+
+/// What a worker asks of one function when it leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// The function.
+    pub function: FunctionName,
+    /// The most jobs of it to lease now.
+    pub max: usize,
+    /// The timeout of jobs enqueued without one.
+    pub default_timeout_ms: u64,
+    /// The attempts of jobs enqueued without a number.
+    pub default_max_attempts: u32,
+}
+
+impl LeaseRequest {
+    /// Asks for any number of jobs of `function`, with the queue-wide defaults.
+    pub fn new(function: FunctionName) -> Self {
+        LeaseRequest {
+            function,
+            max: usize::MAX,
+            default_timeout_ms: DEFAULT_TIMEOUT.as_millis() as u64,
+            default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
 }
 
 /// What a heartbeat learned about a lease.

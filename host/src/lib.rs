@@ -12,6 +12,7 @@
 //! - [`worker`]: the worker node, the only room that joins queue and runtime through the
 //!   [`worker::JobSource`] trait.
 //! - [`redis_server`]: a private, supervised `redis-server` child (embedded default, tests).
+//! - [`units`]: durations and times as people write them (CLI and manifests).
 //! - [`cli`]: the `wasmgear` command line, one file per subcommand.
 
 pub mod cli;
@@ -20,4 +21,5 @@ pub mod plugins;
 pub mod queue;
 pub mod redis_server;
 pub mod runtime;
+pub mod units;
 pub mod worker;

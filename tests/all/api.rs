@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use wasmgear::job::LeaseRequest;
+
 use wasmgear::job::Progress;
 use wasmgear::queue::{EnqueueOptions, JobState};
 
@@ -94,7 +96,7 @@ async fn a_retryable_error_is_retried_then_fails() {
     let worker = TestWorker::start(&redis, &["fail"]).await;
     let client = redis.client().await;
     let options = EnqueueOptions {
-        max_attempts: 3,
+        max_attempts: Some(3),
         ..EnqueueOptions::default()
     };
     let id = client
@@ -260,7 +262,11 @@ async fn a_lost_lease_stops_the_job() {
         .await
         .unwrap();
     let stolen = thief
-        .lease(std::slice::from_ref(&spin), 1, Duration::from_secs(60))
+        .lease(
+            &[LeaseRequest::new(spin.clone())],
+            1,
+            Duration::from_secs(60),
+        )
         .await
         .unwrap();
     assert_eq!(stolen.len(), 1);
@@ -308,7 +314,7 @@ async fn delayed_jobs_and_retries_run_when_due() {
     );
 
     let twice = EnqueueOptions {
-        max_attempts: 2,
+        max_attempts: Some(2),
         ..EnqueueOptions::default()
     };
     let id = client

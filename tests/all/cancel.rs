@@ -16,6 +16,7 @@ async fn worker_with_grace(redis: &TestRedis, plugins: &[&str], grace: Duration)
                 cancel_grace: grace,
                 ..Limits::default()
             },
+            fuel: false,
         },
         ..TestWorkerOptions::default()
     };
@@ -158,8 +159,8 @@ async fn a_job_past_its_timeout_is_stopped() {
     let worker = TestWorker::start(&redis, &["spin"]).await;
     let client = redis.client().await;
     let options = EnqueueOptions {
-        timeout: Duration::from_millis(200),
-        max_attempts: 2,
+        timeout: Some(Duration::from_millis(200)),
+        max_attempts: Some(2),
         ..EnqueueOptions::default()
     };
     let id = client

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use wasmgear::job::LeaseRequest;
+
 use wasmgear::job::{Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
 use wasmgear::queue::{EnqueueOptions, JobState, Priority, WorkerQueue};
 
@@ -28,7 +30,11 @@ async fn completion_is_fenced_by_the_lease_token() {
         .unwrap();
 
     let lease_a = a
-        .lease(std::slice::from_ref(&f), 5, Duration::from_millis(300))
+        .lease(
+            &[LeaseRequest::new(f.clone())],
+            5,
+            Duration::from_millis(300),
+        )
         .await
         .unwrap();
     assert_eq!(lease_a.len(), 1);
@@ -36,7 +42,7 @@ async fn completion_is_fenced_by_the_lease_token() {
     assert_eq!(lease_a.info.id, id);
     assert_eq!(lease_a.input, b"in");
     assert!(
-        b.lease(std::slice::from_ref(&f), 5, TTL)
+        b.lease(&[LeaseRequest::new(f.clone())], 5, TTL)
             .await
             .unwrap()
             .is_empty(),
@@ -45,7 +51,7 @@ async fn completion_is_fenced_by_the_lease_token() {
 
     // A's lease expires; B reclaims the job (a second attempt).
     let lease_b = eventually(Duration::from_secs(5), "the reclaim", || async {
-        b.lease(std::slice::from_ref(&f), 5, TTL)
+        b.lease(&[LeaseRequest::new(f.clone())], 5, TTL)
             .await
             .unwrap()
             .into_iter()
@@ -117,7 +123,7 @@ async fn leases_follow_priority_then_fifo() {
     for _ in 0..expected.len() {
         order.extend(
             worker
-                .lease(std::slice::from_ref(&f), 1, TTL)
+                .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
                 .await
                 .unwrap()
                 .into_iter()
@@ -150,7 +156,7 @@ async fn a_delayed_job_waits_for_its_time() {
     let worker = WorkerQueue::connect(&redis.url(), "w").await.unwrap();
     let lease = eventually(Duration::from_secs(5), "the delayed job", || async {
         worker
-            .lease(std::slice::from_ref(&f), 1, TTL)
+            .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
             .await
             .unwrap()
             .into_iter()
@@ -173,11 +179,11 @@ async fn bad_options_write_nothing() {
     let f = function("echo");
     let bad = [
         EnqueueOptions {
-            max_attempts: 0,
+            max_attempts: Some(0),
             ..EnqueueOptions::default()
         },
         EnqueueOptions {
-            timeout: Duration::ZERO,
+            timeout: Some(Duration::ZERO),
             ..EnqueueOptions::default()
         },
     ];
@@ -226,7 +232,15 @@ async fn functions_are_served_in_turn_or_in_strict_order() {
                 .with_strict_order(strict);
             let mut order = Vec::new();
             for _ in 0..2 {
-                for lease in worker.lease(&[b.clone(), a.clone()], 1, TTL).await.unwrap() {
+                for lease in worker
+                    .lease(
+                        &[LeaseRequest::new(b.clone()), LeaseRequest::new(a.clone())],
+                        1,
+                        TTL,
+                    )
+                    .await
+                    .unwrap()
+                {
                     order.push(lease.info.id.function.to_string());
                     worker.complete(&lease, b"", "").await.unwrap();
                 }
@@ -279,7 +293,7 @@ async fn scheduled_times_in_the_past_are_refused() {
     let worker = WorkerQueue::connect(&redis.url(), "w").await.unwrap();
     assert!(
         worker
-            .lease(std::slice::from_ref(&f), 1, TTL)
+            .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
             .await
             .unwrap()
             .is_empty()
@@ -307,7 +321,7 @@ async fn ten_thousand_jobs_in_one_bulk_call() {
     let mut leased = Vec::new();
     loop {
         let leases = worker
-            .lease(std::slice::from_ref(&f), 1000, TTL)
+            .lease(&[LeaseRequest::new(f.clone())], 1000, TTL)
             .await
             .unwrap();
         if leases.is_empty() {

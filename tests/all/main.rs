@@ -9,5 +9,6 @@ mod cancel;
 mod cli;
 mod cluster;
 mod lease;
+mod manifest;
 mod plugin_dir;
 mod sandbox;

@@ -22,6 +22,7 @@ async fn hostile_jobs_end_with_their_class_and_good_jobs_finish() {
                 log_lines: 50,
                 ..Limits::default()
             },
+            fuel: false,
         },
         config: wasmgear::worker::WorkerConfig {
             concurrency: 16,
@@ -32,8 +33,8 @@ async fn hostile_jobs_end_with_their_class_and_good_jobs_finish() {
     let worker = TestWorker::start_with(&redis, &["hostile", "echo"], options).await;
     let client = redis.client().await;
     let once = |timeout_ms: u64| EnqueueOptions {
-        max_attempts: 1,
-        timeout: Duration::from_millis(timeout_ms),
+        max_attempts: Some(1),
+        timeout: Some(Duration::from_millis(timeout_ms)),
         ..EnqueueOptions::default()
     };
     let hostile = function("hostile");
@@ -180,7 +181,7 @@ async fn a_trap_leaves_its_backtrace_in_the_job_log() {
     let worker = TestWorker::start(&redis, &["hostile"]).await;
     let client = redis.client().await;
     let options = EnqueueOptions {
-        max_attempts: 1,
+        max_attempts: Some(1),
         ..EnqueueOptions::default()
     };
     let id = client

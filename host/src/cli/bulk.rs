@@ -77,11 +77,9 @@ impl Line {
                 other => anyhow::bail!("at {other} is neither epoch seconds nor a timestamp"),
             });
         }
-        if let Some(max_attempts) = self.max_attempts {
-            options.max_attempts = max_attempts;
-        }
+        options.max_attempts = self.max_attempts;
         if let Some(timeout) = self.timeout {
-            options.timeout = parse_duration(&timeout)?;
+            options.timeout = Some(parse_duration(&timeout)?);
         }
         if let Some(retention) = self.retention {
             options.retention = parse_duration(&retention)?;

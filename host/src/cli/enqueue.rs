@@ -9,7 +9,7 @@ use anyhow::Context;
 use super::status::print_failure;
 use super::{RedisArgs, parse_duration, parse_time};
 use crate::job::{FunctionName, Progress};
-use crate::queue::client::{DEFAULT_MAX_ATTEMPTS, EnqueueOptions};
+use crate::queue::client::EnqueueOptions;
 use crate::queue::{JobState, Priority};
 
 /// Options of `wasmgear enqueue`.
@@ -42,13 +42,13 @@ pub struct EnqueueArgs {
     #[arg(long, value_parser = parse_time)]
     at: Option<SystemTime>,
 
-    /// How long one attempt may run.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    timeout: Duration,
+    /// How long one attempt may run [default: the plugin's, else 60s].
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
 
-    /// Attempts in all, retries included.
-    #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS)]
-    max_attempts: u32,
+    /// Attempts in all, retries included [default: the plugin's, else 3].
+    #[arg(long)]
+    max_attempts: Option<u32>,
 
     /// How long the finished job and its output are kept.
     #[arg(long, default_value = "25h", value_parser = parse_duration)]

@@ -53,6 +53,16 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_CANCEL_GRACE", default_value = "5s", value_parser = parse_duration)]
     cancel_grace: Duration,
 
+    /// The most memory a job's linear memory may grow to, in bytes; plugin manifests may
+    /// only lower it.
+    #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = crate::runtime::engine::DEFAULT_MEMORY_BYTES)]
+    memory_limit: usize,
+
+    /// Meter fuel, so that plugin manifests can give jobs an instruction budget
+    /// (`limits.fuel`); slows every job down somewhat.
+    #[arg(long, env = "WASMGEAR_FUEL")]
+    fuel: bool,
+
     /// The wait before the first retry of a failed job; it doubles on every further retry
     /// (at most an hour), with jitter.
     #[arg(long, env = "WASMGEAR_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
@@ -74,8 +84,10 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
         limits: Limits {
             cancel_grace: args.cancel_grace,
+            memory_bytes: args.memory_limit,
             ..Limits::default()
         },
+        fuel: args.fuel,
     };
     let runtime = Arc::new(
         Runtime::new(config)

@@ -1,4 +1,5 @@
-//! The plugin directory: every `NAME.wasm` in it serves function `NAME`.
+//! The plugin directory: every `NAME.wasm` in it serves function `NAME` (or the functions
+//! its manifest `NAME.toml` names).
 //!
 //! The registry maps function names to loaded plugins behind `Arc`s, so a job keeps the
 //! plugin it started with even if the registry changes while it runs.
@@ -43,17 +44,19 @@ fn problems_text(problems: &[LoadProblem]) -> String {
 /// Why one file in the plugin directory was not loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadProblem {
-    /// The file name is not a valid function name.
-    #[error("{path:?} is skipped: {reason}")]
-    BadName {
-        /// The file.
-        path: PathBuf,
-        /// Why the name is refused.
-        reason: String,
-    },
-    /// The component could not be loaded.
+    /// The plugin (or its manifest) could not be loaded.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// Another plugin already serves one of its functions.
+    #[error("{path:?} is skipped: function {function} is already served by {other:?}")]
+    Duplicate {
+        /// The plugin skipped.
+        path: PathBuf,
+        /// The function both claim.
+        function: FunctionName,
+        /// The plugin that keeps it.
+        other: PathBuf,
+    },
 }
 
 /// The loaded plugins, by function name.
@@ -85,9 +88,13 @@ impl PluginRegistry {
         let registry = PluginRegistry::default();
         let mut problems = Vec::new();
         for path in paths {
-            match load_one(runtime, &path) {
-                Ok(plugin) => registry.insert(plugin),
-                Err(problem) => problems.push(problem),
+            match runtime.load_plugin(&path) {
+                Ok(plugin) => {
+                    if let Err(problem) = registry.insert(plugin) {
+                        problems.push(problem);
+                    }
+                }
+                Err(error) => problems.push(error.into()),
             }
         }
         if registry.functions().is_empty() {
@@ -99,10 +106,24 @@ impl PluginRegistry {
         Ok((registry, problems))
     }
 
-    /// Adds or replaces the plugin for its function.
-    pub fn insert(&self, plugin: Plugin) {
+    /// Adds a plugin for each function it serves; refused if another plugin serves one of
+    /// them already.
+    pub fn insert(&self, plugin: Plugin) -> Result<(), LoadProblem> {
         let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
-        plugins.insert(plugin.function().clone(), Arc::new(plugin));
+        for function in plugin.functions() {
+            if let Some(other) = plugins.get(function) {
+                return Err(LoadProblem::Duplicate {
+                    path: plugin.source().to_path_buf(),
+                    function: function.clone(),
+                    other: other.source().to_path_buf(),
+                });
+            }
+        }
+        let plugin = Arc::new(plugin);
+        for function in plugin.functions() {
+            plugins.insert(function.clone(), plugin.clone());
+        }
+        Ok(())
     }
 
     /// The plugin serving `function`, if any.
@@ -123,17 +144,4 @@ impl PluginRegistry {
             .cloned()
             .collect()
     }
-}
-
-/// Loads the plugin at `path`, named after the file's stem.
-fn load_one(runtime: &Runtime, path: &Path) -> Result<Plugin, LoadProblem> {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
-    let function = FunctionName::new(stem).map_err(|e| LoadProblem::BadName {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    Ok(runtime.load_plugin(function, path)?)
 }

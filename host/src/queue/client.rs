@@ -14,10 +14,7 @@ use super::model::{JobRecord, JobState, JobStatus};
 use super::{QueueError, Result, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 
-/// Attempts a job gets when the client does not say.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-/// How long one attempt may run when the client does not say.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
 /// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(25 * 3600);
 /// The largest input accepted, in bytes.
@@ -94,10 +91,12 @@ impl fmt::Display for Priority {
 pub struct EnqueueOptions {
     /// Higher runs first.
     pub priority: Priority,
-    /// Attempts in all, retries included (>= 1).
-    pub max_attempts: u32,
-    /// How long one attempt may run.
-    pub timeout: Duration,
+    /// Attempts in all, retries included (>= 1); `None`: the serving plugin's default
+    /// (its manifest's `max_attempts`, else [`DEFAULT_MAX_ATTEMPTS`]).
+    pub max_attempts: Option<u32>,
+    /// How long one attempt may run; `None`: the serving plugin's default (its manifest's
+    /// `timeout`, else [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
     /// How long the finished job (and its output) is kept.
     pub retention: Duration,
     /// How long to wait before the job may run (zero: at once).
@@ -111,8 +110,8 @@ impl Default for EnqueueOptions {
     fn default() -> Self {
         EnqueueOptions {
             priority: Priority::NORMAL,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            timeout: DEFAULT_TIMEOUT,
+            max_attempts: None,
+            timeout: None,
             retention: DEFAULT_RETENTION,
             delay: Duration::ZERO,
             at: None,
@@ -125,16 +124,18 @@ impl EnqueueOptions {
     pub fn validate(&self) -> Result<()> {
         // (`at` in the past is refused by the enqueue script, against the queue's clock.)
         let bad = |what: String| Err(QueueError::BadOption(what));
-        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&self.max_attempts) {
+        if let Some(attempts) = self.max_attempts
+            && !(1..=MAX_ATTEMPTS_LIMIT).contains(&attempts)
+        {
             return bad(format!(
-                "max attempts {} is out of range 1..={MAX_ATTEMPTS_LIMIT}",
-                self.max_attempts
+                "max attempts {attempts} is out of range 1..={MAX_ATTEMPTS_LIMIT}"
             ));
         }
-        if self.timeout < Duration::from_millis(1) || self.timeout > MAX_DURATION {
+        if let Some(timeout) = self.timeout
+            && (timeout < Duration::from_millis(1) || timeout > MAX_DURATION)
+        {
             return bad(format!(
-                "timeout {:?} is out of range 1ms..=10 years",
-                self.timeout
+                "timeout {timeout:?} is out of range 1ms..=10 years"
             ));
         }
         if self.retention < Duration::from_secs(1) || self.retention > MAX_DURATION {
@@ -263,8 +264,8 @@ impl Client {
             .arg(jobs.len());
         for (input, options) in jobs {
             call.arg(options.priority.value())
-                .arg(options.max_attempts)
-                .arg(options.timeout.as_millis() as u64)
+                .arg(options.max_attempts.unwrap_or(0))
+                .arg(options.timeout.map_or(0, |t| t.as_millis().max(1) as u64))
                 .arg(options.retention.as_millis() as u64)
                 .arg(options.delay.as_millis() as u64)
                 .arg(options.at.map(system_time_ms).unwrap_or(0))

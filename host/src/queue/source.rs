@@ -16,7 +16,8 @@ use super::connection::{self, Connection};
 use super::keys::FunctionKeys;
 use super::{Result, scripts};
 use crate::job::{
-    Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseStatus, Progress,
+    Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest, LeaseStatus,
+    Progress,
 };
 
 /// The first retry waits about this long; each further one twice as long.
@@ -182,12 +183,12 @@ impl WorkerQueue {
     /// order given (see [`WorkerQueue::with_strict_order`]). Each lease lasts `ttl`.
     pub async fn lease(
         &self,
-        functions: &[FunctionName],
+        requests: &[LeaseRequest],
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Lease>> {
         let mut leases = Vec::new();
-        if functions.is_empty() || max == 0 {
+        if requests.is_empty() || max == 0 {
             return Ok(leases);
         }
         let start = match self.strict_order {
@@ -196,11 +197,16 @@ impl WorkerQueue {
         };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
         let mut next_due = Duration::MAX;
-        for i in 0..functions.len() {
+        for i in 0..requests.len() {
             if leases.len() >= max {
                 break;
             }
-            let function = &functions[(start + i) % functions.len()];
+            let request = &requests[(start + i) % requests.len()];
+            let function = &request.function;
+            let want = request.max.min(max - leases.len());
+            if want == 0 {
+                continue;
+            }
             let keys = FunctionKeys::new(function);
             type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
             let (rows, wait_ms): (Vec<Row>, i64) = scripts::LEASE
@@ -216,8 +222,10 @@ impl WorkerQueue {
                 .arg(function.as_str())
                 .arg(&self.worker_id)
                 .arg(&token_prefix)
-                .arg(max - leases.len())
+                .arg(want)
                 .arg(ttl.as_millis() as u64)
+                .arg(request.default_timeout_ms)
+                .arg(request.default_max_attempts)
                 .invoke_async(&mut self.conn.clone())
                 .await?;
             if let Ok(wait) = u64::try_from(wait_ms) {

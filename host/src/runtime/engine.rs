@@ -52,8 +52,11 @@ impl Default for Limits {
 pub struct RuntimeConfig {
     /// How many job instances may exist at once (sizes the pooling allocator).
     pub max_instances: u32,
-    /// Limits applied to every job.
+    /// Limits applied to every job (a plugin's manifest may tighten them).
     pub limits: Limits,
+    /// Whether to meter fuel, so that manifests can give jobs an instruction budget.
+    /// Costs speed for every job.
+    pub fuel: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -61,6 +64,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             max_instances: 100,
             limits: Limits::default(),
+            fuel: false,
         }
     }
 }
@@ -87,6 +91,7 @@ fn engine_config(config: &RuntimeConfig) -> Config {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)
+        .consume_fuel(config.fuel)
         .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(64))
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     wasm
@@ -97,6 +102,7 @@ pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<JobState>,
     pub(crate) limits: Limits,
+    pub(crate) fuel: bool,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -125,6 +131,7 @@ impl Runtime {
             engine,
             linker,
             limits: config.limits,
+            fuel: config.fuel,
             ticker_stop,
         })
     }

@@ -8,16 +8,19 @@
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - `imports`: the host side of each imported WIT interface.
 //! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
-//! - [`plugin`]: a compiled, linked component ready to instantiate.
+//! - [`manifest`]: `NAME.toml` beside a plugin: functions, limits, capabilities.
+//! - [`plugin`]: a compiled, linked component ready to instantiate, with its limits.
 //! - [`run`]: one job in one `Store`, traps and limits mapped to error classes.
 
 pub mod bindings;
 pub mod engine;
 mod imports;
+pub mod manifest;
 mod output;
 pub mod plugin;
 pub mod run;
 
 pub use engine::{Limits, Runtime, RuntimeConfig};
-pub use plugin::{Plugin, PluginError};
+pub use manifest::{Manifest, ManifestError};
+pub use plugin::{InFlight, Plugin, PluginError};
 pub use run::JobHooks;

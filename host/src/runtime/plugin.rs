@@ -1,11 +1,16 @@
 //! A plugin: a component compiled and linked against the job world, ready to instantiate.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use crate::job::FunctionName;
 
 use super::bindings::JobPre;
-use super::engine::Runtime;
+use super::engine::{Limits, Runtime};
+use super::manifest::{self, Capabilities, JobDefaults, Manifest, ManifestError};
 use super::run::JobState;
 
 /// The first eight bytes of a WebAssembly component (magic, version 0x0d, layer 1).
@@ -49,6 +54,17 @@ pub enum PluginError {
         /// The compiler's message.
         reason: String,
     },
+    /// The file name is not a valid function name (and no manifest names the functions).
+    #[error("plugin {path:?} is skipped: {reason}")]
+    BadName {
+        /// The plugin file.
+        path: PathBuf,
+        /// Why the name is refused.
+        reason: String,
+    },
+    /// The manifest beside the component is refused.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
     /// The component does not fit the `wasmgear:job` world (a missing export, or an import
     /// the host does not provide).
     #[error("plugin {path:?} does not implement the wasmgear:job@0.1.0 world: {reason}")]
@@ -60,28 +76,38 @@ pub enum PluginError {
     },
 }
 
-/// A loaded plugin: serves one function, instantiated afresh for each job.
+/// A loaded plugin: a compiled component, its manifest, and the limits its jobs run with.
+/// Instantiated afresh for each job.
 pub struct Plugin {
-    function: FunctionName,
+    functions: Vec<FunctionName>,
     source: PathBuf,
     size: usize,
+    pub(crate) limits: Limits,
+    pub(crate) max_timeout: Option<Duration>,
+    pub(crate) fuel: Option<u64>,
+    pub(crate) capabilities: Capabilities,
+    pub(crate) config: Arc<BTreeMap<String, String>>,
+    defaults: JobDefaults,
+    concurrency: Option<usize>,
+    in_flight: AtomicUsize,
     pub(crate) pre: JobPre<JobState>,
 }
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
-            .field("function", &self.function)
+            .field("functions", &self.functions)
             .field("source", &self.source)
             .field("size", &self.size)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
 
 impl Plugin {
-    /// The function this plugin serves.
-    pub fn function(&self) -> &FunctionName {
-        &self.function
+    /// The functions this plugin serves.
+    pub fn functions(&self) -> &[FunctionName] {
+        &self.functions
     }
 
     /// The file it was loaded from.
@@ -93,26 +119,71 @@ impl Plugin {
     pub fn size(&self) -> usize {
         self.size
     }
+
+    /// Defaults for jobs enqueued without their own attempts or timeout.
+    pub fn defaults(&self) -> &JobDefaults {
+        &self.defaults
+    }
+
+    /// How many more jobs of this plugin may start now (`usize::MAX`: no plugin limit).
+    pub fn free_slots(&self) -> usize {
+        match self.concurrency {
+            Some(limit) => limit.saturating_sub(self.in_flight.load(Ordering::Relaxed)),
+            None => usize::MAX,
+        }
+    }
+
+    /// Counts a job of this plugin as running until the returned guard is dropped.
+    pub fn start_job(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self.clone())
+    }
+}
+
+/// A running job of a plugin, counted against its concurrency.
+pub struct InFlight(Arc<Plugin>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Runtime {
-    /// Reads, compiles and links the component at `path` to serve `function`.
-    pub fn load_plugin(&self, function: FunctionName, path: &Path) -> Result<Plugin, PluginError> {
+    /// Reads the component at `path` and the manifest beside it (`NAME.toml`), compiles and
+    /// links the component. It serves the functions the manifest names, or else the
+    /// function named like the file.
+    pub fn load_plugin(&self, path: &Path) -> Result<Plugin, PluginError> {
+        let manifest = manifest::load_for(path)?;
         let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        self.compile_plugin(function, path, &bytes)
+        self.compile_plugin(path, &bytes, manifest)
     }
 
-    /// Compiles and links `bytes` (read from `path`, which names it in errors).
+    /// Compiles and links `bytes` (read from `path`, which names it in errors) with
+    /// `manifest`.
     pub fn compile_plugin(
         &self,
-        function: FunctionName,
         path: &Path,
         bytes: &[u8],
+        manifest: Manifest,
     ) -> Result<Plugin, PluginError> {
         let path_buf = || path.to_path_buf();
+        let functions = if manifest.functions.is_empty() {
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
+            vec![FunctionName::new(stem).map_err(|e| PluginError::BadName {
+                path: path_buf(),
+                reason: e.to_string(),
+            })?]
+        } else {
+            manifest.functions.clone()
+        };
+        let limits = self.plugin_limits(path, &manifest)?;
         match bytes.get(..8) {
             Some(header) if header == COMPONENT_HEADER => {}
             Some(header) if header == CORE_MODULE_HEADER => {
@@ -147,10 +218,57 @@ impl Runtime {
             reason: format!("{e:#}"),
         })?;
         Ok(Plugin {
-            function,
+            functions,
             source: path_buf(),
             size: bytes.len(),
+            limits,
+            max_timeout: manifest.limits.max_timeout,
+            fuel: manifest.limits.fuel,
+            config: Arc::new(manifest.capabilities.config.clone()),
+            capabilities: manifest.capabilities,
+            defaults: manifest.defaults,
+            concurrency: manifest.concurrency,
+            in_flight: AtomicUsize::new(0),
             pre,
         })
+    }
+
+    /// The worker's limits with the manifest's overrides, which may only tighten the
+    /// memory limit (the pooling allocator reserves the worker's) and need fuel enabled.
+    fn plugin_limits(&self, path: &Path, manifest: &Manifest) -> Result<Limits, PluginError> {
+        let field = |field: &str, reason: String| {
+            PluginError::Manifest(ManifestError::Field {
+                path: manifest::manifest_path(path),
+                field: field.to_string(),
+                reason,
+            })
+        };
+        let mut limits = self.limits.clone();
+        if let Some(memory) = manifest.limits.memory_bytes {
+            if memory > self.limits.memory_bytes {
+                return Err(field(
+                    "limits.memory",
+                    format!(
+                        "asks for {memory} bytes, more than this worker's limit of {} bytes \
+                         (raise it with `wasmgear worker --memory-limit`)",
+                        self.limits.memory_bytes
+                    ),
+                ));
+            }
+            limits.memory_bytes = memory;
+        }
+        if let Some(output) = manifest.limits.output_bytes {
+            limits.output_bytes = output;
+        }
+        if let Some(lines) = manifest.limits.log_lines {
+            limits.log_lines = lines;
+        }
+        if manifest.limits.fuel.is_some() && !self.fuel {
+            return Err(field(
+                "limits.fuel",
+                "needs fuel metering, which this worker runs without (start it with --fuel)".into(),
+            ));
+        }
+        Ok(limits)
     }
 }

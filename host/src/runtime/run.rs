@@ -1,12 +1,13 @@
 //! One job in one fresh `Store`: instantiate, call `handler.run`, drop; traps and limits
 //! become error classes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 use crate::job::{
     CancelReason, CancelSignal, ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress,
@@ -70,6 +71,7 @@ pub struct JobState {
     limiter: MemoryLimiter,
     pub(crate) log: Arc<JobLog>,
     pub(crate) cancel: CancelSignal,
+    pub(crate) config: Arc<BTreeMap<String, String>>,
 }
 
 impl WasiView for JobState {
@@ -102,21 +104,36 @@ impl Runtime {
         hooks: Arc<dyn JobHooks>,
         cancel: CancelSignal,
     ) -> Outcome {
-        let limits = &self.limits;
+        let limits = &plugin.limits;
+        let timeout_ms = match plugin.max_timeout {
+            Some(max) => job.timeout_ms.min(max.as_millis() as u64),
+            None => job.timeout_ms,
+        };
         let started = Instant::now();
-        let deadline = started + Duration::from_millis(job.timeout_ms);
+        let deadline = started + Duration::from_millis(timeout_ms);
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
         let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
+        // Deny by default: no environment, no arguments, no files, no network, stdin
+        // closed; stdout and stderr go to the job's log. The manifest grants the rest.
+        let mut wasi = WasiCtx::builder();
+        wasi.allow_tcp(false)
+            .allow_udp(false)
+            .stdout(stdout.clone())
+            .stderr(stderr.clone());
+        for (key, value) in &plugin.capabilities.env {
+            wasi.env(key, value);
+        }
+        for (host, guest) in &plugin.capabilities.dirs {
+            if let Err(error) = wasi.preopened_dir(host, guest, FsPerms::ReadOnly) {
+                return Outcome::Failed(JobFailure::new(
+                    ErrorClass::PluginInvalid,
+                    format!("cannot open the granted directory {host:?}: {error:#}"),
+                ));
+            }
+        }
         let state = JobState {
-            // Deny by default: no environment, no arguments, no files, no network, stdin
-            // closed; stdout and stderr go to the job's log.
-            wasi: WasiCtx::builder()
-                .allow_tcp(false)
-                .allow_udp(false)
-                .stdout(stdout.clone())
-                .stderr(stderr.clone())
-                .build(),
+            wasi: wasi.build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 memory_bytes: limits.memory_bytes,
@@ -124,9 +141,18 @@ impl Runtime {
             },
             log: log.clone(),
             cancel: cancel.clone(),
+            config: plugin.config.clone(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
+        if self.fuel
+            && let Err(error) = store.set_fuel(plugin.fuel.unwrap_or(u64::MAX))
+        {
+            return Outcome::Failed(JobFailure::new(
+                ErrorClass::PluginInvalid,
+                format!("{error:#}"),
+            ));
+        }
 
         let stopped = Arc::new(std::sync::Mutex::new(None::<Stopped>));
         let stopped_by_callback = stopped.clone();
@@ -160,7 +186,7 @@ impl Runtime {
             attempt: job.attempt,
             max_attempts: job.max_attempts,
             enqueued_at_ms: job.enqueued_at_ms,
-            timeout_ms: job.timeout_ms,
+            timeout_ms,
         };
         let result = async {
             let instance = plugin.pre.instantiate_async(&mut store).await?;
@@ -176,7 +202,14 @@ impl Runtime {
         let stopped = *stopped.lock().unwrap_or_else(|e| e.into_inner());
         let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
         let memory_refused = store.data().limiter.refused;
-        let outcome = classify(result, stopped, cancelled, memory_refused, limits, job);
+        let outcome = classify(
+            result,
+            stopped,
+            cancelled,
+            memory_refused,
+            limits,
+            timeout_ms,
+        );
         if let Outcome::Failed(failure) = &outcome
             && failure.class != ErrorClass::GuestError
         {
@@ -196,7 +229,7 @@ fn classify(
     cancelled: Option<CancelReason>,
     memory_refused: bool,
     limits: &Limits,
-    job: &JobInfo,
+    timeout_ms: u64,
 ) -> Outcome {
     let cancelled_class = |reason: CancelReason| match reason {
         CancelReason::LeaseLost => ErrorClass::LeaseLost,
@@ -237,14 +270,17 @@ fn classify(
             })
         }
         Err(error) => {
+            if matches!(error.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)) {
+                return Outcome::Failed(JobFailure::new(
+                    ErrorClass::OutOfFuel,
+                    "the job used up its fuel (its manifest's limits.fuel)",
+                ));
+            }
             let interrupted = matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt));
             let failure = match (interrupted, stopped) {
                 (true, Some(Stopped::Deadline)) => JobFailure::new(
                     ErrorClass::TimedOut,
-                    format!(
-                        "the job ran longer than its timeout of {} ms",
-                        job.timeout_ms
-                    ),
+                    format!("the job ran longer than its timeout of {timeout_ms} ms"),
                 ),
                 (true, _) => JobFailure::new(
                     cancelled

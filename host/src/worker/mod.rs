@@ -19,11 +19,11 @@ use tracing::Instrument;
 pub use source::{JobSource, SourceError};
 
 use crate::job::{
-    CancelReason, CancelSignal, Completion, ErrorClass, FunctionName, JobFailure, JobId, Lease,
-    LeaseStatus, LogLevel, Outcome, Progress,
+    CancelReason, CancelSignal, Completion, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, ErrorClass,
+    FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel, Outcome, Progress,
 };
 use crate::plugins::PluginRegistry;
-use crate::runtime::{JobHooks, Runtime};
+use crate::runtime::{JobHooks, Plugin, Runtime};
 
 /// Jobs run at once when nothing else is said.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -69,6 +69,7 @@ struct Node<S> {
     registry: Arc<PluginRegistry>,
     config: WorkerConfig,
     running: Mutex<HashMap<JobId, CancelSignal>>,
+    slot_freed: tokio::sync::Notify,
 }
 
 /// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
@@ -86,6 +87,7 @@ pub async fn run<S: JobSource>(
         registry,
         config,
         running: Mutex::default(),
+        slot_freed: tokio::sync::Notify::new(),
     });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
@@ -108,10 +110,10 @@ pub async fn run<S: JobSource>(
             permits.push(permit);
         }
 
-        let functions = node.serving();
+        let requests = node.lease_requests(permits.len());
         let leases = tokio::select! {
             _ = &mut shutdown => break,
-            leases = node.source.lease(&functions, permits.len(), node.config.lease_ttl) => leases,
+            leases = node.source.lease(&requests, permits.len(), node.config.lease_ttl) => leases,
         };
         let leases = match leases {
             Ok(leases) => leases,
@@ -129,17 +131,24 @@ pub async fn run<S: JobSource>(
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = node.source.wait_for_work(node.config.idle_poll) => continue,
+                // A plugin at its concurrency limit got a free slot.
+                _ = node.slot_freed.notified() => continue,
             }
         }
         for lease in leases {
             let Some(permit) = permits.pop() else { break };
+            // Counted against the plugin's concurrency before the next lease call.
+            let plugin = node.registry.get(&lease.info.id.function);
+            let in_flight = plugin.as_ref().map(|p| p.start_job());
             let node = node.clone();
             let span =
                 tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
             tasks.spawn(
                 async move {
-                    node.run_job(lease).await;
+                    node.run_job(lease, plugin).await;
+                    drop(in_flight);
                     drop(permit);
+                    node.slot_freed.notify_one();
                 }
                 .instrument(span),
             );
@@ -231,6 +240,10 @@ impl JobHooks for Reporter {
     }
 }
 
+/// The shortest time between two progress writes of one job (a guest reporting faster is
+/// coalesced: at most 20 writes per second per job reach the queue).
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
+
 /// How often reporting to the source is retried when the source is unreachable.
 const REPORT_ATTEMPTS: u32 = 5;
 
@@ -249,7 +262,27 @@ impl<S: JobSource> Node<S> {
             .collect()
     }
 
-    async fn run_job(&self, lease: Lease) {
+    /// What to ask the source for: each served function with a free slot in its plugin,
+    /// at most `free` jobs, with the plugin's defaults for jobs that set none.
+    fn lease_requests(&self, free: usize) -> Vec<LeaseRequest> {
+        self.serving()
+            .into_iter()
+            .filter_map(|function| {
+                let plugin = self.registry.get(&function)?;
+                let max = plugin.free_slots().min(free);
+                let defaults = plugin.defaults();
+                (max > 0).then(|| LeaseRequest {
+                    function,
+                    max,
+                    default_timeout_ms: defaults.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis()
+                        as u64,
+                    default_max_attempts: defaults.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+                })
+            })
+            .collect()
+    }
+
+    async fn run_job(&self, lease: Lease, plugin: Option<Arc<Plugin>>) {
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();
         self.running
@@ -258,7 +291,7 @@ impl<S: JobSource> Node<S> {
             .insert(id.clone(), cancel.clone());
 
         let lines = Arc::new(Mutex::new(String::new()));
-        let outcome = match self.registry.get(&id.function) {
+        let outcome = match plugin {
             None => Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginMissing,
                 format!("no plugin serves function {} on this worker", id.function),
@@ -300,13 +333,18 @@ impl<S: JobSource> Node<S> {
         let mut beat = tokio::time::interval(ttl / 3);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         beat.tick().await; // the first tick is immediate; the lease is fresh
+        let mut next_report = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 changed = progress.changed() => {
-                    if changed.is_err() {
+                    // At most one write per interval: reports in between are coalesced
+                    // into the latest, and the last one always lands.
+                    tokio::time::sleep_until(next_report).await;
+                    if changed.is_err() && !progress.has_changed().unwrap_or(false) {
                         return;
                     }
                     let Some(report) = progress.borrow_and_update().clone() else { continue };
+                    next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
                     match self.source.progress(lease, &report).await {
                         Ok(true) => {}
                         Ok(false) => cancel.cancel(CancelReason::LeaseLost),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use crate::job::{Completion, FunctionName, JobFailure, JobId, Lease, LeaseStatus, Progress};
+use crate::job::{Completion, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, Progress};
 use crate::queue::WorkerQueue;
 
 /// The error a job source reports: the worker logs it and carries on (retrying later).
@@ -15,10 +15,11 @@ pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the worker needs from a queue.
 pub trait JobSource: Send + Sync + 'static {
-    /// Leases up to `max` jobs for `functions`; each lease lasts `ttl` unless renewed.
+    /// Leases up to `max` jobs in all, at most `request.max` of each requested function;
+    /// each lease lasts `ttl` unless renewed.
     fn lease(
         &self,
-        functions: &[FunctionName],
+        requests: &[LeaseRequest],
         max: usize,
         ttl: Duration,
     ) -> impl Future<Output = Result<Vec<Lease>, SourceError>> + Send;
@@ -72,11 +73,11 @@ pub trait JobSource: Send + Sync + 'static {
 impl JobSource for WorkerQueue {
     async fn lease(
         &self,
-        functions: &[FunctionName],
+        requests: &[LeaseRequest],
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Lease>, SourceError> {
-        Ok(WorkerQueue::lease(self, functions, max, ttl).await?)
+        Ok(WorkerQueue::lease(self, requests, max, ttl).await?)
     }
 
     async fn wait_for_work(&self, timeout: Duration) {

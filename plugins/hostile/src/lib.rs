@@ -12,6 +12,7 @@
 //! - `print N`: prints N lines to stdout and stderr, then returns `printed N lines`;
 //! - `read PATH`: reads a file and returns its contents;
 //! - `env NAME`: returns the value of an environment variable;
+//! - `config KEY`: returns a configuration value of the manifest;
 //! - `socket HOST:PORT`: opens a TCP connection and returns `connected`.
 //!
 //! Anything the sandbox refuses comes back as a `fail` error that says what was refused.
@@ -91,6 +92,12 @@ fn hostile(_job: &Job, input: String) -> Result<Vec<u8>, JobError> {
             std::env::var(name)
                 .map(String::into_bytes)
                 .map_err(|e| JobError::fail(format!("environment variable {name} refused: {e}")))
+        }
+        "config" => {
+            let key = arg.unwrap_or_default();
+            wasmgear_guest::config(key)
+                .map(String::into_bytes)
+                .ok_or_else(|| JobError::fail(format!("configuration key {key} is not set")))
         }
         "socket" => {
             let address = arg.unwrap_or("127.0.0.1:6379");

@@ -10,8 +10,8 @@
 -- ARGV[1]  function name
 -- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 7*i:
 --   +0 priority       integer -1000..1000, higher runs first
---   +1 max attempts   integer >= 1
---   +2 timeout        ms the job may run
+--   +1 max attempts   integer >= 1; 0: the serving plugin's default, fixed at the first lease
+--   +2 timeout        ms the job may run; 0: the serving plugin's default
 --   +3 retention      ms the finished job's record is kept
 --   +4 delay          ms before the job may run (0: ready now)
 --   +5 at             ms since the epoch (Redis clock) before which the job may not run;

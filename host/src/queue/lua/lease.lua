@@ -20,6 +20,8 @@
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT
 -- ARGV[4]  the most jobs to lease (>= 1)
 -- ARGV[5]  lease duration, ms
+-- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
+-- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
 --
 -- Returns: {leases, wait_ms}: leases is an array, each {number, attempt, max_attempts,
 --          timeout_ms, created_ms, token, input}; wait_ms is how long until the next
@@ -31,6 +33,7 @@ local ready_key, scheduled_key, leased_key, jobs_key, input_key, output_key, exp
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local fn, worker, token_prefix = ARGV[1], ARGV[2], ARGV[3]
 local want, lease_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
+local default_timeout_ms, default_max_attempts = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local PRIORITY_BASE = 1000
 local NUMBER_SPAN = 1099511627776 -- 2^40
@@ -108,6 +111,9 @@ for i = 1, #popped, 2 do
   local raw = redis.call('HGET', jobs_key, number)
   if raw then
     local record = cjson.decode(raw)
+    -- 0 means "the function's default": the first worker to lease the job fixes it.
+    if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
+    if record.max_attempts == 0 then record.max_attempts = default_max_attempts end
     record.state = 'running'
     record.attempt = record.attempt + 1
     record.started_ms = now

@@ -1,6 +1,7 @@
 //! The host side of every WIT interface a job imports: one file per interface.
 
 mod cancel;
+mod config;
 mod log;
 mod progress;
 

@@ -1,0 +1,10 @@
+//! `wasmgear:job/config`.
+
+use crate::runtime::bindings::wasmgear::job::config::Host;
+use crate::runtime::run::JobState;
+
+impl Host for JobState {
+    fn get(&mut self, key: String) -> Option<String> {
+        self.config.get(&key).cloned()
+    }
+}

@@ -1,0 +1,370 @@
+//! A plugin's manifest: `NAME.toml` beside `NAME.wasm`, saying which functions the plugin
+//! serves, its limits, its concurrency, its job defaults and its capabilities.
+//!
+//! Everything is denied unless the manifest grants it, and no manifest means the strict
+//! defaults. A manifest with a mistake is refused with an error naming the file and the field.
+//!
+//! ```toml
+//! functions = ["resize", "thumbnail"]   # default: the file stem
+//! concurrency = 4                       # jobs of this plugin at once on one worker
+//! max_attempts = 5                      # for jobs enqueued without --max-attempts
+//! timeout = "2m"                        # for jobs enqueued without --timeout
+//!
+//! [limits]
+//! memory = "128MiB"                     # at most the worker's own memory limit
+//! timeout = "10m"                       # no job of this plugin runs longer
+//! output = "4MiB"
+//! log_lines = 500
+//! fuel = 5_000_000_000                  # needs `wasmgear worker --fuel`
+//!
+//! [env]                                 # environment variables (never inherited)
+//! API_BASE = "https://images.example.com"
+//!
+//! [[dirs]]                              # read-only directories
+//! host = "assets"                       # relative to this file
+//! guest = "/assets"
+//!
+//! [config]                              # values for `wasmgear:job/config.get`
+//! quality = "85"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::job::FunctionName;
+
+/// Why a manifest was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("cannot read the plugin manifest {path:?}: {source}")]
+    Read {
+        /// The manifest.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a field is unknown or of the wrong type.
+    #[error("plugin manifest {path:?} is invalid: {reason}")]
+    Syntax {
+        /// The manifest.
+        path: PathBuf,
+        /// The parser's message (it names the line and the key).
+        reason: String,
+    },
+    /// A field has a value that cannot be used.
+    #[error("plugin manifest {path:?}: field `{field}` {reason}")]
+    Field {
+        /// The manifest.
+        path: PathBuf,
+        /// The field, e.g. `limits.memory`.
+        field: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
+}
+
+/// Limits a manifest may set; `None` keeps the worker's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Memory cap per linear memory, in bytes.
+    pub memory_bytes: Option<usize>,
+    /// The longest any job of the plugin may run.
+    pub max_timeout: Option<Duration>,
+    /// Output cap, in bytes.
+    pub output_bytes: Option<usize>,
+    /// Log lines per job.
+    pub log_lines: Option<u32>,
+    /// Fuel (executed-instruction budget) per job.
+    pub fuel: Option<u64>,
+}
+
+/// Defaults for jobs enqueued without their own value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobDefaults {
+    /// Attempts in all.
+    pub max_attempts: Option<u32>,
+    /// How long one attempt may run.
+    pub timeout: Option<Duration>,
+}
+
+/// What a plugin may use besides computing. Empty: nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Environment variables the guest sees.
+    pub env: Vec<(String, String)>,
+    /// Read-only directories: host path, guest path.
+    pub dirs: Vec<(PathBuf, String)>,
+    /// Configuration values.
+    pub config: BTreeMap<String, String>,
+}
+
+/// A plugin's manifest, checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The functions served; empty: the plugin file's stem.
+    pub functions: Vec<FunctionName>,
+    /// Jobs of this plugin at once on one worker; `None`: only the worker's limit.
+    pub concurrency: Option<usize>,
+    /// Defaults for jobs that do not say.
+    pub defaults: JobDefaults,
+    /// Limits.
+    pub limits: PluginLimits,
+    /// Capabilities.
+    pub capabilities: Capabilities,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    functions: Option<Vec<String>>,
+    concurrency: Option<usize>,
+    max_attempts: Option<u32>,
+    timeout: Option<String>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    dirs: Vec<RawDir>,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    memory: Option<Size>,
+    timeout: Option<String>,
+    output: Option<Size>,
+    log_lines: Option<u32>,
+    fuel: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDir {
+    host: PathBuf,
+    guest: String,
+}
+
+/// A size: bytes as a number, or text with a unit (`64KiB`, `128MiB`, `1GiB`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    fn bytes(&self) -> Result<usize, String> {
+        let bytes = match self {
+            Size::Bytes(n) => *n,
+            Size::Text(text) => {
+                let text = text.trim();
+                let split = text
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(text.len());
+                let (number, unit) = text.split_at(split);
+                let number: u64 = number
+                    .parse()
+                    .map_err(|_| format!("is not a size: {text:?}"))?;
+                let scale: u64 = match unit.trim() {
+                    "" | "B" => 1,
+                    "KiB" | "K" | "KB" => 1 << 10,
+                    "MiB" | "M" | "MB" => 1 << 20,
+                    "GiB" | "G" | "GB" => 1 << 30,
+                    other => {
+                        return Err(format!(
+                            "has an unknown unit {other:?} (use B, KiB, MiB or GiB)"
+                        ));
+                    }
+                };
+                number
+                    .checked_mul(scale)
+                    .ok_or_else(|| format!("is too large: {text:?}"))?
+            }
+        };
+        usize::try_from(bytes).map_err(|_| "is too large".to_string())
+    }
+}
+
+/// The manifest path of the plugin at `wasm`: the same name with `.toml`.
+pub fn manifest_path(wasm: &Path) -> PathBuf {
+    wasm.with_extension("toml")
+}
+
+/// Reads the manifest beside `wasm`; no file means the strict defaults.
+pub fn load_for(wasm: &Path) -> Result<Manifest, ManifestError> {
+    let path = manifest_path(wasm);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&path, &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+        Err(source) => Err(ManifestError::Read { path, source }),
+    }
+}
+
+/// Parses and checks manifest `text` read from `path` (which names it in errors and
+/// anchors relative directories).
+pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+    let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError::Syntax {
+        path: path.to_path_buf(),
+        reason: e.to_string().trim().to_string(),
+    })?;
+    let field = |field: &str, reason: String| ManifestError::Field {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        reason,
+    };
+    let duration = |name: &str, text: &Option<String>| -> Result<Option<Duration>, ManifestError> {
+        text.as_deref()
+            .map(|t| {
+                crate::units::parse_duration(t)
+                    .map_err(|e| field(name, format!("{e:#}")))
+                    .and_then(|d| {
+                        if d.is_zero() {
+                            Err(field(name, "must be longer than 0".into()))
+                        } else {
+                            Ok(d)
+                        }
+                    })
+            })
+            .transpose()
+    };
+
+    let mut functions = Vec::new();
+    for (i, name) in raw.functions.unwrap_or_default().into_iter().enumerate() {
+        functions.push(
+            FunctionName::new(name)
+                .map_err(|e| field(&format!("functions[{i}]"), format!("is refused: {e}")))?,
+        );
+    }
+    if let Some(0) = raw.concurrency {
+        return Err(field("concurrency", "must be at least 1".into()));
+    }
+    if let Some(0) = raw.max_attempts {
+        return Err(field("max_attempts", "must be at least 1".into()));
+    }
+    let size = |name: &str, size: &Option<Size>| -> Result<Option<usize>, ManifestError> {
+        size.as_ref()
+            .map(|s| s.bytes().map_err(|reason| field(name, reason)))
+            .transpose()
+    };
+    let limits = PluginLimits {
+        memory_bytes: size("limits.memory", &raw.limits.memory)?,
+        max_timeout: duration("limits.timeout", &raw.limits.timeout)?,
+        output_bytes: size("limits.output", &raw.limits.output)?,
+        log_lines: raw.limits.log_lines,
+        fuel: raw.limits.fuel,
+    };
+    let mut env = Vec::new();
+    for (key, value) in raw.env {
+        if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
+            return Err(field(
+                &format!("env.{key}"),
+                "is not a valid environment variable".into(),
+            ));
+        }
+        env.push((key, value));
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut dirs = Vec::new();
+    for (i, dir) in raw.dirs.into_iter().enumerate() {
+        let host = base.join(&dir.host);
+        if !host.is_dir() {
+            return Err(field(
+                &format!("dirs[{i}].host"),
+                format!("is not a directory: {host:?}"),
+            ));
+        }
+        if !dir.guest.starts_with('/') {
+            return Err(field(
+                &format!("dirs[{i}].guest"),
+                format!("must be an absolute path, got {:?}", dir.guest),
+            ));
+        }
+        dirs.push((host, dir.guest));
+    }
+    Ok(Manifest {
+        functions,
+        concurrency: raw.concurrency,
+        defaults: JobDefaults {
+            max_attempts: raw.max_attempts,
+            timeout: duration("timeout", &raw.timeout)?,
+        },
+        limits,
+        capabilities: Capabilities {
+            env,
+            dirs,
+            config: raw.config,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Manifest, String> {
+        parse(Path::new("/plugins/x.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let m = check(
+            r#"
+            functions = ["a", "b"]
+            concurrency = 2
+            max_attempts = 5
+            timeout = "2m"
+            [limits]
+            memory = "64MiB"
+            timeout = "10m"
+            output = 1024
+            log_lines = 10
+            fuel = 1000
+            [env]
+            KEY = "value"
+            [config]
+            quality = "85"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(m.functions.len(), 2);
+        assert_eq!(m.concurrency, Some(2));
+        assert_eq!(m.defaults.timeout, Some(Duration::from_secs(120)));
+        assert_eq!(m.limits.memory_bytes, Some(64 << 20));
+        assert_eq!(m.limits.output_bytes, Some(1024));
+        assert_eq!(
+            m.capabilities.env,
+            [("KEY".to_string(), "value".to_string())]
+        );
+        assert_eq!(m.capabilities.config["quality"], "85");
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_the_field() {
+        let cases = [
+            ("memroy = 1", "unknown field `memroy`"),
+            ("[limits]\nmemory = \"lots\"", "field `limits.memory`"),
+            ("[limits]\nmemory = \"5XB\"", "unknown unit"),
+            ("[limits]\ntimeout = \"soon\"", "field `limits.timeout`"),
+            ("concurrency = 0", "field `concurrency` must be at least 1"),
+            ("functions = [\"ok\", \"not ok\"]", "field `functions[1]`"),
+            (
+                "[[dirs]]\nhost = \"/no/such/dir\"\nguest = \"/d\"",
+                "field `dirs[0].host`",
+            ),
+            ("[env]\n\"A=B\" = \"x\"", "field `env.A=B`"),
+            ("timeout = 5", "invalid type"),
+        ];
+        for (text, expected) in cases {
+            let error = check(text).unwrap_err();
+            assert!(error.contains("/plugins/x.toml"), "{error}");
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+}

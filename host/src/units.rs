@@ -1,0 +1,116 @@
+//! Durations and points in time as people write them: `250ms`, `10s`, `2h`, `1d`;
+//! `1767225600` or `2026-01-01T00:00:00Z`. Used by the CLI and by plugin manifests.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+
+/// Parses a duration: `250ms`, `10s`, `5m`, `2h`, `1d`, or a plain number of seconds.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().with_context(|| {
+        format!("invalid duration {text:?}: expected e.g. 250ms, 10s, 5m, 2h, 1d")
+    })?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86400.0,
+        _ => bail!("invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"),
+    };
+    Duration::try_from_secs_f64(seconds)
+        .with_context(|| format!("invalid duration {text:?}: out of range"))
+}
+
+/// Parses a point in time: seconds since the Unix epoch (`1767225600`) or a UTC timestamp
+/// `YYYY-MM-DDTHH:MM:SSZ` (`2026-01-01T00:00:00Z`).
+pub fn parse_time(text: &str) -> anyhow::Result<SystemTime> {
+    let text = text.trim();
+    let bad = || {
+        anyhow::anyhow!(
+            "invalid time {text:?}: expected seconds since the Unix epoch or YYYY-MM-DDTHH:MM:SSZ (UTC)"
+        )
+    };
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(UNIX_EPOCH + Duration::from_secs(seconds));
+    }
+    let b = text.as_bytes();
+    let shape_ok = b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b'T' || b[10] == b' ')
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z';
+    if !shape_ok {
+        return Err(bad());
+    }
+    let num = |range: std::ops::Range<usize>| -> anyhow::Result<i64> {
+        text[range].parse::<i64>().map_err(|_| bad())
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(bad());
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    let seconds = u64::try_from(seconds).map_err(|_| bad())?;
+    Ok(UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_garbage() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        for bad in ["", "s", "10x", "-1s", "1e999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn times_parse_as_epoch_seconds_or_utc_timestamps() {
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(secs(parse_time("1767225600").unwrap()), 1_767_225_600);
+        assert_eq!(
+            secs(parse_time("2026-01-01T00:00:00Z").unwrap()),
+            1_767_225_600
+        );
+        assert_eq!(
+            secs(parse_time("2024-02-29T12:34:56Z").unwrap()),
+            1_709_210_096
+        );
+        assert_eq!(secs(parse_time("1970-01-01T00:00:00Z").unwrap()), 0);
+        for bad in [
+            "",
+            "tomorrow",
+            "2026-13-01T00:00:00Z",
+            "2026-01-01T00:00:00",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+}
