@@ -1,7 +1,8 @@
 //! Per-job cost and end-to-end throughput, printed as a table (`cargo bench -p wasmgear`).
 //!
 //! 1. runtime only: a fresh instance of the trivial `echo` component, one call, drop, with
-//!    every limit on (pooling allocator, epoch deadline, memory limiter);
+//!    every limit on (epoch deadline, memory limiter, output capture, hooks), against bare
+//!    wasmtime on the same pooled engine, and with fuel; and 200 sleeping jobs at once on two threads;
 //! 2. the same through the worker node and a private `redis-server`: jobs enqueued in bulk,
 //!    leased, run and completed, measured from the first enqueue to the last completion;
 //! 3. the queue alone: enqueue one by one and in bulk, leases per second, and the pick-up
@@ -10,7 +11,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear::job::{
+    CancelSignal, FunctionName, JobId, JobInfo, LeaseRequest, LogLevel, Outcome, Progress,
+};
 use wasmgear::plugins::PluginRegistry;
 use wasmgear::queue::{Client, EnqueueOptions, JobState, WorkerQueue};
 use wasmgear::redis_server::RedisServer;
@@ -37,49 +40,187 @@ fn main() {
     });
 }
 
-async fn per_job() {
-    let runtime = Runtime::new(RuntimeConfig {
-        max_instances: 4,
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
-    let echo = FunctionName::new("echo").unwrap();
-    let plugin = runtime
-        .load_plugin(
-            echo.clone(),
-            std::path::Path::new(wasmgear_test_artifacts::ECHO),
-        )
-        .unwrap();
-    let info = JobInfo {
+/// The state of the bare baseline: WASI and nothing else.
+struct Bare {
+    wasi: wasmtime_wasi::WasiCtx,
+    table: wasmtime::component::ResourceTable,
+}
+
+impl wasmtime_wasi::WasiView for Bare {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        wasmtime_wasi::WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+mod bare_imports {
+    use wasmgear::runtime::bindings::wasmgear::job::{cancel, config, log, progress, types};
+
+    impl types::Host for super::Bare {}
+    impl progress::Host for super::Bare {
+        fn report(&mut self, _: u64, _: u64, _: Option<String>) {}
+    }
+    impl log::Host for super::Bare {
+        fn write(&mut self, _: log::Level, _: String) {}
+    }
+    impl cancel::Host for super::Bare {
+        fn cancelled(&mut self) -> bool {
+            false
+        }
+    }
+    impl config::Host for super::Bare {
+        fn get(&mut self, _: String) -> Option<String> {
+            None
+        }
+    }
+}
+
+fn echo_job() -> JobInfo {
+    JobInfo {
         id: JobId {
-            function: echo,
+            function: FunctionName::new("echo").unwrap(),
             seq: 1,
         },
         attempt: 1,
         max_attempts: 1,
         enqueued_at_ms: 0,
         timeout_ms: 60_000,
-    };
-    let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
-    let input = vec![7u8; 64];
-    for _ in 0..200 {
-        runtime
-            .run(&plugin, &info, &input, hooks.clone(), CancelSignal::new())
-            .await;
     }
+}
+
+/// Per-job cost of `run` with every limit on, against a bare wasmtime baseline on the same
+/// pooled engine (no epoch deadline, no limiter, no output capture), and with fuel.
+async fn per_job() {
+    use wasmgear::runtime::bindings::{JobPre, WitJobInfo};
+    use wasmtime::component::{HasSelf, Linker};
+
     let n = 5000;
+    let input = vec![7u8; 64];
+    let path = std::path::Path::new(wasmgear_test_artifacts::ECHO);
+
+    // Bare baseline: the same engine (pooling allocator), but no deadline, no limiter, no
+    // output capture, no hooks.
+    let pooled = Runtime::new(RuntimeConfig {
+        max_instances: 4,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let engine = pooled.engine().clone();
+    let mut linker = Linker::<Bare>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    wasmgear::runtime::bindings::Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    let component = wasmtime::component::Component::from_file(&engine, path).unwrap();
+    let pre = JobPre::new(linker.instantiate_pre(&component).unwrap()).unwrap();
+    let info = WitJobInfo {
+        id: "echo:1".into(),
+        function: "echo".into(),
+        attempt: 1,
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        timeout_ms: 60_000,
+    };
+    let bare = |pre: JobPre<Bare>| {
+        let (engine, input, info) = (engine.clone(), input.clone(), info.clone());
+        async move {
+            let state = Bare {
+                wasi: wasmtime_wasi::WasiCtx::builder().build(),
+                table: Default::default(),
+            };
+            let mut store = wasmtime::Store::new(&engine, state);
+            store.set_epoch_deadline(1 << 40);
+            let job = pre.instantiate_async(&mut store).await.unwrap();
+            let output = job
+                .wasmgear_job_handler()
+                .call_run(&mut store, &info, &input)
+                .await
+                .unwrap();
+            assert_eq!(output.ok().as_deref(), Some(&input[..]));
+        }
+    };
+    for _ in 0..200 {
+        bare(pre.clone()).await;
+    }
     let started = Instant::now();
     for _ in 0..n {
-        let outcome = runtime
-            .run(&plugin, &info, &input, hooks.clone(), CancelSignal::new())
-            .await;
-        assert!(matches!(outcome, Outcome::Succeeded(ref o) if o == &input));
+        bare(pre.clone()).await;
     }
-    let per = started.elapsed() / n;
+    let baseline = started.elapsed() / n;
     println!(
-        "runtime: fresh instance + call + drop of echo, limits on: {:>8.1} µs/job ({n} jobs)",
-        per.as_secs_f64() * 1e6
+        "runtime, bare wasmtime (same pooled engine, no limits):    {:>6.1} µs/job",
+        micros(baseline)
     );
+
+    for fuel in [false, true] {
+        let runtime = Runtime::new(RuntimeConfig {
+            max_instances: 4,
+            fuel,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let plugin = runtime.load_plugin(path).unwrap();
+        let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
+        let job = echo_job();
+        for _ in 0..200 {
+            runtime
+                .run(&plugin, &job, &input, hooks.clone(), CancelSignal::new())
+                .await;
+        }
+        let started = Instant::now();
+        for _ in 0..n {
+            let outcome = runtime
+                .run(&plugin, &job, &input, hooks.clone(), CancelSignal::new())
+                .await;
+            assert!(matches!(outcome, Outcome::Succeeded(ref o) if o == &input));
+        }
+        let per = started.elapsed() / n;
+        let what = if fuel {
+            "wasmgear run, every limit on + fuel metering:"
+        } else {
+            "wasmgear run, every limit on (pooling, deadline, caps):"
+        };
+        println!(
+            "runtime, {what:<48} {:>6.1} µs/job ({:+.1} µs vs bare)",
+            micros(per),
+            micros(per) - micros(baseline)
+        );
+    }
+
+    // Jobs that wait on I/O share the threads: 200 jobs that each sleep 200 ms.
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 210,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let count = runtime
+        .load_plugin(std::path::Path::new(wasmgear_test_artifacts::COUNT))
+        .unwrap();
+    let runtime = Arc::new(runtime);
+    let count = Arc::new(count);
+    let started = Instant::now();
+    let jobs: Vec<_> = (0..200)
+        .map(|_| {
+            let (runtime, count) = (runtime.clone(), count.clone());
+            tokio::spawn(async move {
+                let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
+                runtime
+                    .run(&count, &echo_job(), b"1 200", hooks, CancelSignal::new())
+                    .await
+            })
+        })
+        .collect();
+    for job in jobs {
+        assert!(matches!(job.await.unwrap(), Outcome::Succeeded(_)));
+    }
+    println!(
+        "runtime, 200 jobs each sleeping 200 ms, all at once on 2 threads: {:.0} ms in all",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 async fn end_to_end() {
@@ -199,7 +340,7 @@ async fn queue_alone() {
     let started = Instant::now();
     for _ in 0..n {
         let leases = worker
-            .lease(std::slice::from_ref(&single), 1, ttl)
+            .lease(&[LeaseRequest::new(single.clone())], 1, ttl)
             .await
             .unwrap();
         assert_eq!(leases.len(), 1);
@@ -209,7 +350,7 @@ async fn queue_alone() {
     let mut leased = 0;
     while leased < 50_000 {
         leased += worker
-            .lease(std::slice::from_ref(&bulk), 100, ttl)
+            .lease(&[LeaseRequest::new(bulk.clone())], 100, ttl)
             .await
             .unwrap()
             .len();

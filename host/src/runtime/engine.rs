@@ -136,6 +136,11 @@ impl Runtime {
         })
     }
 
+    /// The wasmtime engine every job runs on (for embedders and benchmarks).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// The limits applied to every job.
     pub fn limits(&self) -> &Limits {
         &self.limits

@@ -330,16 +330,20 @@ impl<S: JobSource> Node<S> {
         cancel: CancelSignal,
     ) {
         let ttl = self.config.lease_ttl;
-        let mut beat = tokio::time::interval(ttl / 3);
+        // The lease is fresh: the first beat is due a third of the TTL from now. (No timer is
+        // awaited on a short job's path: a timer costs a millisecond of tokio's clock.)
+        let period = ttl / 3;
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        beat.tick().await; // the first tick is immediate; the lease is fresh
         let mut next_report = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 changed = progress.changed() => {
                     // At most one write per interval: reports in between are coalesced
                     // into the latest, and the last one always lands.
-                    tokio::time::sleep_until(next_report).await;
+                    if next_report > tokio::time::Instant::now() {
+                        tokio::time::sleep_until(next_report).await;
+                    }
                     if changed.is_err() && !progress.has_changed().unwrap_or(false) {
                         return;
                     }
