@@ -251,3 +251,69 @@ fn a_bad_manifest_names_the_file_and_the_field() {
         );
     }
 }
+
+/// A one-thread HTTP server on 127.0.0.1 answering every request with `body`; returns its port.
+fn serve_http(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    port
+}
+
+/// Outgoing HTTP reaches a host on the manifest's allow list and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_reaches_listed_hosts_only() {
+    let redis = TestRedis::start();
+    let port = serve_http("hello from the test server");
+    let allowed = dir_with(
+        "web",
+        "hostile",
+        &format!("[http]\nallow = [\"127.0.0.1:{port}\"]\n"),
+    );
+    std::fs::copy(artifact("hostile"), allowed.path().join("offline.wasm")).unwrap();
+    std::fs::write(
+        allowed.path().join("elsewhere.toml"),
+        "[http]\nallow = [\"127.0.0.1:1\"]\n",
+    )
+    .unwrap();
+    std::fs::copy(artifact("hostile"), allowed.path().join("elsewhere.wasm")).unwrap();
+    let worker = TestWorker::start_on(&redis.url(), allowed, TestWorkerOptions::default()).await;
+    let client = redis.client().await;
+
+    let target = format!("http 127.0.0.1:{port}/greeting");
+    let status = run_once(&client, "web", &target).await;
+    assert_eq!(
+        status.output.as_deref(),
+        Some(&b"hello from the test server"[..]),
+        "{:?}",
+        status.record.error
+    );
+    for f in ["offline", "elsewhere"] {
+        let status = run_once(&client, f, &target).await;
+        let error = status.record.error.unwrap();
+        assert_eq!(error.class, "guest-error", "{f}");
+        assert!(
+            error.message.contains("HttpRequestDenied"),
+            "{f}: {}",
+            error.message
+        );
+        let log = client.logs(&status.id).await.unwrap();
+        assert!(
+            log.contains("denied: its host is not in the manifest's [http] allow list"),
+            "{f}: {log}"
+        );
+    }
+    worker.stop().await;
+}

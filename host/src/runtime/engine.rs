@@ -112,6 +112,7 @@ impl Runtime {
         let engine = Engine::new(&engine_config(&config))?;
         let mut linker = Linker::<JobState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));

@@ -26,6 +26,9 @@
 //!
 //! [config]                              # values for `wasmgear:job/config.get`
 //! quality = "85"
+//!
+//! [http]                                # outgoing wasi:http, to these hosts only
+//! allow = ["images.example.com", "127.0.0.1:8080"]
 //! ```
 
 use std::collections::BTreeMap;
@@ -100,6 +103,8 @@ pub struct Capabilities {
     pub dirs: Vec<(PathBuf, String)>,
     /// Configuration values.
     pub config: BTreeMap<String, String>,
+    /// Hosts (`host` or `host:port`) outgoing HTTP may reach.
+    pub http_allow: Vec<String>,
 }
 
 /// A plugin's manifest, checked.
@@ -132,6 +137,15 @@ struct RawManifest {
     dirs: Vec<RawDir>,
     #[serde(default)]
     config: BTreeMap<String, String>,
+    #[serde(default)]
+    http: RawHttp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    #[serde(default)]
+    allow: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -270,6 +284,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         }
         env.push((key, value));
     }
+    let mut http_allow = Vec::new();
+    for (i, host) in raw.http.allow.into_iter().enumerate() {
+        let valid = !host.is_empty()
+            && host.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
+            });
+        if !valid {
+            return Err(field(
+                &format!("http.allow[{i}]"),
+                format!("is not a host or host:port: {host:?}"),
+            ));
+        }
+        http_allow.push(host);
+    }
     let base = path.parent().unwrap_or(Path::new("."));
     let mut dirs = Vec::new();
     for (i, dir) in raw.dirs.into_iter().enumerate() {
@@ -300,6 +328,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
             env,
             dirs,
             config: raw.config,
+            http_allow,
         },
     })
 }

@@ -7,6 +7,7 @@
 //! - [`engine`]: the shared `Engine` (pooling allocator, epoch ticker) and [`Runtime`].
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - `imports`: the host side of each imported WIT interface.
+//! - `http`: outgoing `wasi:http`, gated by the manifest's allow list.
 //! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
 //! - [`manifest`]: `NAME.toml` beside a plugin: functions, limits, capabilities.
 //! - [`plugin`]: a compiled, linked component ready to instantiate, with its limits.
@@ -14,6 +15,7 @@
 
 pub mod bindings;
 pub mod engine;
+mod http;
 mod imports;
 pub mod manifest;
 mod output;

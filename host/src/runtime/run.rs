@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::job::{
     CancelReason, CancelSignal, ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress,
@@ -15,6 +16,7 @@ use crate::job::{
 
 use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};
+use super::http::HttpGate;
 use super::output::{GuestOutput, JobLog};
 use super::plugin::Plugin;
 
@@ -72,6 +74,18 @@ pub struct JobState {
     pub(crate) log: Arc<JobLog>,
     pub(crate) cancel: CancelSignal,
     pub(crate) config: Arc<BTreeMap<String, String>>,
+    http: WasiHttpCtx,
+    http_gate: HttpGate,
+}
+
+impl WasiHttpView for JobState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_gate,
+        }
+    }
 }
 
 impl WasiView for JobState {
@@ -142,6 +156,8 @@ impl Runtime {
             log: log.clone(),
             cancel: cancel.clone(),
             config: plugin.config.clone(),
+            http: WasiHttpCtx::new(),
+            http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone())),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

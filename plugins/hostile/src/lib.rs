@@ -13,7 +13,9 @@
 //! - `read PATH`: reads a file and returns its contents;
 //! - `env NAME`: returns the value of an environment variable;
 //! - `config KEY`: returns a configuration value of the manifest;
-//! - `socket HOST:PORT`: opens a TCP connection and returns `connected`.
+//! - `socket HOST:PORT`: opens a TCP connection and returns `connected`;
+//! - `http HOST:PORT/PATH`: makes a `wasi:http` GET to `http://HOST:PORT/PATH` and returns
+//!   the response body.
 //!
 //! Anything the sandbox refuses comes back as a `fail` error that says what was refused.
 
@@ -105,8 +107,45 @@ fn hostile(_job: &Job, input: String) -> Result<Vec<u8>, JobError> {
                 .map(|_| b"connected".to_vec())
                 .map_err(|e| JobError::fail(format!("connecting to {address} refused: {e}")))
         }
+        "http" => {
+            let target = arg.unwrap_or("127.0.0.1:80/");
+            http_get(target).map_err(|e| JobError::fail(format!("HTTP GET http://{target} refused: {e}")))
+        }
         other => Err(JobError::fail(format!("unknown mode {other:?}"))),
     }
+}
+
+/// GETs `http://TARGET` through `wasi:http` and returns the body.
+fn http_get(target: &str) -> Result<Vec<u8>, String> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, Method, OutgoingRequest, Scheme};
+
+    let (authority, path) = match target.split_once('/') {
+        Some((authority, path)) => (authority, format!("/{path}")),
+        None => (target, "/".to_string()),
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    request.set_method(&Method::Get).map_err(|()| "bad method")?;
+    request.set_scheme(Some(&Scheme::Http)).map_err(|()| "bad scheme")?;
+    request.set_authority(Some(authority)).map_err(|()| "bad authority")?;
+    request.set_path_with_query(Some(&path)).map_err(|()| "bad path")?;
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    pending.subscribe().block();
+    let response = match pending.get() {
+        Some(Ok(Ok(response))) => response,
+        Some(Ok(Err(code))) => return Err(format!("{code:?}")),
+        _ => return Err("no response".into()),
+    };
+    if response.status() != 200 {
+        return Err(format!("status {}", response.status()));
+    }
+    let body = response.consume().map_err(|()| "no body")?;
+    let stream = body.stream().map_err(|()| "no body stream")?;
+    let mut out = Vec::new();
+    while let Ok(chunk) = stream.blocking_read(64 * 1024) {
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
 }
 
 wasmgear_guest::job!(hostile);
