@@ -52,6 +52,8 @@ fn a_missing_directory_is_a_clear_error() {
 #[test]
 fn bad_files_are_reported_and_good_ones_still_load() {
     let dir = plugin_dir(&["echo"]);
+    let echo = std::fs::read(artifact("echo")).unwrap();
+    std::fs::write(dir.path().join("truncated.wasm"), &echo[..echo.len() / 2]).unwrap();
     std::fs::write(dir.path().join("empty.wasm"), b"").unwrap();
     std::fs::write(
         dir.path().join("random.wasm"),
@@ -63,7 +65,7 @@ fn bad_files_are_reported_and_good_ones_still_load() {
     let (registry, problems) = PluginRegistry::load_dir(&runtime(), dir.path()).unwrap();
     assert_eq!(registry.functions().len(), 1);
     let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-    assert_eq!(text.len(), 4, "{text:#?}");
+    assert_eq!(text.len(), 5, "{text:#?}");
     let find = |file: &str| {
         text.iter()
             .find(|t| t.contains(file))
@@ -71,6 +73,7 @@ fn bad_files_are_reported_and_good_ones_still_load() {
     };
     assert!(find("empty.wasm").contains("not a WebAssembly component"));
     assert!(find("random.wasm").contains("does not compile"));
+    assert!(find("truncated.wasm").contains("does not compile"));
     assert!(find("core.wasm").contains("core WebAssembly module"));
     assert!(find("bad name!.wasm").contains("invalid function name"));
 }
