@@ -38,7 +38,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     let record = &status.record;
     println!("job       {}", status.id);
     println!("state     {}", record.state);
-    println!("attempt   {} of {}", record.attempt, record.max_attempts);
+    match record.max_attempts {
+        // Left to the plugin: fixed when a worker first leases the job.
+        0 => println!("attempt   {} of the plugin's default", record.attempt),
+        max => println!("attempt   {} of {max}", record.attempt),
+    }
     println!("priority  {}", record.priority);
     println!("enqueued  {} ago", ago(record.created_ms));
     if let Some(at) = record.run_at_ms {
