@@ -241,8 +241,7 @@ async fn end_to_end() {
             .unwrap(),
         );
         let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
-        let mut queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
-        queue.listen(&registry.functions()).await.unwrap();
+        let queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = WorkerConfig {
             concurrency,
@@ -372,8 +371,7 @@ async fn queue_alone() {
         .unwrap(),
     );
     let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
-    let mut queue = WorkerQueue::connect(&redis.url(), "idle").await.unwrap();
-    queue.listen(&registry.functions()).await.unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), "idle").await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let node = tokio::spawn(worker::run(
         queue,

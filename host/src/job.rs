@@ -328,6 +328,15 @@ impl LeaseRequest {
     }
 }
 
+/// What the worker tells the queue about an attempt besides its result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptNotes {
+    /// What the attempt logged and printed.
+    pub log: String,
+    /// The version (content hash) of the plugin that ran it.
+    pub plugin_version: Option<String>,
+}
+
 /// What a heartbeat learned about a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseStatus {

@@ -196,7 +196,7 @@ async fn shutdown_hands_back_jobs_that_do_not_finish_in_the_grace_period() {
     .await;
     worker.stop().await;
     let status = client.status(&id).await.unwrap();
-    assert_eq!(status.record.state, JobState::Queued);
+    assert_eq!(status.record.state, JobState::Queued, "{:?}", status.record);
     assert_eq!(
         status.record.attempt, 0,
         "a handed-back job keeps its attempts"

@@ -17,6 +17,7 @@ async fn worker_with_grace(redis: &TestRedis, plugins: &[&str], grace: Duration)
                 ..Limits::default()
             },
             fuel: false,
+            cache: None,
         },
         ..TestWorkerOptions::default()
     };

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use wasmgear::job::LeaseRequest;
 
-use wasmgear::job::{Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
+use wasmgear::job::{AttemptNotes, Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
 use wasmgear::queue::{EnqueueOptions, JobState, Priority, WorkerQueue};
 
 use crate::support::{TestRedis, eventually, function};
@@ -67,20 +67,28 @@ async fn completion_is_fenced_by_the_lease_token() {
     assert_eq!(b.heartbeat(&lease_b, TTL).await.unwrap(), LeaseStatus::Held);
     assert!(!a.progress(&lease_a, &Progress::default()).await.unwrap());
     assert_eq!(
-        a.complete(&lease_a, b"from a", "").await.unwrap(),
+        a.complete(&lease_a, b"from a", &AttemptNotes::default())
+            .await
+            .unwrap(),
         Completion::Stale
     );
     assert_eq!(
-        b.complete(&lease_b, b"from b", "").await.unwrap(),
+        b.complete(&lease_b, b"from b", &AttemptNotes::default())
+            .await
+            .unwrap(),
         Completion::Accepted("succeeded".into())
     );
     assert_eq!(
-        b.complete(&lease_b, b"again", "").await.unwrap(),
+        b.complete(&lease_b, b"again", &AttemptNotes::default())
+            .await
+            .unwrap(),
         Completion::Stale
     );
     let failure = JobFailure::new(ErrorClass::Trap, "late");
     assert_eq!(
-        a.fail(&lease_a, &failure, "").await.unwrap(),
+        a.fail(&lease_a, &failure, &AttemptNotes::default())
+            .await
+            .unwrap(),
         Completion::Stale
     );
 
@@ -242,7 +250,10 @@ async fn functions_are_served_in_turn_or_in_strict_order() {
                     .unwrap()
                 {
                     order.push(lease.info.id.function.to_string());
-                    worker.complete(&lease, b"", "").await.unwrap();
+                    worker
+                        .complete(&lease, b"", &AttemptNotes::default())
+                        .await
+                        .unwrap();
                 }
             }
             order

@@ -11,4 +11,5 @@ mod cluster;
 mod lease;
 mod manifest;
 mod plugin_dir;
+mod reload;
 mod sandbox;

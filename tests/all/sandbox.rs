@@ -23,6 +23,7 @@ async fn hostile_jobs_end_with_their_class_and_good_jobs_finish() {
                 ..Limits::default()
             },
             fuel: false,
+            cache: None,
         },
         config: wasmgear::worker::WorkerConfig {
             concurrency: 16,

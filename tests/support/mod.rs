@@ -178,6 +178,9 @@ pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
 pub struct TestWorker {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    watcher: Option<JoinHandle<()>>,
+    /// The worker's plugin registry.
+    pub registry: Arc<PluginRegistry>,
     _plugins: tempfile::TempDir,
 }
 
@@ -187,6 +190,8 @@ pub struct TestWorkerOptions {
     pub config: WorkerConfig,
     pub retry_backoff: Duration,
     pub runtime: RuntimeConfig,
+    /// Watch the plugin directory (hot reload).
+    pub watch: bool,
 }
 
 impl Default for TestWorkerOptions {
@@ -201,6 +206,7 @@ impl Default for TestWorkerOptions {
                 max_instances: 8,
                 ..RuntimeConfig::default()
             },
+            watch: false,
         }
     }
 }
@@ -226,16 +232,24 @@ impl TestWorker {
         let (registry, problems) =
             PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
         assert!(problems.is_empty(), "plugins refused: {problems:?}");
-        let mut queue = WorkerQueue::connect(url, "test-worker")
+        let queue = WorkerQueue::connect(url, "test-worker")
             .await
             .expect("connect worker")
             .with_backoff(options.retry_backoff, options.retry_backoff * 4);
-        queue.listen(&registry.functions()).await.expect("listen");
+        let registry = Arc::new(registry);
+        let watcher = options.watch.then(|| {
+            let watched = (runtime.clone(), registry.clone(), dir.path().to_path_buf());
+            tokio::spawn(async move {
+                wasmgear::plugins::watch(watched.0, watched.1, watched.2)
+                    .await
+                    .expect("watch");
+            })
+        });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(worker::run(
             queue,
             runtime,
-            Arc::new(registry),
+            registry.clone(),
             options.config,
             async {
                 let _ = stopped.await;
@@ -244,12 +258,17 @@ impl TestWorker {
         TestWorker {
             stop: Some(stop),
             task: Some(task),
+            watcher,
+            registry,
             _plugins: dir,
         }
     }
 
     /// Asks the worker to shut down and waits until it has.
     pub async fn stop(mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -266,6 +285,9 @@ impl Drop for TestWorker {
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();
+        }
+        if let Some(watcher) = &self.watcher {
+            watcher.abort();
         }
     }
 }

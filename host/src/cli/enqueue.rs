@@ -54,6 +54,11 @@ pub struct EnqueueArgs {
     #[arg(long, default_value = "25h", value_parser = parse_duration)]
     retention: Duration,
 
+    /// Refuse to enqueue (exit 1, nothing written) unless a live worker serves the function
+    /// (GearMonkey's roll call). Workers may still die between the check and the job.
+    #[arg(long)]
+    require_worker: bool,
+
     /// Wait for the job to end, show its progress, then print its output (exit 0) or its
     /// error (exit 1).
     #[arg(long)]
@@ -77,6 +82,12 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
     options.validate()?;
     let input = read_input(&args)?;
     let client = args.redis.client().await?;
+    if args.require_worker && client.live_workers(&function).await? == 0 {
+        anyhow::bail!(
+            "no live worker serves function {function}: start `wasmgear worker` with a plugin for it \
+             (nothing was enqueued)"
+        );
+    }
     let id = client.enqueue(&function, &input, &options).await?;
     if !args.wait {
         println!("{id}");

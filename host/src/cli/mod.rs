@@ -6,8 +6,10 @@ mod bulk;
 mod cancel;
 mod enqueue;
 mod logs;
+mod plugins;
 mod status;
 mod worker;
+mod workers;
 
 use std::path::PathBuf;
 
@@ -81,6 +83,11 @@ enum Command {
     Status(status::StatusArgs),
     /// Print a job's log: its log lines, stdout and stderr, attempt by attempt.
     Logs(logs::LogsArgs),
+    /// List the live workers: host, pid, functions and plugin versions, running jobs.
+    Workers(workers::WorkersArgs),
+    /// Check a plugin directory offline: each plugin's functions, version, limits and
+    /// grants, or why it cannot load (exit 1).
+    Plugins(plugins::PluginsArgs),
     /// Cancel a job: a waiting one at once, a running one by asking its worker to stop it.
     Cancel(cancel::CancelArgs),
 }
@@ -95,6 +102,8 @@ impl Cli {
             Command::Status(args) => status::run(args).await,
             Command::Cancel(args) => cancel::run(args).await,
             Command::Logs(args) => logs::run(args).await,
+            Command::Workers(args) => workers::run(args).await,
+            Command::Plugins(args) => plugins::run(args).await,
         }
     }
 }

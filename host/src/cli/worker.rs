@@ -11,7 +11,7 @@ use crate::job::FunctionName;
 use crate::plugins::PluginRegistry;
 use crate::queue::WorkerQueue;
 use crate::redis_server::RedisServer;
-use crate::runtime::{Limits, Runtime, RuntimeConfig};
+use crate::runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
 use crate::worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
 
 /// Options of `wasmgear worker`.
@@ -33,6 +33,11 @@ pub struct WorkerArgs {
     /// second) instead of taking the functions in turn.
     #[arg(long, env = "WASMGEAR_STRICT_ORDER")]
     strict_order: bool,
+
+    /// Do not watch the plugin directory (by default a new, changed or removed plugin is
+    /// loaded, swapped in or dropped while the worker runs).
+    #[arg(long, env = "WASMGEAR_NO_WATCH")]
+    no_watch: bool,
 
     /// The most jobs run at once.
     #[arg(long, env = "WASMGEAR_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
@@ -57,6 +62,15 @@ pub struct WorkerArgs {
     /// only lower it.
     #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = crate::runtime::engine::DEFAULT_MEMORY_BYTES)]
     memory_limit: usize,
+
+    /// Where compiled plugins are cached, keyed by content and engine configuration
+    /// [default: WASMGEAR_HOME/cache].
+    #[arg(long, env = "WASMGEAR_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+
+    /// Compile every plugin instead of using the compile cache.
+    #[arg(long, env = "WASMGEAR_NO_CACHE")]
+    no_cache: bool,
 
     /// Meter fuel, so that plugin manifests can give jobs an instruction budget
     /// (`limits.fuel`); slows every job down somewhat.
@@ -88,6 +102,13 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             ..Limits::default()
         },
         fuel: args.fuel,
+        cache: (!args.no_cache).then(|| {
+            CompileCache::new(
+                args.cache_dir
+                    .clone()
+                    .unwrap_or_else(|| args.redis.home.join("cache")),
+            )
+        }),
     };
     let runtime = Arc::new(
         Runtime::new(config)
@@ -121,15 +142,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     };
 
     let worker_id = worker_id();
-    let mut queue = WorkerQueue::connect(&url, worker_id.clone())
+    let queue = WorkerQueue::connect(&url, worker_id.clone())
         .await
         .with_context(|| format!("cannot connect to Redis at {url}"))?
         .with_backoff(args.retry_backoff, Duration::from_secs(3600))
         .with_strict_order(args.strict_order);
-    queue
-        .listen(&functions)
-        .await
-        .with_context(|| format!("cannot subscribe to events at {url}"))?;
     tracing::info!(worker_id, redis = url, plugins = ?args.plugins, "connected");
 
     let supervisor = embedded
@@ -142,8 +159,19 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         functions,
         ..WorkerConfig::default()
     };
+    let watcher = (!args.no_watch).then(|| {
+        let (runtime, registry, dir) = (runtime.clone(), registry.clone(), args.plugins.clone());
+        tokio::spawn(async move {
+            if let Err(error) = crate::plugins::watch(runtime, registry, dir).await {
+                tracing::error!(%error, "plugin directory not watched: restart the worker to load changes");
+            }
+        })
+    });
     worker::run(queue, runtime, registry, config, shutdown_signal()).await;
 
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     if let Some(supervisor) = supervisor {
         supervisor.abort();
     }
@@ -219,11 +247,7 @@ async fn shutdown_signal() {
 
 /// `HOST-PID-RANDOM`: unique among the workers of one queue.
 fn worker_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "worker".into());
+    let host = crate::queue::source::host_name();
     format!(
         "{host}-{}-{}",
         std::process::id(),

@@ -1,18 +1,30 @@
 //! The plugin directory: every `NAME.wasm` in it serves function `NAME` (or the functions
-//! its manifest `NAME.toml` names).
+//! its manifest `NAME.toml` names), and the directory is watched for changes.
 //!
-//! The registry maps function names to loaded plugins behind `Arc`s, so a job keeps the
-//! plugin it started with even if the registry changes while it runs.
+//! The registry maps function names to loaded plugins behind `Arc`s. A reload compiles the
+//! new version off the job path and swaps the `Arc`s in one step: a job keeps the plugin it
+//! started with, leases after the swap get the new one. A file that fails to load leaves the
+//! previous version serving, with the reason kept in [`PluginRegistry::errors`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::job::FunctionName;
+use crate::runtime::cache::sha256_hex;
+use crate::runtime::manifest;
 use crate::runtime::{Plugin, PluginError, Runtime};
 
 /// The file extension of plugins.
 pub const PLUGIN_EXTENSION: &str = "wasm";
+/// How long the directory must be quiet before a change is loaded (a copy in progress, an
+/// editor's save-via-temp-file and a symlink swap all settle within it).
+pub const SETTLE: Duration = Duration::from_millis(200);
+/// How often the directory is rescanned even without events (a safety net).
+pub const RESCAN: Duration = Duration::from_secs(30);
 
 /// Why the plugin directory as a whole is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +46,14 @@ pub enum RegistryError {
         dir: PathBuf,
         /// Why each `.wasm` file there was refused.
         problems: Vec<LoadProblem>,
+    },
+    /// The directory cannot be watched.
+    #[error("cannot watch the plugin directory {dir:?}: {reason}")]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -59,10 +79,38 @@ pub enum LoadProblem {
     },
 }
 
-/// The loaded plugins, by function name.
+/// What one scan of the directory changed.
 #[derive(Debug, Default)]
+pub struct SyncReport {
+    /// Plugins loaded for the first time or in a new version.
+    pub loaded: Vec<Arc<Plugin>>,
+    /// Plugin files that are gone; their functions are no longer served.
+    pub removed: Vec<PathBuf>,
+    /// Files that could not be loaded (a previous version, if any, keeps serving).
+    pub problems: Vec<LoadProblem>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    by_file: BTreeMap<PathBuf, Arc<Plugin>>,
+    by_function: BTreeMap<FunctionName, Arc<Plugin>>,
+    errors: BTreeMap<PathBuf, String>,
+}
+
+/// The loaded plugins, by function name.
+#[derive(Debug)]
 pub struct PluginRegistry {
-    plugins: RwLock<BTreeMap<FunctionName, Arc<Plugin>>>,
+    state: RwLock<State>,
+    generation: watch::Sender<u64>,
+}
+
+impl Default for PluginRegistry {
+    fn default() -> Self {
+        PluginRegistry {
+            state: RwLock::default(),
+            generation: watch::Sender::new(0),
+        }
+    }
 }
 
 impl PluginRegistry {
@@ -72,6 +120,21 @@ impl PluginRegistry {
         runtime: &Runtime,
         dir: &Path,
     ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
+        let registry = PluginRegistry::default();
+        let report = registry.sync_dir(runtime, dir)?;
+        if registry.functions().is_empty() {
+            return Err(RegistryError::NoPlugins {
+                dir: dir.to_path_buf(),
+                problems: report.problems,
+            });
+        }
+        Ok((registry, report.problems))
+    }
+
+    /// Brings the registry in line with `dir`: loads new and changed plugins (a file whose
+    /// component and manifest are unchanged is not reloaded), drops removed ones, and keeps
+    /// the previous version of a plugin whose new file fails to load.
+    pub fn sync_dir(&self, runtime: &Runtime, dir: &Path) -> Result<SyncReport, RegistryError> {
         let unreadable = |source| RegistryError::Unreadable {
             dir: dir.to_path_buf(),
             source,
@@ -85,63 +148,183 @@ impl PluginRegistry {
         }
         paths.sort();
 
-        let registry = PluginRegistry::default();
-        let mut problems = Vec::new();
+        let mut report = SyncReport::default();
+        let known: Vec<PathBuf> = self.read().by_file.keys().cloned().collect();
+        for gone in known.into_iter().filter(|p| !paths.contains(p)) {
+            self.remove_file(&gone);
+            report.removed.push(gone);
+        }
         for path in paths {
-            match runtime.load_plugin(&path) {
-                Ok(plugin) => {
-                    if let Err(problem) = registry.insert(plugin) {
-                        problems.push(problem);
-                    }
+            match self.load_if_changed(runtime, &path) {
+                Ok(Some(plugin)) => report.loaded.push(plugin),
+                Ok(None) => {}
+                Err(problem) => {
+                    self.write()
+                        .errors
+                        .insert(path.clone(), problem.to_string());
+                    report.problems.push(problem);
                 }
-                Err(error) => problems.push(error.into()),
             }
         }
-        if registry.functions().is_empty() {
-            return Err(RegistryError::NoPlugins {
-                dir: dir.to_path_buf(),
-                problems,
-            });
+        if !report.loaded.is_empty() || !report.removed.is_empty() {
+            self.generation.send_modify(|g| *g += 1);
         }
-        Ok((registry, problems))
+        Ok(report)
     }
 
-    /// Adds a plugin for each function it serves; refused if another plugin serves one of
-    /// them already.
+    /// Loads the plugin at `path` unless the registry already has this exact version with
+    /// this exact manifest; swaps it in on success.
+    fn load_if_changed(
+        &self,
+        runtime: &Runtime,
+        path: &Path,
+    ) -> Result<Option<Arc<Plugin>>, LoadProblem> {
+        let manifest = manifest::load_for(path).map_err(PluginError::from)?;
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let version = &sha256_hex(&bytes)[..16];
+        let current = self.read().by_file.get(path).cloned();
+        if let Some(current) = current
+            && current.version() == version
+            && *current.manifest() == manifest
+        {
+            self.write().errors.remove(path);
+            return Ok(None);
+        }
+        let plugin = Arc::new(runtime.compile_plugin(path, &bytes, manifest)?);
+        self.swap_in(plugin.clone())?;
+        Ok(Some(plugin))
+    }
+
+    /// Adds a plugin (replacing the previous version from the same file); refused if
+    /// another file's plugin serves one of its functions.
     pub fn insert(&self, plugin: Plugin) -> Result<(), LoadProblem> {
-        let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
+        self.swap_in(Arc::new(plugin))?;
+        self.generation.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    fn swap_in(&self, plugin: Arc<Plugin>) -> Result<(), LoadProblem> {
+        let mut state = self.write();
+        let path = plugin.source().to_path_buf();
         for function in plugin.functions() {
-            if let Some(other) = plugins.get(function) {
+            if let Some(other) = state.by_function.get(function)
+                && other.source() != path
+            {
                 return Err(LoadProblem::Duplicate {
-                    path: plugin.source().to_path_buf(),
+                    path,
                     function: function.clone(),
                     other: other.source().to_path_buf(),
                 });
             }
         }
-        let plugin = Arc::new(plugin);
+        state.by_function.retain(|_, p| p.source() != path);
         for function in plugin.functions() {
-            plugins.insert(function.clone(), plugin.clone());
+            state.by_function.insert(function.clone(), plugin.clone());
         }
+        state.errors.remove(&path);
+        state.by_file.insert(path, plugin);
         Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) {
+        let mut state = self.write();
+        state.by_file.remove(path);
+        state.by_function.retain(|_, p| p.source() != path);
+        state.errors.remove(path);
     }
 
     /// The plugin serving `function`, if any.
     pub fn get(&self, function: &FunctionName) -> Option<Arc<Plugin>> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(function)
-            .cloned()
+        self.read().by_function.get(function).cloned()
     }
 
     /// The functions served, in name order.
     pub fn functions(&self) -> Vec<FunctionName> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
+        self.read().by_function.keys().cloned().collect()
+    }
+
+    /// The loaded plugins, by file.
+    pub fn plugins(&self) -> Vec<Arc<Plugin>> {
+        self.read().by_file.values().cloned().collect()
+    }
+
+    /// Files whose last load failed, and why (a previous version may still be serving).
+    pub fn errors(&self) -> Vec<(PathBuf, String)> {
+        self.read()
+            .errors
+            .iter()
+            .map(|(p, e)| (p.clone(), e.clone()))
             .collect()
+    }
+
+    /// A receiver that sees a new value whenever the set of plugins changes.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Watches `dir` and keeps `registry` in line with it until the returned future is dropped.
+/// Changes are loaded once the directory has been quiet for [`SETTLE`]; the directory is
+/// also rescanned every [`RESCAN`].
+pub async fn watch(
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    dir: PathBuf,
+) -> Result<(), RegistryError> {
+    use notify::RecursiveMode;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let watch_error = |e: notify::Error| RegistryError::Watch {
+        dir: dir.clone(),
+        reason: e.to_string(),
+    };
+    let mut debouncer = notify_debouncer_full::new_debouncer(SETTLE, None, move |_| {
+        let _ = tx.send(());
+    })
+    .map_err(watch_error)?;
+    debouncer
+        .watch(&dir, RecursiveMode::NonRecursive)
+        .map_err(watch_error)?;
+    // One scan now catches anything that changed between the first load and the watch.
+    let mut pending = true;
+    loop {
+        if !pending {
+            tokio::select! {
+                event = rx.recv() => if event.is_none() { return Ok(()) },
+                _ = tokio::time::sleep(RESCAN) => {}
+            }
+        }
+        pending = false;
+        while rx.try_recv().is_ok() {}
+        let (runtime, registry, scan_dir) = (runtime.clone(), registry.clone(), dir.clone());
+        let report =
+            match tokio::task::spawn_blocking(move || registry.sync_dir(&runtime, &scan_dir)).await
+            {
+                Ok(Ok(report)) => report,
+                Ok(Err(error)) => {
+                    tracing::error!(%error, "cannot rescan the plugin directory");
+                    continue;
+                }
+                Err(_) => continue,
+            };
+        for plugin in &report.loaded {
+            tracing::info!(plugin = ?plugin.source(), version = plugin.version(), functions = ?plugin.functions(), "plugin loaded");
+        }
+        for path in &report.removed {
+            tracing::info!(plugin = ?path, "plugin removed: its functions are no longer served");
+        }
+        for problem in &report.problems {
+            tracing::error!("{problem} (the previous version, if any, keeps serving)");
+        }
     }
 }

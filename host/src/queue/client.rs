@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use serde::Deserialize;
 
 use super::connection::{self, Connection};
-use super::keys::FunctionKeys;
+use super::keys::{FunctionKeys, WorkerListKeys};
 use super::model::{JobRecord, JobState, JobStatus};
 use super::{QueueError, Result, scripts};
 use crate::job::{FunctionName, JobId, Progress};
@@ -434,6 +434,25 @@ impl Client {
             return Err(QueueError::NoSuchJob(id.clone()));
         }
         Ok(log.unwrap_or_default())
+    }
+
+    /// How many live workers serve `function` (GearMonkey's roll call).
+    pub async fn live_workers(&self, function: &FunctionName) -> Result<u64> {
+        Ok(scripts::ROLLCALL
+            .key(FunctionKeys::new(function).workers())
+            .arg("")
+            .arg(0)
+            .invoke_async(&mut self.conn.clone())
+            .await?)
+    }
+
+    /// What every live worker advertises: `(id, advertisement JSON, expiry ms)`.
+    pub async fn workers(&self) -> Result<Vec<(String, String, u64)>> {
+        Ok(scripts::WORKERS
+            .key(WorkerListKeys::expiry())
+            .key(WorkerListKeys::info())
+            .invoke_async(&mut self.conn.clone())
+            .await?)
     }
 
     /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop

@@ -65,9 +65,27 @@ impl FunctionKeys {
     pub fn expires(&self) -> String {
         self.key("expires")
     }
+    /// Sorted set: the live workers serving the function, scored by membership expiry (ms).
+    pub fn workers(&self) -> String {
+        self.key("workers")
+    }
     /// Pub/sub channel: the function's events (`create`, `start`, `progress`, `finish`).
     pub fn events(&self) -> String {
         self.key("events")
+    }
+}
+
+/// The keys of the worker list (all in the `{workers}` slot).
+pub struct WorkerListKeys;
+
+impl WorkerListKeys {
+    /// Sorted set: worker id scored by when its entry expires (ms).
+    pub fn expiry() -> String {
+        format!("{PREFIX}:{{workers}}:expiry")
+    }
+    /// Hash: worker id → its advertisement (JSON).
+    pub fn info() -> String {
+        format!("{PREFIX}:{{workers}}:info")
     }
 }
 

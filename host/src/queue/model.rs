@@ -79,6 +79,9 @@ pub struct Attempt {
     /// The error message, for failed attempts.
     #[serde(default)]
     pub message: Option<String>,
+    /// The version (content hash prefix) of the plugin that ran the attempt.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// A job's record in `wg:{F}:jobs` (JSON written by the Lua scripts).

@@ -19,3 +19,6 @@ script!(COMPLETE, "complete.lua");
 script!(FAIL, "fail.lua");
 script!(RELEASE, "release.lua");
 script!(CANCEL, "cancel.lua");
+script!(ADVERTISE, "advertise.lua");
+script!(ROLLCALL, "rollcall.lua");
+script!(WORKERS, "workers.lua");

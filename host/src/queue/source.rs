@@ -13,11 +13,11 @@ use tokio::task::JoinHandle;
 
 use super::client::Event;
 use super::connection::{self, Connection};
-use super::keys::FunctionKeys;
+use super::keys::{FunctionKeys, WorkerListKeys};
 use super::{Result, scripts};
 use crate::job::{
-    Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest, LeaseStatus,
-    Progress,
+    AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest,
+    LeaseStatus, Progress,
 };
 
 /// The first retry waits about this long; each further one twice as long.
@@ -60,7 +60,7 @@ pub struct WorkerQueue {
     work_arrived: Arc<Notify>,
     next_due: std::sync::Mutex<Option<tokio::time::Instant>>,
     cancel_requests: broadcast::Sender<JobId>,
-    _listener: Option<TaskGuard>,
+    listener: std::sync::Mutex<Option<TaskGuard>>,
 }
 
 impl WorkerQueue {
@@ -78,7 +78,7 @@ impl WorkerQueue {
             work_arrived: Arc::new(Notify::new()),
             next_due: std::sync::Mutex::new(None),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
-            _listener: None,
+            listener: std::sync::Mutex::new(None),
         })
     }
 
@@ -99,7 +99,8 @@ impl WorkerQueue {
     /// Subscribes to the events of `functions`, so that [`WorkerQueue::wait_for_work`]
     /// wakes as soon as a job is enqueued for one of them and
     /// [`WorkerQueue::cancel_requests`] hears of cancellations at once.
-    pub async fn listen(&mut self, functions: &[FunctionName]) -> Result<()> {
+    /// Calling it again replaces the subscription (when the served functions change).
+    pub async fn listen(&self, functions: &[FunctionName]) -> Result<()> {
         let mut pubsub = self.redis.get_async_pubsub().await?;
         for function in functions {
             pubsub
@@ -154,7 +155,7 @@ impl WorkerQueue {
                 }
             }
         });
-        self._listener = Some(TaskGuard(task));
+        *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(TaskGuard(task));
         Ok(())
     }
 
@@ -171,6 +172,35 @@ impl WorkerQueue {
     /// Ids of running jobs whose cancellation a client asked for, as the events arrive.
     pub fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
         self.cancel_requests.subscribe()
+    }
+
+    /// Puts this worker in the worker list with `ad` (JSON) and in the roll call of each of
+    /// `functions`, for `ttl`; renew before it runs out. A zero `ttl` takes it out of both
+    /// (and out of the roll call of `functions`).
+    pub async fn advertise(
+        &self,
+        ad: &str,
+        functions: &[FunctionName],
+        ttl: Duration,
+    ) -> Result<()> {
+        let ttl_ms = ttl.as_millis() as u64;
+        let _: i64 = scripts::ADVERTISE
+            .key(WorkerListKeys::expiry())
+            .key(WorkerListKeys::info())
+            .arg(&self.worker_id)
+            .arg(ad)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        for function in functions {
+            let _: i64 = scripts::ROLLCALL
+                .key(FunctionKeys::new(function).workers())
+                .arg(&self.worker_id)
+                .arg(ttl_ms)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+        }
+        Ok(())
     }
 
     /// This worker's id, as recorded on the jobs it runs.
@@ -289,9 +319,15 @@ impl WorkerQueue {
         Ok(stored == 1)
     }
 
-    /// Finishes the job with `output`, appending this attempt's `log` to the job's log.
+    /// Finishes the job with `output`, appending this attempt's log to the job's log and
+    /// recording the plugin version that ran it.
     /// Accepted once; a stale lease is refused.
-    pub async fn complete(&self, lease: &Lease, output: &[u8], log: &str) -> Result<Completion> {
+    pub async fn complete(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+    ) -> Result<Completion> {
         let keys = FunctionKeys::new(&lease.info.id.function);
         let reply = scripts::COMPLETE
             .key(keys.jobs())
@@ -304,15 +340,21 @@ impl WorkerQueue {
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .arg(output)
-            .arg(log)
+            .arg(&notes.log)
+            .arg(notes.plugin_version.as_deref().unwrap_or(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(completion(reply))
     }
 
-    /// Records a failed attempt with its `log`: retried after backoff if `failure` is
+    /// Records a failed attempt with its notes (log, plugin version): retried after backoff if `failure` is
     /// retryable and attempts remain, otherwise the job fails for good.
-    pub async fn fail(&self, lease: &Lease, failure: &JobFailure, log: &str) -> Result<Completion> {
+    pub async fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+        notes: &AttemptNotes,
+    ) -> Result<Completion> {
         let keys = FunctionKeys::new(&lease.info.id.function);
         let backoff = self.backoff(lease.info.attempt);
         let reply = scripts::FAIL
@@ -329,7 +371,8 @@ impl WorkerQueue {
             .arg(&failure.message)
             .arg(if failure.retryable { 1 } else { 0 })
             .arg(backoff.as_millis() as u64)
-            .arg(log)
+            .arg(&notes.log)
+            .arg(notes.plugin_version.as_deref().unwrap_or(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(completion(reply))
@@ -369,6 +412,15 @@ impl WorkerQueue {
         };
         raw.mul_f64(0.5 + jitter)
     }
+}
+
+/// This machine's host name (`worker` when it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into())
 }
 
 /// `bytes` random bytes as lowercase hex.

@@ -8,6 +8,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::Job;
+use super::cache::CompileCache;
 use super::run::JobState;
 
 /// How often the epoch advances. Deadlines and cancellation are checked, and running
@@ -57,6 +58,8 @@ pub struct RuntimeConfig {
     /// Whether to meter fuel, so that manifests can give jobs an instruction budget.
     /// Costs speed for every job.
     pub fuel: bool,
+    /// Where compiled components are cached; `None`: compile every time.
+    pub cache: Option<CompileCache>,
 }
 
 impl Default for RuntimeConfig {
@@ -65,6 +68,7 @@ impl Default for RuntimeConfig {
             max_instances: 100,
             limits: Limits::default(),
             fuel: false,
+            cache: None,
         }
     }
 }
@@ -103,6 +107,7 @@ pub struct Runtime {
     pub(crate) linker: Linker<JobState>,
     pub(crate) limits: Limits,
     pub(crate) fuel: bool,
+    pub(crate) cache: Option<CompileCache>,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -133,6 +138,7 @@ impl Runtime {
             linker,
             limits: config.limits,
             fuel: config.fuel,
+            cache: config.cache,
             ticker_stop,
         })
     }

@@ -6,6 +6,7 @@
 //!
 //! - [`engine`]: the shared `Engine` (pooling allocator, epoch ticker) and [`Runtime`].
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
+//! - [`cache`]: compiled components on disk, keyed by content and engine configuration.
 //! - `imports`: the host side of each imported WIT interface.
 //! - `http`: outgoing `wasi:http`, gated by the manifest's allow list.
 //! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
@@ -14,6 +15,7 @@
 //! - [`run`]: one job in one `Store`, traps and limits mapped to error classes.
 
 pub mod bindings;
+pub mod cache;
 pub mod engine;
 mod http;
 mod imports;
@@ -22,6 +24,7 @@ mod output;
 pub mod plugin;
 pub mod run;
 
+pub use cache::{CompileCache, CompileSource};
 pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};

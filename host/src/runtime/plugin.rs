@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::job::FunctionName;
 
 use super::bindings::JobPre;
+use super::cache::{CompileSource, sha256_hex};
 use super::engine::{Limits, Runtime};
 use super::manifest::{self, Capabilities, JobDefaults, Manifest, ManifestError};
 use super::run::JobState;
@@ -82,6 +83,8 @@ pub struct Plugin {
     functions: Vec<FunctionName>,
     source: PathBuf,
     size: usize,
+    version: String,
+    compiled_from: CompileSource,
     pub(crate) limits: Limits,
     pub(crate) max_timeout: Option<Duration>,
     pub(crate) fuel: Option<u64>,
@@ -90,6 +93,7 @@ pub struct Plugin {
     pub(crate) http_allow: Arc<Vec<String>>,
     defaults: JobDefaults,
     concurrency: Option<usize>,
+    manifest: Manifest,
     in_flight: AtomicUsize,
     pub(crate) pre: JobPre<JobState>,
 }
@@ -116,9 +120,24 @@ impl Plugin {
         &self.source
     }
 
+    /// The plugin's version: the first 16 hex digits of the SHA-256 of the component.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Whether the component was compiled now or loaded from the compile cache.
+    pub fn compiled_from(&self) -> CompileSource {
+        self.compiled_from
+    }
+
     /// The component's size in bytes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// The manifest it was loaded with (the default one when there was no file).
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
     }
 
     /// Defaults for jobs enqueued without their own attempts or timeout.
@@ -201,11 +220,15 @@ impl Runtime {
             }
             _ => return Err(PluginError::NotWasm { path: path_buf() }),
         }
-        let component = wasmtime::component::Component::new(&self.engine, bytes).map_err(|e| {
-            PluginError::Compile {
-                path: path_buf(),
-                reason: format!("{e:#}"),
-            }
+        let digest = sha256_hex(bytes);
+        let compiled = match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.engine, &digest, bytes),
+            None => wasmtime::component::Component::new(&self.engine, bytes)
+                .map(|c| (c, CompileSource::Compiled)),
+        };
+        let (component, compiled_from) = compiled.map_err(|e| PluginError::Compile {
+            path: path_buf(),
+            reason: format!("{e:#}"),
         })?;
         let instance_pre =
             self.linker
@@ -222,14 +245,17 @@ impl Runtime {
             functions,
             source: path_buf(),
             size: bytes.len(),
+            version: digest[..16].to_string(),
+            compiled_from,
             limits,
             max_timeout: manifest.limits.max_timeout,
             fuel: manifest.limits.fuel,
             config: Arc::new(manifest.capabilities.config.clone()),
             http_allow: Arc::new(manifest.capabilities.http_allow.clone()),
-            capabilities: manifest.capabilities,
-            defaults: manifest.defaults,
+            capabilities: manifest.capabilities.clone(),
+            defaults: manifest.defaults.clone(),
             concurrency: manifest.concurrency,
+            manifest,
             in_flight: AtomicUsize::new(0),
             pre,
         })

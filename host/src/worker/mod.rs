@@ -19,8 +19,9 @@ use tracing::Instrument;
 pub use source::{JobSource, SourceError};
 
 use crate::job::{
-    CancelReason, CancelSignal, Completion, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, ErrorClass,
-    FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel, Outcome, Progress,
+    AttemptNotes, CancelReason, CancelSignal, Completion, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT,
+    ErrorClass, FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel,
+    Outcome, Progress,
 };
 use crate::plugins::PluginRegistry;
 use crate::runtime::{JobHooks, Plugin, Runtime};
@@ -93,6 +94,10 @@ pub async fn run<S: JobSource>(
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone()));
+    if let Err(error) = node.source.serve(&node.serving()).await {
+        tracing::warn!(%error, "cannot subscribe to job events; polling until it works");
+    }
+    let upkeep = tokio::spawn(upkeep(node.clone()));
 
     tracing::info!(functions = ?node.serving(), concurrency, "worker started");
     loop {
@@ -111,10 +116,9 @@ pub async fn run<S: JobSource>(
         }
 
         let requests = node.lease_requests(permits.len());
-        let leases = tokio::select! {
-            _ = &mut shutdown => break,
-            leases = node.source.lease(&requests, permits.len(), node.config.lease_ttl) => leases,
-        };
+        // Not raced against shutdown: a lease call dropped halfway may have leased jobs in
+        // the queue that nobody here would run. Leased jobs go through the shutdown below.
+        let leases = node.source.lease(&requests, permits.len(), node.config.lease_ttl).await;
         let leases = match leases {
             Ok(leases) => leases,
             Err(error) => {
@@ -185,7 +189,102 @@ pub async fn run<S: JobSource>(
         }
     }
     cancel_listener.abort();
+    upkeep.abort();
+    if let Err(error) = node
+        .source
+        .advertise("", &node.serving(), Duration::ZERO)
+        .await
+    {
+        tracing::warn!(%error, "could not take this worker out of the worker list");
+    }
     tracing::info!("worker stopped");
+}
+
+/// How often a worker renews its entry in the worker list.
+pub const ADVERTISE_EVERY: Duration = Duration::from_secs(2);
+/// How long an entry lives without renewal: a dead worker disappears after this.
+pub const ADVERTISE_TTL: Duration = Duration::from_secs(10);
+
+/// What a worker advertises in the worker list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkerAd {
+    /// The machine's host name.
+    pub host: String,
+    /// The worker's process id.
+    pub pid: u32,
+    /// The wasmgear version.
+    pub version: String,
+    /// When the worker started, ms since the epoch.
+    pub started_ms: u64,
+    /// The most jobs it runs at once.
+    pub concurrency: usize,
+    /// Function → version (content hash) of the plugin serving it.
+    pub functions: std::collections::BTreeMap<String, String>,
+    /// Ids of the jobs it runs now.
+    pub running: Vec<String>,
+    /// Plugin files that failed to load, with the reason.
+    pub plugin_errors: Vec<String>,
+}
+
+/// Keeps the worker's subscriptions and its worker-list entry up to date.
+async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
+    let started_ms = crate::queue::now_ms();
+    let mut changes = node.registry.changes();
+    let mut served = node.serving();
+    loop {
+        let current = node.serving();
+        if current != served {
+            if let Err(error) = node.source.serve(&current).await {
+                tracing::warn!(%error, "cannot subscribe to the events of the new functions");
+            }
+            // Leave the roll call of functions no longer served.
+            let gone: Vec<_> = served
+                .iter()
+                .filter(|f| !current.contains(f))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let _ = node.source.advertise("", &gone, Duration::ZERO).await;
+            }
+            served = current;
+        }
+        let ad = WorkerAd {
+            host: crate::queue::source::host_name(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started_ms,
+            concurrency: node.config.concurrency,
+            functions: served
+                .iter()
+                .filter_map(|f| {
+                    node.registry
+                        .get(f)
+                        .map(|p| (f.to_string(), p.version().to_string()))
+                })
+                .collect(),
+            running: node
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .map(|id| id.to_string())
+                .collect(),
+            plugin_errors: node
+                .registry
+                .errors()
+                .into_iter()
+                .map(|(p, e)| format!("{p:?}: {e}"))
+                .collect(),
+        };
+        let json = serde_json::to_string(&ad).unwrap_or_default();
+        if let Err(error) = node.source.advertise(&json, &served, ADVERTISE_TTL).await {
+            tracing::warn!(%error, "cannot renew this worker's entry in the worker list");
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(ADVERTISE_EVERY) => {}
+        }
+    }
 }
 
 /// Fires the cancel signal of each running job whose cancellation the source reports.
@@ -291,6 +390,7 @@ impl<S: JobSource> Node<S> {
             .insert(id.clone(), cancel.clone());
 
         let lines = Arc::new(Mutex::new(String::new()));
+        let plugin_version = plugin.as_ref().map(|p| p.version().to_string());
         let outcome = match plugin {
             None => Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginMissing,
@@ -316,9 +416,12 @@ impl<S: JobSource> Node<S> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
-        let log = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
+        let notes = AttemptNotes {
+            log: std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner())),
+            plugin_version,
+        };
         let cancelled = cancel.fired().map(|(reason, _)| reason);
-        self.report(&lease, outcome, cancelled, &log).await;
+        self.report(&lease, outcome, cancelled, &notes).await;
     }
 
     /// Renews the lease every third of its TTL and stores progress reports, until the
@@ -374,7 +477,7 @@ impl<S: JobSource> Node<S> {
         lease: &Lease,
         outcome: Outcome,
         cancelled: Option<CancelReason>,
-        log: &str,
+        notes: &AttemptNotes,
     ) {
         let handed_back = matches!(
             (&outcome, cancelled),
@@ -383,8 +486,8 @@ impl<S: JobSource> Node<S> {
         for attempt in 1..=REPORT_ATTEMPTS {
             let result = match &outcome {
                 _ if handed_back => self.source.release(lease).await,
-                Outcome::Succeeded(output) => self.source.complete(lease, output, log).await,
-                Outcome::Failed(failure) => self.source.fail(lease, failure, log).await,
+                Outcome::Succeeded(output) => self.source.complete(lease, output, notes).await,
+                Outcome::Failed(failure) => self.source.fail(lease, failure, notes).await,
             };
             match result {
                 Ok(Completion::Accepted(state)) => {

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use crate::job::{Completion, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, Progress};
+use crate::job::{
+    AttemptNotes, Completion, FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus,
+    Progress,
+};
 use crate::queue::WorkerQueue;
 
 /// The error a job source reports: the worker logs it and carries on (retrying later).
@@ -46,22 +49,41 @@ pub trait JobSource: Send + Sync + 'static {
         progress: &Progress,
     ) -> impl Future<Output = Result<bool, SourceError>> + Send;
 
-    /// Finishes the job with its output; `log` is what the attempt logged.
+    /// Finishes the job with its output; `notes` say what the attempt
+    /// logged and which plugin version ran it.
     fn complete(
         &self,
         lease: &Lease,
         output: &[u8],
-        log: &str,
+        notes: &AttemptNotes,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
     /// Records a failed attempt (the source decides between retry and failure for good);
-    /// `log` is what the attempt logged.
+    /// `notes` say what the attempt logged and which plugin version ran it.
     fn fail(
         &self,
         lease: &Lease,
         failure: &JobFailure,
-        log: &str,
+        notes: &AttemptNotes,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+
+    /// This worker's id at the source.
+    fn worker_id(&self) -> &str;
+
+    /// Tells the source which functions this worker serves now (it subscribes to their
+    /// events).
+    fn serve(
+        &self,
+        functions: &[FunctionName],
+    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+
+    /// Advertises the worker (`ad`, JSON) and its functions for `ttl`; zero takes it out.
+    fn advertise(
+        &self,
+        ad: &str,
+        functions: &[FunctionName],
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), SourceError>> + Send;
 
     /// Hands the job back unrun (the worker is shutting down).
     fn release(
@@ -92,6 +114,23 @@ impl JobSource for WorkerQueue {
         WorkerQueue::cancel_requests(self)
     }
 
+    fn worker_id(&self) -> &str {
+        WorkerQueue::worker_id(self)
+    }
+
+    async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(WorkerQueue::listen(self, functions).await?)
+    }
+
+    async fn advertise(
+        &self,
+        ad: &str,
+        functions: &[FunctionName],
+        ttl: Duration,
+    ) -> Result<(), SourceError> {
+        Ok(WorkerQueue::advertise(self, ad, functions, ttl).await?)
+    }
+
     async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
         Ok(WorkerQueue::progress(self, lease, progress).await?)
     }
@@ -100,18 +139,18 @@ impl JobSource for WorkerQueue {
         &self,
         lease: &Lease,
         output: &[u8],
-        log: &str,
+        notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
-        Ok(WorkerQueue::complete(self, lease, output, log).await?)
+        Ok(WorkerQueue::complete(self, lease, output, notes).await?)
     }
 
     async fn fail(
         &self,
         lease: &Lease,
         failure: &JobFailure,
-        log: &str,
+        notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
-        Ok(WorkerQueue::fail(self, lease, failure, log).await?)
+        Ok(WorkerQueue::fail(self, lease, failure, notes).await?)
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {

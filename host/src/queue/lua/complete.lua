@@ -15,6 +15,7 @@
 -- ARGV[3]  lease token
 -- ARGV[4]  output bytes
 -- ARGV[5]  this attempt's log lines (text, may be empty)
+-- ARGV[6]  the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
 -- Returns: {1, 'succeeded'} when accepted; {0, reason} when refused, reason one of
 --          'missing' (no such job) or 'stale' (the token does not hold the job's lease).
@@ -23,6 +24,7 @@
 local jobs_key, leased_key, output_key, expires_key, channel, logs_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local fn, number, token, output, log_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local version = ARGV[6]
 
 -- Appends this attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
 local MAX_LOG = 262144
@@ -45,7 +47,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local history = record.history or {}
 history[#history + 1] = {
   attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
-  ended_ms = now, outcome = 'succeeded',
+  ended_ms = now, outcome = 'succeeded', version = version,
 }
 record.history = history
 record.state = 'succeeded'

@@ -20,6 +20,7 @@
 -- ARGV[6]  1 if another attempt may succeed, else 0
 -- ARGV[7]  backoff before the next attempt, ms (chosen by the caller, jitter included)
 -- ARGV[8]  this attempt's log lines (text, may be empty)
+-- ARGV[9]  the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
 -- Returns: {1, state} when accepted, state 'scheduled' (will retry), 'failed' or
 --          'cancelled'; {0, reason} when refused ('missing' or 'stale').
@@ -29,7 +30,7 @@ local jobs_key, leased_key, scheduled_key, expires_key, channel, logs_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local fn, number, token = ARGV[1], ARGV[2], ARGV[3]
 local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
-local log_text = ARGV[8]
+local log_text, version = ARGV[8], ARGV[9]
 
 -- Appends this attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
 local MAX_LOG = 262144
@@ -53,7 +54,7 @@ local id = fn .. ':' .. number
 local history = record.history or {}
 history[#history + 1] = {
   attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
-  ended_ms = now, outcome = class, message = message,
+  ended_ms = now, outcome = class, message = message, version = version,
 }
 record.history = history
 record.error = { class = class, message = message }

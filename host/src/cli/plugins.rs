@@ -1,0 +1,78 @@
+//! `wasmgear plugins`: check a plugin directory offline and show what it would serve.
+
+use std::path::PathBuf;
+
+use crate::plugins::PluginRegistry;
+use crate::runtime::{Runtime, RuntimeConfig};
+
+/// Options of `wasmgear plugins`.
+#[derive(Debug, clap::Args)]
+pub struct PluginsArgs {
+    /// The plugin directory to check.
+    #[arg(env = "WASMGEAR_PLUGINS", default_value = "plugins")]
+    dir: PathBuf,
+
+    /// Check with fuel metering on (as `wasmgear worker --fuel`).
+    #[arg(long)]
+    fuel: bool,
+}
+
+pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
+    let config = RuntimeConfig {
+        max_instances: 1,
+        fuel: args.fuel,
+        ..RuntimeConfig::default()
+    };
+    let runtime =
+        Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the runtime: {e:#}"))?;
+    let registry = PluginRegistry::default();
+    let report = registry.sync_dir(&runtime, &args.dir)?;
+    for plugin in registry.plugins() {
+        let limits = &plugin.limits;
+        let functions: Vec<String> = plugin.functions().iter().map(|f| f.to_string()).collect();
+        println!(
+            "{}  version {}  {} bytes",
+            plugin.source().display(),
+            plugin.version(),
+            plugin.size()
+        );
+        println!("  serves      {}", functions.join(", "));
+        println!(
+            "  limits      memory {} B, output {} B, {} log lines{}{}",
+            limits.memory_bytes,
+            limits.output_bytes,
+            limits.log_lines,
+            plugin
+                .max_timeout
+                .map(|t| format!(", timeout at most {t:?}"))
+                .unwrap_or_default(),
+            plugin
+                .fuel
+                .map(|f| format!(", fuel {f}"))
+                .unwrap_or_default(),
+        );
+        let manifest = plugin.manifest();
+        if let Some(concurrency) = manifest.concurrency {
+            println!("  concurrency {concurrency}");
+        }
+        let caps = &manifest.capabilities;
+        let env: Vec<&str> = caps.env.iter().map(|(k, _)| k.as_str()).collect();
+        let dirs: Vec<String> = caps
+            .dirs
+            .iter()
+            .map(|(h, g)| format!("{} -> {g} (read-only)", h.display()))
+            .collect();
+        let config: Vec<&str> = caps.config.keys().map(String::as_str).collect();
+        println!(
+            "  grants      env [{}], dirs [{}], config [{}], http [{}]",
+            env.join(", "),
+            dirs.join(", "),
+            config.join(", "),
+            caps.http_allow.join(", ")
+        );
+    }
+    for problem in &report.problems {
+        println!("error: {problem}");
+    }
+    Ok(if report.problems.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,120 @@
+//! The compile cache: compiled components on disk, so that a worker restart with unchanged
+//! plugins skips compilation.
+//!
+//! An entry is keyed by the component's SHA-256 and by a hash of the engine's configuration
+//! and wasmtime version (`Engine::precompile_compatibility_hash`), so another configuration
+//! never picks it up. Each file starts with the SHA-256 of its own contents; an entry whose
+//! hash does not match (torn write, corruption) or that wasmtime refuses is rebuilt, never
+//! used.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where a compiled component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileSource {
+    /// Compiled now (no cache, or no usable entry; the entry was written).
+    Compiled,
+    /// Loaded from a verified cache entry.
+    Cache,
+}
+
+/// A directory of compiled components.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    dir: PathBuf,
+}
+
+/// Feeds `Hash` output into SHA-256.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(&self) -> u64 {
+        0
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of `bytes`, in hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created when first written).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CompileCache { dir: dir.into() }
+    }
+
+    /// The cache's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn entry(&self, engine: &Engine, digest: &str) -> PathBuf {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_hash = hex(&hasher.0.finalize()[..8]);
+        self.dir.join(format!("{digest}-{engine_hash}.cwasm"))
+    }
+
+    /// The component with content hash `digest`: from a verified cache entry, or compiled
+    /// from `bytes` (and then cached; a cache that cannot be written is only logged).
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CompileSource)> {
+        let path = self.entry(engine, digest);
+        if let Some(component) = self.read(engine, &path) {
+            return Ok((component, CompileSource::Cache));
+        }
+        let component = Component::new(engine, bytes)?;
+        if let Err(error) = self.write(&path, &component) {
+            tracing::warn!(path = ?path, %error, "cannot write the compile cache entry");
+        }
+        Ok((component, CompileSource::Compiled))
+    }
+
+    fn read(&self, engine: &Engine, path: &Path) -> Option<Component> {
+        let data = std::fs::read(path).ok()?;
+        let (checksum, body) = data.split_at_checked(32)?;
+        if Sha256::digest(body).as_slice() != checksum {
+            tracing::warn!(path = ?path, "compile cache entry is corrupt; recompiling");
+            return None;
+        }
+        // SAFETY: the bytes are what `Component::serialize` wrote for this very engine
+        // configuration (the file name says which) and are unchanged since (the checksum
+        // says so); wasmtime also checks its own header and version.
+        match unsafe { Component::deserialize(engine, body) } {
+            Ok(component) => Some(component),
+            Err(error) => {
+                tracing::warn!(path = ?path, %error, "compile cache entry refused; recompiling");
+                None
+            }
+        }
+    }
+
+    fn write(&self, path: &Path, component: &Component) -> std::io::Result<()> {
+        let body = component.serialize().map_err(std::io::Error::other)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let mut data = Sha256::digest(&body).to_vec();
+        data.extend_from_slice(&body);
+        // Write beside, then rename: a reader never sees half an entry.
+        let temp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&temp, &data)?;
+        std::fs::rename(&temp, path)
+    }
+}

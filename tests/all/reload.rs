@@ -1,0 +1,303 @@
+//! The watched plugin directory: hot swaps, broken files, removals, the compile cache, and
+//! the worker list with its roll call.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wasmgear::queue::{EnqueueOptions, JobState};
+use wasmgear::runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
+
+use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function};
+
+const WAIT: Option<Duration> = Some(Duration::from_secs(30));
+
+/// Replaces `dir/name.wasm` with the built plugin `plugin` the way deploy tools do: write a
+/// temporary file beside it, then rename it into place.
+fn deploy(dir: &Path, name: &str, plugin: &str) {
+    let temp = dir.join(format!(".{name}.wasm.tmp"));
+    std::fs::copy(artifact(plugin), &temp).unwrap();
+    std::fs::rename(&temp, dir.join(format!("{name}.wasm"))).unwrap();
+}
+
+/// The version (content hash prefix) a plugin file will get.
+fn version_of(plugin: &str) -> String {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 1,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    runtime
+        .load_plugin(Path::new(artifact(plugin)))
+        .unwrap()
+        .version()
+        .to_string()
+}
+
+/// A watching worker serving `morph` (first `echo`), keeping `dir`'s path for the test.
+async fn morph_worker(redis: &TestRedis) -> (TestWorker, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("echo"), dir.path().join("morph.wasm")).unwrap();
+    let path = dir.path().to_path_buf();
+    let options = TestWorkerOptions {
+        watch: true,
+        ..TestWorkerOptions::default()
+    };
+    (TestWorker::start_on(&redis.url(), dir, options).await, path)
+}
+
+/// A plugin replaced while jobs stream in: no job fails, outputs switch from the old to the
+/// new behaviour, and each job records the version that produced its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_plugin_is_swapped_in_while_jobs_run() {
+    let redis = TestRedis::start();
+    let (worker, dir) = morph_worker(&redis).await;
+    let client = redis.client().await;
+    let (echo_version, reverse_version) = (version_of("echo"), version_of("reverse"));
+    let morph = function("morph");
+    let mut ids = Vec::new();
+    while ids.len() < 150 {
+        let input = format!("job {}", ids.len());
+        ids.push((
+            client
+                .enqueue(&morph, input.as_bytes(), &EnqueueOptions::default())
+                .await
+                .unwrap(),
+            input,
+        ));
+        if ids.len() == 50 {
+            deploy(&dir, "morph", "reverse");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut old, mut new) = (0, 0);
+    for (id, input) in &ids {
+        let status = client.wait(id, WAIT, |_| {}).await.unwrap();
+        assert_eq!(
+            status.record.state,
+            JobState::Succeeded,
+            "{id}: {:?}",
+            status.record.error
+        );
+        let output = String::from_utf8(status.output.unwrap()).unwrap();
+        let version = status.record.history[0].version.clone().unwrap_or_default();
+        if output == *input {
+            assert_eq!(
+                version, echo_version,
+                "{id} ran echo but recorded {version}"
+            );
+            old += 1;
+        } else {
+            assert_eq!(output, input.chars().rev().collect::<String>(), "{id}");
+            assert_eq!(
+                version, reverse_version,
+                "{id} ran reverse but recorded {version}"
+            );
+            new += 1;
+        }
+    }
+    assert!(old >= 50 && new > 0, "old {old}, new {new}");
+    let last = client
+        .enqueue(&morph, b"abc", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .wait(&last, WAIT, |_| {})
+            .await
+            .unwrap()
+            .output
+            .as_deref(),
+        Some(&b"cba"[..])
+    );
+    worker.stop().await;
+}
+
+/// A broken file keeps the previous version serving, with the error visible; fixing the
+/// file loads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_file_keeps_the_old_version_serving() {
+    let redis = TestRedis::start();
+    let (worker, dir) = morph_worker(&redis).await;
+    let client = redis.client().await;
+    std::fs::write(dir.join("morph.wasm"), b"\x00asm\x0d\x00\x01\x00not really").unwrap();
+    eventually(Duration::from_secs(10), "the error to show", || async {
+        worker
+            .registry
+            .errors()
+            .into_iter()
+            .find(|(p, _)| p.ends_with("morph.wasm"))
+            .map(|(_, e)| e)
+    })
+    .await;
+    let id = client
+        .enqueue(
+            &function("morph"),
+            b"still echo",
+            &EnqueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .wait(&id, WAIT, |_| {})
+            .await
+            .unwrap()
+            .output
+            .as_deref(),
+        Some(&b"still echo"[..])
+    );
+    let error = &worker.registry.errors()[0].1;
+    assert!(error.contains("does not compile"), "{error}");
+    deploy(&dir, "morph", "reverse");
+    eventually(Duration::from_secs(10), "the fix to load", || async {
+        worker.registry.errors().is_empty().then_some(())
+    })
+    .await;
+    let id = client
+        .enqueue(&function("morph"), b"abc", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .wait(&id, WAIT, |_| {})
+            .await
+            .unwrap()
+            .output
+            .as_deref(),
+        Some(&b"cba"[..])
+    );
+    worker.stop().await;
+}
+
+/// A removed plugin stops being leased (its jobs stay queued) and serves again when it
+/// comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_plugin_leaves_its_jobs_queued_until_it_returns() {
+    let redis = TestRedis::start();
+    let (worker, dir) = morph_worker(&redis).await;
+    let client = redis.client().await;
+    std::fs::remove_file(dir.join("morph.wasm")).unwrap();
+    eventually(Duration::from_secs(10), "the removal", || async {
+        worker.registry.functions().is_empty().then_some(())
+    })
+    .await;
+    let id = client
+        .enqueue(&function("morph"), b"waiting", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        client.status(&id).await.unwrap().record.state,
+        JobState::Queued
+    );
+    deploy(&dir, "morph", "echo");
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    assert_eq!(status.output.as_deref(), Some(&b"waiting"[..]));
+    worker.stop().await;
+}
+
+/// The second load of an unchanged plugin comes from the compile cache; a corrupt entry is
+/// detected and rebuilt.
+#[test]
+fn the_compile_cache_is_used_and_checked() {
+    let cache_dir = tempfile::tempdir().unwrap();
+    let load = || {
+        let config = RuntimeConfig {
+            max_instances: 1,
+            cache: Some(CompileCache::new(cache_dir.path())),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Runtime::new(config).unwrap();
+        let started = Instant::now();
+        let plugin = runtime.load_plugin(Path::new(artifact("sum"))).unwrap();
+        (plugin.compiled_from(), started.elapsed())
+    };
+    let (first, compile_time) = load();
+    let (second, cached_time) = load();
+    assert_eq!(
+        (first, second),
+        (CompileSource::Compiled, CompileSource::Cache)
+    );
+    eprintln!("sum plugin: compiled in {compile_time:?}, from cache in {cached_time:?}");
+    let entry = std::fs::read_dir(cache_dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, bytes).unwrap();
+    assert_eq!(
+        load().0,
+        CompileSource::Compiled,
+        "a corrupt entry must not be used"
+    );
+    assert_eq!(
+        load().0,
+        CompileSource::Cache,
+        "the rebuilt entry is used again"
+    );
+}
+
+/// A live worker is in the worker list and the roll call of its functions; enqueue
+/// --require-worker refuses a function nobody serves; a stopped worker leaves both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_list_and_roll_call() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let echo = function("echo");
+    assert_eq!(client.live_workers(&echo).await.unwrap(), 0);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let out = crate::support::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(crate::support::stderr(&out).contains("no live worker serves function echo"));
+
+    let worker = TestWorker::start(&redis, &["echo"]).await;
+    eventually(Duration::from_secs(10), "the roll call", || async {
+        (client.live_workers(&echo).await.unwrap() == 1).then_some(())
+    })
+    .await;
+    let out = crate::support::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
+    assert_eq!(
+        crate::support::stdout(&out).trim(),
+        "echo:1",
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let list = crate::support::stdout(&crate::support::wasmgear(&["workers"], &env));
+    assert!(
+        list.contains("test-worker") && list.contains("serves echo (plugin"),
+        "{list}"
+    );
+    worker.stop().await;
+    assert_eq!(client.live_workers(&echo).await.unwrap(), 0);
+    assert!(client.workers().await.unwrap().is_empty());
+}
+
+/// `wasmgear plugins DIR` shows each plugin's functions, version and grants, and the
+/// reason a broken one cannot load (exit 1).
+#[test]
+fn plugins_checks_a_directory_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("echo"), dir.path().join("echo.wasm")).unwrap();
+    std::fs::write(dir.path().join("echo.toml"), "[config]\nmode = \"loud\"\n").unwrap();
+    std::fs::write(dir.path().join("broken.wasm"), b"nope").unwrap();
+    let out = crate::support::wasmgear(&["plugins", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = crate::support::stdout(&out);
+    assert!(
+        text.contains(&format!("version {}", version_of("echo"))),
+        "{text}"
+    );
+    assert!(
+        text.contains("serves      echo") && text.contains("config [mode]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("broken.wasm") && text.contains("not a WebAssembly component"),
+        "{text}"
+    );
+}
