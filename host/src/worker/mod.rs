@@ -118,7 +118,10 @@ pub async fn run<S: JobSource>(
         let requests = node.lease_requests(permits.len());
         // Not raced against shutdown: a lease call dropped halfway may have leased jobs in
         // the queue that nobody here would run. Leased jobs go through the shutdown below.
-        let leases = node.source.lease(&requests, permits.len(), node.config.lease_ttl).await;
+        let leases = node
+            .source
+            .lease(&requests, permits.len(), node.config.lease_ttl)
+            .await;
         let leases = match leases {
             Ok(leases) => leases,
             Err(error) => {
