@@ -431,3 +431,25 @@ fn logs_prints_the_job_log() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(stderr(&missing).contains("no job count:9"));
 }
+
+/// A plugin dropped into a running worker's directory serves its new function: the worker
+/// subscribes to it and joins its roll call.
+#[test]
+fn a_new_plugin_file_serves_a_new_function() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["echo"]);
+    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let temp = plugins.path().join(".reverse.tmp");
+    std::fs::copy(crate::support::artifact("reverse"), &temp).unwrap();
+    std::fs::rename(&temp, plugins.path().join("reverse.wasm")).unwrap();
+    eventually_sync(Duration::from_secs(20), "the roll call of reverse", || {
+        stdout(&wasmgear(&["workers"], &env)).contains("serves reverse (plugin")
+    });
+    let out = wasmgear(
+        &["enqueue", "reverse", "new", "--require-worker", "--wait"],
+        &env,
+    );
+    assert_eq!(stdout(&out), "wen", "{}", stderr(&out));
+}

@@ -126,11 +126,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             args.plugins
         );
     }
-    let functions = if args.functions.is_empty() {
-        available
-    } else {
-        args.functions.clone()
-    };
+    // Empty: every plugin, including those added to the directory later.
+    let functions = args.functions.clone();
 
     let embedded = match &args.redis.url {
         Some(_) => None,

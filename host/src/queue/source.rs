@@ -203,6 +203,19 @@ impl WorkerQueue {
         Ok(())
     }
 
+    /// Takes this worker out of the roll call of `functions`.
+    pub async fn leave(&self, functions: &[FunctionName]) -> Result<()> {
+        for function in functions {
+            let _: i64 = scripts::ROLLCALL
+                .key(FunctionKeys::new(function).workers())
+                .arg(&self.worker_id)
+                .arg(0)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// This worker's id, as recorded on the jobs it runs.
     pub fn worker_id(&self) -> &str {
         &self.worker_id

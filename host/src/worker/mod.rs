@@ -247,7 +247,7 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
                 .cloned()
                 .collect();
             if !gone.is_empty() {
-                let _ = node.source.advertise("", &gone, Duration::ZERO).await;
+                let _ = node.source.leave(&gone).await;
             }
             served = current;
         }

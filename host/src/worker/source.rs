@@ -85,6 +85,12 @@ pub trait JobSource: Send + Sync + 'static {
         ttl: Duration,
     ) -> impl Future<Output = Result<(), SourceError>> + Send;
 
+    /// Takes the worker out of the roll call of `functions` (it no longer serves them).
+    fn leave(
+        &self,
+        functions: &[FunctionName],
+    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+
     /// Hands the job back unrun (the worker is shutting down).
     fn release(
         &self,
@@ -120,6 +126,10 @@ impl JobSource for WorkerQueue {
 
     async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         Ok(WorkerQueue::listen(self, functions).await?)
+    }
+
+    async fn leave(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(WorkerQueue::leave(self, functions).await?)
     }
 
     async fn advertise(
