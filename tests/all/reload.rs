@@ -301,3 +301,80 @@ fn plugins_checks_a_directory_offline() {
         "{text}"
     );
 }
+
+/// A copy written in pieces, a symlink swap and an editor's save-via-temp-file each end in
+/// exactly one reload, of the final content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_of_writing_a_file_ends_in_one_reload() {
+    let redis = TestRedis::start();
+    let (worker, dir) = morph_worker(&redis).await;
+    let changes = worker.registry.changes();
+    let reverse = std::fs::read(artifact("reverse")).unwrap();
+    let echo = std::fs::read(artifact("echo")).unwrap();
+    let morph = dir.join("morph.wasm");
+    let serving = |expected: String| {
+        let registry = worker.registry.clone();
+        async move {
+            eventually(Duration::from_secs(10), "the new version", || async {
+                (registry
+                    .get(&function("morph"))
+                    .map(|p| p.version().to_string())
+                    == Some(expected.clone()))
+                .then_some(())
+            })
+            .await
+        }
+    };
+    let ways: [(&str, Box<dyn Fn(&[u8])>); 3] = [
+        (
+            "copy in pieces",
+            Box::new(|bytes: &[u8]| {
+                use std::io::Write;
+                let mut file = std::fs::File::create(&morph).unwrap();
+                for chunk in bytes.chunks(bytes.len() / 4 + 1) {
+                    file.write_all(chunk).unwrap();
+                    file.flush().unwrap();
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+            }),
+        ),
+        (
+            "symlink swap",
+            Box::new(|bytes: &[u8]| {
+                let target = dir.join(format!("store-{}.bin", bytes.len()));
+                std::fs::write(&target, bytes).unwrap();
+                let link = dir.join(".morph.link");
+                let _ = std::fs::remove_file(&link);
+                std::os::unix::fs::symlink(&target, &link).unwrap();
+                std::fs::rename(&link, &morph).unwrap();
+            }),
+        ),
+        (
+            "editor save via temp file",
+            Box::new(|bytes: &[u8]| {
+                let temp = dir.join("morph.wasm~");
+                std::fs::write(&temp, bytes).unwrap();
+                std::fs::rename(&temp, &morph).unwrap();
+            }),
+        ),
+    ];
+    let mut next_is_reverse = true;
+    for (way, write) in ways {
+        let (bytes, plugin) = if next_is_reverse {
+            (&reverse, "reverse")
+        } else {
+            (&echo, "echo")
+        };
+        next_is_reverse = !next_is_reverse;
+        let before = *changes.borrow();
+        write(bytes);
+        serving(version_of(plugin)).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            *changes.borrow(),
+            before + 1,
+            "{way}: not exactly one reload"
+        );
+    }
+    worker.stop().await;
+}
