@@ -324,7 +324,10 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command.env("RUST_LOG", "info");
     // Local state (the compile cache, an embedded Redis) stays out of the source tree; a
     // test that needs its own home passes WASMGEAR_HOME in `env`.
-    command.env("WASMGEAR_HOME", std::env::temp_dir().join("wasmgear-tests-home"));
+    command.env(
+        "WASMGEAR_HOME",
+        std::env::temp_dir().join("wasmgear-tests-home"),
+    );
     for (k, v) in env {
         command.env(k, v);
     }

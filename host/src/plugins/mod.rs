@@ -198,14 +198,6 @@ impl PluginRegistry {
         Ok(Some(plugin))
     }
 
-    /// Adds a plugin (replacing the previous version from the same file); refused if
-    /// another file's plugin serves one of its functions.
-    pub fn insert(&self, plugin: Plugin) -> Result<(), LoadProblem> {
-        self.swap_in(Arc::new(plugin))?;
-        self.generation.send_modify(|g| *g += 1);
-        Ok(())
-    }
-
     fn swap_in(&self, plugin: Arc<Plugin>) -> Result<(), LoadProblem> {
         let mut state = self.write();
         let path = plugin.source().to_path_buf();

@@ -5,7 +5,6 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
-use redis::AsyncCommands;
 use serde::Deserialize;
 
 use super::connection::{self, Connection};
@@ -482,12 +481,6 @@ impl Client {
                 Ok(CancelOutcome::AlreadyEnded(state))
             }
         }
-    }
-
-    /// The number of jobs of `function` waiting to run now.
-    pub async fn ready_count(&self, function: &FunctionName) -> Result<u64> {
-        let keys = FunctionKeys::new(function);
-        Ok(self.conn.clone().zcard(keys.ready()).await?)
     }
 }
 

@@ -57,11 +57,6 @@ impl CompileCache {
         CompileCache { dir: dir.into() }
     }
 
-    /// The cache's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn entry(&self, engine: &Engine, digest: &str) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);

@@ -147,11 +147,6 @@ impl Runtime {
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
-
-    /// The limits applied to every job.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
 }
 
 impl Drop for Runtime {
