@@ -75,6 +75,33 @@ pub fn parse_time(text: &str) -> anyhow::Result<SystemTime> {
     Ok(UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
+/// The UTC date `YYYY-MM-DD` of a day counted from 1970-01-01 (day 0).
+pub fn date_of_day(days: i64) -> String {
+    // The inverse of the day count in `parse_time` (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The day (counted from 1970-01-01) of a UTC date `YYYY-MM-DD`.
+pub fn day_of_date(text: &str) -> anyhow::Result<i64> {
+    let time = parse_time(&format!("{}T00:00:00Z", text.trim()))
+        .map_err(|_| anyhow::anyhow!("invalid date {text:?}: expected YYYY-MM-DD"))?;
+    let seconds = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Ok((seconds / 86_400) as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +115,17 @@ mod tests {
         for bad in ["", "s", "10x", "-1s", "1e999s"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn days_and_dates_convert_both_ways() {
+        assert_eq!(date_of_day(0), "1970-01-01");
+        assert_eq!(date_of_day(20_414), "2025-11-22");
+        for day in [0, 59, 60, 365, 11_016, 20_454, 30_000] {
+            assert_eq!(day_of_date(&date_of_day(day)).unwrap(), day);
+        }
+        assert!(day_of_date("2026-13-01").is_err());
+        assert!(day_of_date("yesterday").is_err());
     }
 
     #[test]

@@ -74,3 +74,18 @@ async fn jobs_of_many_functions_run_on_a_cluster() {
     assert_eq!(status.record.state, JobState::Cancelled);
     worker.stop().await;
 }
+
+/// Uniq coalescing on a cluster: the uniq index lives in the function's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniq_keys_coalesce_on_a_cluster() {
+    let cluster = TestCluster::start();
+    crate::features::check_uniq_coalescing(&cluster.url()).await;
+}
+
+/// Dependencies across functions on a cluster: fetch, build and ship live in different slots
+/// (ship on another node than the other two), and the chain still runs and cancels in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_across_functions_work_on_a_cluster() {
+    let cluster = TestCluster::start();
+    crate::features::check_dependencies(&cluster.url()).await;
+}

@@ -8,6 +8,7 @@ mod api;
 mod cancel;
 mod cli;
 mod cluster;
+mod features;
 mod lease;
 mod manifest;
 mod plugin_dir;

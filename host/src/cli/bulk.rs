@@ -19,7 +19,8 @@ pub struct BulkArgs {
     /// File of JSON lines to read; stdin when left out or `-`. Each line is one job:
     /// {"function": "resize", "input": "text"} or with "input_json": <any JSON value>,
     /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
-    /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h").
+    /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h"),
+    /// "failed_retention" ("7d"), "uniq" (a key), "tags" and "after" (lists of job ids).
     /// Every line is checked before any job is written. Prints one job id per line, in order.
     file: Option<PathBuf>,
 }
@@ -45,6 +46,14 @@ struct Line {
     timeout: Option<String>,
     #[serde(default)]
     retention: Option<String>,
+    #[serde(default)]
+    failed_retention: Option<String>,
+    #[serde(default)]
+    uniq: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    after: Vec<String>,
 }
 
 impl Line {
@@ -84,6 +93,16 @@ impl Line {
         if let Some(retention) = self.retention {
             options.retention = parse_duration(&retention)?;
         }
+        if let Some(retention) = self.failed_retention {
+            options.failed_retention = parse_duration(&retention)?;
+        }
+        options.uniq = self.uniq;
+        options.tags = self.tags;
+        options.after = self
+            .after
+            .iter()
+            .map(|id| id.parse())
+            .collect::<Result<_, _>>()?;
         options.validate()?;
         Ok((function, input, options))
     }

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use super::status::print_failure;
 use super::{RedisArgs, parse_duration, parse_time};
-use crate::job::{FunctionName, Progress};
+use crate::job::{FunctionName, JobId, Progress};
 use crate::queue::client::EnqueueOptions;
 use crate::queue::{JobState, Priority};
 
@@ -54,6 +54,24 @@ pub struct EnqueueArgs {
     #[arg(long, default_value = "25h", value_parser = parse_duration)]
     retention: Duration,
 
+    /// How long the job is kept if it fails for good (to look at and retry it).
+    #[arg(long, default_value = "7d", value_parser = parse_duration)]
+    failed_retention: Duration,
+
+    /// Unique key (Gearman): while an unfinished job of this function has the same key, print
+    /// that job's id instead of enqueueing another.
+    #[arg(long)]
+    uniq: Option<String>,
+
+    /// Tag the job (repeatable); `wasmgear jobs --tag TAG` finds it.
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
+
+    /// Run only after this job (of any function) has succeeded (repeatable). If it fails or
+    /// is cancelled, this job is cancelled.
+    #[arg(long = "after", value_name = "JOB_ID")]
+    after: Vec<String>,
+
     /// Refuse to enqueue (exit 1, nothing written) unless a live worker serves the function
     /// (GearMonkey's roll call). Workers may still die between the check and the job.
     #[arg(long)]
@@ -76,8 +94,16 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         max_attempts: args.max_attempts,
         timeout: args.timeout,
         retention: args.retention,
+        failed_retention: args.failed_retention,
         delay: args.delay.unwrap_or_default(),
         at: args.at,
+        uniq: args.uniq.clone(),
+        tags: args.tags.clone(),
+        after: args
+            .after
+            .iter()
+            .map(|id| id.parse::<JobId>())
+            .collect::<Result<_, _>>()?,
     };
     options.validate()?;
     let input = read_input(&args)?;
@@ -88,7 +114,16 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
              (nothing was enqueued)"
         );
     }
-    let id = client.enqueue(&function, &input, &options).await?;
+    let enqueued = client
+        .submit(&function, &[(&input, options)])
+        .await?
+        .into_iter()
+        .next()
+        .context("the queue answered no job id")?;
+    let id = enqueued.id;
+    if !enqueued.created {
+        eprintln!("an unfinished job with this uniq key exists: {id}");
+    }
     if !args.wait {
         println!("{id}");
         return Ok(0);

@@ -4,9 +4,15 @@
 
 mod bulk;
 mod cancel;
+mod config;
 mod enqueue;
+mod failed;
+mod jobs;
 mod logs;
 mod plugins;
+mod queues;
+mod retry;
+mod stats;
 mod status;
 mod worker;
 mod workers;
@@ -90,6 +96,26 @@ enum Command {
     Plugins(plugins::PluginsArgs),
     /// Cancel a job: a waiting one at once, a running one by asking its worker to stop it.
     Cancel(cancel::CancelArgs),
+    /// Per function: jobs queued, scheduled, running, waiting on dependencies, finished;
+    /// live workers; paused or not.
+    Queues(queues::QueuesArgs),
+    /// Failure groups with their counts, or (with --group) the failed jobs of one group.
+    Failed(failed::FailedArgs),
+    /// Run a failed or cancelled job again, or a whole failure group (--group).
+    Retry(retry::RetryArgs),
+    /// A function's statistics for one day: wait and run times, failures, retries.
+    Stats(stats::StatsArgs),
+    /// Find jobs by tag, or a function's jobs by state.
+    Jobs(jobs::JobsArgs),
+    /// Add or remove tags of a job.
+    Tag(jobs::TagArgs),
+    /// Show or change a function's settings: concurrency cap, rate limit, jobs kept.
+    Config(config::ConfigArgs),
+    /// Pause a function: workers start none of its jobs (running ones finish; enqueueing
+    /// goes on).
+    Pause(config::PauseArgs),
+    /// Resume a paused function.
+    Resume(config::PauseArgs),
 }
 
 impl Cli {
@@ -104,6 +130,47 @@ impl Cli {
             Command::Logs(args) => logs::run(args).await,
             Command::Workers(args) => workers::run(args).await,
             Command::Plugins(args) => plugins::run(args).await,
+            Command::Queues(args) => queues::run(args).await,
+            Command::Failed(args) => failed::run(args).await,
+            Command::Retry(args) => retry::run(args).await,
+            Command::Stats(args) => stats::run(args).await,
+            Command::Jobs(args) => jobs::run(args).await,
+            Command::Tag(args) => jobs::tag(args).await,
+            Command::Config(args) => config::run(args).await,
+            Command::Pause(args) => config::pause(args, true).await,
+            Command::Resume(args) => config::pause(args, false).await,
         }
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Prints rows under `headers` in aligned columns (the last column unpadded).
+pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let text: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| match i == last {
+                true => cell.to_string(),
+                false => format!("{cell:<width$}", width = widths[i]),
+            })
+            .collect();
+        println!("{}", text.join("  ").trim_end());
+    };
+    line(headers.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
     }
 }

@@ -79,7 +79,7 @@ pub(super) fn print_failure(status: &JobStatus) {
     }
 }
 
-fn ago(ms: u64) -> String {
+pub(super) fn ago(ms: u64) -> String {
     human(Duration::from_millis(
         crate::queue::now_ms().saturating_sub(ms),
     ))

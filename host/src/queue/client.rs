@@ -1,21 +1,32 @@
 //! The producer side of the queue: enqueue jobs, look them up, wait for them.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::connection::{self, Connection};
-use super::keys::{FunctionKeys, WorkerListKeys};
+use super::keys::{self, FunctionKeys, WorkerListKeys};
 use super::model::{JobRecord, JobState, JobStatus};
-use super::{QueueError, Result, scripts};
+use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
 /// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(25 * 3600);
+/// How long a failed job is kept when the client does not say: a week, so that someone
+/// can look at it and retry it.
+pub const DEFAULT_FAILED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most tags one job may have.
+pub const MAX_TAGS: usize = 32;
+/// The most dependencies one job may have.
+pub const MAX_DEPENDENCIES: usize = 100;
+/// The longest uniq key or tag, in bytes.
+pub const MAX_KEY_BYTES: usize = 200;
 /// The largest input accepted, in bytes.
 pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 /// The most attempts a job may be given.
@@ -98,11 +109,22 @@ pub struct EnqueueOptions {
     pub timeout: Option<Duration>,
     /// How long the finished job (and its output) is kept.
     pub retention: Duration,
+    /// How long the job is kept if it fails for good (the longer of this and `retention`
+    /// applies).
+    pub failed_retention: Duration,
     /// How long to wait before the job may run (zero: at once).
     pub delay: Duration,
     /// The time before which the job may not run (queue clock); must not be in the past.
     /// Not together with `delay`.
     pub at: Option<SystemTime>,
+    /// Gearman's unique key: while an unfinished job of the same function holds this key,
+    /// enqueueing returns that job instead of a new one.
+    pub uniq: Option<String>,
+    /// Tags to find the job by (qless).
+    pub tags: Vec<String>,
+    /// Jobs (of any function) that must succeed before this one runs (qless). If one of them
+    /// fails or is cancelled, this job is cancelled.
+    pub after: Vec<JobId>,
 }
 
 impl Default for EnqueueOptions {
@@ -112,8 +134,12 @@ impl Default for EnqueueOptions {
             max_attempts: None,
             timeout: None,
             retention: DEFAULT_RETENTION,
+            failed_retention: DEFAULT_FAILED_RETENTION,
             delay: Duration::ZERO,
             at: None,
+            uniq: None,
+            tags: Vec::new(),
+            after: Vec::new(),
         }
     }
 }
@@ -143,6 +169,30 @@ impl EnqueueOptions {
                 self.retention
             ));
         }
+        if self.failed_retention > MAX_DURATION {
+            return bad(format!(
+                "failed retention {:?} is longer than 10 years",
+                self.failed_retention
+            ));
+        }
+        if let Some(uniq) = &self.uniq {
+            check_key("uniq key", uniq)?;
+        }
+        if self.tags.len() > MAX_TAGS {
+            return bad(format!(
+                "{} tags are more than the limit of {MAX_TAGS}",
+                self.tags.len()
+            ));
+        }
+        for tag in &self.tags {
+            check_key("tag", tag)?;
+        }
+        if self.after.len() > MAX_DEPENDENCIES {
+            return bad(format!(
+                "{} dependencies are more than the limit of {MAX_DEPENDENCIES}",
+                self.after.len()
+            ));
+        }
         if self.delay > MAX_DURATION {
             return bad(format!("delay {:?} is longer than 10 years", self.delay));
         }
@@ -160,6 +210,30 @@ impl EnqueueOptions {
         }
         Ok(())
     }
+}
+
+/// Checks a uniq key or tag: 1 to [`MAX_KEY_BYTES`] bytes, no control characters.
+pub fn check_key(what: &str, key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(QueueError::BadOption(format!(
+            "{what} {key:?} must be 1 to {MAX_KEY_BYTES} bytes long"
+        )));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(QueueError::BadOption(format!(
+            "{what} {key:?} contains a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// A job handed to `enqueue`: its id, and whether it is new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The job's id.
+    pub id: JobId,
+    /// `false` when the uniq key returned an unfinished job enqueued before.
+    pub created: bool,
 }
 
 /// What `cancel` did.
@@ -192,8 +266,9 @@ pub(crate) struct Event {
 #[derive(Clone)]
 pub struct Client {
     redis: redis::Client,
-    conn: Connection,
+    pub(crate) conn: Connection,
     max_input_bytes: usize,
+    registered: Arc<Mutex<HashSet<FunctionName>>>,
 }
 
 impl Client {
@@ -204,6 +279,7 @@ impl Client {
             redis,
             conn,
             max_input_bytes: MAX_INPUT_BYTES,
+            registered: Arc::default(),
         })
     }
 
@@ -233,6 +309,21 @@ impl Client {
         function: &FunctionName,
         jobs: &[(&[u8], EnqueueOptions)],
     ) -> Result<Vec<JobId>> {
+        Ok(self
+            .submit(function, jobs)
+            .await?
+            .into_iter()
+            .map(|job| job.id)
+            .collect())
+    }
+
+    /// Like [`Client::enqueue_many`], and says for each job whether it is new or an
+    /// unfinished job that held the same uniq key.
+    pub async fn submit(
+        &self,
+        function: &FunctionName,
+        jobs: &[(&[u8], EnqueueOptions)],
+    ) -> Result<Vec<Enqueued>> {
         for (i, (input, options)) in jobs.iter().enumerate() {
             options.validate().map_err(|e| match e {
                 QueueError::BadOption(what) if jobs.len() > 1 => {
@@ -251,26 +342,30 @@ impl Client {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = FunctionKeys::new(function);
-        let mut call = scripts::ENQUEUE.prepare_invoke();
-        call.key(keys.seq())
-            .key(keys.jobs())
-            .key(keys.input())
-            .key(keys.ready())
-            .key(keys.scheduled())
-            .key(keys.events())
-            .arg(function.as_str())
-            .arg(jobs.len());
+        // Dependencies in this function are checked by the script; the others here.
+        for (_, options) in jobs {
+            for dependency in options.after.iter().filter(|d| d.function != *function) {
+                self.check_dependency(dependency).await?;
+            }
+        }
+        self.register(function).await?;
+        let mut call = scripts::on_function(&scripts::ENQUEUE, function);
+        call.arg(jobs.len());
         for (input, options) in jobs {
+            let ms = |d: Duration| d.as_millis() as u64;
             call.arg(options.priority.value())
                 .arg(options.max_attempts.unwrap_or(0))
-                .arg(options.timeout.map_or(0, |t| t.as_millis().max(1) as u64))
-                .arg(options.retention.as_millis() as u64)
-                .arg(options.delay.as_millis() as u64)
+                .arg(options.timeout.map_or(0, |t| ms(t).max(1)))
+                .arg(ms(options.retention))
+                .arg(ms(options.failed_retention))
+                .arg(ms(options.delay))
                 .arg(options.at.map(system_time_ms).unwrap_or(0))
+                .arg(options.uniq.as_deref().unwrap_or(""))
+                .arg(json_list(&options.tags))
+                .arg(json_list(&options.after))
                 .arg(*input);
         }
-        let numbers: Vec<u64> = call
+        let rows: Vec<(u64, i64, Vec<String>)> = call
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| {
@@ -280,13 +375,69 @@ impl Client {
                     _ => QueueError::Redis(e),
                 }
             })?;
-        Ok(numbers
-            .into_iter()
-            .map(|seq| JobId {
+        let mut enqueued = Vec::with_capacity(rows.len());
+        for (seq, created, pending_links) in rows {
+            let id = JobId {
                 function: function.clone(),
                 seq,
-            })
-            .collect())
+            };
+            for dependency in pending_links {
+                let dependency: JobId = dependency.parse()?;
+                links::link(&self.conn, &id, &dependency).await?;
+            }
+            enqueued.push(Enqueued {
+                id,
+                created: created == 1,
+            });
+        }
+        Ok(enqueued)
+    }
+
+    /// Refuses a dependency that does not exist or has already failed.
+    async fn check_dependency(&self, dependency: &JobId) -> Result<()> {
+        let raw: Option<String> = redis::cmd("HGET")
+            .arg(FunctionKeys::new(&dependency.function).jobs())
+            .arg(dependency.seq)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let Some(raw) = raw else {
+            return Err(QueueError::BadOption(format!(
+                "dependency {dependency} does not exist (never enqueued, or its retention is over)"
+            )));
+        };
+        let record: JobRecord = serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
+            id: dependency.clone(),
+            reason: e.to_string(),
+        })?;
+        if matches!(record.state, JobState::Failed | JobState::Cancelled) {
+            return Err(QueueError::BadOption(format!(
+                "dependency {dependency} has already {}, so the job could never run",
+                record.state
+            )));
+        }
+        Ok(())
+    }
+
+    /// Adds `function` to the directory of functions (once per client).
+    pub(crate) async fn register(&self, function: &FunctionName) -> Result<()> {
+        if self
+            .registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(function)
+        {
+            return Ok(());
+        }
+        let _: i64 = redis::cmd("SADD")
+            .arg(keys::functions())
+            .arg(function.as_str())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        self.registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(function.clone());
+        Ok(())
     }
 
     /// Enqueues jobs of any functions: one atomic call per function, the functions in
@@ -457,17 +608,12 @@ impl Client {
     /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop
     /// (it ends `cancelled` when the worker has stopped it, within the grace period).
     pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
-        let keys = FunctionKeys::new(&id.function);
-        let (done, word): (i64, String) = scripts::CANCEL
-            .key(keys.jobs())
-            .key(keys.ready())
-            .key(keys.scheduled())
-            .key(keys.expires())
-            .key(keys.events())
-            .arg(id.function.as_str())
-            .arg(id.seq)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+        let (done, word, notify): (i64, String, Vec<String>) =
+            scripts::on_function(&scripts::CANCEL, &id.function)
+                .arg(id.seq)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+        links::deliver(&self.conn, notify).await?;
         match (done, word.as_str()) {
             (1, "cancelled") => Ok(CancelOutcome::Cancelled),
             (1, _) => Ok(CancelOutcome::Stopping),
@@ -482,6 +628,14 @@ impl Client {
             }
         }
     }
+}
+
+/// A JSON array of `items`' text, or '' when there are none.
+fn json_list<T: ToString>(items: &[T]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    serde_json::to_string(&items.iter().map(T::to_string).collect::<Vec<_>>()).unwrap_or_default()
 }
 
 /// Milliseconds since the Unix epoch of `time` (0 before 1970).

@@ -65,6 +65,62 @@ impl FunctionKeys {
     pub fn expires(&self) -> String {
         self.key("expires")
     }
+    /// Sorted set: jobs waiting on dependencies, scored by when to re-check their links to
+    /// jobs of other functions (ms).
+    pub fn waiting(&self) -> String {
+        self.key("waiting")
+    }
+    /// Hash: uniq key → number of the unfinished job holding it.
+    pub fn uniq(&self) -> String {
+        self.key("uniq")
+    }
+    /// Sorted set: `TAG\0NUMBER` (number zero-padded), all scored 0, read by lex range.
+    pub fn tagged(&self) -> String {
+        self.key("tagged")
+    }
+    /// Sorted set: `GROUP\0NUMBER` of each retained failed job, all scored 0.
+    pub fn failed(&self) -> String {
+        self.key("failed")
+    }
+    /// Hash: retained finished jobs per state, and failed ones per group (`failed:GROUP`).
+    pub fn counts(&self) -> String {
+        self.key("counts")
+    }
+    /// Hash: `DAY:FIELD` → daily statistics.
+    pub fn stats(&self) -> String {
+        self.key("stats")
+    }
+    /// Hash: the function's settings (paused, concurrency, rate limit, finished jobs kept).
+    pub fn config(&self) -> String {
+        self.key("config")
+    }
+    /// Sorted set: lease tokens inside the rate-limit window, scored by lease time (ms).
+    pub fn rate(&self) -> String {
+        self.key("rate")
+    }
+    /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
+    pub fn all(&self) -> [String; 18] {
+        [
+            self.seq(),
+            self.jobs(),
+            self.input(),
+            self.output(),
+            self.logs(),
+            self.ready(),
+            self.scheduled(),
+            self.leased(),
+            self.waiting(),
+            self.expires(),
+            self.uniq(),
+            self.tagged(),
+            self.failed(),
+            self.counts(),
+            self.stats(),
+            self.config(),
+            self.rate(),
+            self.events(),
+        ]
+    }
     /// Sorted set: the live workers serving the function, scored by membership expiry (ms).
     pub fn workers(&self) -> String {
         self.key("workers")
@@ -73,6 +129,12 @@ impl FunctionKeys {
     pub fn events(&self) -> String {
         self.key("events")
     }
+}
+
+/// The directory of functions (in the `{functions}` slot): every function that has been
+/// enqueued to or served, so that operators can list queues without scanning keys.
+pub fn functions() -> String {
+    format!("{PREFIX}:{{functions}}:names")
 }
 
 /// The keys of the worker list (all in the `{workers}` slot).
@@ -96,17 +158,7 @@ mod tests {
     #[test]
     fn every_key_of_a_function_shares_its_hash_tag() {
         let keys = FunctionKeys::new(&FunctionName::new("echo").unwrap());
-        for key in [
-            keys.seq(),
-            keys.jobs(),
-            keys.input(),
-            keys.output(),
-            keys.logs(),
-            keys.ready(),
-            keys.scheduled(),
-            keys.leased(),
-            keys.expires(),
-        ] {
+        for key in keys.all().into_iter().chain([keys.workers()]) {
             assert!(key.starts_with("wg:{echo}:"), "{key}");
         }
     }

@@ -8,14 +8,17 @@
 //! - [`Client`]: the producer side (enqueue, status, wait).
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
+pub mod admin;
 pub mod client;
 mod connection;
 pub mod keys;
+mod links;
 pub mod model;
 mod scripts;
 pub mod source;
 
-pub use client::{CancelOutcome, Client, EnqueueOptions, Priority};
+pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
+pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority};
 pub use model::{JobRecord, JobState, JobStatus};
 pub use source::WorkerQueue;
 

@@ -14,6 +14,8 @@ pub enum JobState {
     Queued,
     /// Waiting for its time: delayed, or backing off before a retry.
     Scheduled,
+    /// Waiting for its dependencies to succeed.
+    Waiting,
     /// Leased by a worker and running.
     Running,
     /// Finished with an output.
@@ -38,6 +40,7 @@ impl JobState {
         match self {
             JobState::Queued => "queued",
             JobState::Scheduled => "scheduled",
+            JobState::Waiting => "waiting",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
@@ -99,6 +102,41 @@ pub struct JobRecord {
     pub timeout_ms: u64,
     /// How long the finished job is kept, ms.
     pub retention_ms: u64,
+    /// How long the job is kept if it fails, ms (the longer of this and `retention_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_retention_ms: Option<u64>,
+    /// The uniq key the job holds while unfinished: enqueueing another job of the function
+    /// with the same key returns this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uniq: Option<String>,
+    /// The job's tags.
+    #[serde(
+        default,
+        deserialize_with = "lua_array",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub tags: Vec<String>,
+    /// The jobs that had to succeed before this one could run.
+    #[serde(
+        default,
+        deserialize_with = "lua_array",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub after: Vec<String>,
+    /// Of those, the ones that have not succeeded yet (while `waiting`).
+    #[serde(
+        default,
+        deserialize_with = "lua_array",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub waiting_on: Vec<String>,
+    /// The jobs waiting on this one.
+    #[serde(
+        default,
+        deserialize_with = "lua_array",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub dependents: Vec<String>,
     /// When it was enqueued, ms since the epoch (queue clock).
     pub created_ms: u64,
     /// For a scheduled job: when it becomes ready.
@@ -125,17 +163,24 @@ pub struct JobRecord {
     /// The last error.
     #[serde(default)]
     pub error: Option<StoredError>,
+    /// When a client asked to cancel the job while it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_ms: Option<u64>,
     /// Every ended attempt, oldest first.
     #[serde(default, deserialize_with = "lua_array")]
     pub history: Vec<Attempt>,
 }
 
 /// Lua's cjson writes an empty table as `{}`; read that as an empty list.
-fn lua_array<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Attempt>, D::Error> {
+fn lua_array<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum ListOrEmpty {
-        List(Vec<Attempt>),
+    enum ListOrEmpty<T> {
+        List(Vec<T>),
         Empty {},
     }
     Ok(match ListOrEmpty::deserialize(d)? {

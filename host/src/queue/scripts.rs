@@ -1,9 +1,28 @@
 //! The Lua scripts, loaded once and invoked by SHA (redis-rs re-sends a script after NOSCRIPT).
+//!
+//! Scripts that work on one function's queue start with `lua/lib.lua` (the shared KEYS
+//! layout and helpers) and are invoked through [`on_function`].
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 
+use super::keys::FunctionKeys;
+use crate::job::FunctionName;
+
+/// A script on one function's keys, built from `lua/lib.lua` and `lua/FILE`.
+macro_rules! function_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/lib.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        });
+    };
+}
+
+/// A script on other keys, on its own.
 macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Script> =
@@ -11,14 +30,30 @@ macro_rules! script {
     };
 }
 
-script!(ENQUEUE, "enqueue.lua");
-script!(LEASE, "lease.lua");
-script!(HEARTBEAT, "heartbeat.lua");
-script!(PROGRESS, "progress.lua");
-script!(COMPLETE, "complete.lua");
-script!(FAIL, "fail.lua");
-script!(RELEASE, "release.lua");
-script!(CANCEL, "cancel.lua");
+function_script!(ENQUEUE, "enqueue.lua");
+function_script!(LEASE, "lease.lua");
+function_script!(HEARTBEAT, "heartbeat.lua");
+function_script!(PROGRESS, "progress.lua");
+function_script!(COMPLETE, "complete.lua");
+function_script!(FAIL, "fail.lua");
+function_script!(RELEASE, "release.lua");
+function_script!(CANCEL, "cancel.lua");
+function_script!(LINK, "link.lua");
+function_script!(RESOLVE, "resolve.lua");
+function_script!(TAG, "tag.lua");
+function_script!(RETRY, "retry.lua");
+function_script!(CONFIGURE, "configure.lua");
 script!(ADVERTISE, "advertise.lua");
 script!(ROLLCALL, "rollcall.lua");
 script!(WORKERS, "workers.lua");
+
+/// Prepares `script` (one of the function scripts) on `function`'s keys, with the function
+/// name as its first argument; add the script's own arguments after it.
+pub(crate) fn on_function<'a>(script: &'a Script, function: &FunctionName) -> ScriptInvocation<'a> {
+    let mut call = script.prepare_invoke();
+    for key in FunctionKeys::new(function).all() {
+        call.key(key);
+    }
+    call.arg(function.as_str());
+    call
+}

@@ -4,7 +4,7 @@
 //! finishes each job with `complete` or `fail`, every call fenced by the lease token it got.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use super::client::Event;
 use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
-use super::{Result, scripts};
+use super::{Result, links, scripts};
 use crate::job::{
     AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest,
     LeaseStatus, Progress,
@@ -29,6 +29,8 @@ const CANCEL_BUFFER: usize = 1024;
 /// The shortest idle wait, however soon something falls due, so that an idle worker never
 /// spins.
 const MIN_IDLE_WAIT: Duration = Duration::from_millis(2);
+/// Waiting jobs re-checked per call of `relink_due`.
+const RELINK_BATCH: usize = 100;
 
 /// Reads the `{accepted, word}` reply of `complete` and `fail`.
 fn completion((accepted, word): (i64, String)) -> Completion {
@@ -59,6 +61,7 @@ pub struct WorkerQueue {
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
     next_due: std::sync::Mutex<Option<tokio::time::Instant>>,
+    wake_on_finish: Arc<AtomicBool>,
     cancel_requests: broadcast::Sender<JobId>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
 }
@@ -77,6 +80,7 @@ impl WorkerQueue {
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
             next_due: std::sync::Mutex::new(None),
+            wake_on_finish: Arc::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
         })
@@ -109,6 +113,7 @@ impl WorkerQueue {
         }
         let notify = self.work_arrived.clone();
         let cancels = self.cancel_requests.clone();
+        let wake_on_finish = self.wake_on_finish.clone();
         let redis = self.redis.clone();
         let channels: Vec<String> = functions
             .iter()
@@ -125,7 +130,11 @@ impl WorkerQueue {
                             continue;
                         };
                         match event.event.as_str() {
-                            "create" | "retry" => notify.notify_one(),
+                            "create" | "retry" | "ready" | "config" => notify.notify_one(),
+                            // A concurrency cap held jobs back: a finished job makes room.
+                            "finish" if wake_on_finish.load(Ordering::Relaxed) => {
+                                notify.notify_one()
+                            }
                             "cancel" => {
                                 if let Ok(id) = event.id.parse::<JobId>() {
                                     let _ = cancels.send(id);
@@ -240,6 +249,7 @@ impl WorkerQueue {
         };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
         let mut next_due = Duration::MAX;
+        let mut any_capped = false;
         for i in 0..requests.len() {
             if leases.len() >= max {
                 break;
@@ -250,27 +260,19 @@ impl WorkerQueue {
             if want == 0 {
                 continue;
             }
-            let keys = FunctionKeys::new(function);
             type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
-            let (rows, wait_ms): (Vec<Row>, i64) = scripts::LEASE
-                .key(keys.ready())
-                .key(keys.scheduled())
-                .key(keys.leased())
-                .key(keys.jobs())
-                .key(keys.input())
-                .key(keys.output())
-                .key(keys.expires())
-                .key(keys.events())
-                .key(keys.logs())
-                .arg(function.as_str())
-                .arg(&self.worker_id)
-                .arg(&token_prefix)
-                .arg(want)
-                .arg(ttl.as_millis() as u64)
-                .arg(request.default_timeout_ms)
-                .arg(request.default_max_attempts)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let (rows, wait_ms, capped, notify): (Vec<Row>, i64, i64, Vec<String>) =
+                scripts::on_function(&scripts::LEASE, function)
+                    .arg(&self.worker_id)
+                    .arg(&token_prefix)
+                    .arg(want)
+                    .arg(ttl.as_millis() as u64)
+                    .arg(request.default_timeout_ms)
+                    .arg(request.default_max_attempts)
+                    .invoke_async(&mut self.conn.clone())
+                    .await?;
+            any_capped |= capped == 1;
+            links::deliver(&self.conn, notify).await?;
             if let Ok(wait) = u64::try_from(wait_ms) {
                 next_due = next_due.min(Duration::from_millis(wait));
             }
@@ -293,21 +295,20 @@ impl WorkerQueue {
         }
         *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) =
             (next_due != Duration::MAX).then(|| tokio::time::Instant::now() + next_due);
+        self.wake_on_finish.store(any_capped, Ordering::Relaxed);
         Ok(leases)
     }
 
     /// Extends `lease` by `ttl`, and says whether it is still held and whether a client
     /// asked for the job to be cancelled.
     pub async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus> {
-        let keys = FunctionKeys::new(&lease.info.id.function);
-        let (until, cancel): (u64, i64) = scripts::HEARTBEAT
-            .key(keys.jobs())
-            .key(keys.leased())
-            .arg(lease.info.id.seq)
-            .arg(&lease.token)
-            .arg(ttl.as_millis() as u64)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+        let (until, cancel): (u64, i64) =
+            scripts::on_function(&scripts::HEARTBEAT, &lease.info.id.function)
+                .arg(lease.info.id.seq)
+                .arg(&lease.token)
+                .arg(ttl.as_millis() as u64)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
         Ok(match (until, cancel) {
             (0, _) => LeaseStatus::Lost,
             (_, 1) => LeaseStatus::CancelRequested,
@@ -317,11 +318,7 @@ impl WorkerQueue {
 
     /// Stores and publishes the job's progress. `false` means the lease is lost.
     pub async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool> {
-        let keys = FunctionKeys::new(&lease.info.id.function);
-        let stored: i64 = scripts::PROGRESS
-            .key(keys.jobs())
-            .key(keys.events())
-            .arg(lease.info.id.function.as_str())
+        let stored: i64 = scripts::on_function(&scripts::PROGRESS, &lease.info.id.function)
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .arg(progress.done)
@@ -341,15 +338,7 @@ impl WorkerQueue {
         output: &[u8],
         notes: &AttemptNotes,
     ) -> Result<Completion> {
-        let keys = FunctionKeys::new(&lease.info.id.function);
-        let reply = scripts::COMPLETE
-            .key(keys.jobs())
-            .key(keys.leased())
-            .key(keys.output())
-            .key(keys.expires())
-            .key(keys.events())
-            .key(keys.logs())
-            .arg(lease.info.id.function.as_str())
+        let reply = scripts::on_function(&scripts::COMPLETE, &lease.info.id.function)
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .arg(output)
@@ -357,6 +346,7 @@ impl WorkerQueue {
             .arg(notes.plugin_version.as_deref().unwrap_or(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
+        let reply = self.settle(reply).await?;
         Ok(completion(reply))
     }
 
@@ -368,16 +358,8 @@ impl WorkerQueue {
         failure: &JobFailure,
         notes: &AttemptNotes,
     ) -> Result<Completion> {
-        let keys = FunctionKeys::new(&lease.info.id.function);
         let backoff = self.backoff(lease.info.attempt);
-        let reply = scripts::FAIL
-            .key(keys.jobs())
-            .key(keys.leased())
-            .key(keys.scheduled())
-            .key(keys.expires())
-            .key(keys.events())
-            .key(keys.logs())
-            .arg(lease.info.id.function.as_str())
+        let reply = scripts::on_function(&scripts::FAIL, &lease.info.id.function)
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .arg(failure.class.as_str())
@@ -388,25 +370,56 @@ impl WorkerQueue {
             .arg(notes.plugin_version.as_deref().unwrap_or(""))
             .invoke_async(&mut self.conn.clone())
             .await?;
+        let reply = self.settle(reply).await?;
         Ok(completion(reply))
     }
 
     /// Hands the job back unrun, without counting the attempt (used on shutdown). A job
     /// whose cancellation was asked for ends cancelled instead.
     pub async fn release(&self, lease: &Lease) -> Result<Completion> {
-        let keys = FunctionKeys::new(&lease.info.id.function);
-        let reply = scripts::RELEASE
-            .key(keys.jobs())
-            .key(keys.leased())
-            .key(keys.ready())
-            .key(keys.expires())
-            .key(keys.events())
-            .arg(lease.info.id.function.as_str())
+        let reply = scripts::on_function(&scripts::RELEASE, &lease.info.id.function)
             .arg(lease.info.id.seq)
             .arg(&lease.token)
             .invoke_async(&mut self.conn.clone())
             .await?;
+        let reply = self.settle(reply).await?;
         Ok(completion(reply))
+    }
+
+    /// Tells the dependents in other functions that a finishing script named, and returns
+    /// the rest of its `{accepted, word, notify}` reply.
+    async fn settle(
+        &self,
+        (accepted, word, notify): (i64, String, Vec<String>),
+    ) -> Result<(i64, String)> {
+        links::deliver(&self.conn, notify).await?;
+        Ok((accepted, word))
+    }
+
+    /// Re-checks the links of jobs of `functions` that wait on jobs of other functions (the
+    /// safety net for a client or worker that died between the two steps of a link; see
+    /// `links`). Cheap when no job is due for a re-check.
+    pub async fn relink(&self, functions: &[FunctionName]) -> Result<()> {
+        for function in functions {
+            while links::relink_due(&self.conn, function, super::now_ms(), RELINK_BATCH).await?
+                == RELINK_BATCH
+            {}
+        }
+        Ok(())
+    }
+
+    /// Adds `functions` to the directory of functions that operators list.
+    pub async fn register(&self, functions: &[FunctionName]) -> Result<()> {
+        if functions.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(super::keys::functions());
+        for function in functions {
+            cmd.arg(function.as_str());
+        }
+        let _: i64 = cmd.query_async(&mut self.conn.clone()).await?;
+        Ok(())
     }
 
     /// The wait before attempt `attempt + 1`: exponential, capped, with ±50 % jitter so

@@ -283,6 +283,9 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
         if let Err(error) = node.source.advertise(&json, &served, ADVERTISE_TTL).await {
             tracing::warn!(%error, "cannot renew this worker's entry in the worker list");
         }
+        if let Err(error) = node.source.maintain(&served).await {
+            tracing::warn!(%error, "queue housekeeping failed; trying again shortly");
+        }
         tokio::select! {
             _ = changes.changed() => {}
             _ = tokio::time::sleep(ADVERTISE_EVERY) => {}

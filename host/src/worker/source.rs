@@ -96,6 +96,13 @@ pub trait JobSource: Send + Sync + 'static {
         &self,
         lease: &Lease,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
+
+    /// Housekeeping the source needs now and then for the functions served (the worker
+    /// calls it with each advertisement).
+    fn maintain(
+        &self,
+        functions: &[FunctionName],
+    ) -> impl Future<Output = Result<(), SourceError>> + Send;
 }
 
 impl JobSource for WorkerQueue {
@@ -165,5 +172,12 @@ impl JobSource for WorkerQueue {
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
         Ok(WorkerQueue::release(self, lease).await?)
+    }
+
+    /// Lists the functions in the directory operators read, and re-checks the links of jobs
+    /// waiting on jobs of other functions.
+    async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        WorkerQueue::register(self, functions).await?;
+        Ok(WorkerQueue::relink(self, functions).await?)
     }
 }

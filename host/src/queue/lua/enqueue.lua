@@ -1,76 +1,146 @@
 -- enqueue: add one or more jobs for one function, atomically.
 --
--- KEYS[1]  wg:{F}:seq        string  last job number handed out
--- KEYS[2]  wg:{F}:jobs       hash    number -> job record (JSON)
--- KEYS[3]  wg:{F}:input      hash    number -> input bytes
--- KEYS[4]  wg:{F}:ready      zset    number scored by priority, then number
--- KEYS[5]  wg:{F}:scheduled  zset    number scored by the time it becomes ready (ms)
--- KEYS[6]  wg:{F}:events     channel (not a key; named here so one place builds it)
+-- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 11*i:
+--   +0  priority          integer -1000..1000, higher runs first
+--   +1  max attempts      integer >= 1; 0: the serving plugin's default, fixed at the first lease
+--   +2  timeout           ms the job may run; 0: the serving plugin's default
+--   +3  retention         ms a finished job's record is kept
+--   +4  failed retention  ms a failed job's record is kept (the longer of the two applies)
+--   +5  delay             ms before the job may run (0: ready now)
+--   +6  at                ms since the epoch (Redis clock) before which the job may not run;
+--                         0: none. Must not be in the past.
+--   +7  uniq              '' or a key: while an unfinished job of this function holds the
+--                         key, enqueueing another with it returns that job instead
+--   +8  tags              '' or a JSON array of strings
+--   +9  after             '' or a JSON array of job ids ('G:N') that must succeed first
+--   +10 input             bytes
 --
--- ARGV[1]  function name
--- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 7*i:
---   +0 priority       integer -1000..1000, higher runs first
---   +1 max attempts   integer >= 1; 0: the serving plugin's default, fixed at the first lease
---   +2 timeout        ms the job may run; 0: the serving plugin's default
---   +3 retention      ms the finished job's record is kept
---   +4 delay          ms before the job may run (0: ready now)
---   +5 at             ms since the epoch (Redis clock) before which the job may not run;
---                     0: none. Must not be in the past.
---   +6 input          bytes
+-- A job with dependencies waits (state `waiting`) until all of them have succeeded.
+-- Dependencies in this function are linked here; those in other functions are returned for
+-- the caller to link (`link` on their function, then `resolve` here when one has already
+-- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
--- Returns: array of the new job numbers, in the order given; or the error reply
---          `BADJOB job I: scheduled time ... is in the past ...`, having written nothing.
--- Publishes: {"event":"create","id":"F:N"} on KEYS[6] for each job.
+-- Returns: one {number, created, links} per job, in the order given: created is 1 for a new
+--          job, 0 when the uniq key returned an unfinished job; links lists the dependencies
+--          in other functions the caller must link. Or the error reply `BADJOB job I: ...`,
+--          having written nothing.
+-- Publishes: `create` for each new job.
 
-local seq_key, jobs_key, input_key, ready_key, scheduled_key, channel =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local fn = ARGV[1]
 local n = tonumber(ARGV[2])
+local FIELDS = 11
 
--- Priority is the high part of the ready score and the job number the low part, so
--- ZPOPMIN takes the highest priority first and, within a priority, the oldest job.
-local PRIORITY_BASE = 1000
-local NUMBER_SPAN = 1099511627776 -- 2^40
+local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function bad(i, text)
+  return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
+end
 
 -- Check every job before writing anything, so a batch is all or nothing.
 for i = 0, n - 1 do
-  local at = tonumber(ARGV[3 + 7 * i + 5])
-  if at > 0 and at < now then
-    return redis.error_reply(string.format(
-      'BADJOB job %d: scheduled time %d is in the past (the queue clock says %d)', i + 1, at, now))
+  local a = 3 + FIELDS * i
+  local at = tonumber(ARGV[a + 6])
+  if at > 0 and at < NOW then
+    return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+  end
+  if ARGV[a + 9] ~= '' then
+    for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
+      local fn, number = split_id(dep)
+      if not fn then return bad(i, 'dependency ' .. tostring(dep) .. ' is not a job id (FUNCTION:NUMBER)') end
+      if fn == FN then
+        local record = load(number)
+        if not record then
+          return bad(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
+        end
+        if record.state == 'failed' or record.state == 'cancelled' then
+          return bad(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
+        end
+      end
+    end
   end
 end
 
-local numbers = {}
+forget_expired()
+
+local results = {}
 for i = 0, n - 1 do
-  local a = 3 + 7 * i
-  local priority = tonumber(ARGV[a])
-  local run_at = now + tonumber(ARGV[a + 4])
-  local at = tonumber(ARGV[a + 5])
-  if at > run_at then run_at = at end
-  local number = redis.call('INCR', seq_key)
-  local record = {
-    state = 'queued',
-    priority = priority,
-    attempt = 0,
-    max_attempts = tonumber(ARGV[a + 1]),
-    timeout_ms = tonumber(ARGV[a + 2]),
-    retention_ms = tonumber(ARGV[a + 3]),
-    created_ms = now,
-  }
-  if run_at > now then
-    record.state = 'scheduled'
-    record.run_at_ms = run_at
-    redis.call('ZADD', scheduled_key, run_at, number)
-  else
-    redis.call('ZADD', ready_key, (PRIORITY_BASE - priority) * NUMBER_SPAN + number, number)
+  local a = 3 + FIELDS * i
+  local uniq = ARGV[a + 7]
+  local existing = nil
+  if uniq ~= '' then
+    local holder = redis.call('HGET', K.uniq, uniq)
+    if holder then
+      local held = load(holder)
+      if held and not final(held.state) then existing = tonumber(holder) end
+    end
   end
-  redis.call('HSET', jobs_key, number, cjson.encode(record))
-  redis.call('HSET', input_key, number, ARGV[a + 6])
-  redis.call('PUBLISH', channel, cjson.encode({ event = 'create', id = fn .. ':' .. number }))
-  numbers[#numbers + 1] = number
+  if existing then
+    results[#results + 1] = { existing, 0, {} }
+  else
+    local number = redis.call('INCR', K.seq)
+    local record = {
+      priority = tonumber(ARGV[a]),
+      attempt = 0,
+      max_attempts = tonumber(ARGV[a + 1]),
+      timeout_ms = tonumber(ARGV[a + 2]),
+      retention_ms = tonumber(ARGV[a + 3]),
+      failed_retention_ms = tonumber(ARGV[a + 4]),
+      created_ms = NOW,
+    }
+    local run_at = NOW + tonumber(ARGV[a + 5])
+    local at = tonumber(ARGV[a + 6])
+    if at > run_at then run_at = at end
+    if uniq ~= '' then
+      record.uniq = uniq
+      redis.call('HSET', K.uniq, uniq, number)
+    end
+    if ARGV[a + 8] ~= '' then
+      local tags = {}
+      for _, tag in ipairs(cjson.decode(ARGV[a + 8])) do
+        if not contains(tags, tag) then
+          tags[#tags + 1] = tag
+          redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
+        end
+      end
+      record.tags = list_or_nil(tags)
+    end
+    local after, waiting_on, links = {}, {}, {}
+    if ARGV[a + 9] ~= '' then
+      for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
+        if not contains(after, dep) then
+          after[#after + 1] = dep
+          local fn, dep_number = split_id(dep)
+          if fn == FN then
+            local dep_record = load(dep_number)
+            if dep_record.state ~= 'succeeded' then
+              local dependents = dep_record.dependents or {}
+              dependents[#dependents + 1] = id_of(number)
+              dep_record.dependents = dependents
+              save(dep_number, dep_record)
+              waiting_on[#waiting_on + 1] = dep
+            end
+          else
+            waiting_on[#waiting_on + 1] = dep
+            links[#links + 1] = dep
+          end
+        end
+      end
+    end
+    record.after = list_or_nil(after)
+    if #waiting_on > 0 then
+      record.state = 'waiting'
+      record.waiting_on = waiting_on
+      if run_at > NOW then record.run_at_ms = run_at end
+      redis.call('ZADD', K.waiting, NOW + RELINK_FIRST_MS, number)
+    elseif run_at > NOW then
+      make_scheduled(number, record, run_at)
+    else
+      make_ready(number, record)
+    end
+    save(number, record)
+    redis.call('HSET', K.input, number, ARGV[a + 10])
+    publish({ event = 'create', id = id_of(number) })
+    results[#results + 1] = { number, 1, links }
+  end
 end
-return numbers
+return results

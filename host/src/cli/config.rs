@@ -1,0 +1,132 @@
+//! `wasmgear config`, `pause`, `resume`: a function's settings, shared by all workers.
+
+use std::time::Duration;
+
+use super::{RedisArgs, parse_duration, print_json};
+use crate::job::FunctionName;
+use crate::queue::{FunctionConfig, Setting};
+
+/// Options of `wasmgear config`.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The function.
+    function: String,
+
+    /// The most of its jobs running at once over all workers, or `none`.
+    #[arg(long)]
+    concurrency: Option<String>,
+
+    /// The most jobs started per interval over all workers, as N/INTERVAL (100/1s, 5/1m),
+    /// or `none`.
+    #[arg(long)]
+    rate: Option<String>,
+
+    /// The most finished jobs kept (oldest forgotten first), or `default` (50000).
+    #[arg(long)]
+    keep: Option<String>,
+
+    /// Print the settings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
+    let function = FunctionName::new(args.function.clone())?;
+    let mut settings = Vec::new();
+    if let Some(cap) = &args.concurrency {
+        settings.push(Setting::Concurrency(optional_number(
+            cap,
+            "none",
+            "--concurrency",
+        )?));
+    }
+    if let Some(rate) = &args.rate {
+        settings.push(Setting::RateLimit(parse_rate(rate)?));
+    }
+    if let Some(keep) = &args.keep {
+        settings.push(Setting::KeepFinished(optional_number(
+            keep, "default", "--keep",
+        )?));
+    }
+    let client = args.redis.client().await?;
+    let config = match settings.is_empty() {
+        true => client.config(&function).await?,
+        false => client.configure(&function, &settings).await?,
+    };
+    if args.json {
+        print_json(&config)?;
+    } else {
+        show(&function, &config);
+    }
+    Ok(0)
+}
+
+fn show(function: &FunctionName, config: &FunctionConfig) {
+    println!("function     {function}");
+    println!("paused       {}", if config.paused { "yes" } else { "no" });
+    match config.concurrency {
+        Some(cap) => println!("concurrency  {cap} at once over all workers"),
+        None => println!("concurrency  no cap"),
+    }
+    match config.rate_limit {
+        Some((n, interval)) => println!("rate         {n} per {interval:?}"),
+        None => println!("rate         no limit"),
+    }
+    match config.keep_finished {
+        Some(keep) => println!("keep         {keep} finished jobs"),
+        None => println!("keep         50000 finished jobs (default)"),
+    }
+}
+
+fn optional_number(text: &str, unset: &str, flag: &str) -> anyhow::Result<Option<u64>> {
+    if text == unset {
+        return Ok(None);
+    }
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => anyhow::bail!("{flag} {text:?}: expected a whole number of at least 1, or {unset}"),
+    }
+}
+
+/// Parses `N/INTERVAL` (`100/1s`), or `none`.
+fn parse_rate(text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
+    if text == "none" {
+        return Ok(None);
+    }
+    let bad =
+        || anyhow::anyhow!("--rate {text:?}: expected N/INTERVAL such as 100/1s or 5/1m, or none");
+    let (n, interval) = text.split_once('/').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let interval = parse_duration(interval).map_err(|_| bad())?;
+    if n == 0 || interval.is_zero() {
+        return Err(bad());
+    }
+    Ok(Some((n, interval)))
+}
+
+/// Options of `wasmgear pause` and `wasmgear resume`.
+#[derive(Debug, clap::Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The function.
+    function: String,
+}
+
+/// Pauses (`true`) or resumes leasing of a function's jobs.
+pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
+    let function = FunctionName::new(args.function.clone())?;
+    let client = args.redis.client().await?;
+    client
+        .configure(&function, &[Setting::Paused(paused)])
+        .await?;
+    match paused {
+        true => println!("{function} paused: workers start none of its jobs; enqueueing goes on"),
+        false => println!("{function} resumed"),
+    }
+    Ok(0)
+}

@@ -1,0 +1,105 @@
+//! `wasmgear jobs`: find jobs by tag or by state; `wasmgear tag`: tag a job.
+
+use super::{RedisArgs, print_json, print_table};
+use crate::job::{FunctionName, JobId};
+use crate::queue::JobState;
+
+/// Options of `wasmgear jobs`.
+#[derive(Debug, clap::Args)]
+pub struct JobsArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// Only jobs of this function (needed with --state).
+    #[arg(long)]
+    function: Option<String>,
+
+    /// Jobs with this tag.
+    #[arg(long, required_unless_present = "state")]
+    tag: Option<String>,
+
+    /// Jobs in this state: queued, scheduled, running, waiting, succeeded, failed, cancelled.
+    #[arg(long, requires = "function", conflicts_with = "tag")]
+    state: Option<String>,
+
+    /// List at most this many.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+
+    /// Print JSON: each job's status.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
+    let function = args.function.clone().map(FunctionName::new).transpose()?;
+    let client = args.redis.client().await?;
+    let ids = match (&args.tag, &args.state, &function) {
+        (Some(tag), _, _) => client.tagged(tag, function.as_ref(), args.limit).await?,
+        (None, Some(state), Some(function)) => {
+            let state: JobState = serde_json::from_value(state.as_str().into()).map_err(|_| {
+                anyhow::anyhow!(
+                    "unknown state {state:?}: expected queued, scheduled, running, waiting, \
+                     succeeded, failed or cancelled"
+                )
+            })?;
+            client.jobs_in_state(function, state, args.limit).await?
+        }
+        _ => anyhow::bail!("give --tag TAG, or --function FUNCTION with --state STATE"),
+    };
+    let mut jobs = Vec::new();
+    for id in &ids {
+        match client.status(id).await {
+            Ok(status) => jobs.push(status),
+            Err(crate::queue::QueueError::NoSuchJob(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if args.json {
+        print_json(&jobs)?;
+        return Ok(0);
+    }
+    if jobs.is_empty() {
+        println!("no such jobs");
+        return Ok(0);
+    }
+    let rows = jobs
+        .iter()
+        .map(|job| {
+            vec![
+                job.id.to_string(),
+                job.record.state.to_string(),
+                super::status::ago(job.record.created_ms) + " ago",
+                job.record.tags.join(","),
+            ]
+        })
+        .collect();
+    print_table(&["JOB", "STATE", "ENQUEUED", "TAGS"], rows);
+    Ok(0)
+}
+
+/// Options of `wasmgear tag`.
+#[derive(Debug, clap::Args)]
+pub struct TagArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The job's id (echo:42).
+    id: String,
+
+    /// `add` or `remove`.
+    #[arg(value_parser = ["add", "remove"])]
+    action: String,
+
+    /// The tags.
+    #[arg(required = true)]
+    tags: Vec<String>,
+}
+
+pub async fn tag(args: TagArgs) -> anyhow::Result<i32> {
+    let id: JobId = args.id.parse()?;
+    let client = args.redis.client().await?;
+    let tags = client.tag(&id, args.action == "add", &args.tags).await?;
+    println!("{id} tags: {}", tags.join(", "));
+    Ok(0)
+}

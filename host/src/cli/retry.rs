@@ -1,0 +1,43 @@
+//! `wasmgear retry`: run a failed job, or a whole failure group, again.
+
+use super::RedisArgs;
+use crate::job::{FunctionName, JobId};
+
+/// Options of `wasmgear retry`.
+#[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// A failed or cancelled job's id (echo:42), or with --group a function.
+    target: String,
+
+    /// Retry the failed jobs of this group (see `wasmgear failed FUNCTION`).
+    #[arg(long)]
+    group: Option<String>,
+
+    /// With --group: retry at most this many (oldest first).
+    #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
+    limit: usize,
+}
+
+pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
+    let client = args.redis.client().await?;
+    let Some(group) = &args.group else {
+        let id: JobId = args.target.parse()?;
+        if client.retry(&id).await? {
+            println!("{id} queued again");
+            return Ok(0);
+        }
+        let state = client.status(&id).await?.record.state;
+        eprintln!("{id} is {state}, not failed or cancelled: nothing to retry");
+        return Ok(1);
+    };
+    let function = FunctionName::new(args.target.clone())?;
+    let ids = client.retry_group(&function, group, args.limit).await?;
+    println!(
+        "{} jobs of {function} in group {group} queued again",
+        ids.len()
+    );
+    Ok(0)
+}

@@ -1,0 +1,579 @@
+//! The operator side of the queue: the overview of queues, failure groups and retries,
+//! tags, statistics, and each function's settings (pause, concurrency cap, rate limit,
+//! finished jobs kept).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::client::{Client, check_key};
+use super::keys::{self, FunctionKeys};
+use super::model::{JobState, JobStatus};
+use super::{QueueError, Result, scripts};
+use crate::job::{FunctionName, JobId};
+
+/// The most jobs one `retry` call moves; bigger groups take several calls.
+const RETRY_BATCH: usize = 1000;
+
+/// How many jobs of one function are where, and who serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueOverview {
+    /// The function.
+    pub function: String,
+    /// Ready to run.
+    pub queued: u64,
+    /// Waiting for their time (delayed, or retrying after backoff).
+    pub scheduled: u64,
+    /// Running now.
+    pub running: u64,
+    /// Waiting for their dependencies.
+    pub waiting: u64,
+    /// Finished and still kept, by outcome.
+    pub succeeded: u64,
+    /// Failed for good and still kept.
+    pub failed: u64,
+    /// Cancelled and still kept.
+    pub cancelled: u64,
+    /// Live workers serving the function.
+    pub workers: u64,
+    /// Whether leasing is paused.
+    pub paused: bool,
+}
+
+/// One failure group of one function.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailureGroup {
+    /// The function.
+    pub function: String,
+    /// The group: the error class the jobs failed with.
+    pub group: String,
+    /// Failed jobs kept in the group.
+    pub count: u64,
+}
+
+/// Wait or run times of one day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeStats {
+    /// How many jobs were measured.
+    pub count: u64,
+    /// Their mean, ms.
+    pub mean_ms: f64,
+    /// Their standard deviation, ms.
+    pub std_dev_ms: f64,
+    /// Histogram: `s0`..`s59` (seconds), `m1`..`m59` (minutes), `h1`..`h23` (hours),
+    /// `d1`..`d30` (days; d30 is "30 days or more") → count, non-empty buckets in order.
+    pub histogram: Vec<(String, u64)>,
+}
+
+/// One function's statistics for one day (UTC), as qless keeps them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DailyStats {
+    /// The function.
+    pub function: String,
+    /// The day, `YYYY-MM-DD`.
+    pub date: String,
+    /// From ready to leased, for the jobs leased that day.
+    pub wait: TimeStats,
+    /// From leased to ended, for the attempts that ended that day.
+    pub run: TimeStats,
+    /// Attempts that failed (one job may fail several times).
+    pub failures: u64,
+    /// Attempts that were retried.
+    pub retries: u64,
+    /// Jobs that failed for good.
+    pub failed: u64,
+}
+
+/// A function's settings, shared by all workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FunctionConfig {
+    /// Workers lease none of its jobs.
+    pub paused: bool,
+    /// The most of its jobs running at once, over all workers.
+    pub concurrency: Option<u64>,
+    /// The most leases per interval, over all workers: `(leases, interval)`.
+    #[serde(serialize_with = "rate_as_text")]
+    pub rate_limit: Option<(u64, Duration)>,
+    /// The most finished jobs kept (default 50 000).
+    pub keep_finished: Option<u64>,
+}
+
+fn rate_as_text<S: serde::Serializer>(
+    rate: &Option<(u64, Duration)>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match rate {
+        Some((n, interval)) => s.serialize_str(&format!("{n}/{}ms", interval.as_millis())),
+        None => s.serialize_none(),
+    }
+}
+
+/// One change to a function's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    /// Pause (`true`) or resume leasing.
+    Paused(bool),
+    /// Cap jobs running at once (`None`: no cap).
+    Concurrency(Option<u64>),
+    /// Limit leases per interval (`None`: no limit).
+    RateLimit(Option<(u64, Duration)>),
+    /// Cap finished jobs kept (`None`: the default).
+    KeepFinished(Option<u64>),
+}
+
+impl Client {
+    /// Every function enqueued to or served so far, sorted.
+    pub async fn functions(&self) -> Result<Vec<FunctionName>> {
+        let names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(keys::functions())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut functions: Vec<FunctionName> = names
+            .into_iter()
+            .filter_map(|name| FunctionName::new(name).ok())
+            .collect();
+        functions.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(functions)
+    }
+
+    /// The overview of `function`'s queue.
+    pub async fn queue(&self, function: &FunctionName) -> Result<QueueOverview> {
+        let keys = FunctionKeys::new(function);
+        let (queued, scheduled, running, waiting, counts, paused): (
+            u64,
+            u64,
+            u64,
+            u64,
+            BTreeMap<String, i64>,
+            Option<String>,
+        ) = redis::pipe()
+            .zcard(keys.ready())
+            .zcard(keys.scheduled())
+            .zcard(keys.leased())
+            .zcard(keys.waiting())
+            .hgetall(keys.counts())
+            .hget(keys.config(), "paused")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let count = |state: &str| counts.get(state).copied().unwrap_or(0).max(0) as u64;
+        Ok(QueueOverview {
+            function: function.to_string(),
+            queued,
+            scheduled,
+            running,
+            waiting,
+            succeeded: count("succeeded"),
+            failed: count("failed"),
+            cancelled: count("cancelled"),
+            workers: self.live_workers(function).await?,
+            paused: paused.as_deref() == Some("1"),
+        })
+    }
+
+    /// The overview of every known function's queue.
+    pub async fn queues(&self) -> Result<Vec<QueueOverview>> {
+        let mut overviews = Vec::new();
+        for function in self.functions().await? {
+            overviews.push(self.queue(&function).await?);
+        }
+        Ok(overviews)
+    }
+
+    /// The failure groups of `function` (or of every known function), with their counts.
+    pub async fn failure_groups(
+        &self,
+        function: Option<&FunctionName>,
+    ) -> Result<Vec<FailureGroup>> {
+        let functions = match function {
+            Some(f) => vec![f.clone()],
+            None => self.functions().await?,
+        };
+        let mut groups = Vec::new();
+        for function in functions {
+            let counts: BTreeMap<String, i64> = redis::cmd("HGETALL")
+                .arg(FunctionKeys::new(&function).counts())
+                .query_async(&mut self.conn.clone())
+                .await?;
+            for (field, count) in counts {
+                if let Some(group) = field.strip_prefix("failed:")
+                    && count > 0
+                {
+                    groups.push(FailureGroup {
+                        function: function.to_string(),
+                        group: group.to_string(),
+                        count: count as u64,
+                    });
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    /// The failed jobs of `function` in failure group `group`, oldest first, from `offset`,
+    /// at most `limit`; and how many the group holds in all.
+    pub async fn failed_jobs(
+        &self,
+        function: &FunctionName,
+        group: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(u64, Vec<JobStatus>)> {
+        let key = FunctionKeys::new(function).failed();
+        let (from, to) = lex_range(group);
+        let (total, members): (u64, Vec<Vec<u8>>) = redis::pipe()
+            .cmd("ZLEXCOUNT")
+            .arg(&key)
+            .arg(&from)
+            .arg(&to)
+            .cmd("ZRANGEBYLEX")
+            .arg(&key)
+            .arg(&from)
+            .arg(&to)
+            .arg("LIMIT")
+            .arg(offset)
+            .arg(limit)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut jobs = Vec::new();
+        for seq in members.iter().filter_map(|m| indexed_number(m)) {
+            let id = JobId {
+                function: function.clone(),
+                seq,
+            };
+            match self.status(&id).await {
+                Ok(status) => jobs.push(status),
+                Err(QueueError::NoSuchJob(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((total, jobs))
+    }
+
+    /// Runs job `id` again if it failed or was cancelled, with as many attempts as it first
+    /// had. Returns whether it was queued again (`false`: it had not ended so).
+    pub async fn retry(&self, id: &JobId) -> Result<bool> {
+        let moved: Vec<u64> = scripts::on_function(&scripts::RETRY, &id.function)
+            .arg("job")
+            .arg(id.seq)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| no_job(e, id))?;
+        Ok(!moved.is_empty())
+    }
+
+    /// Runs up to `limit` failed jobs of `function`'s failure group `group` again (oldest
+    /// first), in batches. Returns their ids.
+    pub async fn retry_group(
+        &self,
+        function: &FunctionName,
+        group: &str,
+        limit: usize,
+    ) -> Result<Vec<JobId>> {
+        let mut ids = Vec::new();
+        while ids.len() < limit {
+            let batch = (limit - ids.len()).min(RETRY_BATCH);
+            let moved: Vec<u64> = scripts::on_function(&scripts::RETRY, function)
+                .arg("group")
+                .arg(group)
+                .arg(batch)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            let done = moved.len() < batch;
+            ids.extend(moved.into_iter().map(|seq| JobId {
+                function: function.clone(),
+                seq,
+            }));
+            if done {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Adds (`add`) or removes tags of job `id`; returns its tags afterwards.
+    pub async fn tag(&self, id: &JobId, add: bool, tags: &[String]) -> Result<Vec<String>> {
+        for tag in tags {
+            check_key("tag", tag)?;
+        }
+        let mut call = scripts::on_function(&scripts::TAG, &id.function);
+        call.arg(id.seq).arg(if add { "add" } else { "remove" });
+        for tag in tags {
+            call.arg(tag);
+        }
+        call.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| no_job(e, id))
+    }
+
+    /// The jobs tagged `tag`, of `function` or of every known function, oldest first within
+    /// a function, at most `limit`.
+    pub async fn tagged(
+        &self,
+        tag: &str,
+        function: Option<&FunctionName>,
+        limit: usize,
+    ) -> Result<Vec<JobId>> {
+        check_key("tag", tag)?;
+        let functions = match function {
+            Some(f) => vec![f.clone()],
+            None => self.functions().await?,
+        };
+        let (from, to) = lex_range(tag);
+        let mut ids = Vec::new();
+        for function in functions {
+            if ids.len() >= limit {
+                break;
+            }
+            let members: Vec<Vec<u8>> = redis::cmd("ZRANGEBYLEX")
+                .arg(FunctionKeys::new(&function).tagged())
+                .arg(&from)
+                .arg(&to)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit - ids.len())
+                .query_async(&mut self.conn.clone())
+                .await?;
+            ids.extend(
+                members
+                    .iter()
+                    .filter_map(|m| indexed_number(m))
+                    .map(|seq| JobId {
+                        function: function.clone(),
+                        seq,
+                    }),
+            );
+        }
+        Ok(ids)
+    }
+
+    /// Jobs of `function` in `state`, at most `limit`: queued ones in the order they will
+    /// run, scheduled ones by time, running ones by lease expiry, failed ones by group,
+    /// succeeded and cancelled ones by when they will be forgotten.
+    pub async fn jobs_in_state(
+        &self,
+        function: &FunctionName,
+        state: JobState,
+        limit: usize,
+    ) -> Result<Vec<JobId>> {
+        let keys = FunctionKeys::new(function);
+        let range = |key: String, stop: usize| async move {
+            let numbers: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(stop as i64 - 1)
+                .query_async(&mut self.conn.clone())
+                .await?;
+            Ok::<_, QueueError>(numbers)
+        };
+        let id = |seq| JobId {
+            function: function.clone(),
+            seq,
+        };
+        let numbers = |members: Vec<Vec<u8>>| -> Vec<u64> {
+            members
+                .iter()
+                .filter_map(|m| match m.contains(&0) {
+                    true => indexed_number(m),
+                    false => std::str::from_utf8(m).ok()?.parse().ok(),
+                })
+                .collect()
+        };
+        let listed = match state {
+            JobState::Queued => range(keys.ready(), limit).await?,
+            JobState::Scheduled => range(keys.scheduled(), limit).await?,
+            JobState::Running => range(keys.leased(), limit).await?,
+            JobState::Waiting => range(keys.waiting(), limit).await?,
+            JobState::Failed => range(keys.failed(), limit).await?,
+            JobState::Succeeded | JobState::Cancelled => {
+                // Finished jobs share one set: read it in pages and keep those in `state`.
+                let mut found = Vec::new();
+                let mut offset = 0usize;
+                while found.len() < limit {
+                    let page: Vec<u64> = redis::cmd("ZRANGE")
+                        .arg(keys.expires())
+                        .arg(offset)
+                        .arg(offset + 499)
+                        .query_async(&mut self.conn.clone())
+                        .await?;
+                    if page.is_empty() {
+                        break;
+                    }
+                    offset += page.len();
+                    for seq in page {
+                        match self.status(&id(seq)).await {
+                            Ok(status) if status.record.state == state => found.push(id(seq)),
+                            Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
+                            Err(e) => return Err(e),
+                        }
+                        if found.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+                return Ok(found);
+            }
+        };
+        Ok(numbers(listed).into_iter().map(id).collect())
+    }
+
+    /// `function`'s statistics for `day` (days since 1970-01-01, UTC).
+    pub async fn stats(&self, function: &FunctionName, day: i64) -> Result<DailyStats> {
+        let all: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(FunctionKeys::new(function).stats())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let prefix = format!("{day}:");
+        let field = |name: &str| all.get(&format!("{prefix}{name}"));
+        let number = |name: &str| {
+            field(name)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let times = |kind: &str| {
+            let count = number(&format!("{kind}:count")) as u64;
+            let vk = number(&format!("{kind}:vk"));
+            // Buckets in time order: s before m before h before d, then by number.
+            let mut buckets = Vec::new();
+            for (name, value) in &all {
+                let Some(bucket) = name
+                    .strip_prefix(&prefix)
+                    .and_then(|rest| rest.strip_prefix(kind))
+                    .and_then(|rest| rest.strip_prefix(':'))
+                else {
+                    continue;
+                };
+                let Some(order) = bucket.chars().next().and_then(|unit| "smhd".find(unit)) else {
+                    continue;
+                };
+                // (`mean` starts with `m` but is no bucket: its rest is no number.)
+                let (Ok(n), Ok(count)) = (bucket[1..].parse::<u64>(), value.parse::<u64>()) else {
+                    continue;
+                };
+                if count > 0 {
+                    buckets.push(((order, n), bucket.to_string(), count));
+                }
+            }
+            buckets.sort();
+            let histogram = buckets.into_iter().map(|(_, b, c)| (b, c)).collect();
+            TimeStats {
+                count,
+                mean_ms: number(&format!("{kind}:mean")),
+                std_dev_ms: if count > 1 {
+                    (vk / (count - 1) as f64).max(0.0).sqrt()
+                } else {
+                    0.0
+                },
+                histogram,
+            }
+        };
+        Ok(DailyStats {
+            function: function.to_string(),
+            date: crate::units::date_of_day(day),
+            wait: times("wait"),
+            run: times("run"),
+            failures: number("failures") as u64,
+            retries: number("retries") as u64,
+            failed: number("failed") as u64,
+        })
+    }
+
+    /// `function`'s settings.
+    pub async fn config(&self, function: &FunctionName) -> Result<FunctionConfig> {
+        let all: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(FunctionKeys::new(function).config())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(read_config(&all))
+    }
+
+    /// Changes `function`'s settings; idle workers see the change at once. Returns the
+    /// settings afterwards.
+    pub async fn configure(
+        &self,
+        function: &FunctionName,
+        settings: &[Setting],
+    ) -> Result<FunctionConfig> {
+        let mut call = scripts::on_function(&scripts::CONFIGURE, function);
+        let text = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default();
+        for setting in settings {
+            match setting {
+                Setting::Paused(paused) => {
+                    call.arg("paused").arg(if *paused { "1" } else { "" });
+                }
+                Setting::Concurrency(cap) => {
+                    if *cap == Some(0) {
+                        return Err(QueueError::BadOption(
+                            "a concurrency cap of 0 would stop the queue; use pause instead".into(),
+                        ));
+                    }
+                    call.arg("concurrency").arg(text(*cap));
+                }
+                Setting::RateLimit(rate) => {
+                    if let Some((n, interval)) = rate
+                        && (*n == 0 || interval.as_millis() == 0)
+                    {
+                        return Err(QueueError::BadOption(
+                            "a rate limit needs at least 1 job per interval of at least 1ms".into(),
+                        ));
+                    }
+                    call.arg("rate_limit").arg(text(rate.map(|r| r.0)));
+                    call.arg("rate_interval_ms")
+                        .arg(text(rate.map(|r| r.1.as_millis() as u64)));
+                }
+                Setting::KeepFinished(keep) => {
+                    if *keep == Some(0) {
+                        return Err(QueueError::BadOption(
+                            "keep at least 1 finished job (results would vanish at once)".into(),
+                        ));
+                    }
+                    call.arg("keep_finished").arg(text(*keep));
+                }
+            }
+        }
+        self.register(function).await?;
+        let flat: Vec<String> = call.invoke_async(&mut self.conn.clone()).await?;
+        let all = flat
+            .chunks(2)
+            .filter_map(|pair| Some((pair.first()?.clone(), pair.get(1)?.clone())))
+            .collect();
+        Ok(read_config(&all))
+    }
+}
+
+fn read_config(all: &BTreeMap<String, String>) -> FunctionConfig {
+    let number = |name: &str| all.get(name).and_then(|v| v.parse::<u64>().ok());
+    FunctionConfig {
+        paused: all.get("paused").map(String::as_str) == Some("1"),
+        concurrency: number("concurrency"),
+        rate_limit: number("rate_limit")
+            .zip(number("rate_interval_ms"))
+            .map(|(n, ms)| (n, Duration::from_millis(ms))),
+        keep_finished: number("keep_finished"),
+    }
+}
+
+/// The lex range of the index members `NAME\0NUMBER` of one name.
+fn lex_range(name: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut from = b"[".to_vec();
+    from.extend_from_slice(name.as_bytes());
+    from.push(0);
+    let mut to = b"(".to_vec();
+    to.extend_from_slice(name.as_bytes());
+    to.push(1);
+    (from, to)
+}
+
+/// The job number at the end of an index member `NAME\0NUMBER`.
+fn indexed_number(member: &[u8]) -> Option<u64> {
+    let at = member.iter().rposition(|&b| b == 0)?;
+    std::str::from_utf8(&member[at + 1..]).ok()?.parse().ok()
+}
+
+/// Reads the script error `NOJOB` as [`QueueError::NoSuchJob`].
+fn no_job(e: redis::RedisError, id: &JobId) -> QueueError {
+    match e.code() {
+        Some("NOJOB") => QueueError::NoSuchJob(id.clone()),
+        _ => QueueError::Redis(e),
+    }
+}

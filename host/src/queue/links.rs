@@ -1,0 +1,111 @@
+//! Dependencies between jobs of different functions.
+//!
+//! A script touches the keys of one function only (so it runs on one Redis Cluster node).
+//! Dependencies within a function are linked and resolved inside the scripts, atomically.
+//! Across functions it takes two steps, each atomic and idempotent:
+//!
+//! 1. `link` on the dependency's function records the dependent there, or says that the
+//!    dependency has already ended; then `resolve` on the dependent's function tells it.
+//! 2. When a job ends, the script that ended it returns its dependents in other functions
+//!    (`notify`), and the caller runs `resolve` for each ([`deliver`]); a dependent that
+//!    is cancelled in turn may name further dependents.
+//!
+//! If the caller dies between the steps, a waiting job could wait forever; so every worker
+//! re-checks the links of the waiting jobs of the functions it serves ([`relink_due`]):
+//! after 30 s, then ever less often.
+
+use super::connection::Connection;
+use super::{QueueError, Result, scripts};
+use crate::job::{FunctionName, JobId};
+
+/// Runs `resolve` for each `(dependent, dependency, state)` triple of `notify` (the flat
+/// list a script returned), and for those that its replies name in turn.
+pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()> {
+    let mut todo = notify;
+    while todo.len() >= 3 {
+        let state = todo.pop().unwrap_or_default();
+        let dependency = todo.pop().unwrap_or_default();
+        let dependent = todo.pop().unwrap_or_default();
+        let Ok(dependent) = dependent.parse::<JobId>() else {
+            tracing::warn!(dependent, "skipping a dependent that is not a job id");
+            continue;
+        };
+        let more: Vec<String> = scripts::on_function(&scripts::RESOLVE, &dependent.function)
+            .arg(dependent.seq)
+            .arg(&dependency)
+            .arg(&state)
+            .invoke_async(&mut conn.clone())
+            .await?;
+        todo.extend(more);
+    }
+    Ok(())
+}
+
+/// Links `dependent` to `dependency` (a job of another function) and tells it at once if
+/// the dependency has already ended.
+pub(crate) async fn link(conn: &Connection, dependent: &JobId, dependency: &JobId) -> Result<()> {
+    let state: String = scripts::on_function(&scripts::LINK, &dependency.function)
+        .arg(dependency.seq)
+        .arg(dependent.to_string())
+        .invoke_async(&mut conn.clone())
+        .await?;
+    if state != "pending" {
+        deliver(
+            conn,
+            vec![dependent.to_string(), dependency.to_string(), state],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Re-checks the links of up to `limit` jobs of `function` that have waited long enough for
+/// a re-check: links each again to its unfinished dependencies, and tells it about those
+/// that have ended. Returns how many jobs it looked at.
+pub(crate) async fn relink_due(
+    conn: &Connection,
+    function: &FunctionName,
+    now_ms: u64,
+    limit: usize,
+) -> Result<usize> {
+    let keys = super::keys::FunctionKeys::new(function);
+    let due: Vec<u64> = redis::cmd("ZRANGEBYSCORE")
+        .arg(keys.waiting())
+        .arg("-inf")
+        .arg(now_ms)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(limit)
+        .query_async(&mut conn.clone())
+        .await?;
+    for &seq in &due {
+        let id = JobId {
+            function: function.clone(),
+            seq,
+        };
+        let raw: Option<String> = redis::cmd("HGET")
+            .arg(keys.jobs())
+            .arg(seq)
+            .query_async(&mut conn.clone())
+            .await?;
+        let Some(raw) = raw else { continue };
+        let record: super::JobRecord =
+            serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
+                id: id.clone(),
+                reason: e.to_string(),
+            })?;
+        for dependency in &record.waiting_on {
+            let Ok(dependency) = dependency.parse::<JobId>() else {
+                continue;
+            };
+            let state: String = scripts::on_function(&scripts::LINK, &dependency.function)
+                .arg(dependency.seq)
+                .arg(id.to_string())
+                .invoke_async(&mut conn.clone())
+                .await?;
+            // `pending` only moves the next re-check further out.
+            deliver(conn, vec![id.to_string(), dependency.to_string(), state]).await?;
+        }
+    }
+    Ok(due.len())
+}

@@ -1,0 +1,333 @@
+-- lib.lua: what every script working on one function's queue shares. It is put in front of
+-- each such script when the script is loaded, so all of them take the same KEYS, in this
+-- order, and the function name as ARGV[1]. (keys.rs builds the list: FunctionKeys::all.)
+--
+-- KEYS[1]   wg:{F}:seq        string  the last job number handed out
+-- KEYS[2]   wg:{F}:jobs       hash    number -> job record (JSON)
+-- KEYS[3]   wg:{F}:input      hash    number -> input bytes
+-- KEYS[4]   wg:{F}:output     hash    number -> output bytes of a succeeded job
+-- KEYS[5]   wg:{F}:logs       hash    number -> the job's log (newest 256 KiB)
+-- KEYS[6]   wg:{F}:ready      zset    queued jobs, scored by priority, then number
+-- KEYS[7]   wg:{F}:scheduled  zset    scheduled jobs, scored by the time they become ready (ms)
+-- KEYS[8]   wg:{F}:leased     zset    running jobs, scored by lease expiry (ms)
+-- KEYS[9]   wg:{F}:waiting    zset    jobs waiting on dependencies, scored by when to re-check
+--                                     their links to other functions (ms)
+-- KEYS[10]  wg:{F}:expires    zset    finished jobs, scored by when their record is deleted (ms)
+-- KEYS[11]  wg:{F}:uniq       hash    uniq key -> number of the unfinished job holding it
+-- KEYS[12]  wg:{F}:tagged     zset    'TAG\0NUMBER' (NUMBER zero-padded to 13 digits), score 0
+-- KEYS[13]  wg:{F}:failed     zset    'GROUP\0NUMBER' of each retained failed job, score 0
+-- KEYS[14]  wg:{F}:counts     hash    retained finished jobs: succeeded, failed, cancelled,
+--                                     failed:GROUP
+-- KEYS[15]  wg:{F}:stats      hash    'DAY:FIELD' -> daily statistics (DAY: days since 1970)
+-- KEYS[16]  wg:{F}:config     hash    paused, concurrency, rate_limit, rate_interval_ms,
+--                                     keep_finished
+-- KEYS[17]  wg:{F}:rate       zset    lease tokens inside the rate-limit window, scored by
+--                                     lease time (ms)
+-- KEYS[18]  wg:{F}:events     channel (not a key; named here so one place builds it)
+--
+-- ARGV[1]   the function name F
+
+local K = {
+  seq = KEYS[1], jobs = KEYS[2], input = KEYS[3], output = KEYS[4], logs = KEYS[5],
+  ready = KEYS[6], scheduled = KEYS[7], leased = KEYS[8], waiting = KEYS[9],
+  expires = KEYS[10], uniq = KEYS[11], tagged = KEYS[12], failed = KEYS[13],
+  counts = KEYS[14], stats = KEYS[15], config = KEYS[16], rate = KEYS[17], events = KEYS[18],
+}
+local FN = ARGV[1]
+
+-- Every time is Redis' clock, in ms since the Unix epoch.
+local NOW
+do
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Priority is the high part of the ready score and the job number the low part, so
+-- ZPOPMIN takes the highest priority first and, within a priority, the oldest job.
+local PRIORITY_BASE = 1000
+local NUMBER_SPAN = 1099511627776 -- 2^40
+-- The most expired jobs, due jobs or lost leases one call deals with.
+local BATCH = 100
+-- A job's log keeps its newest MAX_LOG bytes.
+local MAX_LOG = 262144
+-- Finished jobs kept per function when the config does not say (qless' jobs-history-count).
+local DEFAULT_KEEP_FINISHED = 50000
+-- Days of statistics kept (qless' stats-history).
+local STATS_DAYS = 30
+-- A waiting job's links to other functions are re-checked after 30 s, then ever less often
+-- (doubling, at most hourly): the safety net for a client that died while linking.
+local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
+
+local function id_of(number) return FN .. ':' .. number end
+
+-- The function and number of job id 'F:N'.
+local function split_id(id)
+  local fn, number = string.match(id, '^(.*):(%d+)$')
+  return fn, number
+end
+
+local function pad(number) return string.format('%013d', tonumber(number)) end
+
+local function load(number)
+  local raw = redis.call('HGET', K.jobs, number)
+  if raw then return cjson.decode(raw) end
+  return nil
+end
+
+local function save(number, record) redis.call('HSET', K.jobs, number, cjson.encode(record)) end
+
+local function publish(event) redis.call('PUBLISH', K.events, cjson.encode(event)) end
+
+local function config(field) return redis.call('HGET', K.config, field) end
+
+-- Lua's cjson reads an empty JSON array as an empty table; write such fields as absent.
+local function list_or_nil(list)
+  if list and #list > 0 then return list end
+  return nil
+end
+
+local function contains(list, value)
+  for _, v in ipairs(list or {}) do if v == value then return true end end
+  return false
+end
+
+-- Decrements a counter of `counts`, deleting it at zero so dead groups do not pile up.
+local function uncount(field)
+  if redis.call('HINCRBY', K.counts, field, -1) <= 0 then redis.call('HDEL', K.counts, field) end
+end
+
+-- Puts a job in the ready set (state queued).
+local function make_ready(number, record)
+  record.state = 'queued'
+  record.run_at_ms = nil
+  record.ready_ms = NOW
+  redis.call('ZADD', K.ready, (PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number), number)
+end
+
+-- Puts a job in the scheduled set until `at` (state scheduled).
+local function make_scheduled(number, record, at)
+  record.state = 'scheduled'
+  record.run_at_ms = at
+  redis.call('ZADD', K.scheduled, at, number)
+end
+
+-- Appends an attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
+local function append_log(number, attempt, text)
+  if text == '' then return end
+  local log = (redis.call('HGET', K.logs, number) or '') .. '--- attempt ' .. attempt .. ' ---\n' .. text
+  if #log > MAX_LOG then log = string.sub(log, #log - MAX_LOG + 1) end
+  redis.call('HSET', K.logs, number, log)
+end
+
+-- Records an ended attempt in the job's history.
+local function add_history(record, outcome, message, version)
+  local history = record.history or {}
+  history[#history + 1] = {
+    attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+    ended_ms = NOW, outcome = outcome, message = message, version = version,
+  }
+  record.history = history
+end
+
+---------------------------------------------------------------------------------------------
+-- Statistics (qless): per day, wait and run times as count, mean, variance (Welford's
+-- streaming `vk`) and a histogram; failures (failed attempts), retries, failed (jobs failed
+-- for good).
+
+local STAT_KINDS = { 'wait', 'run' }
+
+-- Every field one day can have, so a day can be forgotten with one HDEL.
+local function stat_fields(day)
+  local fields = { day .. ':failures', day .. ':retries', day .. ':failed' }
+  for _, kind in ipairs(STAT_KINDS) do
+    local p = day .. ':' .. kind .. ':'
+    for _, name in ipairs({ 'count', 'mean', 'vk' }) do fields[#fields + 1] = p .. name end
+    for i = 0, 59 do fields[#fields + 1] = p .. 's' .. i end
+    for i = 1, 59 do fields[#fields + 1] = p .. 'm' .. i end
+    for i = 1, 23 do fields[#fields + 1] = p .. 'h' .. i end
+    for i = 1, 30 do fields[#fields + 1] = p .. 'd' .. i end
+  end
+  return fields
+end
+
+-- The histogram bucket of a duration: seconds for the first minute, minutes for the first
+-- hour, hours for the first day, then days (the last bucket, d30, holds everything longer).
+local function stat_bucket(ms)
+  local s = ms / 1000
+  if s < 60 then return 's' .. math.floor(s) end
+  if s < 3600 then return 'm' .. math.floor(s / 60) end
+  if s < 86400 then return 'h' .. math.floor(s / 3600) end
+  return 'd' .. math.min(math.floor(s / 86400), 30)
+end
+
+local stats_day = nil
+-- Today's field prefix; on the first write of a new day, forgets days past STATS_DAYS.
+local function stats_prefix()
+  if stats_day then return stats_day .. ':' end
+  stats_day = math.floor(NOW / 86400000)
+  local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
+  if days[#days] ~= stats_day then
+    days[#days + 1] = stats_day
+    while #days > STATS_DAYS do
+      redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
+    end
+    redis.call('HSET', K.stats, 'days', cjson.encode(days))
+  end
+  return stats_day .. ':'
+end
+
+local function stat_time(kind, ms)
+  if ms < 0 then ms = 0 end
+  local p = stats_prefix() .. kind .. ':'
+  local n = redis.call('HINCRBY', K.stats, p .. 'count', 1)
+  local old = redis.call('HMGET', K.stats, p .. 'mean', p .. 'vk')
+  local mean, vk = tonumber(old[1] or '0'), tonumber(old[2] or '0')
+  local delta = ms - mean
+  mean = mean + delta / n
+  vk = vk + delta * (ms - mean)
+  redis.call('HSET', K.stats, p .. 'mean', tostring(mean), p .. 'vk', tostring(vk))
+  redis.call('HINCRBY', K.stats, p .. stat_bucket(ms), 1)
+end
+
+local function stat_count(name) redis.call('HINCRBY', K.stats, stats_prefix() .. name, 1) end
+
+---------------------------------------------------------------------------------------------
+-- Finishing jobs, and what that does to the jobs depending on them.
+
+-- Dependents in this function still to be told about a finished job: {number, dep_id, state}.
+local SETTLE = {}
+-- Dependents in other functions to be told by the caller (it runs `resolve` on their
+-- function): a flat list of dependent id, dependency id, dependency state.
+local NOTIFY = {}
+
+-- Ends a job in `state` ('succeeded', 'failed' or 'cancelled') with `err` ({class, message}
+-- or nil): out of every set, kept until its retention is over, counted, its uniq key freed,
+-- its failure grouped, its dependents told.
+local function finish(number, record, state, err)
+  for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
+  record.state = state
+  record.finished_ms = NOW
+  record.run_at_ms = nil
+  record.worker, record.token, record.lease_until_ms = nil, nil, nil
+  if err then record.error = err elseif state == 'succeeded' then record.error = nil end
+  local keep = record.retention_ms
+  if state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  redis.call('ZADD', K.expires, NOW + keep, number)
+  redis.call('HINCRBY', K.counts, state, 1)
+  if state == 'failed' then
+    local group = (record.error and record.error.class) or 'unknown'
+    record.group = group
+    redis.call('ZADD', K.failed, 0, group .. '\0' .. pad(number))
+    redis.call('HINCRBY', K.counts, 'failed:' .. group, 1)
+    stat_count('failed')
+  end
+  if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
+    redis.call('HDEL', K.uniq, record.uniq)
+  end
+  save(number, record)
+  publish({ event = 'finish', id = id_of(number), state = state })
+  for _, dependent in ipairs(record.dependents or {}) do
+    local fn, dependent_number = split_id(dependent)
+    if fn == FN then
+      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+    else
+      NOTIFY[#NOTIFY + 1] = dependent
+      NOTIFY[#NOTIFY + 1] = id_of(number)
+      NOTIFY[#NOTIFY + 1] = state
+    end
+  end
+end
+
+-- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
+-- its failure group.
+local function unfinish(number, record)
+  redis.call('ZREM', K.expires, number)
+  uncount(record.state)
+  if record.state == 'failed' then
+    local group = record.group or 'unknown'
+    redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
+    uncount('failed:' .. group)
+  end
+  record.group, record.finished_ms, record.error, record.cancel_requested_ms = nil, nil, nil, nil
+  record.progress = nil
+end
+
+-- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
+-- (the job runs once all its dependencies have succeeded), 'failed', 'cancelled' or
+-- 'missing' (the job is cancelled, naming the dependency), or 'pending' (still running; only
+-- pushes back the next re-check).
+local function resolve(number, dep_id, dep_state)
+  local record = load(number)
+  if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
+  if dep_state == 'pending' then
+    record.relinks = (record.relinks or 0) + 1
+    local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
+    redis.call('ZADD', K.waiting, NOW + wait, number)
+    save(number, record)
+    return
+  end
+  if dep_state == 'succeeded' then
+    local still = {}
+    for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
+    record.waiting_on = list_or_nil(still)
+    if record.waiting_on then save(number, record) return end
+    redis.call('ZREM', K.waiting, number)
+    record.relinks = nil
+    if record.run_at_ms and record.run_at_ms > NOW then
+      make_scheduled(number, record, record.run_at_ms)
+    else
+      make_ready(number, record)
+    end
+    save(number, record)
+    publish({ event = 'ready', id = id_of(number) })
+    return
+  end
+  local why = 'dependency ' .. dep_id .. ' ' .. dep_state
+  if dep_state == 'missing' then why = 'dependency ' .. dep_id .. ' no longer exists' end
+  finish(number, record, 'cancelled', { class = 'dependency', message = why })
+end
+
+-- Tells this function's dependents about finished jobs, until no more are left (a
+-- cancelled dependent may have dependents of its own).
+local function settle()
+  local i = 1
+  while i <= #SETTLE do
+    local item = SETTLE[i]
+    resolve(item[1], item[2], item[3])
+    i = i + 1
+  end
+  SETTLE = {}
+end
+
+-- Deletes a finished job and everything kept about it.
+local function forget(number)
+  local record = load(number)
+  if record then
+    for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
+    if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+      unfinish(number, record)
+    end
+  end
+  redis.call('HDEL', K.jobs, number)
+  redis.call('HDEL', K.input, number)
+  redis.call('HDEL', K.output, number)
+  redis.call('HDEL', K.logs, number)
+  redis.call('ZREM', K.expires, number)
+end
+
+-- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap.
+local function forget_expired()
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', NOW, 'LIMIT', 0, BATCH)) do
+    forget(number)
+  end
+  local keep = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
+  local excess = redis.call('ZCARD', K.expires) - keep
+  if excess > 0 then
+    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess, BATCH) - 1)) do
+      forget(number)
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- The script itself follows.

@@ -1,0 +1,26 @@
+-- link: make a job of another function wait on a job of this one (a dependency across
+-- functions, the first of two steps; see `enqueue`). Idempotent.
+--
+-- KEYS: the function's keys (lib.lua), of the dependency's function. ARGV[1]: its name.
+-- ARGV[2]  the dependency's number here
+-- ARGV[3]  the dependent job's id ('G:M')
+--
+-- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
+--          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
+--          when it already ended (the caller tells the dependent itself, with `resolve`), or
+--          'missing' when there is no such job.
+
+local number, dependent = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record then return 'missing' end
+if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+  return record.state
+end
+if not contains(record.dependents, dependent) then
+  local dependents = record.dependents or {}
+  dependents[#dependents + 1] = dependent
+  record.dependents = dependents
+  save(number, record)
+end
+return 'pending'
