@@ -7,7 +7,8 @@
 //!    leased, run and completed, measured from the first enqueue to the last completion;
 //! 3. the queue alone: enqueue one by one and in bulk, leases per second, and the pick-up
 //!    latency of an idle worker (enqueue to start, on Redis' own clock);
-//! 4. plugins: loading with a cold and a warm compile cache, and the time from a new plugin
+//! 4. Redis memory per queued and per finished job (32-byte input and output);
+//! 5. plugins: loading with a cold and a warm compile cache, and the time from a new plugin
 //!    file written into a watched directory to the first job served by it.
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ fn main() {
         per_job().await;
         end_to_end().await;
         queue_alone().await;
+        redis_memory().await;
         reload_and_cache().await;
     });
 }
@@ -406,6 +408,69 @@ async fn queue_alone() {
     );
     let _ = stop.send(());
     node.await.unwrap();
+}
+
+/// Redis' `used_memory`, in bytes.
+async fn used_memory(client: &redis::Client) -> i64 {
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+async fn redis_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start(dir.path(), 0, &[]).unwrap();
+    let raw = redis::Client::open(redis.url()).unwrap();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let f = FunctionName::new("memory").unwrap();
+    let n = 20_000;
+    let input = [b'i'; 32];
+    let batch: Vec<(&[u8], EnqueueOptions)> = (0..1000)
+        .map(|_| (&input[..], EnqueueOptions::default()))
+        .collect();
+    // One job first, so that the keys themselves are not counted per job.
+    client
+        .enqueue(&f, &input, &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let empty = used_memory(&raw).await;
+    for _ in 0..n / 1000 {
+        client.enqueue_many(&f, &batch).await.unwrap();
+    }
+    let queued = used_memory(&raw).await;
+    let worker = WorkerQueue::connect(&redis.url(), "memory").await.unwrap();
+    let notes = wasmgear::job::AttemptNotes::default();
+    let mut finished = 0;
+    while finished <= n {
+        let leases = worker
+            .lease(
+                &[LeaseRequest::new(f.clone())],
+                100,
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        if leases.is_empty() {
+            break;
+        }
+        for lease in &leases {
+            worker.complete(lease, &[b'o'; 32], &notes).await.unwrap();
+        }
+        finished += leases.len();
+    }
+    let done = used_memory(&raw).await;
+    println!(
+        "Redis memory per job (32-byte input/output): queued {} bytes, finished {} bytes",
+        (queued - empty) / n as i64,
+        (done - empty) / n as i64
+    );
 }
 
 fn rate(what: &str, n: u32, elapsed: Duration) {

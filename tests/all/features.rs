@@ -338,7 +338,10 @@ async fn a_lost_dependency_link_is_repaired() {
         JobState::Waiting,
         "the link was not lost"
     );
-    hand.queue.relink(std::slice::from_ref(&down)).await.unwrap();
+    hand.queue
+        .relink(std::slice::from_ref(&down))
+        .await
+        .unwrap();
     assert_eq!(state(&client, &b).await, JobState::Queued);
     assert_eq!(hand.next(&down).await.info.id, b);
 }

@@ -11,6 +11,7 @@ mod cluster;
 mod features;
 mod lease;
 mod manifest;
+mod operate;
 mod plugin_dir;
 mod reload;
 mod sandbox;

@@ -348,7 +348,6 @@ impl Client {
                 self.check_dependency(dependency).await?;
             }
         }
-        self.register(function).await?;
         let mut call = scripts::on_function(&scripts::ENQUEUE, function);
         call.arg(jobs.len());
         for (input, options) in jobs {
@@ -375,6 +374,8 @@ impl Client {
                     _ => QueueError::Redis(e),
                 }
             })?;
+        // Listed for operators once something was written (a refused batch leaves no trace).
+        self.register(function).await?;
         let mut enqueued = Vec::with_capacity(rows.len());
         for (seq, created, pending_links) in rows {
             let id = JobId {
