@@ -13,8 +13,11 @@
 //!   [`worker::JobSource`] trait.
 //! - [`redis_server`]: a private, supervised `redis-server` child (embedded default, tests).
 //! - [`units`]: durations and times as people write them (CLI and manifests).
+//! - [`authoring`]: tools for plugin authors (project templates, C bindings, componentize);
+//!   only reads and writes files.
 //! - [`cli`]: the `wasmgear` command line, one file per subcommand.
 
+pub mod authoring;
 pub mod cli;
 pub mod job;
 pub mod plugins;

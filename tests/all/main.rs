@@ -9,6 +9,7 @@ mod cancel;
 mod cli;
 mod cluster;
 mod features;
+mod languages;
 mod lease;
 mod manifest;
 mod operate;

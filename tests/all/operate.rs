@@ -4,13 +4,8 @@
 use std::time::Duration;
 
 use crate::support::{
-    TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
+    TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
 };
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
-    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
-}
 
 #[test]
 fn operators_see_and_steer_the_queue() {

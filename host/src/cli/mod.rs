@@ -2,6 +2,7 @@
 //!
 //! Subcommands talk to Redis only through [`crate::queue`]; `worker` also builds the runtime.
 
+mod author;
 mod bulk;
 mod cancel;
 mod config;
@@ -116,6 +117,14 @@ enum Command {
     Pause(config::PauseArgs),
     /// Resume a paused function.
     Resume(config::PauseArgs),
+    /// Write a new plugin project (Rust, Python, JavaScript or C) that builds NAME.wasm.
+    New(author::NewArgs),
+    /// Build a plugin project made by `new` and check that the result is a job component.
+    Build(author::BuildArgs),
+    /// Write the C bindings of the job world (job.h, job.c, job_component_type.o).
+    Bindings(author::BindingsArgs),
+    /// Make a core WebAssembly module (C, Zig, AssemblyScript, ...) into a job component.
+    Componentize(author::ComponentizeArgs),
 }
 
 impl Cli {
@@ -139,6 +148,10 @@ impl Cli {
             Command::Config(args) => config::run(args).await,
             Command::Pause(args) => config::pause(args, true).await,
             Command::Resume(args) => config::pause(args, false).await,
+            Command::New(args) => author::new(args),
+            Command::Build(args) => author::build(args),
+            Command::Bindings(args) => author::bindings(args),
+            Command::Componentize(args) => author::componentize(args),
         }
     }
 }

@@ -1,0 +1,524 @@
+/*
+ * wasmgear.h: write wasmgear job handlers in C.
+ *
+ * A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This
+ * header-only helper turns one C function into such a component, on top of the bindings
+ * that `wasmgear bindings c gen/` generates for the `job` world of `wit/job.wit`
+ * (`job.h`, `job.c`, `job_component_type.o`):
+ *
+ *     #include "job.h"
+ *     #include "wasmgear.h"
+ *
+ *     static wasmgear_result reverse(const wasmgear_job *job, const uint8_t *input, size_t len) {
+ *         wasmgear_log_info("reversing %zu bytes for job %s", len, job->id);
+ *         uint8_t *out = malloc(len ? len : 1);
+ *         if (!out) return wasmgear_retry("out of memory");
+ *         for (size_t i = 0; i < len; i++) out[i] = input[len - 1 - i];
+ *         return wasmgear_ok_take(out, len);
+ *     }
+ *
+ *     WASMGEAR_JOB(reverse)
+ *
+ * The handler gets the job being run and the job's input bytes, and returns a
+ * `wasmgear_result`: made by `wasmgear_ok*` (the output bytes), `wasmgear_retry(fmt, ...)`
+ * (a transient failure: the queue runs the job again, with backoff, while attempts remain)
+ * or `wasmgear_fail(fmt, ...)` (a permanent failure: the job fails for good at once).
+ * `WASMGEAR_JOB(fn)` (once per component, at file scope) defines the component's export.
+ * While it runs, the handler can report `wasmgear_progress`, write to the job's log
+ * (`wasmgear_log_info` and friends, printf-style), ask `wasmgear_cancelled()`, and read the
+ * settings its manifest grants (`wasmgear_config`).
+ *
+ * Memory and ownership (the rules of the generated bindings, handled here):
+ *  - Everything the host passes in (the job's id and function, the input bytes) is
+ *    allocated by the host in this instance's memory with `cabi_realloc` (= realloc) and is
+ *    owned by the guest. WASMGEAR_JOB copies `id`/`function` into NUL-terminated strings and
+ *    frees the host's copies and the input once the handler returns: `job` and `input` are
+ *    valid only during the call. Never return, keep or free them yourself.
+ *  - The output or error message returned from `run` is freed with `free()` by the
+ *    bindings' post-return function (`cabi_post_...#run`) after the host copied it out,
+ *    when its length is not 0. So it must be a heap block of its own (never a string
+ *    literal, a static or a pointer into another block): the `wasmgear_ok*`, `wasmgear_retry`
+ *    and `wasmgear_fail` helpers always make one. A `wasmgear_result` is owned by whoever
+ *    holds it; returning it hands it to the SDK (`wasmgear_result_free` drops one unused).
+ *  - Strings passed *to* the host (log lines, progress messages, config keys) are borrowed
+ *    for the call only: the helpers pass your buffers (or a temporary) and you keep them.
+ *  - A string the host returns (`config.get`) is allocated in guest memory and owned by the
+ *    caller; `wasmgear_config` hands it over as a NUL-terminated heap string: `free()` it.
+ *  - WIT strings must be valid UTF-8, or the host traps the instance. The helpers replace
+ *    invalid sequences in log lines, progress messages, config keys and error messages with
+ *    U+FFFD, so formatting arbitrary bytes into them is safe. Output bytes are passed as is.
+ *
+ * Out of memory: the helpers call `abort()` (a trap: the job ends without a result), as
+ * the bindings' `cabi_realloc` does.
+ *
+ * Include the generated `job.h` before this header (it is included here when it was not).
+ */
+#ifndef WASMGEAR_H
+#define WASMGEAR_H
+
+#ifndef __BINDINGS_JOB_H
+#include "job.h"
+#endif
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WASMGEAR__PRINTF(fmt, args) __attribute__((__format__(__printf__, fmt, args)))
+#else
+#define WASMGEAR__PRINTF(fmt, args)
+#endif
+
+/* ---- the job ----------------------------------------------------------------------- */
+
+/* What the worker tells a handler about the job it is running (valid during the call). */
+typedef struct wasmgear_job {
+    const char *id;          /* the job's id, unique within the queue, e.g. "resize:1042" */
+    const char *function;    /* the function the job was enqueued for */
+    uint32_t attempt;        /* 1 the first time, 2 on the first retry, and so on */
+    uint32_t max_attempts;   /* how many attempts the job may have in all */
+    uint64_t enqueued_at_ms; /* when it was enqueued, ms since the Unix epoch (queue clock) */
+    uint64_t timeout_ms;     /* how long the handler may run before the worker stops it */
+} wasmgear_job;
+
+/* Whether a retry from this attempt would still fail the job for good. */
+static inline bool wasmgear_is_last_attempt(const wasmgear_job *job) {
+    return job->attempt >= job->max_attempts;
+}
+
+/* ---- results ----------------------------------------------------------------------- */
+
+typedef enum wasmgear_status {
+    WASMGEAR_OK = 0,    /* `data` holds the output bytes */
+    WASMGEAR_RETRY = 1, /* WIT job-error.retry: `data` holds the message (UTF-8) */
+    WASMGEAR_FAIL = 2,  /* WIT job-error.fail: `data` holds the message (UTF-8) */
+} wasmgear_status;
+
+/* What a handler returns. `data` is a malloc'd block owned by the result (NULL when `len`
+ * is 0); make results with the helpers below rather than by hand. */
+typedef struct wasmgear_result {
+    wasmgear_status status;
+    uint8_t *data;
+    size_t len;
+} wasmgear_result;
+
+static inline void *wasmgear__alloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
+/* The output `len` bytes at `data`, copied. */
+static inline wasmgear_result wasmgear_ok(const void *data, size_t len) {
+    wasmgear_result r = {WASMGEAR_OK, NULL, 0};
+    if (len > 0) {
+        r.data = (uint8_t *)wasmgear__alloc(len);
+        memcpy(r.data, data, len);
+        r.len = len;
+    }
+    return r;
+}
+
+/* The output NUL-terminated string `s` (without the NUL), copied. */
+static inline wasmgear_result wasmgear_ok_str(const char *s) {
+    return wasmgear_ok(s, strlen(s));
+}
+
+/* The output `len` bytes at `data`, a block from malloc/realloc that the result takes
+ * over (no copy): do not use or free it afterwards. */
+static inline wasmgear_result wasmgear_ok_take(void *data, size_t len) {
+    wasmgear_result r = {WASMGEAR_OK, (uint8_t *)data, len};
+    if (len == 0) {
+        free(data);
+        r.data = NULL;
+    }
+    return r;
+}
+
+/* No output (an empty list of bytes). */
+static inline wasmgear_result wasmgear_ok_empty(void) {
+    wasmgear_result r = {WASMGEAR_OK, NULL, 0};
+    return r;
+}
+
+/* A printf-style message in a fresh heap block; *len gets its length. */
+static inline char *wasmgear__vformat(size_t *len, const char *fmt, va_list ap) {
+    char small[256];
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n < 0) n = 0;
+    char *s = (char *)wasmgear__alloc((size_t)n + 1);
+    if ((size_t)n < sizeof small)
+        memcpy(s, small, (size_t)n + 1);
+    else
+        vsnprintf(s, (size_t)n + 1, fmt, again);
+    va_end(again);
+    *len = (size_t)n;
+    return s;
+}
+
+static inline wasmgear_result wasmgear__error(wasmgear_status status, const char *fmt, va_list ap) {
+    wasmgear_result r;
+    r.status = status;
+    r.data = (uint8_t *)wasmgear__vformat(&r.len, fmt, ap);
+    return r;
+}
+
+/* A transient failure: the queue runs the job again later, while attempts remain.
+ * printf-style; pass arbitrary text as wasmgear_retry("%s", text). */
+static inline WASMGEAR__PRINTF(1, 2) wasmgear_result wasmgear_retry(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wasmgear_result r = wasmgear__error(WASMGEAR_RETRY, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* A permanent failure (bad input, a bug): the job fails for good at once.
+ * printf-style; pass arbitrary text as wasmgear_fail("%s", text). */
+static inline WASMGEAR__PRINTF(1, 2) wasmgear_result wasmgear_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wasmgear_result r = wasmgear__error(WASMGEAR_FAIL, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Frees a result that will not be returned. */
+static inline void wasmgear_result_free(wasmgear_result *r) {
+    free(r->data);
+    r->data = NULL;
+    r->len = 0;
+}
+
+/* ---- a growable byte buffer, to build outputs ---------------------------------------- */
+
+typedef struct wasmgear_buf {
+    uint8_t *data; /* malloc'd, or NULL while empty */
+    size_t len;
+    size_t cap;
+} wasmgear_buf; /* start with: wasmgear_buf b = {0}; */
+
+static inline void wasmgear_buf_reserve(wasmgear_buf *b, size_t extra) {
+    if (b->cap - b->len >= extra) return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap - b->len < extra) {
+        if (cap > SIZE_MAX / 2) abort();
+        cap *= 2;
+    }
+    uint8_t *p = (uint8_t *)realloc(b->data, cap);
+    if (!p) abort();
+    b->data = p;
+    b->cap = cap;
+}
+
+static inline void wasmgear_buf_append(wasmgear_buf *b, const void *data, size_t len) {
+    if (len == 0) return;
+    wasmgear_buf_reserve(b, len);
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+}
+
+static inline void wasmgear_buf_putc(wasmgear_buf *b, char c) {
+    wasmgear_buf_reserve(b, 1);
+    b->data[b->len++] = (uint8_t)c;
+}
+
+static inline void wasmgear_buf_puts(wasmgear_buf *b, const char *s) {
+    wasmgear_buf_append(b, s, strlen(s));
+}
+
+static inline WASMGEAR__PRINTF(2, 3) void wasmgear_buf_printf(wasmgear_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len;
+    char *s = wasmgear__vformat(&len, fmt, ap);
+    va_end(ap);
+    wasmgear_buf_append(b, s, len);
+    free(s);
+}
+
+static inline void wasmgear_buf_free(wasmgear_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* The buffer's bytes as the output; the result takes them over and `b` is left empty. */
+static inline wasmgear_result wasmgear_ok_buf(wasmgear_buf *b) {
+    wasmgear_result r = wasmgear_ok_take(b->data, b->len);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return r;
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------------- */
+
+/* The length of the valid UTF-8 sequence at s[0..len) (1 to 4), or 0 when it is not one. */
+static inline size_t wasmgear_utf8_seq(const uint8_t *s, size_t len) {
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (len >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (len < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (len < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* The offset of the first byte of s[0..len) that is not valid UTF-8, or `len`. */
+static inline size_t wasmgear_utf8_valid_up_to(const void *data, size_t len) {
+    const uint8_t *s = (const uint8_t *)data;
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = wasmgear_utf8_seq(s + i, len - i);
+        if (n == 0) return i;
+        i += n;
+    }
+    return len;
+}
+
+/* s[0..len) with every invalid sequence replaced by U+FFFD, in a fresh heap block. */
+static inline uint8_t *wasmgear__utf8_repair(const uint8_t *s, size_t len, size_t *out_len) {
+    uint8_t *out = (uint8_t *)wasmgear__alloc(len * 3 + 1);
+    size_t o = 0, i = 0;
+    while (i < len) {
+        size_t n = wasmgear_utf8_seq(s + i, len - i);
+        if (n == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(out + o, s + i, n);
+            o += n;
+            i += n;
+        }
+    }
+    *out_len = o;
+    return out;
+}
+
+/* A WIT string borrowing s[0..len), or a repaired copy put in *owned (free it after). */
+static inline job_string_t wasmgear__wit_str(const char *s, size_t len, uint8_t **owned) {
+    job_string_t w;
+    *owned = NULL;
+    if (wasmgear_utf8_valid_up_to(s, len) == len) {
+        w.ptr = (uint8_t *)s; /* borrowed: the import only reads it */
+        w.len = len;
+    } else {
+        *owned = wasmgear__utf8_repair((const uint8_t *)s, len, &w.len);
+        w.ptr = *owned;
+    }
+    return w;
+}
+
+/* ---- calls into the worker ----------------------------------------------------------- */
+
+/* Reports that `done` units of `total` are finished (`total` 0: unknown), with an optional
+ * short message (NULL for none). Reports may be coalesced; the last one always arrives. */
+static inline void wasmgear_progress(uint64_t done, uint64_t total, const char *message) {
+    if (!message) {
+        wasmgear_job_progress_report(done, total, NULL);
+        return;
+    }
+    uint8_t *owned;
+    job_string_t m = wasmgear__wit_str(message, strlen(message), &owned);
+    wasmgear_job_progress_report(done, total, &m);
+    free(owned);
+}
+
+/* wasmgear_progress with a printf-style message. */
+static inline WASMGEAR__PRINTF(3, 4) void wasmgear_progressf(uint64_t done, uint64_t total,
+                                                            const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len;
+    char *s = wasmgear__vformat(&len, fmt, ap);
+    va_end(ap);
+    uint8_t *owned;
+    job_string_t m = wasmgear__wit_str(s, len, &owned);
+    wasmgear_job_progress_report(done, total, &m);
+    free(owned);
+    free(s);
+}
+
+/* Log levels (the WIT `log.level`), from the most detailed to the most severe. */
+#define WASMGEAR_TRACE WASMGEAR_JOB_LOG_LEVEL_TRACE
+#define WASMGEAR_DEBUG WASMGEAR_JOB_LOG_LEVEL_DEBUG
+#define WASMGEAR_INFO WASMGEAR_JOB_LOG_LEVEL_INFO
+#define WASMGEAR_WARN WASMGEAR_JOB_LOG_LEVEL_WARN
+#define WASMGEAR_ERROR WASMGEAR_JOB_LOG_LEVEL_ERROR
+
+static inline void wasmgear_vlog(wasmgear_job_log_level_t level, const char *fmt, va_list ap) {
+    size_t len;
+    char *s = wasmgear__vformat(&len, fmt, ap);
+    uint8_t *owned;
+    job_string_t m = wasmgear__wit_str(s, len, &owned);
+    wasmgear_job_log_write(level, &m);
+    free(owned);
+    free(s);
+}
+
+/* Writes one printf-style line to the job's log at `level` (WASMGEAR_INFO, ...). The worker
+ * cuts long lines and rate-limits floods; logging never fails and never blocks. */
+static inline WASMGEAR__PRINTF(2, 3) void wasmgear_log(wasmgear_job_log_level_t level,
+                                                      const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wasmgear_vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+#define WASMGEAR__LOG_FN(name, level)                                                       \
+    static inline WASMGEAR__PRINTF(1, 2) void name(const char *fmt, ...) {                 \
+        va_list ap;                                                                          \
+        va_start(ap, fmt);                                                                   \
+        wasmgear_vlog(level, fmt, ap);                                                       \
+        va_end(ap);                                                                          \
+    }
+WASMGEAR__LOG_FN(wasmgear_log_trace, WASMGEAR_TRACE)
+WASMGEAR__LOG_FN(wasmgear_log_debug, WASMGEAR_DEBUG)
+WASMGEAR__LOG_FN(wasmgear_log_info, WASMGEAR_INFO)
+WASMGEAR__LOG_FN(wasmgear_log_warn, WASMGEAR_WARN)
+WASMGEAR__LOG_FN(wasmgear_log_error, WASMGEAR_ERROR)
+#undef WASMGEAR__LOG_FN
+
+/* Whether the job has been asked to stop (cancelled, lease lost, worker shutting down).
+ * Long handlers check it between steps and, once true, return an error soon. */
+static inline bool wasmgear_cancelled(void) {
+    return wasmgear_job_cancel_cancelled();
+}
+
+/* The value of configuration key `key` granted by the plugin's manifest (`[config]` in
+ * `NAME.toml`) as a NUL-terminated heap string the caller must free(), or NULL when the
+ * manifest does not set it. (A value containing NUL bytes reads as cut at the first.) */
+static inline char *wasmgear_config(const char *key) {
+    uint8_t *owned;
+    job_string_t k = wasmgear__wit_str(key, strlen(key), &owned);
+    job_string_t v = {NULL, 0};
+    bool some = wasmgear_job_config_get(&k, &v);
+    free(owned);
+    if (!some) return NULL;
+    char *s;
+    if (v.len == 0) {
+        /* An empty string's pointer is not a heap block (cabi_realloc of size 0): never
+         * free it. */
+        s = (char *)wasmgear__alloc(1);
+    } else {
+        /* The host allocated `v` with cabi_realloc (= realloc): grow it in place. */
+        s = (char *)realloc(v.ptr, v.len + 1);
+        if (!s) abort();
+    }
+    s[v.len] = '\0';
+    return s;
+}
+
+/* ---- the entry point ------------------------------------------------------------------ */
+
+/* A job handler: returns the output or an error for `input[0..len)` (never NULL). */
+typedef wasmgear_result (*wasmgear_handler)(const wasmgear_job *job, const uint8_t *input,
+                                            size_t len);
+
+static inline char *wasmgear__cstr(const job_string_t *s) {
+    char *c = (char *)wasmgear__alloc(s->len + 1);
+    if (s->len) memcpy(c, s->ptr, s->len);
+    c[s->len] = '\0';
+    return c;
+}
+
+/* Runs one job through `handler` and fills in the export's result (see the ownership
+ * notes at the top). */
+static inline bool wasmgear__run(wasmgear_handler handler,
+                                 exports_wasmgear_job_handler_job_info_t *info,
+                                 job_list_u8_t *input, job_list_u8_t *ret,
+                                 exports_wasmgear_job_handler_job_error_t *err) {
+    static const uint8_t empty[1] = {0};
+    char *id = wasmgear__cstr(&info->id);
+    char *function = wasmgear__cstr(&info->function);
+    wasmgear_job job = {id, function, info->attempt, info->max_attempts,
+                        info->enqueued_at_ms, info->timeout_ms};
+    /* The host's strings are ours: free them (only when non-empty, as the bindings do). */
+    exports_wasmgear_job_handler_job_info_free(info);
+
+    /* An empty list's pointer is not dereferenceable: hand the handler a real one. */
+    wasmgear_result r = handler(&job, input->len ? input->ptr : empty, input->len);
+
+    job_list_u8_free(input); /* ours too; the handler must not have kept it */
+    free(id);
+    free(function);
+
+    if (r.status == WASMGEAR_OK && (r.data != NULL || r.len == 0)) {
+        /* Freed by the post-return function when len > 0; NULL/0 when empty. */
+        ret->ptr = r.len ? r.data : NULL;
+        ret->len = r.len;
+        if (!r.len) free(r.data);
+        return true;
+    }
+
+    job_string_t message = {NULL, 0};
+    if (r.status == WASMGEAR_OK) { /* data NULL with len > 0: a bug in the handler */
+        r = wasmgear_fail("handler returned a NULL output of %zu bytes", r.len);
+    } else if (r.status != WASMGEAR_RETRY && r.status != WASMGEAR_FAIL) {
+        int status = (int)r.status;
+        wasmgear_result_free(&r);
+        r = wasmgear_fail("handler returned an unknown status %d", status);
+    }
+    if (r.len > 0 && r.data != NULL) {
+        if (wasmgear_utf8_valid_up_to(r.data, r.len) == r.len) {
+            message.ptr = r.data; /* freed by the post-return function */
+            message.len = r.len;
+        } else {
+            message.ptr = wasmgear__utf8_repair(r.data, r.len, &message.len);
+            free(r.data);
+        }
+    } else {
+        free(r.data);
+    }
+    if (r.status == WASMGEAR_RETRY) {
+        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_RETRY;
+        err->val.retry = message;
+    } else {
+        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_FAIL;
+        err->val.fail = message;
+    }
+    return false;
+}
+
+/* Makes `handler` (a wasmgear_handler) this component's job handler: write
+ * `WASMGEAR_JOB(handler)` once, at file scope, in one .c file of the plugin. */
+#define WASMGEAR_JOB(handler)                                                               \
+    bool exports_wasmgear_job_handler_run(exports_wasmgear_job_handler_job_info_t *info,   \
+                                          job_list_u8_t *input, job_list_u8_t *ret,        \
+                                          exports_wasmgear_job_handler_job_error_t *err) { \
+        return wasmgear__run((handler), info, input, ret, err);                            \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WASMGEAR_H */

@@ -1,0 +1,310 @@
+"""Write wasmgear job handlers in Python.
+
+A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This module
+turns one plain Python function into such a component (built with componentize-py against
+the `job` world of `wit/job.wit`)::
+
+    import wasmgear
+    from wasmgear import Fail, log
+
+    @wasmgear.job
+    def reverse(job, input: bytes) -> bytes:
+        log.info(f"reversing {len(input)} bytes for job {job.id}")
+        return input[::-1]
+
+The decorated function gets the `Job` being run and the job's input bytes, and returns the
+output: `bytes` as they are, `str` as UTF-8, `None` as empty. Raise `Retry(msg)` for a
+transient failure (the queue runs the job again, with backoff, while attempts remain) and
+`Fail(msg)` for a permanent one; any other exception fails the job for good with the
+exception's text, and its traceback goes to the job's log.
+
+While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
+it has been `cancelled`, and read the settings its manifest grants (`config`). `json_input`
+and `json_output` read and write JSON.
+
+`@wasmgear.job` defines the class `Handler` in the decorated function's module: that is the
+export componentize-py looks for, so build with that module as the app
+(`componentize-py -d wit -w job componentize app -o plugin.wasm`). A module may use
+`@wasmgear.job` only once: a component exports exactly one handler.
+
+Outside a component (plain `python3`, for unit tests) the module imports as well: `progress`
+and `log` write to stderr, `cancelled()` is False and `config()` is None, and `call` runs a
+handler the way the worker would.
+"""
+
+import json as _json
+import re as _re
+import sys as _sys
+import traceback as _traceback
+
+__all__ = [
+    "Job",
+    "JobError",
+    "Retry",
+    "Fail",
+    "job",
+    "call",
+    "progress",
+    "log",
+    "cancelled",
+    "config",
+    "text_input",
+    "json_input",
+    "json_output",
+]
+
+# Inside a component (componentize-py builds for WASI, where `sys.platform` is "wasi") the
+# generated bindings must import: a failure there is a build error, not a reason to fall back.
+IN_COMPONENT = _sys.platform == "wasi"
+
+if IN_COMPONENT:
+    from componentize_py_types import Err as _Err
+    from wit_world import exports as _exports
+    from wit_world.imports import cancel as _cancel
+    from wit_world.imports import config as _config
+    from wit_world.imports import log as _log
+    from wit_world.imports import progress as _progress
+    from wit_world.imports.types import JobError_Fail as _WitFail
+    from wit_world.imports.types import JobError_Retry as _WitRetry
+
+
+class JobError(Exception):
+    """Why a job did not produce an output: raise `Retry` or `Fail`, not this."""
+
+    #: Whether the queue should run the job again (while attempts remain).
+    retry = False
+
+    def __init__(self, message):
+        message = str(message)
+        super().__init__(message)
+        self.message = message
+
+
+class Retry(JobError):
+    """A transient failure: the queue runs the job again later, while attempts remain."""
+
+    retry = True
+
+
+class Fail(JobError):
+    """A permanent failure (bad input, a bug): the job fails for good at once."""
+
+    retry = False
+
+
+class Job:
+    """What the worker tells a handler about the job it is running."""
+
+    __slots__ = ("id", "function", "attempt", "max_attempts", "enqueued_at_ms", "timeout_ms")
+
+    def __init__(self, id, function, attempt=1, max_attempts=1, enqueued_at_ms=0, timeout_ms=0):
+        #: The job's id, unique within the queue, e.g. "resize:1042".
+        self.id = id
+        #: The function the job was enqueued for.
+        self.function = function
+        #: Which attempt this is: 1 the first time, 2 on the first retry, and so on.
+        self.attempt = attempt
+        #: How many attempts the job may have in all.
+        self.max_attempts = max_attempts
+        #: When the job was enqueued, in milliseconds since the Unix epoch (queue clock).
+        self.enqueued_at_ms = enqueued_at_ms
+        #: How long the handler may run, in milliseconds, before the worker stops it.
+        self.timeout_ms = timeout_ms
+
+    @property
+    def is_last_attempt(self):
+        """Whether a `Retry` from this attempt would still fail the job for good."""
+        return self.attempt >= self.max_attempts
+
+    @classmethod
+    def _from_wit(cls, info):
+        return cls(
+            info.id,
+            info.function,
+            info.attempt,
+            info.max_attempts,
+            info.enqueued_at_ms,
+            info.timeout_ms,
+        )
+
+    def __repr__(self):
+        return (
+            f"Job(id={self.id!r}, function={self.function!r}, attempt={self.attempt}, "
+            f"max_attempts={self.max_attempts}, enqueued_at_ms={self.enqueued_at_ms}, "
+            f"timeout_ms={self.timeout_ms})"
+        )
+
+
+# --- calls into the worker ----------------------------------------------------------------
+
+
+def progress(done, total, message=None):
+    """Reports that `done` units of `total` are finished (`total` 0: unknown), with an
+    optional short message. Reports may be coalesced; the last one always arrives."""
+    done, total = int(done), int(total)
+    if message is not None:
+        message = str(message)
+    if IN_COMPONENT:
+        _progress.report(done, total, message)
+    else:
+        suffix = f" {message}" if message is not None else ""
+        print(f"[progress] {done}/{total}{suffix}", file=_sys.stderr)
+
+
+class _Log:
+    """Writes lines to the worker's log, tagged with the job's id: `log.info("...")`."""
+
+    _LEVELS = ("trace", "debug", "info", "warn", "error")
+
+    def write(self, level, message):
+        """Writes `message` at `level` ("trace", "debug", "info", "warn" or "error")."""
+        if level not in self._LEVELS:
+            raise ValueError(f"unknown log level {level!r}")
+        message = str(message)
+        if IN_COMPONENT:
+            _log.write(_log.Level[level.upper()], message)
+        else:
+            print(f"[{level}] {message}", file=_sys.stderr)
+
+    def trace(self, message):
+        self.write("trace", message)
+
+    def debug(self, message):
+        self.write("debug", message)
+
+    def info(self, message):
+        self.write("info", message)
+
+    def warn(self, message):
+        self.write("warn", message)
+
+    warning = warn
+
+    def error(self, message):
+        self.write("error", message)
+
+    def __call__(self, level, message):
+        self.write(level, message)
+
+
+#: The job's log: `log.info(msg)`, `log.debug`, `log.warn`, `log.error`, `log.trace`.
+log = _Log()
+
+
+def cancelled():
+    """Whether the job has been asked to stop. Long handlers check it between steps and,
+    once it is True, stop soon by raising (usually `Fail`)."""
+    if IN_COMPONENT:
+        return bool(_cancel.cancelled())
+    return False
+
+
+def config(key):
+    """The value of configuration key `key` granted by the plugin's manifest
+    (`[config]` in `NAME.toml`), or None when the manifest does not set it."""
+    if IN_COMPONENT:
+        return _config.get(str(key))
+    return None
+
+
+# --- input and output ---------------------------------------------------------------------
+
+
+def text_input(data):
+    """The input bytes as text; raises `Fail` when they are not UTF-8."""
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Fail(f"input is not valid UTF-8: {e}") from None
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_input(data):
+    """The input bytes parsed as JSON (strict: no NaN or Infinity); raises `Fail` saying
+    what is wrong when they are not UTF-8 JSON."""
+    text = text_input(data)
+    try:
+        return _json.loads(text, parse_constant=_reject_constant)
+    except ValueError as e:
+        raise Fail(f"input is not valid JSON: {e}") from None
+
+
+_LONE_SURROGATE = _re.compile("[\ud800-\udfff]")
+
+
+def json_output(value):
+    """`value` as compact JSON bytes (no spaces, UTF-8, non-ASCII unescaped): the same bytes
+    JavaScript's `JSON.stringify` writes for strings, integers, lists and dicts."""
+    text = _json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # A lone surrogate cannot be UTF-8: escape it as JSON.stringify does.
+    text = _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return text.encode("utf-8")
+
+
+def _output_bytes(value):
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise Fail(
+        f"handler returned {type(value).__name__}, expected bytes, str or None "
+        "(use wasmgear.json_output for JSON)"
+    )
+
+
+# --- the handler --------------------------------------------------------------------------
+
+
+def call(handler, job, input):
+    """Runs `handler(job, input)` the way the worker does and returns its output bytes.
+
+    Raises `Retry` or `Fail`; any other exception becomes a `Fail` with its text (and its
+    traceback is logged at error level)."""
+    try:
+        return _output_bytes(handler(job, bytes(input)))
+    except JobError:
+        raise
+    except Exception as e:
+        log.error("uncaught exception:\n" + "".join(_traceback.format_exception(e)).rstrip())
+        text = str(e)
+        raise Fail(f"{type(e).__name__}: {text}" if text else type(e).__name__) from e
+
+
+_registered = None
+
+
+def job(handler):
+    """Makes `handler(job, input: bytes) -> bytes | str | None` this component's job handler.
+
+    Defines the class `Handler` that componentize-py exports, in the module `handler` was
+    defined in, and returns `handler` unchanged (so tests can call it directly)."""
+    global _registered
+    if _registered is not None:
+        raise RuntimeError(
+            f"wasmgear.job used twice ({_registered.__qualname__} and "
+            f"{handler.__qualname__}): a component exports exactly one handler"
+        )
+    _registered = handler
+
+    base = _exports.Handler if IN_COMPONENT else object
+
+    class Handler(base):
+        def run(self, info, input):
+            try:
+                return call(handler, Job._from_wit(info), input)
+            except Retry as e:
+                raise _Err(_WitRetry(e.message))
+            except Fail as e:
+                raise _Err(_WitFail(e.message))
+
+    Handler.__module__ = handler.__module__
+    Handler.__qualname__ = "Handler"
+    module = _sys.modules.get(handler.__module__)
+    if module is not None:
+        setattr(module, "Handler", Handler)
+    return handler
