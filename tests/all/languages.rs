@@ -98,7 +98,8 @@ fn plugins_in_four_languages_do_the_same_job() {
         serde_json::json!({ "text": long }).to_string(),
         serde_json::json!({ "text": "x".repeat(2500) + " y" }).to_string(),
     ];
-    for input in &inputs {
+    let mut outputs_of_rust_1 = String::new();
+    for (i, input) in inputs.iter().enumerate() {
         let outputs: Vec<String> = LANGS
             .iter()
             .map(|lang| {
@@ -115,7 +116,58 @@ fn plugins_in_four_languages_do_the_same_job() {
         for (lang, output) in LANGS.iter().zip(&outputs) {
             assert_eq!(output, &outputs[0], "{lang} differs from rust on {input}");
         }
+        if i == 1 {
+            outputs_of_rust_1 = outputs[0].clone();
+        }
     }
+    // JavaScript with wasi:http left in the component (for plugins that use fetch): the
+    // worker links it (deny-by-default), and the job runs the same.
+    let project = work.path().join("wc-jshttp");
+    let out = run(&[
+        "new",
+        "wc-jshttp",
+        "--lang",
+        "js",
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = wasmgear(
+        &[
+            "build",
+            project.to_str().unwrap(),
+            "--out",
+            built.to_str().unwrap(),
+        ],
+        &[("WASMGEAR_JS_HTTP", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let component = std::fs::read(built.join("wc-jshttp.wasm")).unwrap();
+    let needle = b"wasi:http/outgoing-handler";
+    assert!(
+        component.windows(needle.len()).any(|w| w == needle),
+        "no wasi:http import"
+    );
+    std::fs::rename(
+        built.join("wc-jshttp.wasm"),
+        plugins.path().join("wc-jshttp.wasm"),
+    )
+    .unwrap();
+    eventually_sync(
+        Duration::from_secs(60),
+        "the worker to serve wc-jshttp",
+        || {
+            let out = run(&[
+                "enqueue",
+                "wc-jshttp",
+                &inputs[1],
+                "--wait",
+                "--require-worker",
+            ]);
+            out.status.code() == Some(0) && stdout(&out) == outputs_of_rust_1
+        },
+    );
+
     let out = run(&["enqueue", "wc-c", &inputs[1], "--wait"]);
     assert_eq!(
         stdout(&out),
