@@ -12,14 +12,17 @@ async fn main() {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(
+            std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .init();
     let cli = wasmgear::cli::Cli::parse();
     let code = match cli.run().await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            1
+            wasmgear::cli::exit_code(&error)
         }
     };
     std::process::exit(code);

@@ -183,7 +183,7 @@ fn no_redis_is_a_clear_error() {
         &["enqueue", "echo", "x"],
         &[("WASMGEAR_HOME", home.path().to_str().unwrap())],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no Redis to talk to"),
         "{}",
@@ -350,9 +350,9 @@ fn bulk_enqueues_json_lines() {
     let bad =
         b"{\"function\": \"echo\", \"input\": \"one\"}\n{\"function\": \"echo\", \"priorty\": 1}\n";
     let out = wasmgear_with_stdin(&["bulk"], &env, bad);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("line 2: nothing was enqueued"),
+        stderr(&out).contains("line 2: ") && stderr(&out).contains("nothing was enqueued"),
         "{}",
         stderr(&out)
     );
@@ -393,7 +393,7 @@ fn enqueue_at_a_time() {
         &["enqueue", "echo", "x", "--at", "2001-01-01T00:00:00Z"],
         &env,
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("is in the past"), "{}", stderr(&out));
     let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
     let tomorrow = tomorrow
@@ -428,7 +428,7 @@ fn logs_prints_the_job_log() {
         "{log}"
     );
     let missing = wasmgear(&["logs", "count:9"], &env);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(5));
     assert!(stderr(&missing).contains("no job count:9"));
 }
 

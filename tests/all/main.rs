@@ -8,6 +8,7 @@ mod api;
 mod cancel;
 mod cli;
 mod cluster;
+mod commands;
 mod features;
 mod languages;
 mod lease;

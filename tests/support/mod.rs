@@ -31,9 +31,19 @@ pub struct TestRedis {
 impl TestRedis {
     /// Starts a fresh, empty server.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a fresh, empty server with more command-line options (a password, TLS, ...).
+    pub fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let server = RedisServer::start(dir.path(), 0, &[]).expect("start redis-server");
+        let server = RedisServer::start(dir.path(), 0, args).expect("start redis-server");
         TestRedis { server, _dir: dir }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.server.port()
     }
 
     /// Its URL.

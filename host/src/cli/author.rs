@@ -57,7 +57,9 @@ pub fn build(args: BuildArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("no plugin project at {:?}", args.dir))?;
     let script = dir.join("build.sh");
     if !script.is_file() {
-        bail!("{dir:?} has no build.sh: is it a project made by `wasmgear new`?");
+        return Err(super::usage(format!(
+            "{dir:?} has no build.sh: is it a project made by `wasmgear new`?"
+        )));
     }
     let out = args.out.clone().unwrap_or_else(|| dir.clone());
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {out:?}"))?;

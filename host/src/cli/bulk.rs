@@ -23,6 +23,10 @@ pub struct BulkArgs {
     /// "failed_retention" ("7d"), "uniq" (a key), "tags" and "after" (lists of job ids).
     /// Every line is checked before any job is written. Prints one job id per line, in order.
     file: Option<PathBuf>,
+
+    /// Print the ids as a JSON array.
+    #[arg(long)]
+    json: bool,
 }
 
 /// One line of input.
@@ -60,7 +64,9 @@ impl Line {
     fn into_job(self) -> anyhow::Result<(FunctionName, Vec<u8>, EnqueueOptions)> {
         let function = FunctionName::new(self.function)?;
         let input = match (self.input, self.input_json) {
-            (Some(_), Some(_)) => anyhow::bail!("give \"input\" or \"input_json\", not both"),
+            (Some(_), Some(_)) => {
+                return Err(super::usage("give \"input\" or \"input_json\", not both"));
+            }
             (Some(text), None) => text.into_bytes(),
             (None, Some(value)) => serde_json::to_vec(&value)?,
             (None, None) => Vec::new(),
@@ -73,7 +79,11 @@ impl Line {
                     let n = n.as_i64().and_then(|n| i32::try_from(n).ok());
                     Priority::new(n.context("priority must be an integer")?)?
                 }
-                other => anyhow::bail!("priority {other} is neither a name nor a number"),
+                other => {
+                    return Err(super::usage(format!(
+                        "priority {other} is neither a name nor a number"
+                    )));
+                }
             };
         }
         if let Some(delay) = self.delay {
@@ -83,7 +93,11 @@ impl Line {
             options.at = Some(match at {
                 serde_json::Value::String(text) => parse_time(&text)?,
                 serde_json::Value::Number(n) => parse_time(&n.to_string())?,
-                other => anyhow::bail!("at {other} is neither epoch seconds nor a timestamp"),
+                other => {
+                    return Err(super::usage(format!(
+                        "at {other} is neither epoch seconds nor a timestamp"
+                    )));
+                }
             });
         }
         options.max_attempts = self.max_attempts;
@@ -119,8 +133,18 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
             .context("cannot read stdin")?,
         Some(path) => std::fs::File::open(path)
             .and_then(|mut f| f.read_to_string(&mut text))
-            .with_context(|| format!("cannot read {path:?}"))?,
+            .map_err(|e| super::usage(format!("cannot read {path:?}: {e}")))?,
     };
+    enqueue_lines(&args.redis, &text, args.json).await
+}
+
+/// Enqueues the jobs of `text`, one JSON object per line (checking every line before
+/// writing any), and prints their ids, one per line.
+pub async fn enqueue_lines(
+    redis: &super::RedisArgs,
+    text: &str,
+    json: bool,
+) -> anyhow::Result<i32> {
     let mut jobs = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -129,18 +153,27 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
         let job = serde_json::from_str::<Line>(line)
             .map_err(anyhow::Error::from)
             .and_then(Line::into_job)
-            .with_context(|| format!("line {}: nothing was enqueued", number + 1))?;
+            .map_err(|e| {
+                super::usage(format!("line {}: {e:#}; nothing was enqueued", number + 1))
+            })?;
         jobs.push(job);
     }
     if jobs.is_empty() {
-        anyhow::bail!("no jobs in the input: give one JSON object per line");
+        return Err(super::usage(
+            "no jobs in the input: give one JSON object per line",
+        ));
     }
-    let client = args.redis.client().await?;
+    let client = redis.client().await?;
     let batch: Vec<_> = jobs
         .iter()
         .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))
         .collect();
     let ids = client.enqueue_batch(&batch).await?;
+    if json {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        super::print_json(&ids)?;
+        return Ok(0);
+    }
     let mut out = String::with_capacity(ids.len() * 16);
     for id in ids {
         out.push_str(&id.to_string());

@@ -12,12 +12,31 @@ pub struct CancelArgs {
 
     /// The job's id (e.g. echo:42).
     id: String,
+
+    /// Print JSON: {"id", "outcome": "cancelled" | "stopping" | "already-ended", "state"}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: CancelArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let client = args.redis.client().await?;
-    match client.cancel(&id).await? {
+    let outcome = client.cancel(&id).await?;
+    if args.json {
+        let (word, state) = match outcome {
+            CancelOutcome::Cancelled => ("cancelled", "cancelled".to_string()),
+            CancelOutcome::Stopping => ("stopping", "running".to_string()),
+            CancelOutcome::AlreadyEnded(state) => ("already-ended", state.to_string()),
+        };
+        super::print_json(
+            &serde_json::json!({ "id": id.to_string(), "outcome": word, "state": state }),
+        )?;
+        return Ok(match outcome {
+            CancelOutcome::AlreadyEnded(_) => super::exit::FAILED,
+            _ => super::exit::OK,
+        });
+    }
+    match outcome {
         CancelOutcome::Cancelled => println!("{id} cancelled"),
         CancelOutcome::Stopping => {
             println!("{id} is running: its worker has been asked to stop it")

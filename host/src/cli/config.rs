@@ -87,7 +87,9 @@ fn optional_number(text: &str, unset: &str, flag: &str) -> anyhow::Result<Option
     }
     match text.parse::<u64>() {
         Ok(n) if n > 0 => Ok(Some(n)),
-        _ => anyhow::bail!("{flag} {text:?}: expected a whole number of at least 1, or {unset}"),
+        _ => Err(super::usage(format!(
+            "{flag} {text:?}: expected a whole number of at least 1, or {unset}"
+        ))),
     }
 }
 
@@ -96,8 +98,11 @@ fn parse_rate(text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
     if text == "none" {
         return Ok(None);
     }
-    let bad =
-        || anyhow::anyhow!("--rate {text:?}: expected N/INTERVAL such as 100/1s or 5/1m, or none");
+    let bad = || {
+        super::usage(format!(
+            "--rate {text:?}: expected N/INTERVAL such as 100/1s or 5/1m, or none"
+        ))
+    };
     let (n, interval) = text.split_once('/').ok_or_else(bad)?;
     let n: u64 = n.trim().parse().map_err(|_| bad())?;
     let interval = parse_duration(interval).map_err(|_| bad())?;
@@ -115,15 +120,23 @@ pub struct PauseArgs {
 
     /// The function.
     function: String,
+
+    /// Print the settings afterwards as JSON (as `config --json`).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Pauses (`true`) or resumes leasing of a function's jobs.
 pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
     let function = FunctionName::new(args.function.clone())?;
     let client = args.redis.client().await?;
-    client
+    let config = client
         .configure(&function, &[Setting::Paused(paused)])
         .await?;
+    if args.json {
+        print_json(&config)?;
+        return Ok(0);
+    }
     match paused {
         true => println!("{function} paused: workers start none of its jobs; enqueueing goes on"),
         false => println!("{function} resumed"),

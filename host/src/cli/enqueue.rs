@@ -1,16 +1,15 @@
 //! `wasmgear enqueue`: enqueue a job, and optionally wait for it.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
-use super::status::print_failure;
 use super::{RedisArgs, parse_duration, parse_time};
-use crate::job::{FunctionName, JobId, Progress};
+use crate::job::{FunctionName, JobId};
+use crate::queue::Priority;
 use crate::queue::client::EnqueueOptions;
-use crate::queue::{JobState, Priority};
 
 /// Options of `wasmgear enqueue`.
 #[derive(Debug, clap::Args)]
@@ -19,15 +18,25 @@ pub struct EnqueueArgs {
     redis: RedisArgs,
 
     /// The function to run (the plugin FUNCTION.wasm serves it).
-    function: String,
+    #[arg(required_unless_present = "bulk")]
+    function: Option<String>,
 
-    /// The job's input as text; `-` reads it from stdin. Empty when neither this nor
-    /// --input-file is given.
+    /// The job's input as text; `-` reads it from stdin. Empty when no input option is given.
+    #[arg(conflicts_with_all = ["input_file", "json"])]
     input: Option<String>,
 
     /// Read the job's input from this file.
-    #[arg(long, conflicts_with = "input")]
+    #[arg(long, conflicts_with = "json")]
     input_file: Option<PathBuf>,
+
+    /// The job's input as a JSON literal, checked to be valid JSON (e.g. --json '{"n": 3}').
+    #[arg(long, value_name = "JSON")]
+    json: Option<String>,
+
+    /// Enqueue many jobs from JSON lines on stdin instead, as `wasmgear bulk` does; prints
+    /// one id per line.
+    #[arg(long, conflicts_with_all = ["function", "input", "input_file", "json", "wait"])]
+    bulk: bool,
 
     /// Priority: low, normal, high, or a number from -1000 to 1000 (higher runs first).
     #[arg(long, default_value = "normal")]
@@ -47,7 +56,7 @@ pub struct EnqueueArgs {
     timeout: Option<Duration>,
 
     /// Attempts in all, retries included [default: the plugin's, else 3].
-    #[arg(long)]
+    #[arg(long, visible_alias = "attempts")]
     max_attempts: Option<u32>,
 
     /// How long the finished job and its output are kept.
@@ -88,7 +97,14 @@ pub struct EnqueueArgs {
 }
 
 pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
-    let function = FunctionName::new(args.function.clone())?;
+    if args.bulk {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the jobs from stdin")?;
+        return super::bulk::enqueue_lines(&args.redis, &text, false).await;
+    }
+    let function = FunctionName::new(args.function.clone().unwrap_or_default())?;
     let options = EnqueueOptions {
         priority: args.priority.parse::<Priority>()?,
         max_attempts: args.max_attempts,
@@ -130,38 +146,18 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
     }
 
     eprintln!("enqueued {id}");
-    let mut display = ProgressDisplay::new();
-    let waited = client
-        .wait(&id, args.wait_timeout, |p| display.show(p))
-        .await;
-    display.finish();
-    let status = match waited {
-        Ok(status) => status,
-        Err(crate::queue::QueueError::WaitTimedOut(id)) => {
-            eprintln!("gave up waiting for {id}; it goes on (see `wasmgear status {id}`)");
-            return Ok(4);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    match status.record.state {
-        JobState::Succeeded => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(status.output.as_deref().unwrap_or_default())?;
-            if stdout.is_terminal() {
-                writeln!(stdout)?;
-            }
-            Ok(0)
-        }
-        _ => {
-            print_failure(&status);
-            Ok(1)
-        }
-    }
+    super::wait::wait_for(&client, &[id], args.wait_timeout, false).await
 }
 
 fn read_input(args: &EnqueueArgs) -> anyhow::Result<Vec<u8>> {
+    if let Some(json) = &args.json {
+        serde_json::from_str::<serde_json::Value>(json)
+            .map_err(|e| super::usage(format!("--json is not valid JSON: {e}")))?;
+        return Ok(json.clone().into_bytes());
+    }
     if let Some(path) = &args.input_file {
-        return std::fs::read(path).with_context(|| format!("cannot read the input file {path:?}"));
+        return std::fs::read(path)
+            .map_err(|e| super::usage(format!("cannot read the input file {path:?}: {e}")));
     }
     match args.input.as_deref() {
         Some("-") => {
@@ -173,42 +169,5 @@ fn read_input(args: &EnqueueArgs) -> anyhow::Result<Vec<u8>> {
         }
         Some(text) => Ok(text.as_bytes().to_vec()),
         None => Ok(Vec::new()),
-    }
-}
-
-/// Shows progress on stderr: a bar on a terminal, one line per report otherwise.
-struct ProgressDisplay {
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl ProgressDisplay {
-    fn new() -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
-            {
-                bar.set_style(style);
-            }
-            bar
-        });
-        ProgressDisplay { bar }
-    }
-
-    fn show(&mut self, progress: &Progress) {
-        let message = progress.message.clone().unwrap_or_default();
-        match &self.bar {
-            Some(bar) => {
-                bar.set_length(progress.total);
-                bar.set_position(progress.done);
-                bar.set_message(message);
-            }
-            None => eprintln!("progress {}/{} {message}", progress.done, progress.total),
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish();
-        }
     }
 }

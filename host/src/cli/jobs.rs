@@ -38,14 +38,18 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
         (Some(tag), _, _) => client.tagged(tag, function.as_ref(), args.limit).await?,
         (None, Some(state), Some(function)) => {
             let state: JobState = serde_json::from_value(state.as_str().into()).map_err(|_| {
-                anyhow::anyhow!(
+                super::usage(format!(
                     "unknown state {state:?}: expected queued, scheduled, running, waiting, \
                      succeeded, failed or cancelled"
-                )
+                ))
             })?;
             client.jobs_in_state(function, state, args.limit).await?
         }
-        _ => anyhow::bail!("give --tag TAG, or --function FUNCTION with --state STATE"),
+        _ => {
+            return Err(super::usage(
+                "give --tag TAG, or --function FUNCTION with --state STATE",
+            ));
+        }
     };
     let mut jobs = Vec::new();
     for id in &ids {
@@ -68,7 +72,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
         .map(|job| {
             vec![
                 job.id.to_string(),
-                job.record.state.to_string(),
+                super::paint_state(job.record.state),
                 super::status::ago(job.record.created_ms) + " ago",
                 job.record.tags.join(","),
             ]
@@ -94,12 +98,20 @@ pub struct TagArgs {
     /// The tags.
     #[arg(required = true)]
     tags: Vec<String>,
+
+    /// Print JSON: {"id", "tags"}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn tag(args: TagArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let client = args.redis.client().await?;
     let tags = client.tag(&id, args.action == "add", &args.tags).await?;
-    println!("{id} tags: {}", tags.join(", "));
+    if args.json {
+        print_json(&serde_json::json!({ "id": id.to_string(), "tags": tags }))?;
+    } else {
+        println!("{id} tags: {}", tags.join(", "));
+    }
     Ok(0)
 }

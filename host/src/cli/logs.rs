@@ -11,11 +11,20 @@ pub struct LogsArgs {
 
     /// The job's id (e.g. echo:42).
     id: String,
+
+    /// Print JSON: {"id", "log"}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: LogsArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let client = args.redis.client().await?;
-    print!("{}", client.logs(&id).await?);
+    let log = client.logs(&id).await?;
+    if args.json {
+        super::print_json(&serde_json::json!({ "id": id.to_string(), "log": log }))?;
+    } else {
+        print!("{log}");
+    }
     Ok(0)
 }

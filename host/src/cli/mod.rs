@@ -5,22 +5,24 @@
 mod author;
 mod bulk;
 mod cancel;
+mod completions;
 mod config;
 mod enqueue;
+mod events;
 mod failed;
 mod jobs;
 mod logs;
 mod plugins;
+mod priority;
 mod queues;
 mod retry;
 mod stats;
 mod status;
+mod wait;
 mod worker;
 mod workers;
 
 use std::path::PathBuf;
-
-use anyhow::{Context, bail};
 
 pub use crate::units::{parse_duration, parse_time};
 use clap::{Parser, Subcommand};
@@ -32,8 +34,24 @@ pub const REDIS_URL_FILE: &str = "redis.url";
 
 /// wasmgear: a job queue whose workers run every job in a fresh, sandboxed WebAssembly
 /// component.
+///
+/// Start a worker on a directory of plugins (FUNCTION.wasm), enqueue jobs for those
+/// functions, and watch them:
+///
+///   wasmgear worker --plugins ./plugins          # embedded Redis unless --redis is given
+///   wasmgear enqueue reverse "hello" --wait       # prints the output
+///   wasmgear enqueue resize --input-file a.jpg --priority high --after fetch:3
+///   wasmgear wait resize:1 resize:2               # live progress bars
+///   wasmgear queues / workers / failed / stats F  # what the queue is doing
+///   wasmgear events                               # follow every event live
+///   wasmgear new thumbs --lang python             # start a plugin (rust, python, js, c)
+///
+/// Every command takes the Redis URL from --redis or WASMGEAR_REDIS_URL:
+/// redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS (trusting the system's CAs or
+/// SSL_CERT_FILE), any node of a Redis Cluster. Commands that print data take --json.
+/// Colour only on a terminal, never with NO_COLOR set.
 #[derive(Debug, Parser)]
-#[command(name = "wasmgear", version, about, long_about = None)]
+#[command(name = "wasmgear", version, about, verbatim_doc_comment, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,9 +60,10 @@ pub struct Cli {
 /// How to reach Redis; shared by every subcommand.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RedisArgs {
-    /// Redis URL (redis://HOST:PORT[/DB]). Without it the CLI uses the embedded Redis
-    /// started by `wasmgear worker` in the same WASMGEAR_HOME.
-    #[arg(long = "redis", env = "WASMGEAR_REDIS_URL")]
+    /// Redis URL: redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://... for TLS, any node of
+    /// a cluster. Without it the CLI uses the embedded Redis started by `wasmgear worker` in
+    /// the same WASMGEAR_HOME.
+    #[arg(long = "redis", env = "WASMGEAR_REDIS_URL", hide_env_values = true)]
     pub url: Option<String>,
 
     /// Directory for local state: the embedded Redis' data and the file telling the CLI
@@ -57,9 +76,7 @@ impl RedisArgs {
     /// A queue client for the Redis these arguments name.
     pub async fn client(&self) -> anyhow::Result<crate::queue::Client> {
         let url = self.resolve()?;
-        crate::queue::Client::connect(&url)
-            .await
-            .with_context(|| format!("cannot connect to Redis at {url}"))
+        Ok(crate::queue::Client::connect(&url).await?)
     }
 
     /// The Redis URL to use: the one given, else the embedded Redis' (from its URL file).
@@ -70,10 +87,10 @@ impl RedisArgs {
         let file = self.home.join(REDIS_URL_FILE);
         match std::fs::read_to_string(&file) {
             Ok(url) if !url.trim().is_empty() => Ok(url.trim().to_string()),
-            _ => bail!(
+            _ => Err(usage(format!(
                 "no Redis to talk to: pass --redis URL or set WASMGEAR_REDIS_URL, or start \
                  `wasmgear worker` without a URL to run an embedded Redis (it writes {file:?})"
-            ),
+            ))),
         }
     }
 }
@@ -87,7 +104,14 @@ enum Command {
     /// Enqueue many jobs from JSON lines (stdin or a file) and print their ids.
     Bulk(bulk::BulkArgs),
     /// Show a job's state, progress and result.
+    #[command(visible_alias = "get")]
     Status(status::StatusArgs),
+    /// Wait for jobs to end, with a live progress bar each; exits with their outcome.
+    Wait(wait::WaitArgs),
+    /// Follow the events of one function or of all, live (create, start, progress, finish...).
+    Events(events::EventsArgs),
+    /// Change the priority of a job that has not started.
+    Priority(priority::PriorityArgs),
     /// Print a job's log: its log lines, stdout and stderr, attempt by attempt.
     Logs(logs::LogsArgs),
     /// List the live workers: host, pid, functions and plugin versions, running jobs.
@@ -125,6 +149,8 @@ enum Command {
     Bindings(author::BindingsArgs),
     /// Make a core WebAssembly module (C, Zig, AssemblyScript, ...) into a job component.
     Componentize(author::ComponentizeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 impl Cli {
@@ -152,8 +178,70 @@ impl Cli {
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),
             Command::Componentize(args) => author::componentize(args),
+            Command::Completions(args) => completions::run(args),
+            Command::Wait(args) => wait::run(args).await,
+            Command::Events(args) => events::run(args).await,
+            Command::Priority(args) => priority::run(args).await,
         }
     }
+}
+
+/// The exit codes of every command (also in the README and `wasmgear --help`).
+pub mod exit {
+    /// Success (for `--wait` and `wait`: the job succeeded).
+    pub const OK: i32 = 0;
+    /// The job failed, or the command could not do what it was asked for another reason.
+    pub const FAILED: i32 = 1;
+    /// Bad usage or bad input: nothing was changed.
+    pub const USAGE: i32 = 2;
+    /// The job was cancelled.
+    pub const CANCELLED: i32 = 3;
+    /// Waiting ran out of time; the job goes on.
+    pub const TIMED_OUT: i32 = 4;
+    /// No such job (never enqueued, or its retention is over).
+    pub const NOT_FOUND: i32 = 5;
+    /// Redis cannot be reached, refused the credentials, or is not Redis.
+    pub const UNREACHABLE: i32 = 6;
+}
+
+/// The text of the exit codes, for `--help`.
+pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 the job failed (or another error); \
+2 bad usage or bad input (nothing changed); 3 the job was cancelled; 4 gave up waiting (the job \
+goes on); 5 no such job; 6 cannot reach Redis (down, wrong password, or not Redis).";
+
+/// Bad input that a command found itself (clap finds the rest): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A [`UsageError`] as an `anyhow::Error`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// The exit code for an error: the first error in its chain that says.
+pub fn exit_code(error: &anyhow::Error) -> i32 {
+    use crate::queue::QueueError;
+    for cause in error.chain() {
+        if cause.is::<UsageError>() || cause.is::<crate::job::NameError>() {
+            return exit::USAGE;
+        }
+        if let Some(e) = cause.downcast_ref::<QueueError>() {
+            return match e {
+                QueueError::NoSuchJob(_) => exit::NOT_FOUND,
+                QueueError::Unreachable { .. } => exit::UNREACHABLE,
+                QueueError::BadUrl { .. } | QueueError::BadOption(_) | QueueError::Name(_) => {
+                    exit::USAGE
+                }
+                QueueError::WaitTimedOut(_) => exit::TIMED_OUT,
+                QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
+                    exit::UNREACHABLE
+                }
+                QueueError::Redis(_) | QueueError::Corrupt { .. } => exit::FAILED,
+            };
+        }
+    }
+    exit::FAILED
 }
 
 /// Prints `value` as pretty JSON on stdout.
@@ -162,12 +250,75 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether to colour what goes to stdout: only on a terminal, and never when `NO_COLOR`
+/// is set (to anything but the empty string).
+pub(crate) fn colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn paint(text: &str, code: &str) -> String {
+    match colour() {
+        true => format!("\x1b[{code}m{text}\x1b[0m"),
+        false => text.to_string(),
+    }
+}
+
+/// A job state, coloured on a terminal: green succeeded, red failed, yellow cancelled, cyan
+/// running.
+pub(crate) fn paint_state(state: crate::queue::JobState) -> String {
+    use crate::queue::JobState::*;
+    let code = match state {
+        Succeeded => "32",
+        Failed => "31",
+        Cancelled => "33",
+        Running => "36",
+        Queued | Scheduled | Waiting => "0",
+    };
+    paint(state.as_str(), code)
+}
+
+/// One event of `wasmgear events`, as a line.
+pub(crate) fn paint_event(event: &serde_json::Value) -> String {
+    let text = |key: &str| event.get(key).and_then(|v| v.as_str()).unwrap_or("");
+    let number = |key: &str| event.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+    let kind = text("event");
+    let detail = match kind {
+        "start" => format!("attempt {}", number("attempt")),
+        "progress" => format!("{}/{} {}", number("done"), number("total"), text("message")),
+        "retry" => format!("attempt {} failed; runs again", number("attempt")),
+        "finish" => match serde_json::from_value(event["state"].clone()) {
+            Ok(state) => paint_state(state),
+            Err(_) => text("state").to_string(),
+        },
+        _ => String::new(),
+    };
+    format!("{:<8} {} {detail}", paint(kind, "1"), text("id"))
+        .trim_end()
+        .to_string()
+}
+
+/// The width of `text` on screen (colour escapes take none).
+fn visible_width(text: &str) -> usize {
+    let mut width = 0;
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => width += 1,
+        }
+    }
+    width
+}
+
 /// Prints rows under `headers` in aligned columns (the last column unpadded).
 pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(visible_width(cell));
         }
     }
     let line = |cells: Vec<&str>| {
@@ -177,7 +328,10 @@ pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
             .enumerate()
             .map(|(i, cell)| match i == last {
                 true => cell.to_string(),
-                false => format!("{cell:<width$}", width = widths[i]),
+                false => format!(
+                    "{cell}{}",
+                    " ".repeat(widths[i].saturating_sub(visible_width(cell)))
+                ),
             })
             .collect();
         println!("{}", text.join("  ").trim_end());

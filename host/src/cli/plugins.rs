@@ -15,6 +15,10 @@ pub struct PluginsArgs {
     /// Check with fuel metering on (as `wasmgear worker --fuel`).
     #[arg(long)]
     fuel: bool,
+
+    /// Print JSON: {"plugins": [...], "problems": [...]}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
@@ -27,6 +31,39 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
         Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the runtime: {e:#}"))?;
     let registry = PluginRegistry::default();
     let report = registry.sync_dir(&runtime, &args.dir)?;
+    let code = if report.problems.is_empty() { 0 } else { 1 };
+    if args.json {
+        let plugins: Vec<serde_json::Value> = registry
+            .plugins()
+            .iter()
+            .map(|plugin| {
+                let caps = &plugin.manifest().capabilities;
+                serde_json::json!({
+                    "file": plugin.source(),
+                    "version": plugin.version(),
+                    "size": plugin.size(),
+                    "functions": plugin.functions().iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+                    "limits": {
+                        "memory_bytes": plugin.limits.memory_bytes,
+                        "output_bytes": plugin.limits.output_bytes,
+                        "log_lines": plugin.limits.log_lines,
+                        "max_timeout_ms": plugin.max_timeout.map(|t| t.as_millis() as u64),
+                        "fuel": plugin.fuel,
+                    },
+                    "concurrency": plugin.manifest().concurrency,
+                    "grants": {
+                        "env": caps.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                        "dirs": caps.dirs.iter().map(|(h, g)| serde_json::json!({"host": h, "guest": g})).collect::<Vec<_>>(),
+                        "config": caps.config.keys().collect::<Vec<_>>(),
+                        "http": &caps.http_allow,
+                    },
+                })
+            })
+            .collect();
+        let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+        super::print_json(&serde_json::json!({ "plugins": plugins, "problems": problems }))?;
+        return Ok(code);
+    }
     for plugin in registry.plugins() {
         let limits = &plugin.limits;
         let functions: Vec<String> = plugin.functions().iter().map(|f| f.to_string()).collect();
@@ -74,5 +111,5 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
     for problem in &report.problems {
         println!("error: {problem}");
     }
-    Ok(if report.problems.is_empty() { 0 } else { 1 })
+    Ok(code)
 }

@@ -19,13 +19,23 @@ pub struct RetryArgs {
     /// With --group: retry at most this many (oldest first).
     #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     limit: usize,
+
+    /// Print JSON: {"requeued": [ids]}.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     let client = args.redis.client().await?;
     let Some(group) = &args.group else {
         let id: JobId = args.target.parse()?;
-        if client.retry(&id).await? {
+        let requeued = client.retry(&id).await?;
+        if args.json {
+            let ids: Vec<String> = requeued.then(|| id.to_string()).into_iter().collect();
+            super::print_json(&serde_json::json!({ "requeued": ids }))?;
+            return Ok(if requeued { 0 } else { super::exit::FAILED });
+        }
+        if requeued {
             println!("{id} queued again");
             return Ok(0);
         }
@@ -35,6 +45,11 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     };
     let function = FunctionName::new(args.target.clone())?;
     let ids = client.retry_group(&function, group, args.limit).await?;
+    if args.json {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        super::print_json(&serde_json::json!({ "requeued": ids }))?;
+        return Ok(0);
+    }
     println!(
         "{} jobs of {function} in group {group} queued again",
         ids.len()

@@ -37,7 +37,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     }
     let record = &status.record;
     println!("job       {}", status.id);
-    println!("state     {}", record.state);
+    println!("state     {}", super::paint_state(record.state));
     match record.max_attempts {
         // Left to the plugin: fixed when a worker first leases the job.
         0 => println!("attempt   {} of the plugin's default", record.attempt),

@@ -89,10 +89,12 @@ pub struct WorkerArgs {
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     if args.concurrency == 0 {
-        anyhow::bail!("--concurrency must be at least 1");
+        return Err(super::usage("--concurrency must be at least 1"));
     }
     if args.lease_ttl < Duration::from_millis(300) {
-        anyhow::bail!("--lease-ttl must be at least 300ms (heartbeats run every third of it)");
+        return Err(super::usage(
+            "--lease-ttl must be at least 300ms (heartbeats run every third of it)",
+        ));
     }
     let config = RuntimeConfig {
         max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
@@ -140,11 +142,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
 
     let worker_id = worker_id();
     let queue = WorkerQueue::connect(&url, worker_id.clone())
-        .await
-        .with_context(|| format!("cannot connect to Redis at {url}"))?
+        .await?
         .with_backoff(args.retry_backoff, Duration::from_secs(3600))
         .with_strict_order(args.strict_order);
-    tracing::info!(worker_id, redis = url, plugins = ?args.plugins, "connected");
+    let shown = crate::queue::connection::redact(&url);
+    tracing::info!(worker_id, redis = shown, plugins = ?args.plugins, "connected");
 
     let supervisor = embedded
         .clone()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::client::{Client, check_key};
+use super::client::{Client, Priority, check_key};
 use super::keys::{self, FunctionKeys};
 use super::model::{JobState, JobStatus};
 use super::{QueueError, Result, scripts};
@@ -289,6 +289,33 @@ impl Client {
             }
         }
         Ok(ids)
+    }
+
+    /// Changes the priority of job `id`, if it has not started. Returns the job's state and
+    /// whether the priority changed (`false`: it is running or has ended).
+    pub async fn set_priority(&self, id: &JobId, priority: Priority) -> Result<(bool, JobState)> {
+        let (changed, state): (i64, String) =
+            scripts::on_function(&scripts::PRIORITY, &id.function)
+                .arg(id.seq)
+                .arg(priority.value())
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+        if state == "missing" {
+            return Err(QueueError::NoSuchJob(id.clone()));
+        }
+        let state = serde_json::from_value(serde_json::Value::String(state)).map_err(|e| {
+            QueueError::Corrupt {
+                id: id.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok((changed == 1, state))
+    }
+
+    /// A subscription for following events (`wasmgear events`), on the server the client
+    /// was given (in a cluster, every node's events reach it).
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub> {
+        Ok(self.redis_client().get_async_pubsub().await?)
     }
 
     /// Adds (`add`) or removes tags of job `id`; returns its tags afterwards.

@@ -283,6 +283,11 @@ impl Client {
         })
     }
 
+    /// The client of the server this client was given (for subscriptions).
+    pub(crate) fn redis_client(&self) -> &redis::Client {
+        &self.redis
+    }
+
     /// Sets the largest input this client accepts (default [`MAX_INPUT_BYTES`]).
     pub fn with_max_input_bytes(mut self, limit: usize) -> Self {
         self.max_input_bytes = limit;

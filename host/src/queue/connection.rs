@@ -7,6 +7,8 @@
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
+use std::time::Duration;
+
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::{QueueError, Result};
@@ -48,25 +50,121 @@ impl ConnectionLike for Connection {
     }
 }
 
+/// How long connecting may take before Redis counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Connects to the Redis at `url`: returns a client for the seed node (for pub/sub) and a
 /// connection for commands, cluster-aware when the server is part of a cluster.
 pub(crate) async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
+    let shown = redact(url);
     let client = redis::Client::open(url).map_err(|source| QueueError::BadUrl {
-        url: url.to_string(),
+        url: shown.clone(),
         source,
     })?;
-    let mut probe = client.get_multiplexed_async_connection().await?;
-    let info: String = redis::cmd("INFO")
-        .arg("cluster")
-        .query_async(&mut probe)
-        .await?;
+    let unreachable = |reason: String| QueueError::Unreachable {
+        url: shown.clone(),
+        reason,
+    };
+    let probe = async {
+        let mut probe = client.get_multiplexed_async_connection().await?;
+        redis::cmd("INFO")
+            .arg("cluster")
+            .query_async::<String>(&mut probe)
+            .await
+    };
+    let info = match tokio::time::timeout(CONNECT_TIMEOUT, probe).await {
+        Err(_) => return Err(unreachable(format!("no answer within {CONNECT_TIMEOUT:?}"))),
+        Ok(Err(e)) => return Err(unreachable(describe(&e))),
+        Ok(Ok(info)) => info,
+    };
+    if !info.contains("cluster_enabled:") {
+        return Err(unreachable(
+            "it answered, but not like Redis (no cluster section in INFO)".into(),
+        ));
+    }
     let connection = if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
         let cluster = redis::cluster::ClusterClient::new(vec![url])?
             .get_async_connection()
-            .await?;
+            .await
+            .map_err(|e| unreachable(describe(&e)))?;
         Connection::Cluster(cluster)
     } else {
-        Connection::Single(client.get_connection_manager().await?)
+        Connection::Single(
+            client
+                .get_connection_manager()
+                .await
+                .map_err(|e| unreachable(describe(&e)))?,
+        )
     };
     Ok((client, connection))
+}
+
+/// Why connecting failed, in words that say what to do.
+fn describe(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    if e.is_connection_refusal() {
+        return format!("connection refused: is redis-server running there? ({text})");
+    }
+    if text.contains("NOAUTH") {
+        return "the server wants a password: give it in the URL (redis://:PASSWORD@HOST:PORT or \
+                redis://USER:PASSWORD@HOST:PORT)"
+            .into();
+    }
+    let lower = text.to_lowercase();
+    if text.contains("WRONGPASS") || lower.contains("password") || lower.contains("authentication")
+    {
+        return "the user or password in the URL was refused".into();
+    }
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+        return format!(
+            "{text} (is the host right, and is it Redis, with TLS if the URL says rediss://?)"
+        );
+    }
+    // Parse errors run over several lines: the first says enough.
+    let first = text.lines().next().unwrap_or_default();
+    format!("it does not answer like Redis ({first}): is this the right port?")
+}
+
+/// `url` with its password (if any) replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo = &authority[..at];
+    let shown_userinfo = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        None => "***".to_string(),
+    };
+    format!(
+        "{}{}@{}",
+        &url[..scheme_end + 3],
+        shown_userinfo,
+        &rest[at + 1..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("redis://127.0.0.1:6379/0"),
+            "redis://127.0.0.1:6379/0"
+        );
+        assert_eq!(redact("redis://:s3cret@host:1/2"), "redis://:***@host:1/2");
+        assert_eq!(
+            redact("rediss://app:p@ss@host:1"),
+            "rediss://app:***@host:1"
+        );
+        assert_eq!(redact("redis://token@host"), "redis://***@host");
+        assert_eq!(redact("not a url"), "not a url");
+    }
 }

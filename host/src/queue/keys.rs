@@ -98,6 +98,10 @@ impl FunctionKeys {
     pub fn rate(&self) -> String {
         self.key("rate")
     }
+    /// The pattern (`PSUBSCRIBE`) of every function's events channel.
+    pub fn all_events_pattern() -> String {
+        format!("{PREFIX}:{{*}}:events")
+    }
     /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
     pub fn all(&self) -> [String; 18] {
         [

@@ -10,7 +10,7 @@
 
 pub mod admin;
 pub mod client;
-mod connection;
+pub mod connection;
 pub mod keys;
 mod links;
 pub mod model;
@@ -30,8 +30,18 @@ pub enum QueueError {
     /// Redis could not be reached or answered with an error.
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
+    /// Redis could not be reached, or what answered is not Redis.
+    #[error("cannot reach Redis at {url}: {reason}")]
+    Unreachable {
+        /// The URL, password redacted.
+        url: String,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
     /// The Redis URL does not parse.
-    #[error("invalid redis URL {url:?}: {source} (expected redis://HOST:PORT[/DB])")]
+    #[error(
+        "invalid Redis URL {url:?}: {source} (expected redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS)"
+    )]
     BadUrl {
         /// The URL given.
         url: String,

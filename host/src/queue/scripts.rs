@@ -43,6 +43,7 @@ function_script!(RESOLVE, "resolve.lua");
 function_script!(TAG, "tag.lua");
 function_script!(RETRY, "retry.lua");
 function_script!(CONFIGURE, "configure.lua");
+function_script!(PRIORITY, "priority.lua");
 script!(ADVERTISE, "advertise.lua");
 script!(ROLLCALL, "rollcall.lua");
 script!(WORKERS, "workers.lua");

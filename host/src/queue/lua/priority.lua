@@ -1,0 +1,23 @@
+-- priority: change the priority of a job that has not started (qless' priority). A queued
+-- job moves to its new place in the ready set at once.
+--
+-- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- ARGV[2]  job number
+-- ARGV[3]  the new priority, -1000..1000
+--
+-- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
+--          changes); {0, 'missing'} when there is no such job.
+
+local number, priority = ARGV[2], tonumber(ARGV[3])
+
+local record = load(number)
+if not record then return { 0, 'missing' } end
+if record.state ~= 'queued' and record.state ~= 'scheduled' and record.state ~= 'waiting' then
+  return { 0, record.state }
+end
+record.priority = priority
+if record.state == 'queued' then
+  redis.call('ZADD', K.ready, (PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number), number)
+end
+save(number, record)
+return { 1, record.state }
