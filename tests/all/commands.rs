@@ -182,7 +182,21 @@ fn priority_json_shapes_and_completions() {
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let run = |args: &[&str]| wasmgear(args, &env);
-    assert_eq!(json(&run(&["pause", "mail", "--json"]))["paused"], true);
+    let out = run(&["pause", "mail"]);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "a function no one knows is refused"
+    );
+    assert!(
+        stderr(&out).contains("no function mail"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        json(&run(&["pause", "mail", "--new", "--json"]))["paused"],
+        true
+    );
     let ids = json(&wasmgear_with_stdin(
         &["bulk", "--json"],
         &env,
@@ -537,6 +551,25 @@ fn every_command_refuses_bad_input() {
         (vec!["stats", "bad name!"], 2, "invalid function name"),
         (vec!["queues", "--bogus"], 2, "unexpected argument"),
         (vec!["bulk", "/no/such/jobs.jsonl"], 2, "cannot read"),
+        (vec!["stats", "nosuch"], 5, "no function nosuch"),
+        (vec!["failed", "nosuch"], 5, "no function nosuch"),
+        (
+            vec!["jobs", "--function", "nosuch", "--state", "queued"],
+            5,
+            "no function nosuch",
+        ),
+        (
+            vec!["retry", "nosuch", "--group", "trap"],
+            5,
+            "no function nosuch",
+        ),
+        (vec!["events", "nosuch"], 5, "no function nosuch"),
+        (
+            vec!["config", "nosuch", "--concurrency", "2"],
+            5,
+            "no function nosuch",
+        ),
+        (vec!["resume", "nosuch"], 5, "no function nosuch"),
     ];
     for (args, code, says) in &cases {
         let out = wasmgear(args, &env);

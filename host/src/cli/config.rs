@@ -31,6 +31,11 @@ pub struct ConfigArgs {
     /// Print the settings as JSON.
     #[arg(long)]
     json: bool,
+
+    /// Configure a function that nothing was enqueued for yet (otherwise a name that no
+    /// one knows is refused, as a likely typo).
+    #[arg(long)]
+    new: bool,
 }
 
 pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
@@ -52,6 +57,9 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
         )?));
     }
     let client = args.redis.client().await?;
+    if !args.new {
+        client.check_function(&function).await?;
+    }
     let config = match settings.is_empty() {
         true => client.config(&function).await?,
         false => client.configure(&function, &settings).await?,
@@ -124,12 +132,20 @@ pub struct PauseArgs {
     /// Print the settings afterwards as JSON (as `config --json`).
     #[arg(long)]
     json: bool,
+
+    /// Pause or resume a function that nothing was enqueued for yet (otherwise a name that
+    /// no one knows is refused, as a likely typo).
+    #[arg(long)]
+    new: bool,
 }
 
 /// Pauses (`true`) or resumes leasing of a function's jobs.
 pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
     let function = FunctionName::new(args.function.clone())?;
     let client = args.redis.client().await?;
+    if !args.new {
+        client.check_function(&function).await?;
+    }
     let config = client
         .configure(&function, &[Setting::Paused(paused)])
         .await?;

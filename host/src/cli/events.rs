@@ -23,6 +23,9 @@ pub struct EventsArgs {
 pub async fn run(args: EventsArgs) -> anyhow::Result<i32> {
     let function = args.function.clone().map(FunctionName::new).transpose()?;
     let client = args.redis.client().await?;
+    if let Some(function) = &function {
+        client.check_function(function).await?;
+    }
     let mut pubsub = client.pubsub().await?;
     match &function {
         Some(function) => {

@@ -33,6 +33,9 @@ pub struct FailedArgs {
 pub async fn run(args: FailedArgs) -> anyhow::Result<i32> {
     let function = args.function.clone().map(FunctionName::new).transpose()?;
     let client = args.redis.client().await?;
+    if let Some(function) = &function {
+        client.check_function(function).await?;
+    }
     let (Some(function), Some(group)) = (&function, &args.group) else {
         let groups = client.failure_groups(function.as_ref()).await?;
         if args.json {

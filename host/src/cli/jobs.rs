@@ -33,16 +33,25 @@ pub struct JobsArgs {
 
 pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
     let function = args.function.clone().map(FunctionName::new).transpose()?;
-    let client = args.redis.client().await?;
-    let ids = match (&args.tag, &args.state, &function) {
-        (Some(tag), _, _) => client.tagged(tag, function.as_ref(), args.limit).await?,
-        (None, Some(state), Some(function)) => {
-            let state: JobState = serde_json::from_value(state.as_str().into()).map_err(|_| {
+    let state = args
+        .state
+        .as_deref()
+        .map(|state| {
+            serde_json::from_value::<JobState>(state.into()).map_err(|_| {
                 super::usage(format!(
                     "unknown state {state:?}: expected queued, scheduled, running, waiting, \
                      succeeded, failed or cancelled"
                 ))
-            })?;
+            })
+        })
+        .transpose()?;
+    let client = args.redis.client().await?;
+    if let Some(function) = &function {
+        client.check_function(function).await?;
+    }
+    let ids = match (&args.tag, state, &function) {
+        (Some(tag), _, _) => client.tagged(tag, function.as_ref(), args.limit).await?,
+        (None, Some(state), Some(function)) => {
             client.jobs_in_state(function, state, args.limit).await?
         }
         _ => {

@@ -228,7 +228,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         }
         if let Some(e) = cause.downcast_ref::<QueueError>() {
             return match e {
-                QueueError::NoSuchJob(_) => exit::NOT_FOUND,
+                QueueError::NoSuchJob(_) | QueueError::NoSuchFunction(_) => exit::NOT_FOUND,
                 QueueError::Unreachable { .. } => exit::UNREACHABLE,
                 QueueError::BadUrl { .. } | QueueError::BadOption(_) | QueueError::Name(_) => {
                     exit::USAGE

@@ -44,6 +44,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
         return Ok(1);
     };
     let function = FunctionName::new(args.target.clone())?;
+    client.check_function(&function).await?;
     let ids = client.retry_group(&function, group, args.limit).await?;
     if args.json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();

@@ -29,6 +29,7 @@ pub async fn run(args: StatsArgs) -> anyhow::Result<i32> {
         None => (crate::queue::now_ms() / 86_400_000) as i64,
     };
     let client = args.redis.client().await?;
+    client.check_function(&function).await?;
     let stats = client.stats(&function, day).await?;
     if args.json {
         print_json(&stats)?;

@@ -137,6 +137,20 @@ impl Client {
         Ok(functions)
     }
 
+    /// Refuses a function nothing was ever enqueued for, configured, or served
+    /// ([`QueueError::NoSuchFunction`]).
+    pub async fn check_function(&self, function: &FunctionName) -> Result<()> {
+        let known: bool = redis::cmd("SISMEMBER")
+            .arg(keys::functions())
+            .arg(function.as_str())
+            .query_async(&mut self.conn.clone())
+            .await?;
+        match known {
+            true => Ok(()),
+            false => Err(QueueError::NoSuchFunction(function.clone())),
+        }
+    }
+
     /// The overview of `function`'s queue.
     pub async fn queue(&self, function: &FunctionName) -> Result<QueueOverview> {
         let keys = FunctionKeys::new(function);

@@ -22,7 +22,7 @@ pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority};
 pub use model::{JobRecord, JobState, JobStatus};
 pub use source::WorkerQueue;
 
-use crate::job::{JobId, NameError};
+use crate::job::{FunctionName, JobId, NameError};
 
 /// What can go wrong talking to the queue.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,12 @@ pub enum QueueError {
     /// No job has this id (it never existed, or its retention is over).
     #[error("no job {0}: it never existed or its result has expired")]
     NoSuchJob(JobId),
+    /// No function of this name is known: nothing was ever enqueued for it, configured, or
+    /// served.
+    #[error(
+        "no function {0}: nothing was ever enqueued for it and no worker serves it (`wasmgear queues` lists the functions)"
+    )]
+    NoSuchFunction(FunctionName),
     /// A stored record could not be read.
     #[error("job {id} has a corrupt record: {reason}")]
     Corrupt {
