@@ -579,3 +579,38 @@ fn every_command_refuses_bad_input() {
     }
     assert_eq!(stdout(&wasmgear(&["queues", "--json"], &env)).trim(), "[]");
 }
+
+/// The URL of any node of a Redis Cluster works for every command.
+#[test]
+fn a_cluster_url_works() {
+    let cluster = crate::support::TestCluster::start();
+    let url = cluster.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let run = |args: &[&str]| wasmgear(args, &env);
+    for function in ["alpha", "beta", "gamma"] {
+        assert_eq!(
+            stdout(&run(&["enqueue", function, "x", "--tag", "t"])).trim(),
+            format!("{function}:1")
+        );
+    }
+    let queues = json(&run(&["queues", "--json"]));
+    let names: Vec<&str> = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta", "gamma"]);
+    assert!(queues.as_array().unwrap().iter().all(|q| q["queued"] == 1));
+    assert_eq!(
+        json(&run(&["jobs", "--tag", "t", "--json"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        json(&run(&["cancel", "beta:1", "--json"]))["outcome"],
+        "cancelled"
+    );
+}
