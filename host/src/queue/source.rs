@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::client::Event;
 use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
-use super::{Result, links, scripts};
+use super::{QueueError, Result, links, scripts};
 use crate::job::{
     AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest,
     LeaseStatus, Progress,
@@ -41,6 +41,73 @@ fn completion((accepted, word): (i64, String)) -> Completion {
     }
 }
 
+/// The most completions one `complete` call carries.
+const COMPLETE_BATCH: usize = 128;
+
+/// A completion on its way to Redis.
+struct PendingCompletion {
+    function: FunctionName,
+    seq: u64,
+    token: String,
+    output: Vec<u8>,
+    log: String,
+    version: String,
+    reply: oneshot::Sender<std::result::Result<Completion, redis::RedisError>>,
+}
+
+/// Sends completions as they come: whatever has queued up while the previous call was on
+/// its way goes in the next call, one per function.
+async fn send_completions(
+    conn: Connection,
+    mut pending: mpsc::UnboundedReceiver<PendingCompletion>,
+) {
+    let mut batch: Vec<PendingCompletion> = Vec::new();
+    while let Some(first) = pending.recv().await {
+        batch.push(first);
+        while batch.len() < COMPLETE_BATCH {
+            match pending.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        batch.sort_by(|a, b| a.function.as_str().cmp(b.function.as_str()));
+        while !batch.is_empty() {
+            let function = batch[0].function.clone();
+            let split = batch
+                .iter()
+                .position(|p| p.function != function)
+                .unwrap_or(batch.len());
+            let group: Vec<PendingCompletion> = batch.drain(..split).collect();
+            let mut call = scripts::on_function(&scripts::COMPLETE, &function);
+            call.arg(group.len());
+            for p in &group {
+                call.arg(p.seq)
+                    .arg(&p.token)
+                    .arg(&p.output)
+                    .arg(&p.log)
+                    .arg(&p.version);
+            }
+            let reply: redis::RedisResult<(Vec<(i64, String)>, Vec<String>)> =
+                call.invoke_async(&mut conn.clone()).await;
+            match reply {
+                Ok((results, notify)) => {
+                    if let Err(e) = links::deliver(&conn, notify).await {
+                        tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
+                    }
+                    for (p, result) in group.into_iter().zip(results) {
+                        let _ = p.reply.send(Ok(completion(result)));
+                    }
+                }
+                Err(e) => {
+                    for p in group {
+                        let _ = p.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Aborts a background task when dropped.
 struct TaskGuard(JoinHandle<()>);
 
@@ -64,6 +131,7 @@ pub struct WorkerQueue {
     wake_on_finish: Arc<AtomicBool>,
     cancel_requests: broadcast::Sender<JobId>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
+    completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
 }
 
 impl WorkerQueue {
@@ -83,6 +151,7 @@ impl WorkerQueue {
             wake_on_finish: Arc::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
+            completions: std::sync::OnceLock::new(),
         })
     }
 
@@ -330,24 +399,46 @@ impl WorkerQueue {
     }
 
     /// Finishes the job with `output`, appending this attempt's log to the job's log and
-    /// recording the plugin version that ran it.
-    /// Accepted once; a stale lease is refused.
+    /// recording the plugin version that ran it. Accepted once; a stale lease is refused.
+    ///
+    /// Completions that arrive while another is on its way to Redis go together in the next
+    /// call (one script call for many jobs of a function), so a busy worker makes far fewer
+    /// round trips; an idle one sends each at once.
     pub async fn complete(
         &self,
         lease: &Lease,
         output: &[u8],
         notes: &AttemptNotes,
     ) -> Result<Completion> {
-        let reply = scripts::on_function(&scripts::COMPLETE, &lease.info.id.function)
-            .arg(lease.info.id.seq)
-            .arg(&lease.token)
-            .arg(output)
-            .arg(&notes.log)
-            .arg(notes.plugin_version.as_deref().unwrap_or(""))
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let reply = self.settle(reply).await?;
-        Ok(completion(reply))
+        let (reply, replied) = oneshot::channel();
+        let pending = PendingCompletion {
+            function: lease.info.id.function.clone(),
+            seq: lease.info.id.seq,
+            token: lease.token.clone(),
+            output: output.to_vec(),
+            log: notes.log.clone(),
+            version: notes.plugin_version.clone().unwrap_or_default(),
+            reply,
+        };
+        let sender = self.completions.get_or_init(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let task = tokio::spawn(send_completions(self.conn.clone(), receiver));
+            (sender, TaskGuard(task))
+        });
+        if sender.0.send(pending).is_err() {
+            return Err(QueueError::Redis(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the completion sender stopped",
+            ))));
+        }
+        match replied.await {
+            Ok(Ok(completion)) => Ok(completion),
+            Ok(Err(e)) => Err(QueueError::Redis(e)),
+            Err(_) => Err(QueueError::Redis(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the completion sender stopped",
+            )))),
+        }
     }
 
     /// Records a failed attempt with its notes (log, plugin version): retried after backoff if `failure` is

@@ -1,31 +1,45 @@
--- complete: store a leased job's output and mark it succeeded, exactly once.
+-- complete: store leased jobs' outputs and mark them succeeded, each exactly once. One call
+-- may complete many jobs of the function (a worker batches the jobs that end together).
 --
--- Fenced by the lease token: a worker that no longer holds the lease (it expired and the
--- job was reclaimed, or the job was already finished) is refused and changes nothing.
--- Jobs waiting on this one run once their other dependencies have succeeded too.
+-- Fenced by the lease token: a worker that no longer holds a job's lease (it expired and the
+-- job was reclaimed, or the job was already finished) is refused for that job, which
+-- changes nothing. Jobs waiting on a completed job run once their other dependencies have
+-- succeeded too.
 --
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
--- ARGV[2]  job number
--- ARGV[3]  lease token
--- ARGV[4]  output bytes
--- ARGV[5]  this attempt's log lines (text, may be empty)
--- ARGV[6]  the version (content hash) of the plugin that ran the attempt ('' if unknown)
+-- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 5*i:
+--   +0 job number
+--   +1 lease token
+--   +2 output bytes
+--   +3 this attempt's log lines (text, may be empty)
+--   +4 the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
--- Returns: {1, 'succeeded', notify} when accepted (notify: dependents in other functions to
---          tell, see lib.lua); {0, reason, {}} when refused, reason one of 'missing' (no such
---          job) or 'stale' (the token does not hold the job's lease).
--- Publishes: `finish` with state `succeeded`; `ready` for each dependent that may now run.
+-- Returns: {results, notify}: results has one {1, 'succeeded'} (accepted) or {0, reason}
+--          (refused: 'missing', no such job, or 'stale', the token does not hold the job's
+--          lease) per job, in order; notify lists dependents in other functions to tell
+--          (see lib.lua).
+-- Publishes: `finish` with state `succeeded` for each; `ready` for each dependent that may
+--            now run.
 
-local number, token, output, log_text, version = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-
-local record = load(number)
-if not record then return { 0, 'missing', {} } end
-if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
-
-add_history(record, 'succeeded', nil, version)
-stat_time('run', NOW - record.started_ms)
-redis.call('HSET', K.output, number, output)
-append_log(number, record.attempt, log_text)
-finish(number, record, 'succeeded', nil)
+local n = tonumber(ARGV[2])
+local results, runs = {}, {}
+for i = 0, n - 1 do
+  local a = 3 + 5 * i
+  local number, token = ARGV[a], ARGV[a + 1]
+  local record = load(number)
+  if not record then
+    results[#results + 1] = { 0, 'missing' }
+  elseif record.state ~= 'running' or record.token ~= token then
+    results[#results + 1] = { 0, 'stale' }
+  else
+    add_history(record, 'succeeded', nil, ARGV[a + 4])
+    runs[#runs + 1] = NOW - record.started_ms
+    redis.call('HSET', K.output, number, ARGV[a + 2])
+    append_log(number, record.attempt, ARGV[a + 3])
+    finish(number, record, 'succeeded', nil, K.leased)
+    results[#results + 1] = { 1, 'succeeded' }
+  end
+end
+stat_times('run', runs)
 settle()
-return { 1, 'succeeded', NOTIFY }
+return { results, NOTIFY }

@@ -47,6 +47,6 @@ end
 
 local state = 'failed'
 if class == 'cancelled' or record.cancel_requested_ms then state = 'cancelled' end
-finish(number, record, state, record.error)
+finish(number, record, state, record.error, K.leased)
 settle()
 return { 1, state, NOTIFY }

@@ -92,6 +92,7 @@ if rate_limit > 0 and rate_interval > 0 then
 end
 
 local leases = {}
+local waits = {}
 if allowed > 0 then
   local popped = redis.call('ZPOPMIN', K.ready, allowed)
   -- ZPOPMIN answers member, score, member, score, ...
@@ -102,7 +103,7 @@ if allowed > 0 then
       -- 0 means "the function's default": the first worker to lease the job fixes it.
       if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
       if record.max_attempts == 0 then record.max_attempts = default_max_attempts end
-      stat_time('wait', NOW - (record.ready_ms or record.created_ms))
+      waits[#waits + 1] = NOW - (record.ready_ms or record.created_ms)
       record.state = 'running'
       record.ready_ms = nil
       record.attempt = record.attempt + 1
@@ -122,6 +123,8 @@ if allowed > 0 then
     end
   end
 end
+
+stat_times('wait', waits)
 
 -- (5) Tell the caller when to come back.
 local next_due = -1

@@ -165,29 +165,48 @@ local stats_day = nil
 local function stats_prefix()
   if stats_day then return stats_day .. ':' end
   stats_day = math.floor(NOW / 86400000)
-  local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
-  if days[#days] ~= stats_day then
-    days[#days + 1] = stats_day
-    while #days > STATS_DAYS do
-      redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
+  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= stats_day then
+    local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
+    if days[#days] ~= stats_day then
+      days[#days + 1] = stats_day
+      while #days > STATS_DAYS do
+        redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
+      end
+      redis.call('HSET', K.stats, 'days', cjson.encode(days))
     end
-    redis.call('HSET', K.stats, 'days', cjson.encode(days))
+    redis.call('HSET', K.stats, 'today', stats_day)
   end
   return stats_day .. ':'
 end
 
-local function stat_time(kind, ms)
-  if ms < 0 then ms = 0 end
+-- Adds the durations `samples` (ms) to today's `kind` statistics in a few calls, however
+-- many there are: the batch's count, mean and squared deviations merge into the stored ones
+-- (Chan et al.), and each histogram bucket is incremented once.
+local function stat_times(kind, samples)
+  local n_b = #samples
+  if n_b == 0 then return end
+  local sum, buckets = 0, {}
+  for i = 1, n_b do
+    if samples[i] < 0 then samples[i] = 0 end
+    sum = sum + samples[i]
+    local bucket = stat_bucket(samples[i])
+    buckets[bucket] = (buckets[bucket] or 0) + 1
+  end
+  local mean_b, m2_b = sum / n_b, 0
+  for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
   local p = stats_prefix() .. kind .. ':'
-  local n = redis.call('HINCRBY', K.stats, p .. 'count', 1)
+  local n = redis.call('HINCRBY', K.stats, p .. 'count', n_b)
+  local n_a = n - n_b
   local old = redis.call('HMGET', K.stats, p .. 'mean', p .. 'vk')
-  local mean, vk = tonumber(old[1] or '0'), tonumber(old[2] or '0')
-  local delta = ms - mean
-  mean = mean + delta / n
-  vk = vk + delta * (ms - mean)
+  local mean_a, m2_a = tonumber(old[1] or '0'), tonumber(old[2] or '0')
+  local delta = mean_b - mean_a
+  local mean = mean_a + delta * n_b / n
+  local vk = m2_a + m2_b + delta * delta * n_a * n_b / n
   redis.call('HSET', K.stats, p .. 'mean', tostring(mean), p .. 'vk', tostring(vk))
-  redis.call('HINCRBY', K.stats, p .. stat_bucket(ms), 1)
+  for bucket, count in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, count) end
 end
+
+local function stat_time(kind, ms) stat_times(kind, { ms }) end
 
 local function stat_count(name) redis.call('HINCRBY', K.stats, stats_prefix() .. name, 1) end
 
@@ -201,10 +220,15 @@ local SETTLE = {}
 local NOTIFY = {}
 
 -- Ends a job in `state` ('succeeded', 'failed' or 'cancelled') with `err` ({class, message}
--- or nil): out of every set, kept until its retention is over, counted, its uniq key freed,
--- its failure grouped, its dependents told.
-local function finish(number, record, state, err)
-  for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
+-- or nil): out of the set it was in (`from`, or else every set it could be in), kept until
+-- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
+-- told.
+local function finish(number, record, state, err, from)
+  if from then
+    redis.call('ZREM', from, number)
+  else
+    for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
+  end
   record.state = state
   record.finished_ms = NOW
   record.run_at_ms = nil

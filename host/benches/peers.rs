@@ -1,0 +1,783 @@
+//! wasmgear against its peers, in one run on one machine and one Redis (`scripts/bench`):
+//!
+//! 1. isolation per job: a fresh instance + call + drop of the trivial `echo` plugin (and of
+//!    the Python and JavaScript examples) against fork + exit and fork + exec of /bin/true;
+//! 2. end-to-end throughput: 50,000 no-op jobs enqueued in bulk, then drained by one worker
+//!    node at several concurrencies, against BullMQ's in-process and sandboxed processors;
+//! 3. enqueue one at a time and in bulk, against BullMQ `add` and `addBulk`;
+//! 4. latency of an idle worker: enqueue → guest entry and enqueue → result seen by a waiting
+//!    client;
+//! 5. the Redis ceiling: `redis-benchmark` of EVALSHA of a trivial script, and wasmgear's
+//!    Redis calls and Redis CPU per job;
+//! 6. the throughput again with ~1 ms of added latency between the worker and Redis.
+//!
+//! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
+//! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear::plugins::PluginRegistry;
+use wasmgear::queue::{Client, EnqueueOptions, WorkerQueue};
+use wasmgear::redis_server::RedisServer;
+use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear::worker::{self, WorkerConfig};
+
+struct Quiet;
+
+impl JobHooks for Quiet {
+    fn progress(&self, _: Progress) {}
+    fn log(&self, _: LogLevel, _: String) {}
+}
+
+/// Sizes of the run: full, or a quick smoke run.
+struct Plan {
+    jobs: usize,
+    single: usize,
+    isolation: usize,
+    latency: usize,
+    concurrencies: Vec<usize>,
+}
+
+fn plan() -> Plan {
+    match std::env::var_os("WASMGEAR_BENCH_QUICK").is_some() {
+        true => Plan {
+            jobs: 2000,
+            single: 500,
+            isolation: 300,
+            latency: 50,
+            concurrencies: vec![1, 100],
+        },
+        false => Plan {
+            jobs: 50_000,
+            single: 5000,
+            isolation: 3000,
+            latency: 300,
+            concurrencies: vec![1, 10, 100],
+        },
+    }
+}
+
+/// One line of the final table.
+struct Row {
+    what: String,
+    wasmgear: String,
+    peer: String,
+    ratio: String,
+}
+
+fn row(
+    what: impl Into<String>,
+    wasmgear: impl Into<String>,
+    peer: impl Into<String>,
+    ratio: impl Into<String>,
+) -> Row {
+    Row {
+        what: what.into(),
+        wasmgear: wasmgear.into(),
+        peer: peer.into(),
+        ratio: ratio.into(),
+    }
+}
+
+/// p50 and p99 of `samples` (sorted here).
+fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    (at(0.50), at(0.99))
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn main() {
+    let plan = plan();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start(&dir.path().join("redis"), 0, &[]).unwrap();
+    let url = redis.url();
+    let mut rows = Vec::new();
+    let started = Instant::now();
+
+    eprintln!("[1/6] isolation per job");
+    isolation(&plan, &rt, &mut rows);
+    if std::env::var_os("WASMGEAR_BENCH_ISOLATION_ONLY").is_some() {
+        for r in &rows {
+            println!("{}  {}  {}  {}", r.what, r.wasmgear, r.peer, r.ratio);
+        }
+        return;
+    }
+    let bullmq = match std::env::var_os("WASMGEAR_BENCH_SKIP_BULLMQ") {
+        Some(_) => None,
+        None => {
+            eprintln!("[2/6] BullMQ (node bench/bullmq/run.sh)");
+            run_bullmq(&url, &plan)
+        }
+    };
+    eprintln!("[3/6] wasmgear: enqueue, drain, latency");
+    rt.block_on(queue_numbers(&plan, &url, bullmq.as_ref(), &mut rows));
+    eprintln!("[4/6] Redis ceiling");
+    redis_ceiling(redis.port(), &mut rows);
+    eprintln!("[5/6] remote Redis (~1 ms added latency)");
+    rt.block_on(remote(&plan, redis.port(), &mut rows));
+    eprintln!("[6/6] done in {:.0} s", started.elapsed().as_secs_f64());
+
+    let width = rows
+        .iter()
+        .map(|r| r.what.chars().count())
+        .max()
+        .unwrap_or(0);
+    let w2 = rows
+        .iter()
+        .map(|r| r.wasmgear.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let w3 = rows
+        .iter()
+        .map(|r| r.peer.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    println!(
+        "{:<width$}  {:>w2$}  {:>w3$}  ratio",
+        "measure", "wasmgear", "peer"
+    );
+    for r in &rows {
+        println!(
+            "{:<width$}  {:>w2$}  {:>w3$}  {}",
+            r.what, r.wasmgear, r.peer, r.ratio
+        );
+    }
+    if let Some(bullmq) = &bullmq {
+        println!(
+            "(peer: BullMQ {} on Node {}; same Redis {}, same machine, {} CPUs)",
+            bullmq["bullmq_version"].as_str().unwrap_or("?"),
+            bullmq["node_version"].as_str().unwrap_or("?"),
+            redis_version(redis.port()),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+    }
+}
+
+/// 1. A fresh instance + call + drop, against fork + exit and fork + exec.
+fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Vec<Row>) {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 4,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
+    let job = |name: &str| JobInfo {
+        id: JobId {
+            function: FunctionName::new(name).unwrap(),
+            seq: 1,
+        },
+        attempt: 1,
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        timeout_ms: 60_000,
+    };
+    let measure = |path: &Path, name: &str, input: &[u8], n: usize| {
+        let plugin = runtime.load_plugin(path).unwrap();
+        let info = job(name);
+        rt.block_on(async {
+            let mut samples = Vec::with_capacity(n);
+            for i in 0..n + n / 10 {
+                let started = Instant::now();
+                let outcome = runtime
+                    .run(&plugin, &info, input, hooks.clone(), CancelSignal::new())
+                    .await;
+                let took = started.elapsed();
+                assert!(
+                    matches!(outcome, Outcome::Succeeded(_)),
+                    "{name}: {outcome:?}"
+                );
+                if i >= n / 10 {
+                    samples.push(took);
+                }
+            }
+            percentiles(&mut samples)
+        })
+    };
+    let (echo50, echo99) = measure(
+        Path::new(wasmgear_test_artifacts::ECHO),
+        "echo",
+        b"x",
+        plan.isolation,
+    );
+
+    let mut fork_exit = Vec::with_capacity(plan.isolation);
+    for _ in 0..plan.isolation {
+        let started = Instant::now();
+        // SAFETY: the child calls only `_exit`, which is async-signal-safe.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                libc::_exit(0);
+            }
+            assert!(pid > 0, "fork failed");
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+        fork_exit.push(started.elapsed());
+    }
+    let (fork50, fork99) = percentiles(&mut fork_exit);
+    let mut fork_exec = Vec::with_capacity(plan.isolation);
+    for _ in 0..plan.isolation.min(2000) {
+        let started = Instant::now();
+        let status = std::process::Command::new("/bin/true").status().unwrap();
+        assert!(status.success());
+        fork_exec.push(started.elapsed());
+    }
+    let (exec50, exec99) = percentiles(&mut fork_exec);
+    let ratio = |ours: Duration, theirs: Duration| {
+        format!("{:.0}× cheaper", theirs.as_secs_f64() / ours.as_secs_f64())
+    };
+    rows.push(row(
+        "isolation: echo instance+call+drop vs fork+exit, p50",
+        us(echo50),
+        us(fork50),
+        ratio(echo50, fork50),
+    ));
+    rows.push(row(
+        "  same, p99",
+        us(echo99),
+        us(fork99),
+        ratio(echo99, fork99),
+    ));
+    rows.push(row(
+        "isolation: echo vs fork+exec /bin/true, p50",
+        us(echo50),
+        us(exec50),
+        ratio(echo50, exec50),
+    ));
+    rows.push(row(
+        "  same, p99",
+        us(echo99),
+        us(exec99),
+        ratio(echo99, exec99),
+    ));
+
+    // The Python and JavaScript examples (built here; their toolchains come from setup).
+    let out = tempfile::tempdir().unwrap();
+    for name in ["wordcount-python", "wordcount-js"] {
+        let built = std::process::Command::new("bash")
+            .arg(repo().join("plugins").join(name).join("build.sh"))
+            .arg(out.path())
+            .env("WASMGEAR", env!("CARGO_BIN_EXE_wasmgear"))
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !matches!(built, Ok(s) if s.success()) {
+            rows.push(row(format!("isolation: {name}"), "not built", "", ""));
+            continue;
+        }
+        let path = out.path().join(format!("{name}.wasm"));
+        let n = (plan.isolation / 10).max(50);
+        let (p50, p99) = measure(&path, name, br#"{"text": "a b c"}"#, n);
+        rows.push(row(
+            format!("isolation: {name} instance+call+drop, p50 / p99"),
+            format!("{} / {}", us(p50), us(p99)),
+            us(exec50),
+            ratio(p50, exec50),
+        ));
+    }
+}
+
+/// Runs BullMQ's benchmark against the same Redis; `None` when Node or npm is missing.
+fn run_bullmq(url: &str, plan: &Plan) -> Option<serde_json::Value> {
+    let mut command = std::process::Command::new("bash");
+    command
+        .arg(repo().join("bench/bullmq/run.sh"))
+        .env("REDIS_URL", url)
+        .env("JOBS", plan.jobs.to_string())
+        .env("SINGLE_N", plan.single.to_string())
+        .env(
+            "CONCURRENCIES",
+            plan.concurrencies
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    if std::env::var_os("WASMGEAR_BENCH_QUICK").is_some() {
+        command.env("QUICK", "1");
+    }
+    let out = command
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "BullMQ's benchmark failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// A worker node in this process serving the plugins in `dir`.
+struct Node {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
+    let runtime = Arc::new(
+        Runtime::new(RuntimeConfig {
+            max_instances: concurrency as u32 + 4,
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let (registry, problems) = PluginRegistry::load_dir(&runtime, dir).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let queue = WorkerQueue::connect(url, format!("bench-{concurrency}"))
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker::run(
+        queue,
+        runtime,
+        Arc::new(registry),
+        WorkerConfig {
+            concurrency,
+            ..WorkerConfig::default()
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Node { stop, task }
+}
+
+impl Node {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Enqueues `jobs` no-op jobs of `function` in bulk (1000 per call); returns the time taken.
+async fn bulk_enqueue(client: &Client, function: &FunctionName, jobs: usize) -> Duration {
+    let options = EnqueueOptions::default();
+    let started = Instant::now();
+    let mut left = jobs;
+    while left > 0 {
+        let n = left.min(1000);
+        let batch: Vec<(&[u8], EnqueueOptions)> =
+            (0..n).map(|_| (&b"x"[..], options.clone())).collect();
+        client.enqueue_many(function, &batch).await.unwrap();
+        left -= n;
+    }
+    started.elapsed()
+}
+
+/// Drains `jobs` echo jobs (already queued under `function`) with one node; jobs/s.
+async fn drain(
+    url: &str,
+    plugins: &Path,
+    function: &FunctionName,
+    jobs: usize,
+    concurrency: usize,
+) -> f64 {
+    let client = Client::connect(url).await.unwrap();
+    let started = Instant::now();
+    let node = start_node(url, plugins, concurrency).await;
+    loop {
+        let done = client.queue(function).await.unwrap().succeeded as usize;
+        if done >= jobs {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let rate = jobs as f64 / started.elapsed().as_secs_f64();
+    node.stop().await;
+    rate
+}
+
+/// INFO commandstats: total calls and microseconds of every command.
+fn command_stats(port: u16) -> (u64, u64) {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "commandstats"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut calls, mut usec) = (0, 0);
+    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
+        for field in line.split(':').nth(1).unwrap_or("").split(',') {
+            match field.split_once('=') {
+                Some(("calls", v)) => calls += v.parse::<u64>().unwrap_or(0),
+                Some(("usec", v)) => usec += v.parse::<u64>().unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    (calls, usec)
+}
+
+fn per_s(rate: f64) -> String {
+    format!("{:.0} /s", rate)
+}
+
+fn times(ours: f64, theirs: f64) -> String {
+    format!("{:.2}×", ours / theirs)
+}
+
+/// 2-4: enqueue, drain and latency, with BullMQ's numbers beside them.
+async fn queue_numbers(
+    plan: &Plan,
+    url: &str,
+    bullmq: Option<&serde_json::Value>,
+    rows: &mut Vec<Row>,
+) {
+    let peer = |path: &[&str]| -> Option<f64> {
+        let mut value = bullmq?;
+        for key in path {
+            value = value.get(key)?;
+        }
+        value.as_f64()
+    };
+    let client = Client::connect(url).await.unwrap();
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+
+    // Enqueue.
+    let single = FunctionName::new("bench-single").unwrap();
+    let started = Instant::now();
+    for _ in 0..plan.single {
+        client
+            .enqueue(&single, b"x", &EnqueueOptions::default())
+            .await
+            .unwrap();
+    }
+    let single_rate = plan.single as f64 / started.elapsed().as_secs_f64();
+    let bullmq_single = peer(&["add_single_per_s"]);
+    rows.push(row(
+        "enqueue one at a time (BullMQ add)",
+        per_s(single_rate),
+        bullmq_single.map_or("-".into(), per_s),
+        bullmq_single.map_or("-".into(), |b| times(single_rate, b)),
+    ));
+    let bulk = FunctionName::new("bench-bulk").unwrap();
+    let took = bulk_enqueue(&client, &bulk, plan.jobs).await;
+    let bulk_rate = plan.jobs as f64 / took.as_secs_f64();
+    let bullmq_bulk = peer(&["add_bulk_per_s"]);
+    rows.push(row(
+        format!("enqueue {} in bulk (BullMQ addBulk)", plan.jobs),
+        per_s(bulk_rate),
+        bullmq_bulk.map_or("-".into(), per_s),
+        bullmq_bulk.map_or("-".into(), |b| times(bulk_rate, b)),
+    ));
+
+    // Drain at each concurrency.
+    // One function per concurrency (the count of finished jobs is per function).
+    let plugins = tempfile::tempdir().unwrap();
+    for &concurrency in &plan.concurrencies {
+        std::fs::copy(
+            wasmgear_test_artifacts::ECHO,
+            plugins.path().join(format!("echo-{concurrency}.wasm")),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        wasmgear_test_artifacts::CLOCK,
+        plugins.path().join("clock.wasm"),
+    )
+    .unwrap();
+    let bullmq_drain = |mode: &str, concurrency: usize| -> Option<f64> {
+        bullmq?.get("drain")?.as_array()?.iter().find_map(|d| {
+            (d["mode"] == mode && d["concurrency"] == concurrency).then(|| d["per_s"].as_f64())?
+        })
+    };
+    let mut calls_per_job = None;
+    for &concurrency in &plan.concurrencies {
+        let echo = FunctionName::new(format!("echo-{concurrency}")).unwrap();
+        bulk_enqueue(&client, &echo, plan.jobs).await;
+        let before = command_stats(port);
+        let rate = drain(url, plugins.path(), &echo, plan.jobs, concurrency).await;
+        let after = command_stats(port);
+        calls_per_job = Some((
+            (after.0 - before.0) as f64 / plan.jobs as f64,
+            (after.1 - before.1) as f64 / plan.jobs as f64,
+        ));
+        for (mode, label) in [
+            ("inprocess", "in-process"),
+            ("sandbox_threads", "sandboxed, worker threads"),
+            ("sandbox_process", "sandboxed, child process"),
+        ] {
+            let theirs = bullmq_drain(mode, concurrency);
+            rows.push(row(
+                format!(
+                    "drain {} no-op jobs, concurrency {concurrency} (BullMQ {label})",
+                    plan.jobs
+                ),
+                if mode == "inprocess" {
+                    per_s(rate)
+                } else {
+                    String::new()
+                },
+                theirs.map_or("-".into(), per_s),
+                theirs.map_or("-".into(), |b| times(rate, b)),
+            ));
+        }
+    }
+    if let Some((calls, usec)) = calls_per_job {
+        rows.push(row(
+            "Redis calls and Redis CPU per job (last drain)",
+            format!("{calls:.2} calls, {usec:.1} µs"),
+            "",
+            format!(
+                "→ at most {:.0} jobs/s on one Redis core",
+                1e6 / usec.max(0.001)
+            ),
+        ));
+    }
+
+    // Latency: an idle node, one job at a time.
+    let node = start_node(url, plugins.path(), 4).await;
+    let clock = FunctionName::new("clock").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (mut entry, mut result) = (Vec::new(), Vec::new());
+    for _ in 0..plan.latency {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let sent = std::time::SystemTime::now();
+        let started = Instant::now();
+        let id = client
+            .enqueue(&clock, b"", &EnqueueOptions::default())
+            .await
+            .unwrap();
+        let status = client
+            .wait(&id, Some(Duration::from_secs(10)), |_| {})
+            .await
+            .unwrap();
+        result.push(started.elapsed());
+        let entered: u128 = String::from_utf8_lossy(status.output.as_deref().unwrap_or_default())
+            .parse()
+            .unwrap();
+        let sent_ns = sent
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        entry.push(Duration::from_nanos(entered.saturating_sub(sent_ns) as u64));
+        if std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some() {
+            let leased = status.record.history[0].started_ms.unwrap_or(0) as u128 * 1_000_000;
+            eprintln!(
+                "enqueue→lease {:.2} ms, lease→entry {:.2} ms, created→lease {} ms",
+                (leased as f64 - sent_ns as f64) / 1e6,
+                (entered as f64 - leased as f64) / 1e6,
+                status.record.history[0].started_ms.unwrap_or(0) - status.record.created_ms
+            );
+        }
+    }
+    node.stop().await;
+    let (e50, e99) = percentiles(&mut entry);
+    let (r50, r99) = percentiles(&mut result);
+    let bull = |key: &str, p: &str| peer(&[key, p]).map(|v| Duration::from_secs_f64(v / 1e3));
+    let show = |d: Option<Duration>| d.map_or("-".into(), ms);
+    let ratio = |ours: Duration, theirs: Option<Duration>| {
+        theirs.map_or("-".into(), |t| {
+            format!("{:.2}× the time", ours.as_secs_f64() / t.as_secs_f64())
+        })
+    };
+    rows.push(row(
+        "latency: enqueue → guest entry, p50 (BullMQ: → processor)",
+        ms(e50),
+        show(bull("pickup_ms", "p50")),
+        ratio(e50, bull("pickup_ms", "p50")),
+    ));
+    rows.push(row(
+        "  same, p99",
+        ms(e99),
+        show(bull("pickup_ms", "p99")),
+        ratio(e99, bull("pickup_ms", "p99")),
+    ));
+    rows.push(row(
+        "latency: enqueue → result seen by a waiting client, p50",
+        ms(r50),
+        show(bull("result_ms", "p50")),
+        ratio(r50, bull("result_ms", "p50")),
+    ));
+    rows.push(row(
+        "  same, p99",
+        ms(r99),
+        show(bull("result_ms", "p99")),
+        ratio(r99, bull("result_ms", "p99")),
+    ));
+}
+
+/// 5. What one Redis core does with a trivial script.
+fn redis_ceiling(port: u16, rows: &mut Vec<Row>) {
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .arg("-p")
+            .arg(port.to_string())
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let sha = cli(&["SCRIPT", "LOAD", "return 1"]);
+    for (clients, pipeline) in [("1", "1"), ("50", "1"), ("50", "16")] {
+        let out = std::process::Command::new("redis-benchmark")
+            .args([
+                "-p",
+                &port.to_string(),
+                "-n",
+                "200000",
+                "-c",
+                clients,
+                "-P",
+                pipeline,
+                "-q",
+                "EVALSHA",
+                &sha,
+                "0",
+            ])
+            .output();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let rate = text
+            .split_whitespace()
+            .find_map(|w| {
+                w.replace(',', "")
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| *v > 100.0)
+            })
+            .unwrap_or(0.0);
+        rows.push(row(
+            format!("Redis ceiling: redis-benchmark EVALSHA 'return 1', {clients} client(s), pipeline {pipeline}"),
+            "",
+            per_s(rate),
+            "",
+        ));
+    }
+}
+
+fn redis_version(port: u16) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "server"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("?")
+        .trim()
+        .to_string()
+}
+
+/// A TCP proxy to `127.0.0.1:target` that delays every chunk by `delay` in each direction
+/// (threads, so that the delay is precise to microseconds). Returns its port.
+fn delaying_proxy(target: u16, delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().map_while(Result::ok) {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                continue;
+            };
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            for (from, to) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server.try_clone().unwrap(), client.try_clone().unwrap()),
+            ] {
+                let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+                let mut from = from;
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = from.read(&mut buf) {
+                        if n == 0
+                            || tx
+                                .send((Instant::now() + delay, buf[..n].to_vec()))
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+                let mut to = to;
+                std::thread::spawn(move || {
+                    for (due, bytes) in rx {
+                        let now = Instant::now();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                        if to.write_all(&bytes).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    port
+}
+
+/// 6. The drain again through a proxy adding ~1 ms round trip.
+async fn remote(plan: &Plan, redis_port: u16, rows: &mut Vec<Row>) {
+    let proxy = delaying_proxy(redis_port, Duration::from_micros(500));
+    let url = format!("redis://127.0.0.1:{proxy}");
+    let direct = format!("redis://127.0.0.1:{redis_port}");
+    let client = Client::connect(&direct).await.unwrap();
+    // The round trip through the proxy, as measured.
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut rtts = Vec::new();
+    for _ in 0..50 {
+        let started = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+        rtts.push(started.elapsed());
+    }
+    let (rtt, _) = percentiles(&mut rtts);
+    let plugins = tempfile::tempdir().unwrap();
+    for name in ["remote", "local"] {
+        std::fs::copy(
+            wasmgear_test_artifacts::ECHO,
+            plugins.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let concurrency = *plan.concurrencies.last().unwrap();
+    let remote = FunctionName::new("remote").unwrap();
+    bulk_enqueue(&client, &remote, plan.jobs).await;
+    let slow = drain(&url, plugins.path(), &remote, plan.jobs, concurrency).await;
+    let local = FunctionName::new("local").unwrap();
+    bulk_enqueue(&client, &local, plan.jobs).await;
+    let fast = drain(&direct, plugins.path(), &local, plan.jobs, concurrency).await;
+    rows.push(row(
+        format!(
+            "drain {} jobs, concurrency {concurrency}, Redis {} away (local: {})",
+            plan.jobs,
+            ms(rtt),
+            per_s(fast)
+        ),
+        per_s(slow),
+        "",
+        format!("{:.2}× slower than local", fast / slow),
+    ));
+}
