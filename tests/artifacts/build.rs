@@ -183,6 +183,7 @@ fn is_identifier(name: &str) -> bool {
 fn rerun_if_changed(root: &Path, plugins: &[Plugin]) {
     let mut paths = vec![
         root.join("plugins").join("Cargo.toml"),
+        root.join("plugins").join(".cargo").join("config.toml"),
         root.join("plugins").join("Cargo.lock"),
         root.join("guest-sdk").join("Cargo.toml"),
         root.join("guest-sdk").join("src"),
@@ -214,6 +215,8 @@ fn build(plugins_dir: &Path, target_dir: &Path) {
         }
     }
     cmd.env("CARGO_TARGET_DIR", target_dir);
+    // From the plugins' directory, so that their `.cargo/config.toml` applies.
+    cmd.current_dir(plugins_dir);
 
     let shown = format!(
         "cargo build --release --target {TARGET} --manifest-path {} (CARGO_TARGET_DIR={})",

@@ -77,7 +77,7 @@ for i = 0, n - 1 do
   if existing then
     results[#results + 1] = { existing, 0, {} }
   else
-    local number = redis.call('INCR', K.seq)
+    local number = int(redis.call('INCR', K.seq))
     local record = {
       priority = tonumber(ARGV[a]),
       attempt = 0,
@@ -131,7 +131,7 @@ for i = 0, n - 1 do
       record.state = 'waiting'
       record.waiting_on = waiting_on
       if run_at > NOW then record.run_at_ms = run_at end
-      redis.call('ZADD', K.waiting, NOW + RELINK_FIRST_MS, number)
+      redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
     elseif run_at > NOW then
       make_scheduled(number, record, run_at)
     else
@@ -140,7 +140,7 @@ for i = 0, n - 1 do
     save(number, record)
     redis.call('HSET', K.input, number, ARGV[a + 10])
     publish({ event = 'create', id = id_of(number) })
-    results[#results + 1] = { number, 1, links }
+    results[#results + 1] = { tonumber(number), 1, links }
   end
 end
 return results

@@ -18,7 +18,7 @@ if record.state ~= 'running' or record.token ~= token then return { 0, 0 } end
 
 record.lease_until_ms = NOW + lease_ms
 save(number, record)
-redis.call('ZADD', K.leased, NOW + lease_ms, number)
+redis.call('ZADD', K.leased, int(NOW + lease_ms), number)
 local cancel = 0
 if record.cancel_requested_ms then cancel = 1 end
 return { NOW + lease_ms, cancel }

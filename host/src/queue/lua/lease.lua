@@ -32,7 +32,7 @@ local default_timeout_ms, default_max_attempts = tonumber(ARGV[6]), tonumber(ARG
 forget_expired()
 
 -- (2) Promote scheduled jobs that are due.
-for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', NOW, 'LIMIT', 0, BATCH)) do
+for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
   redis.call('ZREM', K.scheduled, number)
   local record = load(number)
   if record then
@@ -42,7 +42,7 @@ for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', NOW, 'L
 end
 
 -- (3) Reclaim jobs whose worker stopped renewing the lease.
-for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.leased, '-inf', NOW, 'LIMIT', 0, BATCH)) do
+for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
   redis.call('ZREM', K.leased, number)
   local record = load(number)
   if record then
@@ -94,7 +94,7 @@ end
 local leases = {}
 local waits = {}
 if allowed > 0 then
-  local popped = redis.call('ZPOPMIN', K.ready, allowed)
+  local popped = redis.call('ZPOPMIN', K.ready, int(allowed))
   -- ZPOPMIN answers member, score, member, score, ...
   for i = 1, #popped, 2 do
     local number = popped[i]
@@ -113,8 +113,8 @@ if allowed > 0 then
       record.lease_until_ms = NOW + lease_ms
       record.progress = nil
       save(number, record)
-      redis.call('ZADD', K.leased, NOW + lease_ms, number)
-      if rate_limit > 0 and rate_interval > 0 then redis.call('ZADD', K.rate, NOW, record.token) end
+      redis.call('ZADD', K.leased, int(NOW + lease_ms), number)
+      if rate_limit > 0 and rate_interval > 0 then redis.call('ZADD', K.rate, int(NOW), record.token) end
       publish({ event = 'start', id = id_of(number), attempt = record.attempt })
       leases[#leases + 1] = {
         tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,

@@ -60,6 +60,10 @@ local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
 
 local function id_of(number) return FN .. ':' .. number end
 
+-- A whole number as the string Redis is given: Lua would format a number argument with
+-- "%.17g", whose floating-point path costs more than the command itself.
+local function int(x) return string.format('%d', x) end
+
 -- The function and number of job id 'F:N'.
 local function split_id(id)
   local fn, number = string.match(id, '^(.*):(%d+)$')
@@ -93,7 +97,7 @@ end
 
 -- Decrements a counter of `counts`, deleting it at zero so dead groups do not pile up.
 local function uncount(field)
-  if redis.call('HINCRBY', K.counts, field, -1) <= 0 then redis.call('HDEL', K.counts, field) end
+  if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
 end
 
 -- Puts a job in the ready set (state queued).
@@ -101,14 +105,14 @@ local function make_ready(number, record)
   record.state = 'queued'
   record.run_at_ms = nil
   record.ready_ms = NOW
-  redis.call('ZADD', K.ready, (PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number), number)
+  redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
 end
 
 -- Puts a job in the scheduled set until `at` (state scheduled).
 local function make_scheduled(number, record, at)
   record.state = 'scheduled'
   record.run_at_ms = at
-  redis.call('ZADD', K.scheduled, at, number)
+  redis.call('ZADD', K.scheduled, int(at), number)
 end
 
 -- Appends an attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
@@ -195,7 +199,7 @@ local function stat_times(kind, samples)
   local mean_b, m2_b = sum / n_b, 0
   for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
   local p = stats_prefix() .. kind .. ':'
-  local n = redis.call('HINCRBY', K.stats, p .. 'count', n_b)
+  local n = redis.call('HINCRBY', K.stats, p .. 'count', int(n_b))
   local n_a = n - n_b
   local old = redis.call('HMGET', K.stats, p .. 'mean', p .. 'vk')
   local mean_a, m2_a = tonumber(old[1] or '0'), tonumber(old[2] or '0')
@@ -203,12 +207,12 @@ local function stat_times(kind, samples)
   local mean = mean_a + delta * n_b / n
   local vk = m2_a + m2_b + delta * delta * n_a * n_b / n
   redis.call('HSET', K.stats, p .. 'mean', tostring(mean), p .. 'vk', tostring(vk))
-  for bucket, count in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, count) end
+  for bucket, count in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, int(count)) end
 end
 
 local function stat_time(kind, ms) stat_times(kind, { ms }) end
 
-local function stat_count(name) redis.call('HINCRBY', K.stats, stats_prefix() .. name, 1) end
+local function stat_count(name) redis.call('HINCRBY', K.stats, stats_prefix() .. name, '1') end
 
 ---------------------------------------------------------------------------------------------
 -- Finishing jobs, and what that does to the jobs depending on them.
@@ -236,13 +240,13 @@ local function finish(number, record, state, err, from)
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
   local keep = record.retention_ms
   if state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
-  redis.call('ZADD', K.expires, NOW + keep, number)
-  redis.call('HINCRBY', K.counts, state, 1)
+  redis.call('ZADD', K.expires, int(NOW + keep), number)
+  redis.call('HINCRBY', K.counts, state, '1')
   if state == 'failed' then
     local group = (record.error and record.error.class) or 'unknown'
     record.group = group
     redis.call('ZADD', K.failed, 0, group .. '\0' .. pad(number))
-    redis.call('HINCRBY', K.counts, 'failed:' .. group, 1)
+    redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
     stat_count('failed')
   end
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
@@ -286,7 +290,7 @@ local function resolve(number, dep_id, dep_state)
   if dep_state == 'pending' then
     record.relinks = (record.relinks or 0) + 1
     local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
-    redis.call('ZADD', K.waiting, NOW + wait, number)
+    redis.call('ZADD', K.waiting, int(NOW + wait), number)
     save(number, record)
     return
   end
@@ -341,7 +345,7 @@ end
 
 -- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap.
 local function forget_expired()
-  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', NOW, 'LIMIT', 0, BATCH)) do
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
     forget(number)
   end
   local keep = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)

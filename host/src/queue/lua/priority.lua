@@ -17,7 +17,7 @@ if record.state ~= 'queued' and record.state ~= 'scheduled' and record.state ~= 
 end
 record.priority = priority
 if record.state == 'queued' then
-  redis.call('ZADD', K.ready, (PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number), number)
+  redis.call('ZADD', K.ready, int((PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number)), number)
 end
 save(number, record)
 return { 1, record.state }
