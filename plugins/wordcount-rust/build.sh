@@ -9,7 +9,8 @@ name="$(basename "$here")"
 out_dir="${1:-$here}"
 
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
-cargo build --manifest-path "$here/Cargo.toml" --target wasm32-wasip2 --release --quiet
+# From the project directory, so that its .cargo/config.toml (the stack size) applies.
+(cd "$here" && cargo build --target wasm32-wasip2 --release --quiet)
 # Cargo names the artifact after the crate, with '-' as '_'.
 metadata="$(cargo metadata --manifest-path "$here/Cargo.toml" --format-version 1 --no-deps)"
 target_dir="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' <<<"$metadata")"

@@ -125,6 +125,7 @@ pub fn new_project(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<Vec<Str
     if lang == Lang::Rust {
         files.push(("Cargo.toml".into(), rust_manifest(name)));
         files.push(("wasmgear-guest/Cargo.toml".into(), RUST_SDK_MANIFEST.into()));
+        files.push((".cargo/config.toml".into(), RUST_CARGO_CONFIG.into()));
     }
     let mut written = Vec::new();
     for (path, text) in files {
@@ -192,6 +193,14 @@ json = ["dep:serde", "dep:serde_json"]
 wit-bindgen = "0.63.0"
 serde = { version = "1", optional = true }
 serde_json = { version = "1", optional = true }
+"#;
+
+/// The Rust project's Cargo settings: a 128 KiB stack instead of 1 MiB keeps each job's
+/// memory small, so the worker resets less of it between jobs.
+const RUST_CARGO_CONFIG: &str = r#"# A small stack keeps each job's linear memory small: the worker resets a job's memory
+# between jobs, so less memory makes a fresh instance cheaper. Raise it for deep recursion.
+[target.wasm32-wasip2]
+rustflags = ["-C", "link-arg=-zstack-size=131072"]
 "#;
 
 #[cfg(unix)]
