@@ -11,24 +11,19 @@
 //! 5. plugins: loading with a cold and a warm compile cache, and the time from a new plugin
 //!    file written into a watched directory to the first job served by it.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{
-    CancelSignal, FunctionName, JobId, JobInfo, LeaseRequest, LogLevel, Outcome, Progress,
-};
+use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LeaseRequest, Outcome};
 use wasmgear::plugins::PluginRegistry;
 use wasmgear::queue::{Client, EnqueueOptions, JobState, WorkerQueue};
 use wasmgear::redis_server::RedisServer;
 use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear::worker::{self, WorkerConfig};
 
-struct Quiet;
-
-impl JobHooks for Quiet {
-    fn progress(&self, _: Progress) {}
-    fn log(&self, _: LogLevel, _: String) {}
-}
+use common::Quiet;
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -3,45 +3,27 @@
 //! compile cache and from the cache, and per-job cost (fresh instance + one small job).
 //! `cargo bench -p wasmgear --bench languages`; needs the guest toolchains (`scripts/setup`).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, Outcome};
 use wasmgear::runtime::{CompileCache, CompileSource, JobHooks, Runtime, RuntimeConfig};
 
-struct Quiet;
+use common::{Quiet, build_plugin, repo};
 
-impl JobHooks for Quiet {
-    fn progress(&self, _: Progress) {}
-    fn log(&self, _: LogLevel, _: String) {}
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Builds `plugins/NAME` with its build script into `out`; returns the build time.
+/// Rebuilds `plugins/NAME` into `out` as after a source change (the tools and dependencies
+/// are in place); returns the build time.
 fn build(name: &str, out: &Path) -> Duration {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../plugins");
-    // The sources count as changed (a real rebuild of the plugin), the tools and
-    // dependencies as already there.
     for source in ["src/lib.rs", "app.py", "app.js", "app.c", "main.zig"] {
         let path = repo().join("plugins").join(name).join(source);
         if let Ok(file) = std::fs::File::options().append(true).open(&path) {
             file.set_modified(std::time::SystemTime::now()).unwrap();
         }
     }
-    let started = Instant::now();
-    let status = std::process::Command::new("bash")
-        .arg(repo().join("plugins").join(name).join("build.sh"))
-        .arg(out)
-        .env("WASMGEAR", env!("CARGO_BIN_EXE_wasmgear"))
-        .env("CARGO_TARGET_DIR", target)
-        .status()
-        .expect("run build.sh");
-    assert!(status.success(), "building {name} failed");
-    started.elapsed()
+    build_plugin(name, out, false).unwrap()
 }
 
 fn main() {

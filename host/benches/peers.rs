@@ -14,25 +14,22 @@
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, Outcome};
 use wasmgear::plugins::PluginRegistry;
 use wasmgear::queue::{Client, EnqueueOptions, WorkerQueue};
 use wasmgear::redis_server::RedisServer;
 use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear::worker::{self, WorkerConfig};
 
-struct Quiet;
-
-impl JobHooks for Quiet {
-    fn progress(&self, _: Progress) {}
-    fn log(&self, _: LogLevel, _: String) {}
-}
+use common::Quiet;
 
 /// Sizes of the run: full, or a quick smoke run.
 struct Plan {
@@ -97,10 +94,6 @@ fn us(d: Duration) -> String {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn main() {
@@ -279,14 +272,13 @@ fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Vec<Row>) {
     // The Python and JavaScript examples (built here; their toolchains come from setup).
     let out = tempfile::tempdir().unwrap();
     for name in ["wordcount-python", "wordcount-js"] {
-        let built = std::process::Command::new("bash")
-            .arg(repo().join("plugins").join(name).join("build.sh"))
-            .arg(out.path())
-            .env("WASMGEAR", env!("CARGO_BIN_EXE_wasmgear"))
-            .stderr(std::process::Stdio::null())
-            .status();
-        if !matches!(built, Ok(s) if s.success()) {
-            rows.push(row(format!("isolation: {name}"), "not built", "", ""));
+        if let Err(why) = common::build_plugin(name, out.path(), true) {
+            rows.push(row(
+                format!("isolation: {name}"),
+                format!("not built: {why}"),
+                "",
+                "",
+            ));
             continue;
         }
         let path = out.path().join(format!("{name}.wasm"));
@@ -305,7 +297,7 @@ fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Vec<Row>) {
 fn run_bullmq(url: &str, plan: &Plan) -> Option<serde_json::Value> {
     let mut command = std::process::Command::new("bash");
     command
-        .arg(repo().join("bench/bullmq/run.sh"))
+        .arg(common::repo().join("bench/bullmq/run.sh"))
         .env("REDIS_URL", url)
         .env("JOBS", plan.jobs.to_string())
         .env("SINGLE_N", plan.single.to_string())

@@ -1,0 +1,45 @@
+//! What the benchmarks share: job hooks that drop everything, and building an example plugin
+//! of `plugins/` with its own build script.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use wasmgear::job::{LogLevel, Progress};
+use wasmgear::runtime::JobHooks;
+
+/// Hooks that drop progress and log lines (a benchmark measures the job, not its reporting).
+pub struct Quiet;
+
+impl JobHooks for Quiet {
+    fn progress(&self, _: Progress) {}
+    fn log(&self, _: LogLevel, _: String) {}
+}
+
+/// The repository's root.
+#[allow(dead_code)]
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Builds `plugins/NAME` with its `build.sh` into `out` (Rust ones in the test plugins'
+/// target directory, so their dependencies are compiled already); returns the build time,
+/// or why it failed.
+#[allow(dead_code)]
+pub fn build_plugin(name: &str, out: &Path, quiet: bool) -> Result<Duration, String> {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../plugins");
+    let started = Instant::now();
+    let mut command = std::process::Command::new("bash");
+    command
+        .arg(repo().join("plugins").join(name).join("build.sh"))
+        .arg(out)
+        .env("WASMGEAR", env!("CARGO_BIN_EXE_wasmgear"))
+        .env("CARGO_TARGET_DIR", target);
+    if quiet {
+        command.stderr(std::process::Stdio::null());
+    }
+    match command.status() {
+        Ok(status) if status.success() => Ok(started.elapsed()),
+        Ok(status) => Err(format!("building {name} failed ({status})")),
+        Err(e) => Err(format!("cannot run the build script of {name}: {e}")),
+    }
+}
