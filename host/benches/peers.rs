@@ -12,7 +12,9 @@
 //! 6. the throughput again with ~1 ms of added latency between the worker and Redis.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
-//! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run.
+//! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
+//! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
+//! ceiling, remote).
 
 mod common;
 
@@ -41,7 +43,7 @@ struct Plan {
 }
 
 fn plan() -> Plan {
-    match std::env::var_os("WASMGEAR_BENCH_QUICK").is_some() {
+    let mut plan = match std::env::var_os("WASMGEAR_BENCH_QUICK").is_some() {
         true => Plan {
             jobs: 2000,
             single: 500,
@@ -56,7 +58,15 @@ fn plan() -> Plan {
             latency: 300,
             concurrencies: vec![1, 10, 100],
         },
+    };
+    // WASMGEAR_BENCH_CONCURRENCIES=100 drains at those concurrencies only.
+    if let Ok(list) = std::env::var("WASMGEAR_BENCH_CONCURRENCIES") {
+        plan.concurrencies = list
+            .split(',')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect();
     }
+    plan
 }
 
 /// One line of the final table.
@@ -109,27 +119,37 @@ fn main() {
     let mut rows = Vec::new();
     let started = Instant::now();
 
-    eprintln!("[1/6] isolation per job");
-    isolation(&plan, &rt, &mut rows);
-    if std::env::var_os("WASMGEAR_BENCH_ISOLATION_ONLY").is_some() {
-        for r in &rows {
-            println!("{}  {}  {}  {}", r.what, r.wasmgear, r.peer, r.ratio);
-        }
-        return;
+    // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, ceiling, remote)
+    // runs only those sections.
+    let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
+    let runs = |section: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s.trim() == section))
+    };
+    if runs("isolation") {
+        eprintln!("[1/6] isolation per job");
+        isolation(&plan, &rt, &mut rows);
     }
     let bullmq = match std::env::var_os("WASMGEAR_BENCH_SKIP_BULLMQ") {
         Some(_) => None,
+        None if !runs("bullmq") => None,
         None => {
             eprintln!("[2/6] BullMQ (node bench/bullmq/run.sh)");
             run_bullmq(&url, &plan)
         }
     };
-    eprintln!("[3/6] wasmgear: enqueue, drain, latency");
-    rt.block_on(queue_numbers(&plan, &url, bullmq.as_ref(), &mut rows));
-    eprintln!("[4/6] Redis ceiling");
-    redis_ceiling(redis.port(), &mut rows);
-    eprintln!("[5/6] remote Redis (~1 ms added latency)");
-    rt.block_on(remote(&plan, redis.port(), &mut rows));
+    if runs("queue") {
+        eprintln!("[3/6] wasmgear: enqueue, drain, latency");
+        rt.block_on(queue_numbers(&plan, &url, bullmq.as_ref(), &mut rows));
+    }
+    if runs("ceiling") {
+        eprintln!("[4/6] Redis ceiling");
+        redis_ceiling(redis.port(), &mut rows);
+    }
+    if runs("remote") {
+        eprintln!("[5/6] remote Redis (~1 ms added latency)");
+        rt.block_on(remote(&plan, redis.port(), &mut rows));
+    }
     eprintln!("[6/6] done in {:.0} s", started.elapsed().as_secs_f64());
 
     let width = rows

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::Job;
 use super::cache::CompileCache;
@@ -90,7 +90,9 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .max_core_instances_per_component(200)
         .max_memories_per_component(10)
         .max_tables_per_component(100)
-        .linear_memory_keep_resident(8 << 20);
+        .linear_memory_keep_resident(8 << 20)
+        .table_keep_resident(1 << 20)
+        .pagemap_scan(Enabled::Auto);
 
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
