@@ -332,3 +332,88 @@ async fn delayed_jobs_and_retries_run_when_due() {
     );
     worker.stop().await;
 }
+
+/// The Redis calls of one script (`cmdstat_evalsha`) so far.
+fn evalsha_calls(info: &str) -> u64 {
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An idle worker serving many functions picks a job up with one lease call, not one call
+/// per function, and it listens on the functions' quiet work channels, not on the events
+/// channels that carry a message for every job started and finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_asks_only_the_function_that_got_work() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..6).map(|i| format!("echo{i}")).collect();
+    for name in &names {
+        std::fs::copy(
+            crate::support::artifact("echo"),
+            dir.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let worker = TestWorker::start_on(
+        &redis.url(),
+        dir,
+        crate::support::TestWorkerOptions::default(),
+    )
+    .await;
+    let client = redis.client().await;
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await; // let the worker go idle
+
+    let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg("wg:{echo3}:events")
+        .arg("wg:{echo3}:work")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        subscribers,
+        vec![
+            ("wg:{echo3}:events".to_string(), 0),
+            ("wg:{echo3}:work".to_string(), 1)
+        ]
+    );
+
+    let info = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let text: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            evalsha_calls(&text)
+        }
+    };
+    let jobs = 24;
+    let before = info(&mut conn).await;
+    for i in 0..jobs {
+        let id = client
+            .enqueue(
+                &function(&names[i % names.len()]),
+                b"x",
+                &EnqueueOptions::default(),
+            )
+            .await
+            .unwrap();
+        let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+        assert_eq!(status.output.as_deref(), Some(&b"x"[..]));
+    }
+    let calls = (info(&mut conn).await - before) as f64 / jobs as f64;
+    // enqueue + lease + complete is 3; asking all six functions each time would be 8 or more
+    // (the worker also renews its entry and roll calls every 2 s).
+    assert!(calls < 5.0, "{calls:.1} script calls per job");
+    worker.stop().await;
+}

@@ -103,7 +103,7 @@ impl FunctionKeys {
         format!("{PREFIX}:{{*}}:events")
     }
     /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
-    pub fn all(&self) -> [String; 18] {
+    pub fn all(&self) -> [String; 19] {
         [
             self.seq(),
             self.jobs(),
@@ -123,6 +123,7 @@ impl FunctionKeys {
             self.config(),
             self.rate(),
             self.events(),
+            self.work(),
         ]
     }
     /// Sorted set: the live workers serving the function, scored by membership expiry (ms).
@@ -132,6 +133,12 @@ impl FunctionKeys {
     /// Pub/sub channel: the function's events (`create`, `start`, `progress`, `finish`).
     pub fn events(&self) -> String {
         self.key("events")
+    }
+    /// Pub/sub channel: what the function's workers listen to, `work` (jobs may have become
+    /// runnable) and `cancel ID` (a running job's cancellation was asked for). Much quieter
+    /// than the events channel: no message per job started or finished.
+    pub fn work(&self) -> String {
+        self.key("work")
     }
 }
 

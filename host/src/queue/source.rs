@@ -11,7 +11,6 @@ use futures_util::StreamExt;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::client::Event;
 use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
 use super::{QueueError, Result, links, scripts};
@@ -108,6 +107,36 @@ async fn send_completions(
     }
 }
 
+/// What a worker knows of one served function's ready jobs, so that it skips lease calls
+/// that would find nothing (a worker serving many functions would otherwise make a round
+/// trip per function for every job it picks up).
+#[derive(Debug, Default, Clone, Copy)]
+struct Hint {
+    /// Wake-up events seen for the function (create, retry, ready, config, a finish that
+    /// frees a capped slot).
+    events: u64,
+    /// The last lease found fewer jobs than it asked for, and no event came since the
+    /// `events` count it started at.
+    empty_as_of: Option<u64>,
+    /// When something of the function falls due (a scheduled job, an expiring lease, a
+    /// rate-limit slot), as that lease said.
+    due: Option<tokio::time::Instant>,
+}
+
+impl Hint {
+    fn worth_asking(&self, now: tokio::time::Instant) -> bool {
+        self.empty_as_of != Some(self.events) || self.due.is_some_and(|due| due <= now)
+    }
+}
+
+type Hints = Arc<std::sync::Mutex<std::collections::HashMap<FunctionName, Hint>>>;
+
+fn lock_hints(
+    hints: &Hints,
+) -> std::sync::MutexGuard<'_, std::collections::HashMap<FunctionName, Hint>> {
+    hints.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Aborts a background task when dropped.
 struct TaskGuard(JoinHandle<()>);
 
@@ -128,7 +157,10 @@ pub struct WorkerQueue {
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
     next_due: std::sync::Mutex<Option<tokio::time::Instant>>,
-    wake_on_finish: Arc<AtomicBool>,
+    hints: Hints,
+    /// Whether the work channels are subscribed: only then can hints be trusted (an event
+    /// clears them), so only then are lease calls skipped.
+    listening: Arc<AtomicBool>,
     cancel_requests: broadcast::Sender<JobId>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
@@ -148,7 +180,8 @@ impl WorkerQueue {
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
             next_due: std::sync::Mutex::new(None),
-            wake_on_finish: Arc::default(),
+            hints: Hints::default(),
+            listening: Arc::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
@@ -169,64 +202,69 @@ impl WorkerQueue {
         self
     }
 
-    /// Subscribes to the events of `functions`, so that [`WorkerQueue::wait_for_work`]
+    /// Subscribes to the work channels of `functions` (not their events channels: no
+    /// message per job started or finished reaches the worker), so that [`WorkerQueue::wait_for_work`]
     /// wakes as soon as a job is enqueued for one of them and
     /// [`WorkerQueue::cancel_requests`] hears of cancellations at once.
     /// Calling it again replaces the subscription (when the served functions change).
     pub async fn listen(&self, functions: &[FunctionName]) -> Result<()> {
         let mut pubsub = self.redis.get_async_pubsub().await?;
         for function in functions {
-            pubsub
-                .subscribe(FunctionKeys::new(function).events())
-                .await?;
+            pubsub.subscribe(FunctionKeys::new(function).work()).await?;
         }
         let notify = self.work_arrived.clone();
         let cancels = self.cancel_requests.clone();
-        let wake_on_finish = self.wake_on_finish.clone();
         let redis = self.redis.clone();
-        let channels: Vec<String> = functions
+        let hints = self.hints.clone();
+        let listening = self.listening.clone();
+        listening.store(true, Ordering::SeqCst);
+        let channels: std::collections::HashMap<String, FunctionName> = functions
             .iter()
-            .map(|f| FunctionKeys::new(f).events())
+            .map(|f| (FunctionKeys::new(f).work(), f.clone()))
             .collect();
         let task = tokio::spawn(async move {
             let mut pubsub = pubsub;
+            let woke = |channel: &str| {
+                if let Some(function) = channels.get(channel) {
+                    lock_hints(&hints)
+                        .entry(function.clone())
+                        .or_default()
+                        .events += 1;
+                }
+                notify.notify_one();
+            };
             loop {
                 {
                     let mut stream = pubsub.on_message();
                     while let Some(message) = stream.next().await {
                         let payload = message.get_payload_bytes();
-                        let Ok(event) = serde_json::from_slice::<Event>(payload) else {
-                            continue;
-                        };
-                        match event.event.as_str() {
-                            "create" | "retry" | "ready" | "config" => notify.notify_one(),
-                            // A concurrency cap held jobs back: a finished job makes room.
-                            "finish" if wake_on_finish.load(Ordering::Relaxed) => {
-                                notify.notify_one()
-                            }
-                            "cancel" => {
-                                if let Ok(id) = event.id.parse::<JobId>() {
-                                    let _ = cancels.send(id);
-                                }
-                            }
-                            _ => {}
+                        if payload == b"work" {
+                            woke(message.get_channel_name());
+                        } else if let Some(id) = payload.strip_prefix(b"cancel ")
+                            && let Ok(id) = std::str::from_utf8(id).unwrap_or("").parse::<JobId>()
+                        {
+                            let _ = cancels.send(id);
                         }
                     }
                 }
                 // The connection dropped: the safety poll keeps the worker going while we
                 // re-subscribe.
                 tracing::warn!("lost the event subscription; reconnecting");
+                listening.store(false, Ordering::SeqCst);
                 loop {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     let Ok(mut fresh) = redis.get_async_pubsub().await else {
                         continue;
                     };
                     let mut ok = true;
-                    for channel in &channels {
+                    for channel in channels.keys() {
                         ok &= fresh.subscribe(channel).await.is_ok();
                     }
                     if ok {
                         pubsub = fresh;
+                        // Events may have been missed: ask every function again.
+                        lock_hints(&hints).clear();
+                        listening.store(true, Ordering::SeqCst);
                         notify.notify_one();
                         break;
                     }
@@ -244,7 +282,13 @@ impl WorkerQueue {
         let due = *self.next_due.lock().unwrap_or_else(|e| e.into_inner());
         let until_due = due.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
         let timeout = until_due.map_or(timeout, |d| d.max(MIN_IDLE_WAIT).min(timeout));
-        let _ = tokio::time::timeout(timeout, self.work_arrived.notified()).await;
+        if tokio::time::timeout(timeout, self.work_arrived.notified())
+            .await
+            .is_err()
+        {
+            // Nothing woke us: ask every function again, in case an event was missed.
+            lock_hints(&self.hints).clear();
+        }
     }
 
     /// Ids of running jobs whose cancellation a client asked for, as the events arrive.
@@ -302,6 +346,11 @@ impl WorkerQueue {
     /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls, as
     /// qless does) so that a busy function does not starve the others, or strictly in the
     /// order given (see [`WorkerQueue::with_strict_order`]). Each lease lasts `ttl`.
+    ///
+    /// While [`WorkerQueue::listen`]ing, a function whose last lease found fewer jobs than
+    /// asked for is skipped until a `work` message for it arrives, something of it falls
+    /// due, or [`WorkerQueue::wait_for_work`] times out: an idle pick-up is one round trip
+    /// however many functions the worker serves.
     pub async fn lease(
         &self,
         requests: &[LeaseRequest],
@@ -318,7 +367,6 @@ impl WorkerQueue {
         };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
         let mut next_due = Duration::MAX;
-        let mut any_capped = false;
         for i in 0..requests.len() {
             if leases.len() >= max {
                 break;
@@ -327,6 +375,18 @@ impl WorkerQueue {
             let function = &request.function;
             let want = request.max.min(max - leases.len());
             if want == 0 {
+                continue;
+            }
+            let now = tokio::time::Instant::now();
+            let hint = lock_hints(&self.hints)
+                .get(function)
+                .copied()
+                .unwrap_or_default();
+            if self.listening.load(Ordering::SeqCst) && !hint.worth_asking(now) {
+                // Still counts for when to come back.
+                if let Some(due) = hint.due {
+                    next_due = next_due.min(due.saturating_duration_since(now));
+                }
                 continue;
             }
             type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
@@ -340,7 +400,18 @@ impl WorkerQueue {
                     .arg(request.default_max_attempts)
                     .invoke_async(&mut self.conn.clone())
                     .await?;
-            any_capped |= capped == 1;
+            {
+                let mut hints = lock_hints(&self.hints);
+                let entry = hints.entry(function.clone()).or_default();
+                if rows.len() < want && capped == 0 {
+                    entry.empty_as_of = Some(hint.events);
+                    entry.due = u64::try_from(wait_ms)
+                        .ok()
+                        .map(|ms| now + Duration::from_millis(ms));
+                } else {
+                    entry.empty_as_of = None;
+                }
+            }
             links::deliver(&self.conn, notify).await?;
             if let Ok(wait) = u64::try_from(wait_ms) {
                 next_due = next_due.min(Duration::from_millis(wait));
@@ -364,7 +435,6 @@ impl WorkerQueue {
         }
         *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) =
             (next_due != Duration::MAX).then(|| tokio::time::Instant::now() + next_due);
-        self.wake_on_finish.store(any_capped, Ordering::Relaxed);
         Ok(leases)
     }
 

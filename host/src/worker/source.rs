@@ -70,8 +70,8 @@ pub trait JobSource: Send + Sync + 'static {
     /// This worker's id at the source.
     fn worker_id(&self) -> &str;
 
-    /// Tells the source which functions this worker serves now (it subscribes to their
-    /// events).
+    /// Tells the source which functions this worker serves now (it listens for their new
+    /// work and cancellations).
     fn serve(
         &self,
         functions: &[FunctionName],

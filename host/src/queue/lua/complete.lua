@@ -22,11 +22,14 @@
 --            now run.
 
 local n = tonumber(ARGV[2])
-local results, runs = {}, {}
+local results, runs, outputs, numbers = {}, {}, {}, {}
+for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[3 + 5 * i] end
+begin_batch()
+local records = load_many(numbers)
 for i = 0, n - 1 do
   local a = 3 + 5 * i
   local number, token = ARGV[a], ARGV[a + 1]
-  local record = load(number)
+  local record = records[number]
   if not record then
     results[#results + 1] = { 0, 'missing' }
   elseif record.state ~= 'running' or record.token ~= token then
@@ -34,12 +37,15 @@ for i = 0, n - 1 do
   else
     add_history(record, 'succeeded', nil, ARGV[a + 4])
     runs[#runs + 1] = NOW - record.started_ms
-    redis.call('HSET', K.output, number, ARGV[a + 2])
+    outputs[#outputs + 1] = number
+    outputs[#outputs + 1] = ARGV[a + 2]
     append_log(number, record.attempt, ARGV[a + 3])
     finish(number, record, 'succeeded', nil, K.leased)
     results[#results + 1] = { 1, 'succeeded' }
   end
 end
+call_chunked('HSET', K.output, outputs)
 stat_times('run', runs)
 settle()
+flush()
 return { results, NOTIFY }

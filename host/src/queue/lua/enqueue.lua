@@ -62,6 +62,9 @@ end
 
 forget_expired()
 
+-- Records and inputs are written together at the end (flush), one call per key.
+begin_batch()
+local inputs = {}
 local results = {}
 for i = 0, n - 1 do
   local a = 3 + FIELDS * i
@@ -138,9 +141,14 @@ for i = 0, n - 1 do
       make_ready(number, record)
     end
     save(number, record)
-    redis.call('HSET', K.input, number, ARGV[a + 10])
-    publish({ event = 'create', id = id_of(number) })
+    inputs[#inputs + 1] = number
+    inputs[#inputs + 1] = ARGV[a + 10]
+    -- Built without cjson: sent for every job.
+    redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
+    wake_workers()
     results[#results + 1] = { tonumber(number), 1, links }
   end
 end
+call_chunked('HSET', K.input, inputs)
+flush()
 return results

@@ -96,9 +96,15 @@ local waits = {}
 if allowed > 0 then
   local popped = redis.call('ZPOPMIN', K.ready, int(allowed))
   -- ZPOPMIN answers member, score, member, score, ...
-  for i = 1, #popped, 2 do
-    local number = popped[i]
-    local record = load(number)
+  local numbers = {}
+  for i = 1, #popped, 2 do numbers[#numbers + 1] = popped[i] end
+  -- One call per key for all the jobs, not one per job.
+  local records = load_many(numbers)
+  local inputs = {}
+  if #numbers > 0 then inputs = redis.call('HMGET', K.input, unpack(numbers)) end
+  local saves, leased, rated = {}, {}, {}
+  for i, number in ipairs(numbers) do
+    local record = records[number]
     if record then
       -- 0 means "the function's default": the first worker to lease the job fixes it.
       if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
@@ -109,19 +115,27 @@ if allowed > 0 then
       record.attempt = record.attempt + 1
       record.started_ms = NOW
       record.worker = worker
-      record.token = token_prefix .. ':' .. number .. ':' .. record.attempt
+      record.token = token_prefix .. ':' .. number .. ':' .. int(record.attempt)
       record.lease_until_ms = NOW + lease_ms
       record.progress = nil
-      save(number, record)
-      redis.call('ZADD', K.leased, int(NOW + lease_ms), number)
-      if rate_limit > 0 and rate_interval > 0 then redis.call('ZADD', K.rate, int(NOW), record.token) end
-      publish({ event = 'start', id = id_of(number), attempt = record.attempt })
+      saves[#saves + 1] = number
+      saves[#saves + 1] = cjson.encode(record)
+      leased[#leased + 1] = int(NOW + lease_ms)
+      leased[#leased + 1] = number
+      rated[#rated + 1] = int(NOW)
+      rated[#rated + 1] = record.token
+      -- The `start` event, built without cjson: it is sent for every job.
+      redis.call('PUBLISH', K.events,
+        '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. int(record.attempt) .. '}')
       leases[#leases + 1] = {
         tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
-        record.token, redis.call('HGET', K.input, number) or '',
+        record.token, inputs[i] or '',
       }
     end
   end
+  call_chunked('HSET', K.jobs, saves)
+  call_chunked('ZADD', K.leased, leased)
+  if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
 end
 
 stat_times('wait', waits)

@@ -23,7 +23,11 @@
 --                                     keep_finished
 -- KEYS[17]  wg:{F}:rate       zset    lease tokens inside the rate-limit window, scored by
 --                                     lease time (ms)
--- KEYS[18]  wg:{F}:events     channel (not a key; named here so one place builds it)
+-- KEYS[18]  wg:{F}:events     channel (not a key; named here so one place builds it): every
+--                                     event of every job, JSON, for clients and operators
+-- KEYS[19]  wg:{F}:work       channel (not a key): what the function's workers need to hear,
+--                                     `work` (jobs may have become runnable; at most once per
+--                                     call) or `cancel ID` (a running job's cancellation)
 --
 -- ARGV[1]   the function name F
 
@@ -32,6 +36,7 @@ local K = {
   ready = KEYS[6], scheduled = KEYS[7], leased = KEYS[8], waiting = KEYS[9],
   expires = KEYS[10], uniq = KEYS[11], tagged = KEYS[12], failed = KEYS[13],
   counts = KEYS[14], stats = KEYS[15], config = KEYS[16], rate = KEYS[17], events = KEYS[18],
+  work = KEYS[19],
 }
 local FN = ARGV[1]
 
@@ -72,17 +77,110 @@ end
 
 local function pad(number) return string.format('%013d', tonumber(number)) end
 
+-- Records saved by a batch (begin_batch) and written together by flush(): number -> record.
+local PENDING = nil
+-- The batch's other writes, made together by flush(): members to remove per sorted set,
+-- expiry score/member pairs, count increments per field.
+local PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, {}, {}
+
 local function load(number)
+  if PENDING and PENDING[number] then return PENDING[number] end
   local raw = redis.call('HGET', K.jobs, number)
   if raw then return cjson.decode(raw) end
   return nil
 end
 
-local function save(number, record) redis.call('HSET', K.jobs, number, cjson.encode(record)) end
+-- Loads the records of `numbers` with one call: number -> record (absent: no such job).
+local function load_many(numbers)
+  local records = {}
+  if #numbers == 0 then return records end
+  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  for i, number in ipairs(numbers) do
+    if PENDING and PENDING[number] then
+      records[number] = PENDING[number]
+    elseif raws[i] then
+      records[number] = cjson.decode(raws[i])
+    end
+  end
+  return records
+end
 
-local function publish(event) redis.call('PUBLISH', K.events, cjson.encode(event)) end
+local function save(number, record)
+  if PENDING then
+    PENDING[number] = record
+  else
+    redis.call('HSET', K.jobs, number, cjson.encode(record))
+  end
+end
+
+-- From here on, saves and finish() bookkeeping gather in memory until flush(): one call per
+-- key for many jobs instead of one per job. Only for scripts that do not read those keys
+-- back themselves before flushing (complete).
+local function begin_batch() PENDING = {} end
+
+-- Calls `command key` with the flat list `args`, in chunks (Lua's unpack has a limit).
+local function call_chunked(command, key, args)
+  local i = 1
+  while i <= #args do
+    local last = math.min(i + 999, #args)
+    redis.call(command, key, unpack(args, i, last))
+    i = last + 1
+  end
+end
+
+local function flush()
+  for key, members in pairs(PENDING_ZREM) do call_chunked('ZREM', key, members) end
+  call_chunked('ZADD', K.expires, PENDING_EXPIRES)
+  for field, n in pairs(PENDING_COUNTS) do redis.call('HINCRBY', K.counts, field, int(n)) end
+  if PENDING then
+    local fields = {}
+    for number, record in pairs(PENDING) do
+      fields[#fields + 1] = number
+      fields[#fields + 1] = cjson.encode(record)
+    end
+    call_chunked('HSET', K.jobs, fields)
+  end
+  PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = nil, {}, {}, {}
+end
 
 local function config(field) return redis.call('HGET', K.config, field) end
+
+-- Whether the function has a concurrency cap (read once per call).
+local CAPPED = nil
+local function capped_function()
+  if CAPPED == nil then CAPPED = tonumber(config('concurrency') or '0') > 0 end
+  return CAPPED
+end
+
+-- Tells the function's workers that jobs may have become runnable: once per call is enough.
+local WOKEN = false
+local function wake_workers()
+  if WOKEN then return end
+  WOKEN = true
+  redis.call('PUBLISH', K.work, 'work')
+end
+
+-- What each event means to the function's workers.
+local WAKES = { create = true, ready = true, retry = true, config = true }
+
+local function publish(event)
+  redis.call('PUBLISH', K.events, cjson.encode(event))
+  if WAKES[event.event] then
+    wake_workers()
+  elseif event.event == 'cancel' then
+    redis.call('PUBLISH', K.work, 'cancel ' .. event.id)
+  elseif event.event == 'finish' and capped_function() then
+    -- A job of a capped function ended: a worker held back by the cap may lease now.
+    wake_workers()
+  end
+end
+
+-- The `finish` event, built without cjson (it is sent for every job; ids and states need
+-- no escaping beyond what the function name already forbids).
+local function publish_finish(number, state)
+  redis.call('PUBLISH', K.events, '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}')
+  if capped_function() then wake_workers() end
+end
 
 -- Lua's cjson reads an empty JSON array as an empty table; write such fields as absent.
 local function list_or_nil(list)
@@ -228,7 +326,10 @@ local NOTIFY = {}
 -- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
 -- told.
 local function finish(number, record, state, err, from)
-  if from then
+  if from and PENDING then
+    PENDING_ZREM[from] = PENDING_ZREM[from] or {}
+    table.insert(PENDING_ZREM[from], number)
+  elseif from then
     redis.call('ZREM', from, number)
   else
     for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
@@ -240,8 +341,14 @@ local function finish(number, record, state, err, from)
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
   local keep = record.retention_ms
   if state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
-  redis.call('ZADD', K.expires, int(NOW + keep), number)
-  redis.call('HINCRBY', K.counts, state, '1')
+  if PENDING then
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int(NOW + keep)
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
+    PENDING_COUNTS[state] = (PENDING_COUNTS[state] or 0) + 1
+  else
+    redis.call('ZADD', K.expires, int(NOW + keep), number)
+    redis.call('HINCRBY', K.counts, state, '1')
+  end
   if state == 'failed' then
     local group = (record.error and record.error.class) or 'unknown'
     record.group = group
@@ -253,7 +360,7 @@ local function finish(number, record, state, err, from)
     redis.call('HDEL', K.uniq, record.uniq)
   end
   save(number, record)
-  publish({ event = 'finish', id = id_of(number), state = state })
+  publish_finish(number, state)
   for _, dependent in ipairs(record.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
