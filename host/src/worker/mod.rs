@@ -152,9 +152,18 @@ pub async fn run<S: JobSource>(
                 tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
             tasks.spawn(
                 async move {
-                    node.run_job(lease, plugin).await;
+                    // The worker's slot frees as soon as the job has stopped running, while
+                    // its result is on the way to the queue: the next lease overlaps the
+                    // report. A plugin's own concurrency counts the job until its result
+                    // is stored, so that a `concurrency = 1` plugin's jobs are recorded
+                    // one strictly after the other.
+                    let freed = node.clone();
+                    let free_slot = move || {
+                        drop(permit);
+                        freed.slot_freed.notify_one();
+                    };
+                    node.run_job(lease, plugin, free_slot).await;
                     drop(in_flight);
-                    drop(permit);
                     node.slot_freed.notify_one();
                 }
                 .instrument(span),
@@ -387,7 +396,9 @@ impl<S: JobSource> Node<S> {
             .collect()
     }
 
-    async fn run_job(&self, lease: Lease, plugin: Option<Arc<Plugin>>) {
+    /// Runs the job, calls `free_slot` once it has stopped running, then reports how it
+    /// ended.
+    async fn run_job(&self, lease: Lease, plugin: Option<Arc<Plugin>>, free_slot: impl FnOnce()) {
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();
         self.running
@@ -427,6 +438,7 @@ impl<S: JobSource> Node<S> {
             plugin_version,
         };
         let cancelled = cancel.fired().map(|(reason, _)| reason);
+        free_slot();
         self.report(&lease, outcome, cancelled, &notes).await;
     }
 
