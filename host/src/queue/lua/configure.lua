@@ -18,5 +18,6 @@ for i = 2, #ARGV - 1, 2 do
     redis.call('HSET', K.config, ARGV[i], ARGV[i + 1])
   end
 end
+CONFIG = nil -- read again if asked
 publish({ event = 'config', id = '' })
 return redis.call('HGETALL', K.config)

@@ -103,6 +103,7 @@ if allowed > 0 then
   local inputs = {}
   if #numbers > 0 then inputs = redis.call('HMGET', K.input, unpack(numbers)) end
   local saves, leased, rated = {}, {}, {}
+  local lease_until, now = int(NOW + lease_ms), int(NOW)
   for i, number in ipairs(numbers) do
     local record = records[number]
     if record then
@@ -120,9 +121,9 @@ if allowed > 0 then
       record.progress = nil
       saves[#saves + 1] = number
       saves[#saves + 1] = cjson.encode(record)
-      leased[#leased + 1] = int(NOW + lease_ms)
+      leased[#leased + 1] = lease_until
       leased[#leased + 1] = number
-      rated[#rated + 1] = int(NOW)
+      rated[#rated + 1] = now
       rated[#rated + 1] = record.token
       -- The `start` event, built without cjson: it is sent for every job.
       redis.call('PUBLISH', K.events,

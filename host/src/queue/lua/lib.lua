@@ -69,6 +69,17 @@ local function id_of(number) return FN .. ':' .. number end
 -- "%.17g", whose floating-point path costs more than the command itself.
 local function int(x) return string.format('%d', x) end
 
+-- The same, remembered for the call: for values a batch repeats (times, buckets).
+local INTS = {}
+local function int_once(x)
+  local s = INTS[x]
+  if not s then
+    s = int(x)
+    INTS[x] = s
+  end
+  return s
+end
+
 -- The function and number of job id 'F:N'.
 local function split_id(id)
   local fn, number = string.match(id, '^(.*):(%d+)$')
@@ -143,7 +154,16 @@ local function flush()
   PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = nil, {}, {}, {}
 end
 
-local function config(field) return redis.call('HGET', K.config, field) end
+-- The function's settings, read with one call the first time a script asks for one.
+local CONFIG = nil
+local function config(field)
+  if not CONFIG then
+    CONFIG = {}
+    local flat = redis.call('HGETALL', K.config)
+    for i = 1, #flat, 2 do CONFIG[flat[i]] = flat[i + 1] end
+  end
+  return CONFIG[field]
+end
 
 -- Whether the function has a concurrency cap (read once per call).
 local CAPPED = nil
@@ -256,10 +276,10 @@ end
 -- hour, hours for the first day, then days (the last bucket, d30, holds everything longer).
 local function stat_bucket(ms)
   local s = ms / 1000
-  if s < 60 then return 's' .. math.floor(s) end
-  if s < 3600 then return 'm' .. math.floor(s / 60) end
-  if s < 86400 then return 'h' .. math.floor(s / 3600) end
-  return 'd' .. math.min(math.floor(s / 86400), 30)
+  if s < 60 then return 's' .. int_once(math.floor(s)) end
+  if s < 3600 then return 'm' .. int_once(math.floor(s / 60)) end
+  if s < 86400 then return 'h' .. int_once(math.floor(s / 3600)) end
+  return 'd' .. int_once(math.min(math.floor(s / 86400), 30))
 end
 
 local stats_day = nil
@@ -342,7 +362,7 @@ local function finish(number, record, state, err, from)
   local keep = record.retention_ms
   if state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
   if PENDING then
-    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int(NOW + keep)
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int_once(NOW + keep)
     PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
     PENDING_COUNTS[state] = (PENDING_COUNTS[state] or 0) + 1
   else
