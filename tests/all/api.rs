@@ -364,27 +364,11 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
     )
     .await;
     let client = redis.client().await;
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = redis.raw().await;
     tokio::time::sleep(Duration::from_millis(300)).await; // let the worker go idle
 
-    let subscribers: Vec<(String, u64)> = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg("wg:{echo3}:events")
-        .arg("wg:{echo3}:work")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        subscribers,
-        vec![
-            ("wg:{echo3}:events".to_string(), 0),
-            ("wg:{echo3}:work".to_string(), 1)
-        ]
-    );
+    assert_eq!(subscribers(&mut conn, "wg:{echo3}:events").await, 0);
+    assert_eq!(subscribers(&mut conn, "wg:{echo3}:work").await, 1);
 
     let info = |conn: &mut redis::aio::MultiplexedConnection| {
         let mut conn = conn.clone();
@@ -416,4 +400,67 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
     // (the worker also renews its entry and roll calls every 2 s).
     assert!(calls < 5.0, "{calls:.1} script calls per job");
     worker.stop().await;
+}
+
+/// How many clients subscribe to `channel`.
+async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> u64 {
+    let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    counts[0].1
+}
+
+/// A client's concurrent waits share one subscription (one subscriber however many jobs
+/// are awaited, gone once no wait needs it), and each wait still ends with its own job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_share_one_subscription() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let mut conn = redis.raw().await;
+    let unserved = function("nobody-serves-this");
+    let channel = "wg:{nobody-serves-this}:events";
+    let mut waits = Vec::new();
+    for i in 0..8u8 {
+        let id = client
+            .enqueue(&unserved, &[i], &EnqueueOptions::default())
+            .await
+            .unwrap();
+        let waiting = client.clone();
+        let awaited = id.clone();
+        waits.push((
+            id,
+            tokio::spawn(async move { waiting.wait(&awaited, WAIT, |_| {}).await }),
+        ));
+    }
+    crate::support::eventually(Duration::from_secs(10), "the waits to subscribe", || {
+        let mut conn = conn.clone();
+        async move { (subscribers(&mut conn, channel).await == 1).then_some(()) }
+    })
+    .await;
+    // Nothing else subscribed alongside (one connection, not one per wait).
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let subscribed = clients
+        .lines()
+        .filter(|line| line.contains(" sub=1 "))
+        .count();
+    assert_eq!(subscribed, 1, "{clients}");
+
+    for (id, wait) in waits {
+        client.cancel(&id).await.unwrap();
+        let status = wait.await.unwrap().unwrap();
+        assert_eq!(status.id, id);
+        assert_eq!(status.record.state, JobState::Cancelled);
+    }
+    crate::support::eventually(Duration::from_secs(10), "the subscription to end", || {
+        let mut conn = conn.clone();
+        async move { (subscribers(&mut conn, channel).await == 0).then_some(()) }
+    })
+    .await;
 }

@@ -55,6 +55,15 @@ impl TestRedis {
     pub async fn client(&self) -> Client {
         Client::connect(&self.url()).await.expect("connect client")
     }
+
+    /// A plain connection, for looking at Redis itself.
+    pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .expect("redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to redis")
+    }
 }
 
 impl Drop for TestRedis {

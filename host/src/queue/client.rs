@@ -6,12 +6,12 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::connection::{self, Connection};
 use super::keys::{self, FunctionKeys, WorkerListKeys};
 use super::model::{JobRecord, JobState, JobStatus};
+use super::watch::Subscriptions;
 use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 
@@ -269,6 +269,7 @@ pub struct Client {
     pub(crate) conn: Connection,
     max_input_bytes: usize,
     registered: Arc<Mutex<HashSet<FunctionName>>>,
+    subscriptions: Arc<Subscriptions>,
 }
 
 impl Client {
@@ -276,6 +277,7 @@ impl Client {
     pub async fn connect(url: &str) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
         Ok(Client {
+            subscriptions: Arc::new(Subscriptions::new(redis.clone())),
             redis,
             conn,
             max_input_bytes: MAX_INPUT_BYTES,
@@ -520,11 +522,11 @@ impl Client {
     ) -> Result<JobStatus> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let keys = FunctionKeys::new(&id.function);
-        let mut pubsub = self.redis.get_async_pubsub().await?;
-        pubsub.subscribe(keys.events()).await?;
-        let mut stream = pubsub.on_message();
+        let mut watch = self
+            .subscriptions
+            .watch(keys.events(), id.to_string())
+            .await?;
         let mut last_seq = 0;
-        let wanted = id.to_string();
         loop {
             // Subscribed first, then read: nothing that happens after this read is missed.
             let status = self.status(id).await?;
@@ -547,20 +549,14 @@ impl Client {
                     }
                     wait = wait.min(left);
                 }
-                let Ok(message) = tokio::time::timeout(wait, stream.next()).await else {
+                let Ok(event) = tokio::time::timeout(wait, watch.events.recv()).await else {
                     break;
                 };
-                let Some(message) = message else {
+                let Some(event) = event else {
                     // The subscription connection dropped: fall back to polling.
                     tokio::time::sleep(wait).await;
                     break;
                 };
-                let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes()) else {
-                    continue;
-                };
-                if event.id != wanted {
-                    continue;
-                }
                 match event.event.as_str() {
                     "progress" if event.seq > last_seq => {
                         last_seq = event.seq;

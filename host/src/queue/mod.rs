@@ -16,6 +16,7 @@ mod links;
 pub mod model;
 mod scripts;
 pub mod source;
+mod watch;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
 pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority};
