@@ -236,16 +236,6 @@ fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Vec<Row>) {
         b"x",
         plan.isolation,
     );
-    if std::env::var_os("SCRATCH_ECHO").is_some() {
-        let (a, b) = measure(
-            Path::new(wasmgear_test_artifacts::ECHO),
-            "echo",
-            b"x",
-            200_000,
-        );
-        eprintln!("SCRATCH {a:?} {b:?}");
-        std::process::exit(0);
-    }
 
     let mut fork_exit = Vec::with_capacity(plan.isolation);
     for _ in 0..plan.isolation {
