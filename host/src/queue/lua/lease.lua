@@ -31,18 +31,35 @@ local default_timeout_ms, default_max_attempts = tonumber(ARGV[6]), tonumber(ARG
 -- (1) Forget finished jobs whose retention is over.
 forget_expired()
 
--- (2) Promote scheduled jobs that are due.
-for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
-  redis.call('ZREM', K.scheduled, number)
-  local record = load(number)
-  if record then
-    make_ready(number, record)
-    save(number, record)
-  end
+-- The earliest score of a sorted set (ms), or nil when it is empty.
+local function first_due(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then return tonumber(first[2]) end
+  return nil
 end
 
--- (3) Reclaim jobs whose worker stopped renewing the lease.
-for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
+-- (2) Promote scheduled jobs that are due (looked for only when the earliest is).
+local scheduled_due = first_due(K.scheduled)
+if scheduled_due and scheduled_due <= NOW then
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.scheduled, number)
+    local record = load(number)
+    if record then
+      make_ready(number, record)
+      save(number, record)
+    end
+  end
+  scheduled_due = first_due(K.scheduled)
+end
+
+-- (3) Reclaim jobs whose worker stopped renewing the lease (when the earliest lease has
+-- expired).
+local leased_due = first_due(K.leased)
+local expired = {}
+if leased_due and leased_due <= NOW then
+  expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))
+end
+for _, number in ipairs(expired) do
   redis.call('ZREM', K.leased, number)
   local record = load(number)
   if record then
@@ -62,7 +79,11 @@ for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 
     end
   end
 end
-settle()
+if #expired > 0 then leased_due = first_due(K.leased) end
+if #SETTLE > 0 then
+  settle()
+  scheduled_due = first_due(K.scheduled) -- a dependent may have been scheduled
+end
 
 -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
 local allowed = want
@@ -142,13 +163,11 @@ end
 stat_times('wait', waits)
 
 -- (5) Tell the caller when to come back.
+-- The leases just made expire NOW + lease_ms, no earlier than those before them.
+if #leases > 0 and (not leased_due or NOW + lease_ms < leased_due) then leased_due = NOW + lease_ms end
 local next_due = -1
-for _, key in ipairs({ K.scheduled, K.leased }) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if #first > 0 then
-    local due = tonumber(first[2])
-    if next_due < 0 or due < next_due then next_due = due end
-  end
+for _, due in ipairs({ scheduled_due or -1, leased_due or -1 }) do
+  if due >= 0 and (next_due < 0 or due < next_due) then next_due = due end
 end
 local wait_ms = -1
 if next_due >= 0 then wait_ms = math.max(0, next_due - NOW) end
