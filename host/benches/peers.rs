@@ -749,7 +749,15 @@ fn delaying_proxy(target: u16, delay: Duration) -> u16 {
 
 /// 6. The drain again through a proxy adding ~1 ms round trip.
 async fn remote(plan: &Plan, redis_port: u16, rows: &mut Vec<Row>) {
-    let proxy = delaying_proxy(redis_port, Duration::from_micros(500));
+    let proxy = delaying_proxy(
+        redis_port,
+        Duration::from_micros(
+            std::env::var("PROXY_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(500),
+        ),
+    );
     let url = format!("redis://127.0.0.1:{proxy}");
     let direct = format!("redis://127.0.0.1:{redis_port}");
     let client = Client::connect(&direct).await.unwrap();

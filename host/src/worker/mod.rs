@@ -12,7 +12,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -28,6 +30,13 @@ use crate::runtime::{JobHooks, Plugin, Runtime};
 
 /// Jobs run at once when nothing else is said.
 pub const DEFAULT_CONCURRENCY: usize = 16;
+/// The most lease calls on their way at once.
+const MAX_LEASE_CALLS: usize = 2;
+
+/// A lease call on its way, with the slots it leases for.
+type LeaseCall = std::pin::Pin<
+    Box<dyn Future<Output = (Vec<OwnedSemaphorePermit>, Result<Vec<Lease>, SourceError>)> + Send>,
+>;
 /// How long a lease lasts without a heartbeat when nothing else is said.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// How often an idle worker looks for work even without a wake-up event.
@@ -100,74 +109,73 @@ pub async fn run<S: JobSource>(
     let upkeep = tokio::spawn(upkeep(node.clone()));
 
     tracing::info!(functions = ?node.serving(), concurrency, "worker started");
+    // Lease calls on their way, each holding the slots it leases for. Usually one; a second
+    // starts when a quarter of the slots are free again before the first has returned
+    // (Redis far away, or busy), so that slots do not sit idle for a whole round trip.
+    let mut leasing: FuturesUnordered<LeaseCall> = FuturesUnordered::new();
+    let min_batch = (concurrency / 4).max(1);
+    // The last lease found nothing: wait for work (or a plugin slot) before asking again.
+    let mut idle = false;
+    // Leasing failed: ask again after a pause.
+    let mut retry_at: Option<tokio::time::Instant> = None;
     loop {
         while tasks.try_join_next().is_some() {}
-        // Wait for at least one free slot, then take every free one.
-        let first = tokio::select! {
+        let may_lease = !idle
+            && retry_at.is_none()
+            && (leasing.is_empty()
+                || (leasing.len() < MAX_LEASE_CALLS
+                    && slots.available_permits() >= min_batch
+                    && node.plugins_unlimited()));
+        tokio::select! {
+            biased;
             _ = &mut shutdown => break,
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
-        let mut permits = vec![first];
-        while let Ok(permit) = slots.clone().try_acquire_owned() {
-            permits.push(permit);
-        }
-
-        let requests = node.lease_requests(permits.len());
-        // Not raced against shutdown: a lease call dropped halfway may have leased jobs in
-        // the queue that nobody here would run. Leased jobs go through the shutdown below.
-        let leases = node
-            .source
-            .lease(&requests, permits.len(), node.config.lease_ttl)
-            .await;
-        let leases = match leases {
-            Ok(leases) => leases,
-            Err(error) => {
-                tracing::warn!(%error, "leasing failed; retrying in a second");
-                drop(permits);
-                tokio::select! {
-                    _ = &mut shutdown => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+            Some((permits, leases)) = leasing.next(), if !leasing.is_empty() => {
+                match leases {
+                    Ok(leases) => {
+                        idle = leases.is_empty();
+                        node.start_jobs(&mut tasks, leases, permits);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "leasing failed; retrying in a second");
+                        retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                    }
                 }
             }
-        };
-        if leases.is_empty() {
-            drop(permits);
-            tokio::select! {
-                _ = &mut shutdown => break,
-                _ = node.source.wait_for_work(node.config.idle_poll) => continue,
-                // A plugin at its concurrency limit got a free slot.
-                _ = node.slot_freed.notified() => continue,
+            // Wait for at least one free slot, then take every free one.
+            permit = slots.clone().acquire_owned(), if may_lease => {
+                let Ok(first) = permit else { break };
+                let mut permits = vec![first];
+                while let Ok(permit) = slots.clone().try_acquire_owned() {
+                    permits.push(permit);
+                }
+                let requests = node.lease_requests(permits.len());
+                let node = node.clone();
+                leasing.push(Box::pin(async move {
+                    let leases = node
+                        .source
+                        .lease(&requests, permits.len(), node.config.lease_ttl)
+                        .await;
+                    (permits, leases)
+                }));
+            }
+            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() => {
+                retry_at = None;
+            }
+            _ = node.source.wait_for_work(node.config.idle_poll), if idle && leasing.is_empty() => {
+                idle = false;
+            }
+            // A plugin at its concurrency limit got a free slot, or enough slots may have
+            // freed for a second lease call.
+            _ = node.slot_freed.notified(), if idle || (!may_lease && leasing.len() < MAX_LEASE_CALLS) => {
+                idle = false;
             }
         }
-        for lease in leases {
-            let Some(permit) = permits.pop() else { break };
-            // Counted against the plugin's concurrency before the next lease call.
-            let plugin = node.registry.get(&lease.info.id.function);
-            let in_flight = plugin.as_ref().map(|p| p.start_job());
-            let node = node.clone();
-            let span =
-                tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
-            tasks.spawn(
-                async move {
-                    // The worker's slot frees as soon as the job has stopped running, while
-                    // its result is on the way to the queue: the next lease overlaps the
-                    // report. A plugin's own concurrency counts the job until its result
-                    // is stored, so that a `concurrency = 1` plugin's jobs are recorded
-                    // one strictly after the other.
-                    let freed = node.clone();
-                    let free_slot = move || {
-                        drop(permit);
-                        freed.slot_freed.notify_one();
-                    };
-                    node.run_job(lease, plugin, free_slot).await;
-                    drop(in_flight);
-                    node.slot_freed.notify_one();
-                }
-                .instrument(span),
-            );
+    }
+    // Not raced against shutdown: a lease call dropped halfway may have leased jobs that
+    // nobody here would run. Leased jobs go through the shutdown below.
+    while let Some((permits, leases)) = leasing.next().await {
+        if let Ok(leases) = leases {
+            node.start_jobs(&mut tasks, leases, permits);
         }
     }
 
@@ -374,6 +382,53 @@ impl<S: JobSource> Node<S> {
             .filter(|f| available.contains(f))
             .cloned()
             .collect()
+    }
+
+    /// Whether no served plugin limits its own concurrency (then two lease calls may be on
+    /// their way at once without leasing more of a plugin's jobs than it may run).
+    fn plugins_unlimited(&self) -> bool {
+        self.serving().iter().all(|function| {
+            self.registry
+                .get(function)
+                .is_none_or(|plugin| plugin.free_slots() == usize::MAX)
+        })
+    }
+
+    /// Runs each of `leases` in a task of its own, holding one of `permits` (the slots
+    /// leased for; those left over are freed).
+    fn start_jobs(
+        self: &Arc<Self>,
+        tasks: &mut JoinSet<()>,
+        leases: Vec<Lease>,
+        mut permits: Vec<OwnedSemaphorePermit>,
+    ) {
+        for lease in leases {
+            let Some(permit) = permits.pop() else { break };
+            // Counted against the plugin's concurrency before the next lease call.
+            let plugin = self.registry.get(&lease.info.id.function);
+            let in_flight = plugin.as_ref().map(|p| p.start_job());
+            let node = self.clone();
+            let span =
+                tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
+            tasks.spawn(
+                async move {
+                    // The worker's slot frees as soon as the job has stopped running, while
+                    // its result is on the way to the queue: the next lease overlaps the
+                    // report. A plugin's own concurrency counts the job until its result
+                    // is stored, so that a `concurrency = 1` plugin's jobs are recorded
+                    // one strictly after the other.
+                    let freed = node.clone();
+                    let free_slot = move || {
+                        drop(permit);
+                        freed.slot_freed.notify_one();
+                    };
+                    node.run_job(lease, plugin, free_slot).await;
+                    drop(in_flight);
+                    node.slot_freed.notify_one();
+                }
+                .instrument(span),
+            );
+        }
     }
 
     /// What to ask the source for: each served function with a free slot in its plugin,
