@@ -64,91 +64,132 @@ forget_expired()
 
 -- Records and inputs are written together at the end (flush), one call per key.
 begin_batch()
-local inputs = {}
+local inputs, ready, records = {}, {}, {}
 local results = {}
+
+-- A bulk call gives the same options over and over: each distinct value is parsed once.
+local NUMBERS, CANONICAL = {}, {}
+local function number_of(text)
+  local value = NUMBERS[text]
+  if value == nil then
+    value = tonumber(text)
+    NUMBERS[text] = value
+  end
+  return value
+end
+local function canonical(text)
+  local value = CANONICAL[text]
+  if value == nil then
+    value = int(number_of(text))
+    CANONICAL[text] = value
+  end
+  return value
+end
+local now = int(NOW)
+
 for i = 0, n - 1 do
   local a = 3 + FIELDS * i
   local uniq = ARGV[a + 7]
   local existing = nil
-  if uniq ~= '' then
-    local holder = redis.call('HGET', K.uniq, uniq)
-    if holder then
-      local held = load(holder)
-      if held and not final(held.state) then existing = tonumber(holder) end
-    end
-  end
-  if existing then
-    results[#results + 1] = { existing, 0, {} }
-  else
+  if uniq == '' and ARGV[a + 8] == '' and ARGV[a + 9] == '' and ARGV[a + 5] == '0' and ARGV[a + 6] == '0' then
+    -- The common job (ready now; no uniq key, tags or dependencies): its record is
+    -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
-    local record = {
-      priority = tonumber(ARGV[a]),
-      attempt = 0,
-      max_attempts = tonumber(ARGV[a + 1]),
-      timeout_ms = tonumber(ARGV[a + 2]),
-      retention_ms = tonumber(ARGV[a + 3]),
-      failed_retention_ms = tonumber(ARGV[a + 4]),
-      created_ms = NOW,
-    }
-    local run_at = NOW + tonumber(ARGV[a + 5])
-    local at = tonumber(ARGV[a + 6])
-    if at > run_at then run_at = at end
+    records[#records + 1] = number
+    records[#records + 1] = '{"state":"queued","attempt":0,"priority":' .. canonical(ARGV[a])
+      .. ',"max_attempts":' .. canonical(ARGV[a + 1]) .. ',"timeout_ms":' .. canonical(ARGV[a + 2])
+      .. ',"retention_ms":' .. canonical(ARGV[a + 3]) .. ',"failed_retention_ms":' .. canonical(ARGV[a + 4])
+      .. ',"created_ms":' .. now .. ',"ready_ms":' .. now .. '}'
+    ready[#ready + 1] = int((PRIORITY_BASE - number_of(ARGV[a])) * NUMBER_SPAN + tonumber(number))
+    ready[#ready + 1] = number
+    inputs[#inputs + 1] = number
+    inputs[#inputs + 1] = ARGV[a + 10]
+    redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
+    wake_workers()
+    results[#results + 1] = { tonumber(number), 1, {} }
+  else
     if uniq ~= '' then
-      record.uniq = uniq
-      redis.call('HSET', K.uniq, uniq, number)
-    end
-    if ARGV[a + 8] ~= '' then
-      local tags = {}
-      for _, tag in ipairs(cjson.decode(ARGV[a + 8])) do
-        if not contains(tags, tag) then
-          tags[#tags + 1] = tag
-          redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
-        end
+      local holder = redis.call('HGET', K.uniq, uniq)
+      if holder then
+        local held = load(holder)
+        if held and not final(held.state) then existing = tonumber(holder) end
       end
-      record.tags = list_or_nil(tags)
     end
-    local after, waiting_on, links = {}, {}, {}
-    if ARGV[a + 9] ~= '' then
-      for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
-        if not contains(after, dep) then
-          after[#after + 1] = dep
-          local fn, dep_number = split_id(dep)
-          if fn == FN then
-            local dep_record = load(dep_number)
-            if dep_record.state ~= 'succeeded' then
-              local dependents = dep_record.dependents or {}
-              dependents[#dependents + 1] = id_of(number)
-              dep_record.dependents = dependents
-              save(dep_number, dep_record)
+    if existing then
+      results[#results + 1] = { existing, 0, {} }
+    else
+      local number = int(redis.call('INCR', K.seq))
+      local record = {
+        priority = tonumber(ARGV[a]),
+        attempt = 0,
+        max_attempts = tonumber(ARGV[a + 1]),
+        timeout_ms = tonumber(ARGV[a + 2]),
+        retention_ms = tonumber(ARGV[a + 3]),
+        failed_retention_ms = tonumber(ARGV[a + 4]),
+        created_ms = NOW,
+      }
+      local run_at = NOW + tonumber(ARGV[a + 5])
+      local at = tonumber(ARGV[a + 6])
+      if at > run_at then run_at = at end
+      if uniq ~= '' then
+        record.uniq = uniq
+        redis.call('HSET', K.uniq, uniq, number)
+      end
+      if ARGV[a + 8] ~= '' then
+        local tags = {}
+        for _, tag in ipairs(cjson.decode(ARGV[a + 8])) do
+          if not contains(tags, tag) then
+            tags[#tags + 1] = tag
+            redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
+          end
+        end
+        record.tags = list_or_nil(tags)
+      end
+      local after, waiting_on, links = {}, {}, {}
+      if ARGV[a + 9] ~= '' then
+        for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
+          if not contains(after, dep) then
+            after[#after + 1] = dep
+            local fn, dep_number = split_id(dep)
+            if fn == FN then
+              local dep_record = load(dep_number)
+              if dep_record.state ~= 'succeeded' then
+                local dependents = dep_record.dependents or {}
+                dependents[#dependents + 1] = id_of(number)
+                dep_record.dependents = dependents
+                save(dep_number, dep_record)
+                waiting_on[#waiting_on + 1] = dep
+              end
+            else
               waiting_on[#waiting_on + 1] = dep
+              links[#links + 1] = dep
             end
-          else
-            waiting_on[#waiting_on + 1] = dep
-            links[#links + 1] = dep
           end
         end
       end
+      record.after = list_or_nil(after)
+      if #waiting_on > 0 then
+        record.state = 'waiting'
+        record.waiting_on = waiting_on
+        if run_at > NOW then record.run_at_ms = run_at end
+        redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
+      elseif run_at > NOW then
+        make_scheduled(number, record, run_at)
+      else
+        make_ready(number, record)
+      end
+      save(number, record)
+      inputs[#inputs + 1] = number
+      inputs[#inputs + 1] = ARGV[a + 10]
+      -- Built without cjson: sent for every job.
+      redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
+      wake_workers()
+      results[#results + 1] = { tonumber(number), 1, links }
     end
-    record.after = list_or_nil(after)
-    if #waiting_on > 0 then
-      record.state = 'waiting'
-      record.waiting_on = waiting_on
-      if run_at > NOW then record.run_at_ms = run_at end
-      redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
-    elseif run_at > NOW then
-      make_scheduled(number, record, run_at)
-    else
-      make_ready(number, record)
-    end
-    save(number, record)
-    inputs[#inputs + 1] = number
-    inputs[#inputs + 1] = ARGV[a + 10]
-    -- Built without cjson: sent for every job.
-    redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
-    wake_workers()
-    results[#results + 1] = { tonumber(number), 1, links }
   end
 end
+call_chunked('HSET', K.jobs, records)
+call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
 return results
