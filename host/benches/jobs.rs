@@ -16,14 +16,14 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, LeaseRequest, Outcome};
+use wasmgear::job::{CancelSignal, FunctionName, LeaseRequest, Outcome};
 use wasmgear::plugins::PluginRegistry;
 use wasmgear::queue::{Client, EnqueueOptions, JobState, WorkerQueue};
 use wasmgear::redis_server::RedisServer;
 use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear::worker::{self, WorkerConfig};
 
-use common::Quiet;
+use common::{Quiet, job_info};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -74,19 +74,6 @@ mod bare_imports {
         fn get(&mut self, _: String) -> Option<String> {
             None
         }
-    }
-}
-
-fn echo_job() -> JobInfo {
-    JobInfo {
-        id: JobId {
-            function: FunctionName::new("echo").unwrap(),
-            seq: 1,
-        },
-        attempt: 1,
-        max_attempts: 1,
-        enqueued_at_ms: 0,
-        timeout_ms: 60_000,
     }
 }
 
@@ -161,7 +148,7 @@ async fn per_job() {
         .unwrap();
         let plugin = runtime.load_plugin(path).unwrap();
         let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
-        let job = echo_job();
+        let job = job_info("echo");
         for _ in 0..200 {
             runtime
                 .run(&plugin, &job, &input, hooks.clone(), CancelSignal::new())
@@ -205,7 +192,13 @@ async fn per_job() {
             tokio::spawn(async move {
                 let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
                 runtime
-                    .run(&count, &echo_job(), b"1 200", hooks, CancelSignal::new())
+                    .run(
+                        &count,
+                        &job_info("echo"),
+                        b"1 200",
+                        hooks,
+                        CancelSignal::new(),
+                    )
                     .await
             })
         })

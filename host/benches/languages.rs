@@ -9,10 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, Outcome};
+use wasmgear::job::{CancelSignal, Outcome};
 use wasmgear::runtime::{CompileCache, CompileSource, JobHooks, Runtime, RuntimeConfig};
 
-use common::{Quiet, build_plugin, repo};
+use common::{Quiet, build_plugin, job_info, repo};
 
 /// Rebuilds `plugins/NAME` into `out` as after a source change (the tools and dependencies
 /// are in place); returns the build time.
@@ -66,16 +66,7 @@ fn main() {
         let cached = started.elapsed();
         assert_eq!(plugin.compiled_from(), CompileSource::Cache);
 
-        let job = JobInfo {
-            id: JobId {
-                function: FunctionName::new(name).unwrap(),
-                seq: 1,
-            },
-            attempt: 1,
-            max_attempts: 1,
-            enqueued_at_ms: 0,
-            timeout_ms: 60_000,
-        };
+        let job = job_info(name);
         let input = br#"{"text": "the quick brown fox jumps over the lazy dog"}"#;
         let per_job = rt.block_on(async {
             let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);

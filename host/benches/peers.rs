@@ -24,14 +24,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, JobId, JobInfo, Outcome};
+use wasmgear::job::{CancelSignal, FunctionName, Outcome};
 use wasmgear::plugins::PluginRegistry;
 use wasmgear::queue::{Client, EnqueueOptions, WorkerQueue};
 use wasmgear::redis_server::RedisServer;
 use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear::worker::{self, WorkerConfig};
 
-use common::Quiet;
+use common::{Quiet, job_info};
 
 /// Sizes of the run: full, or a quick smoke run.
 struct Plan {
@@ -198,19 +198,9 @@ fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Vec<Row>) {
     })
     .unwrap();
     let hooks: Arc<dyn JobHooks> = Arc::new(Quiet);
-    let job = |name: &str| JobInfo {
-        id: JobId {
-            function: FunctionName::new(name).unwrap(),
-            seq: 1,
-        },
-        attempt: 1,
-        max_attempts: 1,
-        enqueued_at_ms: 0,
-        timeout_ms: 60_000,
-    };
     let measure = |path: &Path, name: &str, input: &[u8], n: usize| {
         let plugin = runtime.load_plugin(path).unwrap();
-        let info = job(name);
+        let info = job_info(name);
         rt.block_on(async {
             let mut samples = Vec::with_capacity(n);
             for i in 0..n + n / 10 {
@@ -610,30 +600,25 @@ async fn queue_numbers(
             format!("{:.2}× the time", ours.as_secs_f64() / t.as_secs_f64())
         })
     };
-    rows.push(row(
-        "latency: enqueue → guest entry, p50 (BullMQ: → processor)",
-        ms(e50),
-        show(bull("pickup_ms", "p50")),
-        ratio(e50, bull("pickup_ms", "p50")),
-    ));
-    rows.push(row(
-        "  same, p99",
-        ms(e99),
-        show(bull("pickup_ms", "p99")),
-        ratio(e99, bull("pickup_ms", "p99")),
-    ));
-    rows.push(row(
-        "latency: enqueue → result seen by a waiting client, p50",
-        ms(r50),
-        show(bull("result_ms", "p50")),
-        ratio(r50, bull("result_ms", "p50")),
-    ));
-    rows.push(row(
-        "  same, p99",
-        ms(r99),
-        show(bull("result_ms", "p99")),
-        ratio(r99, bull("result_ms", "p99")),
-    ));
+    for (what, ours, key, p) in [
+        (
+            "latency: enqueue → guest entry, p50 (BullMQ: → processor)",
+            e50,
+            "pickup_ms",
+            "p50",
+        ),
+        ("  same, p99", e99, "pickup_ms", "p99"),
+        (
+            "latency: enqueue → result seen by a waiting client, p50",
+            r50,
+            "result_ms",
+            "p50",
+        ),
+        ("  same, p99", r99, "result_ms", "p99"),
+    ] {
+        let theirs = bull(key, p);
+        rows.push(row(what, ms(ours), show(theirs), ratio(ours, theirs)));
+    }
 }
 
 /// 5. What one Redis core does with a trivial script.

@@ -348,15 +348,8 @@ fn evalsha_calls(info: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_asks_only_the_function_that_got_work() {
     let redis = TestRedis::start();
-    let dir = tempfile::tempdir().unwrap();
     let names: Vec<String> = (0..6).map(|i| format!("echo{i}")).collect();
-    for name in &names {
-        std::fs::copy(
-            crate::support::artifact("echo"),
-            dir.path().join(format!("{name}.wasm")),
-        )
-        .unwrap();
-    }
+    let dir = crate::support::plugin_copies("echo", &names);
     let worker = TestWorker::start_on(
         &redis.url(),
         dir,

@@ -12,11 +12,8 @@ use crate::support::{TestCluster, TestWorker, TestWorkerOptions, artifact, funct
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_of_many_functions_run_on_a_cluster() {
     let cluster = TestCluster::start();
-    let dir = tempfile::tempdir().unwrap();
     let names: Vec<String> = (0..12).map(|i| format!("echo-{i}")).collect();
-    for name in &names {
-        std::fs::copy(artifact("echo"), dir.path().join(format!("{name}.wasm"))).unwrap();
-    }
+    let dir = crate::support::plugin_copies("echo", &names);
     std::fs::copy(artifact("count"), dir.path().join("count.wasm")).unwrap();
     let worker = TestWorker::start_on(&cluster.url(), dir, TestWorkerOptions::default()).await;
     let client = Client::connect(&cluster.url()).await.unwrap();

@@ -375,3 +375,78 @@ async fn the_input_limit_is_configurable() {
         1
     );
 }
+
+/// The common enqueue (ready now; no uniq key, tags or dependencies) writes its record
+/// directly rather than through the general path: both must write the same record for the
+/// same options, and a worker leases both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_common_enqueue_writes_the_record_the_general_path_does() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("shape");
+    let options = EnqueueOptions {
+        priority: Priority::new(-7).unwrap(),
+        max_attempts: Some(4),
+        timeout: Some(Duration::from_millis(1234)),
+        retention: Duration::from_secs(77),
+        failed_retention: Duration::from_secs(88),
+        ..EnqueueOptions::default()
+    };
+    let plain = client.enqueue(&f, b"a", &options).await.unwrap();
+    let tagged_options = EnqueueOptions {
+        tags: vec!["t".into()],
+        ..options.clone()
+    };
+    let tagged = client.enqueue(&f, b"b", &tagged_options).await.unwrap();
+
+    let mut conn = redis.raw().await;
+    let record = |raw: String| -> serde_json::Map<String, serde_json::Value> {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&raw).unwrap();
+        // Times differ between the two calls; they must be there, as numbers.
+        for time in ["created_ms", "ready_ms"] {
+            assert!(map.remove(time).unwrap().is_u64(), "{raw}");
+        }
+        map
+    };
+    let mut raws = Vec::new();
+    for seq in [plain.seq, tagged.seq] {
+        let raw: String = redis::cmd("HGET")
+            .arg("wg:{shape}:jobs")
+            .arg(seq)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        raws.push(raw);
+    }
+    let tagged_raw = raws.pop().unwrap();
+    let plain_raw = raws.pop().unwrap();
+    let mut general = record(tagged_raw);
+    assert_eq!(general.remove("tags"), Some(serde_json::json!(["t"])));
+    assert_eq!(record(plain_raw), general);
+
+    let queue = WorkerQueue::connect(&redis.url(), "w").await.unwrap();
+    let leases = queue
+        .lease(&[LeaseRequest::new(f.clone())], 2, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let mut leased: Vec<_> = leases
+        .iter()
+        .map(|l| {
+            (
+                l.info.id.seq,
+                l.info.max_attempts,
+                l.info.timeout_ms,
+                l.input.clone(),
+            )
+        })
+        .collect();
+    leased.sort();
+    assert_eq!(
+        leased,
+        vec![
+            (plain.seq, 4, 1234, b"a".to_vec()),
+            (tagged.seq, 4, 1234, b"b".to_vec())
+        ]
+    );
+}

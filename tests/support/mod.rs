@@ -193,6 +193,17 @@ pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// A plugin directory in which the artifact `name` serves each of `functions` (one copy of
+/// the file per function).
+pub fn plugin_copies(name: &str, functions: &[String]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for function in functions {
+        std::fs::copy(artifact(name), dir.path().join(format!("{function}.wasm")))
+            .expect("copy plugin");
+    }
+    dir
+}
+
 /// A worker node running in this process on the library API.
 pub struct TestWorker {
     stop: Option<oneshot::Sender<()>>,

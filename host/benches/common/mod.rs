@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{LogLevel, Progress};
+use wasmgear::job::{FunctionName, JobId, JobInfo, LogLevel, Progress};
 use wasmgear::runtime::JobHooks;
 
 /// Hooks that drop progress and log lines (a benchmark measures the job, not its reporting).
@@ -13,6 +13,21 @@ pub struct Quiet;
 impl JobHooks for Quiet {
     fn progress(&self, _: Progress) {}
     fn log(&self, _: LogLevel, _: String) {}
+}
+
+/// A first attempt of job 1 of `function`, with a minute to run.
+#[allow(dead_code)]
+pub fn job_info(function: &str) -> JobInfo {
+    JobInfo {
+        id: JobId {
+            function: FunctionName::new(function).unwrap(),
+            seq: 1,
+        },
+        attempt: 1,
+        max_attempts: 1,
+        enqueued_at_ms: 0,
+        timeout_ms: 60_000,
+    }
 }
 
 /// The repository's root.

@@ -125,8 +125,9 @@ local function save(number, record)
 end
 
 -- From here on, saves and finish() bookkeeping gather in memory until flush(): one call per
--- key for many jobs instead of one per job. Only for scripts that do not read those keys
--- back themselves before flushing (complete).
+-- key for many jobs instead of one per job. load() sees the gathered records; a script
+-- using it must not read the jobs hash, expiries or counts directly before flushing
+-- (enqueue and complete do not).
 local function begin_batch() PENDING = {} end
 
 -- Calls `command key` with the flat list `args`, in chunks (Lua's unpack has a limit).
