@@ -127,12 +127,31 @@ impl Serialize for JobId {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// Units of work finished.
+    #[serde(deserialize_with = "whole_number")]
     pub done: u64,
     /// Units of work in all; 0 when unknown.
+    #[serde(deserialize_with = "whole_number")]
     pub total: u64,
     /// A short human-readable note ("page 3 of 10").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A `u64` written as a JSON number or as a decimal string (the queue stores large counts as
+/// strings so that no digit is lost).
+pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Whole {
+        Number(u64),
+        Text(String),
+    }
+    match Whole::deserialize(d)? {
+        Whole::Number(n) => Ok(n),
+        Whole::Text(text) => text.parse().map_err(|_| {
+            serde::de::Error::custom(format!("{text:?} is not a whole number from 0 to 2^64-1"))
+        }),
+    }
 }
 
 /// How important a log line from a job is.
@@ -267,8 +286,26 @@ pub enum CancelReason {
 }
 
 /// A one-shot, shareable request for a running job to stop. The first `cancel` wins.
+///
+/// The job gets a grace period to stop by itself (the runtime's `cancel_grace`), then it
+/// is stopped hard; [`CancelSignal::cancel_by`] can bring the hard stop forward (a lease
+/// that runs out must not be outlived).
 #[derive(Debug, Clone, Default)]
-pub struct CancelSignal(Arc<OnceLock<(CancelReason, Instant)>>);
+pub struct CancelSignal(Arc<CancelInner>);
+
+#[derive(Debug, Default)]
+struct CancelInner {
+    fired: OnceLock<Fired>,
+    notify: tokio::sync::Notify,
+}
+
+/// Why and when a [`CancelSignal`] fired, and the latest moment the job may still run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fired {
+    reason: CancelReason,
+    at: Instant,
+    stop_by: Option<Instant>,
+}
 
 impl CancelSignal {
     /// A signal that has not fired.
@@ -278,17 +315,56 @@ impl CancelSignal {
 
     /// Fires the signal (if it has not fired yet) for `reason`.
     pub fn cancel(&self, reason: CancelReason) {
-        let _ = self.0.set((reason, Instant::now()));
+        self.fire(reason, None);
+    }
+
+    /// Fires the signal (if it has not fired yet) for `reason`, and stops the job hard at
+    /// `stop_by` at the latest, even if its grace period lasts longer.
+    pub fn cancel_by(&self, reason: CancelReason, stop_by: Instant) {
+        self.fire(reason, Some(stop_by));
+    }
+
+    fn fire(&self, reason: CancelReason, stop_by: Option<Instant>) {
+        let fired = Fired {
+            reason,
+            at: Instant::now(),
+            stop_by,
+        };
+        if self.0.fired.set(fired).is_ok() {
+            self.0.notify.notify_waiters();
+        }
     }
 
     /// Whether the signal has fired.
     pub fn is_cancelled(&self) -> bool {
-        self.0.get().is_some()
+        self.0.fired.get().is_some()
     }
 
     /// Why and when the signal fired, if it has.
     pub fn fired(&self) -> Option<(CancelReason, Instant)> {
-        self.0.get().copied()
+        self.0.fired.get().map(|f| (f.reason, f.at))
+    }
+
+    /// When a job given `grace` to stop after this signal must be stopped hard: `None`
+    /// while the signal has not fired.
+    pub fn stop_at(&self, grace: Duration) -> Option<Instant> {
+        self.0.fired.get().map(|f| {
+            let end = f.at + grace;
+            f.stop_by.map_or(end, |by| by.min(end))
+        })
+    }
+
+    /// Returns once the signal has fired.
+    pub async fn fired_wait(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -301,6 +377,10 @@ pub struct Lease {
     pub input: Vec<u8>,
     /// The fencing token: only the holder of the current token can finish the job.
     pub token: String,
+    /// When the lease runs out unless renewed, by this machine's clock, counted from when
+    /// the lease call was sent (never later than the queue's own expiry): the worker must
+    /// not run the job past it.
+    pub expires: Instant,
 }
 
 /// What a worker asks of one function when it leases.

@@ -6,6 +6,10 @@
 //! never picks it up. Each file starts with the SHA-256 of its own contents; an entry whose
 //! hash does not match (torn write, corruption) or that wasmtime refuses is rebuilt, never
 //! used.
+//!
+//! The cache is bounded: after each write, entries beyond its size limit are deleted, least
+//! recently used first (a hit refreshes an entry's modification time), so old plugin
+//! versions do not pile up on disk.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -27,7 +31,15 @@ pub enum CompileSource {
 #[derive(Debug, Clone)]
 pub struct CompileCache {
     dir: PathBuf,
+    max_bytes: u64,
 }
+
+/// The most bytes of compiled components kept when nothing else is said (a Python or
+/// JavaScript plugin compiles to about 30 MiB, a small Rust one to well under 1 MiB).
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
+
+/// The extension of cache entries.
+const ENTRY_EXTENSION: &str = "cwasm";
 
 /// Feeds `Hash` output into SHA-256.
 struct Sha256Hasher(Sha256);
@@ -54,14 +66,24 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 impl CompileCache {
     /// A cache in `dir` (created when first written).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        CompileCache { dir: dir.into() }
+        CompileCache {
+            dir: dir.into(),
+            max_bytes: DEFAULT_CACHE_MAX_BYTES,
+        }
+    }
+
+    /// Keeps at most `max_bytes` of entries (the newest entry is kept even if larger).
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> PathBuf {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = hex(&hasher.0.finalize()[..8]);
-        self.dir.join(format!("{digest}-{engine_hash}.cwasm"))
+        self.dir
+            .join(format!("{digest}-{engine_hash}.{ENTRY_EXTENSION}"))
     }
 
     /// The component with content hash `digest`: from a verified cache entry, or compiled
@@ -74,11 +96,22 @@ impl CompileCache {
     ) -> wasmtime::Result<(Component, CompileSource)> {
         let path = self.entry(engine, digest);
         if let Some(component) = self.read(engine, &path) {
+            // Recently used: the last to be evicted.
+            let touched = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|file| file.set_modified(std::time::SystemTime::now()));
+            if let Err(error) = touched {
+                tracing::debug!(path = ?path, %error, "cannot mark the cache entry as used");
+            }
             return Ok((component, CompileSource::Cache));
         }
         let component = Component::new(engine, bytes)?;
         if let Err(error) = self.write(&path, &component) {
             tracing::warn!(path = ?path, %error, "cannot write the compile cache entry");
+        }
+        if let Err(error) = self.evict(&path) {
+            tracing::warn!(dir = ?self.dir, %error, "cannot trim the compile cache");
         }
         Ok((component, CompileSource::Compiled))
     }
@@ -111,5 +144,47 @@ impl CompileCache {
         let temp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&temp, &data)?;
         std::fs::rename(&temp, path)
+    }
+
+    /// Deletes entries, least recently used first, until the cache holds at most its limit
+    /// (`keep`, the entry just written, stays), and temporary files left by a crash.
+    fn evict(&self, keep: &Path) -> std::io::Result<()> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+            let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if extension.starts_with("tmp") {
+                // Another worker may be writing it now: only old ones are leftovers.
+                if used
+                    .elapsed()
+                    .is_ok_and(|age| age > std::time::Duration::from_secs(3600))
+                {
+                    let _ = std::fs::remove_file(&path);
+                }
+            } else if extension == ENTRY_EXTENSION && meta.is_file() {
+                entries.push((used, meta.len(), path));
+            }
+        }
+        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
+        entries.sort();
+        for (_, len, path) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                // Another worker sharing the cache evicted it first.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                result => result?,
+            }
+            tracing::info!(path = ?path, "compile cache full: removed the least recently used entry");
+            total -= len;
+        }
+        Ok(())
     }
 }

@@ -177,33 +177,37 @@ impl Size {
     fn bytes(&self) -> Result<usize, String> {
         let bytes = match self {
             Size::Bytes(n) => *n,
-            Size::Text(text) => {
-                let text = text.trim();
-                let split = text
-                    .find(|c: char| !c.is_ascii_digit())
-                    .unwrap_or(text.len());
-                let (number, unit) = text.split_at(split);
-                let number: u64 = number
-                    .parse()
-                    .map_err(|_| format!("is not a size: {text:?}"))?;
-                let scale: u64 = match unit.trim() {
-                    "" | "B" => 1,
-                    "KiB" | "K" | "KB" => 1 << 10,
-                    "MiB" | "M" | "MB" => 1 << 20,
-                    "GiB" | "G" | "GB" => 1 << 30,
-                    other => {
-                        return Err(format!(
-                            "has an unknown unit {other:?} (use B, KiB, MiB or GiB)"
-                        ));
-                    }
-                };
-                number
-                    .checked_mul(scale)
-                    .ok_or_else(|| format!("is too large: {text:?}"))?
-            }
+            Size::Text(text) => parse_size(text)?,
         };
         usize::try_from(bytes).map_err(|_| "is too large".to_string())
     }
+}
+
+/// Bytes from a number with an optional unit (`4096`, `64KiB`, `128MiB`, `1GiB`); the error
+/// completes a sentence naming the value ("... is not a size").
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("is not a size: {text:?}"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" | "KB" => 1 << 10,
+        "MiB" | "M" | "MB" => 1 << 20,
+        "GiB" | "G" | "GB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "has an unknown unit {other:?} (use B, KiB, MiB or GiB)"
+            ));
+        }
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("is too large: {text:?}"))
 }
 
 /// The manifest path of the plugin at `wasm`: the same name with `.toml`.

@@ -139,15 +139,18 @@ impl AsyncWrite for GuestOutput {
     }
 }
 
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut.
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with how
+/// many bytes were dropped (the marker counts against `max`).
 pub(crate) fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let mut end = max;
+        let marker = format!("… [{} bytes cut]", text.len() - max);
+        let mut end = max.saturating_sub(marker.len() + 1);
         while !text.is_char_boundary(end) {
             end -= 1;
         }
+        let cut = text.len() - end;
         text.truncate(end);
-        text.push('…');
+        text.push_str(&format!("… [{cut} bytes cut]"));
     }
     text
 }

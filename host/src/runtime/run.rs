@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -17,7 +17,7 @@ use crate::job::{
 use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};
 use super::http::HttpGate;
-use super::output::{GuestOutput, JobLog};
+use super::output::{GuestOutput, JobLog, truncate};
 use super::plugin::Plugin;
 
 /// Where a running job's reports go. Called from inside the guest: must not block.
@@ -173,15 +173,16 @@ impl Runtime {
         let stopped = Arc::new(std::sync::Mutex::new(None::<Stopped>));
         let stopped_by_callback = stopped.clone();
         let grace = limits.cancel_grace;
+        let cancel_for_callback = cancel.clone();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             let now = Instant::now();
             let reason = if now >= deadline {
                 Some(Stopped::Deadline)
             } else {
-                cancel
-                    .fired()
-                    .filter(|(_, at)| now >= *at + grace)
+                cancel_for_callback
+                    .stop_at(grace)
+                    .filter(|at| now >= *at)
                     .map(|_| Stopped::Cancelled)
             };
             match reason {
@@ -204,14 +205,30 @@ impl Runtime {
             enqueued_at_ms: job.enqueued_at_ms,
             timeout_ms,
         };
-        let result = async {
+        let call = async {
             let instance = plugin.pre.instantiate_async(&mut store).await?;
             instance
                 .wasmgear_job_handler()
                 .call_run(&mut store, &wit_job, input)
                 .await
-        }
-        .await;
+        };
+        // The epoch callback stops code that spins in wasm; a guest waiting inside a host
+        // call (a sleep, a pollable, an HTTP request) never reaches an epoch check, so the
+        // call itself is raced against the deadline and the cancellation's hard stop, and
+        // dropped when one of them comes first.
+        let hard_stop = async {
+            cancel.fired_wait().await;
+            if let Some(at) = cancel.stop_at(grace) {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            }
+        };
+        let result = tokio::select! {
+            result = call => result,
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+                Err(stop_waiting(&stopped, Stopped::Deadline))
+            }
+            () = hard_stop => Err(stop_waiting(&stopped, Stopped::Cancelled)),
+        };
 
         stdout.flush_partial();
         stderr.flush_partial();
@@ -236,6 +253,69 @@ impl Runtime {
         }
         outcome
     }
+}
+
+/// The most bytes of an error message kept (a guest's `fail`/`retry` message, or a trap's
+/// reason and wasm frames); the rest is cut with a marker.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// A trap in words for the job's record: the reason, then the guest's wasm frames. The
+/// host's own Rust backtrace (which wasmtime's `Debug` adds) goes to the debug log only.
+fn describe_trap(error: &wasmtime::Error) -> String {
+    let frames = error.downcast_ref::<WasmBacktrace>().map(|f| f.to_string());
+    let mut reasons: Vec<String> = error
+        .chain()
+        .map(|cause| cause.to_string())
+        .filter(|text| Some(text) != frames.as_ref())
+        .collect();
+    reasons.dedup();
+    let mut text = reasons.join(": ");
+    if let Some(function) = deep_recursion(error) {
+        text.push_str(&format!(
+            " (most likely the guest's stack overflowed: {function} calls itself over and over)"
+        ));
+    }
+    if let Some(frames) = frames {
+        text.push('\n');
+        text.push_str(&frames);
+    }
+    truncate(text, MAX_ERROR_MESSAGE_BYTES)
+}
+
+/// The function that recursed without end, when a trap looks like the overflow of a guest
+/// stack kept in linear memory (as Rust and C guests keep theirs): an out-of-bounds access
+/// whose innermost frames are all one function. (Overflowing wasm's own stack is reported
+/// as "call stack exhausted" already.)
+fn deep_recursion(error: &wasmtime::Error) -> Option<String> {
+    /// How many frames in a row must be the same function.
+    const DEEP: usize = 28;
+    if error.downcast_ref::<Trap>() != Some(&Trap::MemoryOutOfBounds) {
+        return None;
+    }
+    let frames = error.downcast_ref::<WasmBacktrace>()?.frames();
+    let same = |a: &wasmtime::FrameInfo, b: &wasmtime::FrameInfo| {
+        a.func_index() == b.func_index() && a.func_name() == b.func_name()
+    };
+    // The trap may hit in a callee (a memset, say) a few frames inside the recursion.
+    (0..=4).find_map(|start| {
+        let run = frames.get(start..start + DEEP)?;
+        run.iter().all(|f| same(f, &run[0])).then(|| {
+            run[0]
+                .func_name()
+                .map(|name| format!("{:#}", rustc_demangle::demangle(name)))
+                .unwrap_or_else(|| format!("function #{}", run[0].func_index()))
+        })
+    })
+}
+
+/// Notes why a guest blocked in a host call was stopped, and gives the interrupt trap the
+/// epoch callback would have raised, so both ways of stopping are reported alike.
+fn stop_waiting(stopped: &std::sync::Mutex<Option<Stopped>>, why: Stopped) -> wasmtime::Error {
+    let mut stopped = stopped.lock().unwrap_or_else(|e| e.into_inner());
+    if stopped.is_none() {
+        *stopped = Some(why);
+    }
+    wasmtime::Error::from(Trap::Interrupt)
 }
 
 /// Turns what the call returned into an outcome with an error class.
@@ -266,6 +346,7 @@ fn classify(
                 JobError::Retry(message) => (message, true),
                 JobError::Fail(message) => (message, false),
             };
+            let message = truncate(message, MAX_ERROR_MESSAGE_BYTES);
             if let Some(reason) = cancelled {
                 return Outcome::Failed(JobFailure::new(cancelled_class(reason), message));
             }
@@ -281,7 +362,7 @@ fn classify(
             }
             Outcome::Failed(JobFailure {
                 class: ErrorClass::GuestError,
-                message,
+                message: truncate(message, MAX_ERROR_MESSAGE_BYTES),
                 retryable,
             })
         }
@@ -310,11 +391,15 @@ fn classify(
                 _ if memory_refused => JobFailure::new(
                     ErrorClass::MemoryLimit,
                     format!(
-                        "the job needed more than its memory limit of {} bytes: {error:?}",
-                        limits.memory_bytes
+                        "the job needed more than its memory limit of {} bytes: {}",
+                        limits.memory_bytes,
+                        describe_trap(&error)
                     ),
                 ),
-                _ => JobFailure::new(ErrorClass::Trap, format!("{error:?}")),
+                _ => {
+                    tracing::debug!(error = ?error, "the job trapped");
+                    JobFailure::new(ErrorClass::Trap, describe_trap(&error))
+                }
             };
             Outcome::Failed(failure)
         }

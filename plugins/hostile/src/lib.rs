@@ -15,7 +15,11 @@
 //! - `config KEY`: returns a configuration value of the manifest;
 //! - `socket HOST:PORT`: opens a TCP connection and returns `connected`;
 //! - `http HOST:PORT/PATH`: makes a `wasi:http` GET to `http://HOST:PORT/PATH` and returns
-//!   the response body.
+//!   the response body;
+//! - `sleep S`: sleeps S seconds in one host call (a `wasi:io` poll on a timer) and never
+//!   checks for cancellation;
+//! - `retry N`: asks to be retried with an error message of N bytes;
+//! - `progress N`: reports progress N of N (and a message of 4 KiB), then returns `reported N`.
 //!
 //! Anything the sandbox refuses comes back as a `fail` error that says what was refused.
 
@@ -109,7 +113,21 @@ fn hostile(_job: &Job, input: String) -> Result<Vec<u8>, JobError> {
         }
         "http" => {
             let target = arg.unwrap_or("127.0.0.1:80/");
-            http_get(target).map_err(|e| JobError::fail(format!("HTTP GET http://{target} refused: {e}")))
+            http_get(target)
+                .map_err(|e| JobError::fail(format!("HTTP GET http://{target} refused: {e}")))
+        }
+        "sleep" => {
+            let seconds = number(mode, arg)?;
+            std::thread::sleep(std::time::Duration::from_secs(seconds as u64));
+            Ok(format!("slept {seconds} s").into_bytes())
+        }
+        "retry" => Err(JobError::retry("E".repeat(number(mode, arg)?))),
+        "progress" => {
+            let n = arg
+                .and_then(|a| a.parse::<u64>().ok())
+                .ok_or_else(|| JobError::fail(format!("progress needs a number, got {arg:?}")))?;
+            wasmgear_guest::progress_msg(n, n, &"m".repeat(4096));
+            Ok(format!("reported {n}").into_bytes())
         }
         other => Err(JobError::fail(format!("unknown mode {other:?}"))),
     }
@@ -125,10 +143,18 @@ fn http_get(target: &str) -> Result<Vec<u8>, String> {
         None => (target, "/".to_string()),
     };
     let request = OutgoingRequest::new(Fields::new());
-    request.set_method(&Method::Get).map_err(|()| "bad method")?;
-    request.set_scheme(Some(&Scheme::Http)).map_err(|()| "bad scheme")?;
-    request.set_authority(Some(authority)).map_err(|()| "bad authority")?;
-    request.set_path_with_query(Some(&path)).map_err(|()| "bad path")?;
+    request
+        .set_method(&Method::Get)
+        .map_err(|()| "bad method")?;
+    request
+        .set_scheme(Some(&Scheme::Http))
+        .map_err(|()| "bad scheme")?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| "bad authority")?;
+    request
+        .set_path_with_query(Some(&path))
+        .map_err(|()| "bad path")?;
     let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
     pending.subscribe().block();
     let response = match pending.get() {
