@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::client::{Client, Priority, check_key};
 use super::keys::{self, FunctionKeys};
 use super::model::{JobState, JobStatus};
-use super::{QueueError, Result, scripts};
+use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId};
 
 /// The most jobs one `retry` call moves; bigger groups take several calls.
@@ -267,13 +267,26 @@ impl Client {
     /// Runs job `id` again if it failed or was cancelled, with as many attempts as it first
     /// had. Returns whether it was queued again (`false`: it had not ended so).
     pub async fn retry(&self, id: &JobId) -> Result<bool> {
-        let moved: Vec<u64> = scripts::on_function(&scripts::RETRY, &id.function)
-            .arg("job")
-            .arg(id.seq)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| no_job(e, id))?;
+        let (moved, relink, _): (Vec<u64>, Vec<String>, u64) =
+            scripts::on_function(&scripts::RETRY, &id.function)
+                .arg("job")
+                .arg(id.seq)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| no_job(e, id))?;
+        self.relink_retried(relink).await?;
         Ok(!moved.is_empty())
+    }
+
+    /// Links retried jobs again to their dependencies in other functions (the flat list of
+    /// dependent, dependency that `retry` returned).
+    async fn relink_retried(&self, relink: Vec<String>) -> Result<()> {
+        for pair in relink.chunks_exact(2) {
+            let dependent: JobId = pair[0].parse()?;
+            let dependency: JobId = pair[1].parse()?;
+            links::link(&self.conn, &dependent, &dependency).await?;
+        }
+        Ok(())
     }
 
     /// Runs up to `limit` failed jobs of `function`'s failure group `group` again (oldest
@@ -287,18 +300,19 @@ impl Client {
         let mut ids = Vec::new();
         while ids.len() < limit {
             let batch = (limit - ids.len()).min(RETRY_BATCH);
-            let moved: Vec<u64> = scripts::on_function(&scripts::RETRY, function)
-                .arg("group")
-                .arg(group)
-                .arg(batch)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
-            let done = moved.len() < batch;
+            let (moved, relink, looked): (Vec<u64>, Vec<String>, usize) =
+                scripts::on_function(&scripts::RETRY, function)
+                    .arg("group")
+                    .arg(group)
+                    .arg(batch)
+                    .invoke_async(&mut self.conn.clone())
+                    .await?;
+            self.relink_retried(relink).await?;
             ids.extend(moved.into_iter().map(|seq| JobId {
                 function: function.clone(),
                 seq,
             }));
-            if done {
+            if looked < batch {
                 break;
             }
         }
@@ -615,6 +629,7 @@ fn indexed_number(member: &[u8]) -> Option<u64> {
 fn no_job(e: redis::RedisError, id: &JobId) -> QueueError {
     match e.code() {
         Some("NOJOB") => QueueError::NoSuchJob(id.clone()),
+        Some("BADJOB") => QueueError::BadOption(e.detail().unwrap_or_default().to_string()),
         _ => QueueError::Redis(e),
     }
 }

@@ -16,6 +16,18 @@ use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
+/// The most plugin problems [`Client::service`] reports.
+const MAX_PLUGIN_PROBLEMS: usize = 5;
+
+/// Who serves a function (see [`Client::service`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Service {
+    /// Live workers serving the function.
+    pub live_workers: u64,
+    /// When none does: what live workers say about plugins they could not load.
+    pub plugin_problems: Vec<String>,
+}
+
 /// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(25 * 3600);
 /// How long a failed job is kept when the client does not say: a week, so that someone
@@ -254,9 +266,9 @@ pub(crate) struct Event {
     pub id: String,
     #[serde(default)]
     pub seq: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::job::whole_number")]
     pub done: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::job::whole_number")]
     pub total: u64,
     #[serde(default)]
     pub message: Option<String>,
@@ -356,7 +368,8 @@ impl Client {
             }
         }
         let mut call = scripts::on_function(&scripts::ENQUEUE, function);
-        call.arg(jobs.len());
+        // The call id makes the call safe to send again when its reply is lost.
+        call.arg(super::source::random_hex(12)).arg(jobs.len());
         for (input, options) in jobs {
             let ms = |d: Duration| d.as_millis() as u64;
             call.arg(options.priority.value())
@@ -371,16 +384,16 @@ impl Client {
                 .arg(json_list(&options.after))
                 .arg(*input);
         }
-        let rows: Vec<(u64, i64, Vec<String>)> = call
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| {
-                // The script refuses a batch (writing nothing) with `BADJOB job I: ...`.
-                match (e.code(), e.detail()) {
-                    (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
-                    _ => QueueError::Redis(e),
-                }
-            })?;
+        let rows: Vec<(u64, i64, Vec<String>)> =
+            connection::invoke_retrying("enqueue", &self.conn, &call)
+                .await
+                .map_err(|e| {
+                    // The script refuses a batch (writing nothing) with `BADJOB job I: ...`.
+                    match (e.code(), e.detail()) {
+                        (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
+                        _ => QueueError::Redis(e),
+                    }
+                })?;
         // Listed for operators once something was written (a refused batch leaves no trace).
         self.register(function).await?;
         let mut enqueued = Vec::with_capacity(rows.len());
@@ -596,6 +609,40 @@ impl Client {
             .arg(0)
             .invoke_async(&mut self.conn.clone())
             .await?)
+    }
+
+    /// Whether any live worker serves `function`, and, when none does, what the live
+    /// workers report about plugins they could not load (those whose file is named after
+    /// the function first): why its jobs may wait.
+    pub async fn service(&self, function: &FunctionName) -> Result<Service> {
+        let live_workers = self.live_workers(function).await?;
+        let mut plugin_problems = Vec::new();
+        if live_workers == 0 {
+            let mine = [format!("/{function}.wasm"), format!("/{function}.toml")];
+            let mut others = Vec::new();
+            for (worker, ad, _) in self.workers().await? {
+                let Ok(ad) = serde_json::from_str::<serde_json::Value>(&ad) else {
+                    continue;
+                };
+                let errors = ad["plugin_errors"].as_array().cloned().unwrap_or_default();
+                for error in errors.iter().filter_map(|e| e.as_str()) {
+                    let problem = format!("worker {worker}: {error}");
+                    if mine.iter().any(|m| error.contains(m.as_str())) {
+                        plugin_problems.push(problem);
+                    } else {
+                        others.push(problem);
+                    }
+                }
+            }
+            if plugin_problems.is_empty() {
+                plugin_problems = others;
+            }
+            plugin_problems.truncate(MAX_PLUGIN_PROBLEMS);
+        }
+        Ok(Service {
+            live_workers,
+            plugin_problems,
+        })
     }
 
     /// What every live worker advertises: `(id, advertisement JSON, expiry ms)`.

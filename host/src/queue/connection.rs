@@ -53,6 +53,66 @@ impl ConnectionLike for Connection {
 /// How long connecting may take before Redis counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long one command may wait for its reply (the `redis` crate's default is 500 ms).
+///
+/// Chosen for the biggest replies wasmgear asks for: a lease of a worker's free slots with
+/// their inputs, or a job's output for `status` and `wait` (16 MiB by default), which take
+/// well under a second on a local network but several on a slow link or a busy server. A
+/// command that times out is not lost work: `enqueue` and `lease` carry a call id and are
+/// sent again ([`retrying`]), heartbeats are retried, and a worker that cannot renew a lease
+/// stops the job by its own clock before the lease runs out.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a call that failed in a way that may pass is sent again by [`retrying`].
+const RETRIES: usize = 6;
+
+/// Invokes a script that is safe to send twice (it carries a call id), sending it again
+/// while it fails in a way that may pass (see [`retrying`]).
+pub(crate) async fn invoke_retrying<T: redis::FromRedisValue>(
+    what: &str,
+    conn: &Connection,
+    call: &redis::ScriptInvocation<'_>,
+) -> redis::RedisResult<T> {
+    retrying(what, || {
+        let mut conn = conn.clone();
+        async move { call.invoke_async(&mut conn).await }
+    })
+    .await
+}
+
+/// Whether a failed command may succeed when sent again: the connection dropped or timed
+/// out, or the server is loading its data or the cluster is changing. Not an error reply
+/// of a script, nor a refused password.
+pub(crate) fn is_transient(error: &redis::RedisError) -> bool {
+    use redis::RetryMethod;
+    !matches!(error.retry_method(), RetryMethod::NoRetry)
+        && !matches!(
+            error.kind(),
+            redis::ErrorKind::AuthenticationFailed | redis::ErrorKind::Parse
+        )
+}
+
+/// Runs `call` until it succeeds, fails for good, or has failed [`RETRIES`] times in a way
+/// that may pass ([`is_transient`]), waiting 50 ms, then about twice as long each time (with
+/// jitter, at most 2 s). Only for calls that are safe to send twice (they carry a call id,
+/// or change nothing).
+pub(crate) async fn retrying<T, F, Fut>(what: &str, call: F) -> redis::RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    use backon::{ExponentialBuilder, Retryable};
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_max_times(RETRIES)
+        .with_jitter();
+    call.retry(backoff)
+        .when(is_transient)
+        .notify(|error, wait| tracing::warn!(%error, ?wait, "{what} failed; sending it again"))
+        .await
+}
+
 /// Connects to the Redis at `url`: returns a client for the seed node (for pub/sub) and a
 /// connection for commands, cluster-aware when the server is part of a cluster.
 pub(crate) async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
@@ -83,7 +143,10 @@ pub(crate) async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
         ));
     }
     let connection = if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
-        let cluster = redis::cluster::ClusterClient::new(vec![url])?
+        let cluster = redis::cluster::ClusterClient::builder(vec![url])
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .build()?
             .get_async_connection()
             .await
             .map_err(|e| unreachable(describe(&e)))?;
@@ -91,7 +154,11 @@ pub(crate) async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
     } else {
         Connection::Single(
             client
-                .get_connection_manager()
+                .get_connection_manager_with_config(
+                    redis::aio::ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                        .set_response_timeout(Some(RESPONSE_TIMEOUT)),
+                )
                 .await
                 .map_err(|e| unreachable(describe(&e)))?,
         )

@@ -98,12 +98,21 @@ impl FunctionKeys {
     pub fn rate(&self) -> String {
         self.key("rate")
     }
+    /// Hash: call id → the reply of an `enqueue` or `lease` call, kept 10 minutes so that
+    /// the same call sent again is answered the same instead of applied twice.
+    pub fn calls(&self) -> String {
+        self.key("calls")
+    }
+    /// Sorted set: call id, scored by when its reply in `calls` is forgotten (ms).
+    pub fn calls_expiry(&self) -> String {
+        self.key("calls-exp")
+    }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {
         format!("{PREFIX}:{{*}}:events")
     }
     /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
-    pub fn all(&self) -> [String; 19] {
+    pub fn all(&self) -> [String; 21] {
         [
             self.seq(),
             self.jobs(),
@@ -124,6 +133,8 @@ impl FunctionKeys {
             self.rate(),
             self.events(),
             self.work(),
+            self.calls(),
+            self.calls_expiry(),
         ]
     }
     /// Sorted set: the live workers serving the function, scored by membership expiry (ms).

@@ -15,11 +15,13 @@
 //! after 30 s, then ever less often.
 
 use super::connection::Connection;
-use super::{QueueError, Result, scripts};
+use super::{Result, scripts};
 use crate::job::{FunctionName, JobId};
 
 /// Runs `resolve` for each `(dependent, dependency, state)` triple of `notify` (the flat
-/// list a script returned), and for those that its replies name in turn.
+/// list a script returned), and for those that its replies name in turn; then tells the
+/// dependency's function that the dependent has been told (`told`), so that it may forget
+/// the finished job when its retention is over.
 pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()> {
     let mut todo = notify;
     while todo.len() >= 3 {
@@ -36,6 +38,15 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
             .arg(&state)
             .invoke_async(&mut conn.clone())
             .await?;
+        if let Ok(dependency) = dependency.parse::<JobId>()
+            && state != "pending"
+        {
+            let _: i64 = scripts::on_function(&scripts::TOLD, &dependency.function)
+                .arg(dependency.seq)
+                .arg(dependent.to_string())
+                .invoke_async(&mut conn.clone())
+                .await?;
+        }
         todo.extend(more);
     }
     Ok(())
@@ -60,41 +71,26 @@ pub(crate) async fn link(conn: &Connection, dependent: &JobId, dependency: &JobI
 }
 
 /// Re-checks the links of up to `limit` jobs of `function` that have waited long enough for
-/// a re-check: links each again to its unfinished dependencies, and tells it about those
-/// that have ended. Returns how many jobs it looked at.
+/// a re-check (on the queue's clock; each one's next re-check is pushed out as it is handed
+/// out): links each again to its unfinished dependencies in other functions, and tells it
+/// about those that have ended. Returns how many entries of the waiting set it looked at
+/// (fewer than `limit`: none are left due).
 pub(crate) async fn relink_due(
     conn: &Connection,
     function: &FunctionName,
-    now_ms: u64,
     limit: usize,
 ) -> Result<usize> {
-    let keys = super::keys::FunctionKeys::new(function);
-    let due: Vec<u64> = redis::cmd("ZRANGEBYSCORE")
-        .arg(keys.waiting())
-        .arg("-inf")
-        .arg(now_ms)
-        .arg("LIMIT")
-        .arg(0)
-        .arg(limit)
-        .query_async(&mut conn.clone())
-        .await?;
-    for &seq in &due {
+    let (looked, due): (usize, Vec<(u64, Vec<String>)>) =
+        scripts::on_function(&scripts::RECHECK, function)
+            .arg(limit)
+            .invoke_async(&mut conn.clone())
+            .await?;
+    for (seq, dependencies) in &due {
         let id = JobId {
             function: function.clone(),
-            seq,
+            seq: *seq,
         };
-        let raw: Option<String> = redis::cmd("HGET")
-            .arg(keys.jobs())
-            .arg(seq)
-            .query_async(&mut conn.clone())
-            .await?;
-        let Some(raw) = raw else { continue };
-        let record: super::JobRecord =
-            serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
-                id: id.clone(),
-                reason: e.to_string(),
-            })?;
-        for dependency in &record.waiting_on {
+        for dependency in dependencies {
             let Ok(dependency) = dependency.parse::<JobId>() else {
                 continue;
             };
@@ -103,9 +99,11 @@ pub(crate) async fn relink_due(
                 .arg(id.to_string())
                 .invoke_async(&mut conn.clone())
                 .await?;
-            // `pending` only moves the next re-check further out.
-            deliver(conn, vec![id.to_string(), dependency.to_string(), state]).await?;
+            // `pending`: linked again; the re-check has already been pushed out.
+            if state != "pending" {
+                deliver(conn, vec![id.to_string(), dependency.to_string(), state]).await?;
+            }
         }
     }
-    Ok(due.len())
+    Ok(looked)
 }

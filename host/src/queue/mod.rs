@@ -19,7 +19,7 @@ pub mod source;
 mod watch;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
-pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority};
+pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service};
 pub use model::{JobRecord, JobState, JobStatus};
 pub use source::WorkerQueue;
 

@@ -40,6 +40,8 @@ function_script!(RELEASE, "release.lua");
 function_script!(CANCEL, "cancel.lua");
 function_script!(LINK, "link.lua");
 function_script!(RESOLVE, "resolve.lua");
+function_script!(TOLD, "told.lua");
+function_script!(RECHECK, "recheck.lua");
 function_script!(TAG, "tag.lua");
 function_script!(RETRY, "retry.lua");
 function_script!(CONFIGURE, "configure.lua");

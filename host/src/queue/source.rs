@@ -30,6 +30,8 @@ const CANCEL_BUFFER: usize = 1024;
 const MIN_IDLE_WAIT: Duration = Duration::from_millis(2);
 /// Waiting jobs re-checked per call of `relink_due`.
 const RELINK_BATCH: usize = 100;
+/// The most `relink_due` calls per function in one upkeep round.
+const RELINK_ROUNDS: usize = 10;
 
 /// Reads the `{accepted, word}` reply of `complete` and `fail`.
 fn completion((accepted, word): (i64, String)) -> Completion {
@@ -389,17 +391,29 @@ impl WorkerQueue {
                 }
                 continue;
             }
+            // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
+            let sent = std::time::Instant::now();
             type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
-            let (rows, wait_ms, capped, notify): (Vec<Row>, i64, i64, Vec<String>) =
-                scripts::on_function(&scripts::LEASE, function)
-                    .arg(&self.worker_id)
-                    .arg(&token_prefix)
-                    .arg(want)
-                    .arg(ttl.as_millis() as u64)
-                    .arg(request.default_timeout_ms)
-                    .arg(request.default_max_attempts)
-                    .invoke_async(&mut self.conn.clone())
-                    .await?;
+            let mut call = scripts::on_function(&scripts::LEASE, function);
+            call.arg(&self.worker_id)
+                .arg(&token_prefix)
+                .arg(want)
+                .arg(ttl.as_millis() as u64)
+                .arg(request.default_timeout_ms)
+                .arg(request.default_max_attempts);
+            // The token prefix is the call's id: sent again after a lost reply, the call
+            // returns the leases it made instead of making more (and orphaning the first).
+            let reply: redis::RedisResult<(Vec<Row>, i64, i64, Vec<String>)> =
+                connection::invoke_retrying("lease", &self.conn, &call).await;
+            let (rows, wait_ms, capped, notify) = match reply {
+                Ok(reply) => reply,
+                // The leases taken from the functions before this one are held: run them.
+                Err(error) if !leases.is_empty() => {
+                    tracing::warn!(%error, %function, "leasing failed; running what was leased");
+                    break;
+                }
+                Err(error) => return Err(error.into()),
+            };
             {
                 let mut hints = lock_hints(&self.hints);
                 let entry = hints.entry(function.clone()).or_default();
@@ -412,7 +426,10 @@ impl WorkerQueue {
                     entry.empty_as_of = None;
                 }
             }
-            links::deliver(&self.conn, notify).await?;
+            if let Err(error) = links::deliver(&self.conn, notify).await {
+                // Dependents whose news was lost are found by their re-check.
+                tracing::warn!(%error, "cannot tell dependents of reclaimed jobs; they re-check later");
+            }
             if let Ok(wait) = u64::try_from(wait_ms) {
                 next_due = next_due.min(Duration::from_millis(wait));
             }
@@ -430,6 +447,7 @@ impl WorkerQueue {
                     },
                     input,
                     token,
+                    expires: sent + ttl,
                 });
             }
         }
@@ -562,9 +580,14 @@ impl WorkerQueue {
     /// `links`). Cheap when no job is due for a re-check.
     pub async fn relink(&self, functions: &[FunctionName]) -> Result<()> {
         for function in functions {
-            while links::relink_due(&self.conn, function, super::now_ms(), RELINK_BATCH).await?
-                == RELINK_BATCH
-            {}
+            // Each call pushes the jobs it hands out further into the future, so this ends;
+            // the bound keeps one upkeep round short however many are due (the rest wait
+            // for the next round).
+            for _ in 0..RELINK_ROUNDS {
+                if links::relink_due(&self.conn, function, RELINK_BATCH).await? < RELINK_BATCH {
+                    break;
+                }
+            }
         }
         Ok(())
     }

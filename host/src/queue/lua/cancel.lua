@@ -1,6 +1,7 @@
 -- cancel: stop a job. A queued, scheduled or waiting job is cancelled at once; a running
 -- job is flagged and its worker told (the `cancel` event; the heartbeat reply repeats it),
--- and the job ends `cancelled` when the worker reports it stopped. Jobs waiting on a
+-- it gives up its uniq key, and it ends `cancelled` however its worker reports it ended
+-- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
@@ -27,6 +28,11 @@ end
 if record.state == 'running' then
   if not record.cancel_requested_ms then
     record.cancel_requested_ms = NOW
+    -- A job being cancelled no longer holds its uniq key: an enqueue with the key from now
+    -- on makes a new job instead of joining one that will end cancelled.
+    if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
+      redis.call('HDEL', K.uniq, record.uniq)
+    end
     save(number, record)
   end
   publish({ event = 'cancel', id = id_of(number) })

@@ -14,11 +14,15 @@
 --   +3 this attempt's log lines (text, may be empty)
 --   +4 the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
--- Returns: {results, notify}: results has one {1, 'succeeded'} (accepted) or {0, reason}
+-- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
+-- dropped (see `cancel`).
+--
+-- Returns: {results, notify}: results has one {1, STATE} (accepted: 'succeeded', or
+--          'cancelled' as above) or {0, reason}
 --          (refused: 'missing', no such job, or 'stale', the token does not hold the job's
 --          lease) per job, in order; notify lists dependents in other functions to tell
 --          (see lib.lua).
--- Publishes: `finish` with state `succeeded` for each; `ready` for each dependent that may
+-- Publishes: `finish` with the final state for each; `ready` for each dependent that may
 --            now run.
 
 local n = tonumber(ARGV[2])
@@ -35,13 +39,21 @@ for i = 0, n - 1 do
   elseif record.state ~= 'running' or record.token ~= token then
     results[#results + 1] = { 0, 'stale' }
   else
-    add_history(record, 'succeeded', nil, ARGV[a + 4])
     runs[#runs + 1] = NOW - record.started_ms
-    outputs[#outputs + 1] = number
-    outputs[#outputs + 1] = ARGV[a + 2]
     append_log(number, record.attempt, ARGV[a + 3])
-    finish(number, record, 'succeeded', nil, K.leased)
-    results[#results + 1] = { 1, 'succeeded' }
+    if record.cancel_requested_ms then
+      -- A cancel asked for while it ran wins: the output is dropped.
+      local why = 'cancelled while running; it finished anyway and its output was dropped'
+      add_history(record, 'cancelled', why, ARGV[a + 4])
+      finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      results[#results + 1] = { 1, 'cancelled' }
+    else
+      add_history(record, 'succeeded', nil, ARGV[a + 4])
+      outputs[#outputs + 1] = number
+      outputs[#outputs + 1] = ARGV[a + 2]
+      finish(number, record, 'succeeded', nil, K.leased)
+      results[#results + 1] = { 1, 'succeeded' }
+    end
   end
 end
 call_chunked('HSET', K.output, outputs)

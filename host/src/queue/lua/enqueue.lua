@@ -1,7 +1,10 @@
--- enqueue: add one or more jobs for one function, atomically.
+-- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
+-- refused, none (every check is made before the first write).
 --
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
--- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 11*i:
+-- ARGV[2]  call id: unique per call ('' for none); the same call sent again within 10
+--          minutes (its reply was lost) gets the first reply and adds nothing
+-- ARGV[3]  n, how many jobs follow; then for each job i (0-based), at 4 + 11*i:
 --   +0  priority          integer -1000..1000, higher runs first
 --   +1  max attempts      integer >= 1; 0: the serving plugin's default, fixed at the first lease
 --   +2  timeout           ms the job may run; 0: the serving plugin's default
@@ -27,8 +30,10 @@
 --          having written nothing.
 -- Publishes: `create` for each new job.
 
-local n = tonumber(ARGV[2])
+local call_id = ARGV[2]
+local n = tonumber(ARGV[3])
 local FIELDS = 11
+local FIRST = 4
 
 local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
 
@@ -36,17 +41,46 @@ local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
 end
 
--- Check every job before writing anything, so a batch is all or nothing.
+local replay = remembered(call_id)
+if replay then return cjson.decode(replay) end
+
+-- A JSON array of strings, or nil and why not.
+local function strings(text)
+  local ok, list = pcall(cjson.decode, text)
+  if not ok or type(list) ~= 'table' then return nil, 'is not a JSON array' end
+  for _, item in ipairs(list) do
+    if type(item) ~= 'string' then return nil, 'holds something other than strings' end
+  end
+  return list
+end
+
+-- Check every job before writing anything, so a batch is all or nothing. The dependencies
+-- in this function are kept (not forgotten by the housekeeping below) while this call runs.
+local TAGS, AFTER, depended = {}, {}, {}
+if not n or n < 0 or #ARGV ~= FIRST - 1 + FIELDS * n then
+  return redis.error_reply('BADJOB job 1: the call does not carry ' .. tostring(n) .. ' jobs of ' .. FIELDS .. ' fields')
+end
 for i = 0, n - 1 do
-  local a = 3 + FIELDS * i
+  local a = FIRST + FIELDS * i
+  for f = 0, 6 do
+    if not tonumber(ARGV[a + f]) then return bad(i, 'field ' .. f .. ' is not a number: ' .. ARGV[a + f]) end
+  end
   local at = tonumber(ARGV[a + 6])
   if at > 0 and at < NOW then
     return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
   end
+  if ARGV[a + 8] ~= '' then
+    local tags, why = strings(ARGV[a + 8])
+    if not tags then return bad(i, 'the tags ' .. why) end
+    TAGS[i] = tags
+  end
   if ARGV[a + 9] ~= '' then
-    for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
+    local after, why = strings(ARGV[a + 9])
+    if not after then return bad(i, 'the dependencies ' .. why) end
+    AFTER[i] = after
+    for _, dep in ipairs(after) do
       local fn, number = split_id(dep)
-      if not fn then return bad(i, 'dependency ' .. tostring(dep) .. ' is not a job id (FUNCTION:NUMBER)') end
+      if not fn then return bad(i, 'dependency ' .. dep .. ' is not a job id (FUNCTION:NUMBER)') end
       if fn == FN then
         local record = load(number)
         if not record then
@@ -55,12 +89,13 @@ for i = 0, n - 1 do
         if record.state == 'failed' or record.state == 'cancelled' then
           return bad(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
+        depended[number] = true
       end
     end
   end
 end
 
-forget_expired()
+forget_expired(depended)
 
 -- Records and inputs are written together at the end (flush), one call per key.
 begin_batch()
@@ -88,7 +123,7 @@ end
 local now = int(NOW)
 
 for i = 0, n - 1 do
-  local a = 3 + FIELDS * i
+  local a = FIRST + FIELDS * i
   local uniq = ARGV[a + 7]
   local existing = nil
   if uniq == '' and ARGV[a + 8] == '' and ARGV[a + 9] == '' and ARGV[a + 5] == '0' and ARGV[a + 6] == '0' then
@@ -131,13 +166,15 @@ for i = 0, n - 1 do
       local run_at = NOW + tonumber(ARGV[a + 5])
       local at = tonumber(ARGV[a + 6])
       if at > run_at then run_at = at end
+      -- Kept for good (a retry runs the job no earlier either).
+      if run_at > NOW then record.not_before_ms = run_at end
       if uniq ~= '' then
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
       if ARGV[a + 8] ~= '' then
         local tags = {}
-        for _, tag in ipairs(cjson.decode(ARGV[a + 8])) do
+        for _, tag in ipairs(TAGS[i]) do
           if not contains(tags, tag) then
             tags[#tags + 1] = tag
             redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
@@ -147,7 +184,7 @@ for i = 0, n - 1 do
       end
       local after, waiting_on, links = {}, {}, {}
       if ARGV[a + 9] ~= '' then
-        for _, dep in ipairs(cjson.decode(ARGV[a + 9])) do
+        for _, dep in ipairs(AFTER[i]) do
           if not contains(after, dep) then
             after[#after + 1] = dep
             local fn, dep_number = split_id(dep)
@@ -192,4 +229,5 @@ call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
+remember(call_id, cjson.encode(results))
 return results

@@ -37,7 +37,7 @@ append_log(number, record.attempt, log_text)
 redis.call('ZREM', K.leased, number)
 
 if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
-  record.worker, record.token, record.lease_until_ms = nil, nil, nil
+  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
   stat_count('retries')
   make_scheduled(number, record, NOW + backoff_ms)
   save(number, record)

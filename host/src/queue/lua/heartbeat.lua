@@ -17,6 +17,7 @@ if not record then return { 0, 0 } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 0 } end
 
 record.lease_until_ms = NOW + lease_ms
+record.unconfirmed = nil -- the worker has the job: the attempt counts (see `lease`)
 save(number, record)
 redis.call('ZADD', K.leased, int(NOW + lease_ms), number)
 local cancel = 0

@@ -10,11 +10,17 @@
 --
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
 -- ARGV[2]  worker id (recorded on the job)
--- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT
+-- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
+--          also the call's id: the same call sent again within 10 minutes (its reply was
+--          lost) gets the leases of the first call that it still holds, and leases nothing new
 -- ARGV[4]  the most jobs to lease (>= 1)
 -- ARGV[5]  lease duration, ms
 -- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
 -- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
+--
+-- A lease counts as an attempt once the worker shows it has the job (a heartbeat, progress
+-- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
+-- the worker died at once) gives its attempt back, at most max_attempts times per job.
 --
 -- Returns: {leases, wait_ms, capped, notify}: leases is an array, each {number, attempt,
 --          max_attempts, timeout_ms, created_ms, token, input}; wait_ms is how long until
@@ -27,6 +33,23 @@
 local worker, token_prefix = ARGV[2], ARGV[3]
 local want, lease_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default_timeout_ms, default_max_attempts = tonumber(ARGV[6]), tonumber(ARGV[7])
+
+-- The same call again: the leases it made that are still held, and nothing more.
+local replay = remembered(token_prefix)
+if replay then
+  local leases = {}
+  for number in string.gmatch(replay, '%d+') do
+    local record = load(number)
+    if record and record.state == 'running'
+      and record.token == token_prefix .. ':' .. number .. ':' .. int(record.attempt) then
+      leases[#leases + 1] = {
+        tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
+        record.token, redis.call('HGET', K.input, number) or '',
+      }
+    end
+  end
+  return { leases, 0, 0, {} }
+end
 
 -- (1) Forget finished jobs whose retention is over.
 forget_expired()
@@ -63,12 +86,20 @@ for _, number in ipairs(expired) do
   redis.call('ZREM', K.leased, number)
   local record = load(number)
   if record then
-    add_history(record, 'lease-lost', nil, nil)
     stat_count('failures')
+    local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+    if unconfirmed then
+      add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
+      record.attempt = record.attempt - 1
+      record.given_back = (record.given_back or 0) + 1
+    else
+      add_history(record, 'lease-lost', nil, nil)
+    end
+    record.unconfirmed = nil
     if record.cancel_requested_ms then
       finish(number, record, 'cancelled',
         { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' })
-    elseif record.attempt < record.max_attempts then
+    elseif unconfirmed or record.attempt < record.max_attempts then
       record.worker, record.token, record.lease_until_ms = nil, nil, nil
       stat_count('retries')
       make_ready(number, record)
@@ -130,7 +161,10 @@ if allowed > 0 then
     if record then
       -- 0 means "the function's default": the first worker to lease the job fixes it.
       if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
-      if record.max_attempts == 0 then record.max_attempts = default_max_attempts end
+      if record.max_attempts == 0 then
+        record.max_attempts = record.attempt + default_max_attempts
+        record.default_attempts = true
+      end
       waits[#waits + 1] = NOW - (record.ready_ms or record.created_ms)
       record.state = 'running'
       record.ready_ms = nil
@@ -139,6 +173,7 @@ if allowed > 0 then
       record.worker = worker
       record.token = token_prefix .. ':' .. number .. ':' .. int(record.attempt)
       record.lease_until_ms = NOW + lease_ms
+      record.unconfirmed = true
       record.progress = nil
       saves[#saves + 1] = number
       saves[#saves + 1] = cjson.encode(record)
@@ -157,6 +192,7 @@ if allowed > 0 then
   end
   call_chunked('HSET', K.jobs, saves)
   call_chunked('ZADD', K.leased, leased)
+  remember(token_prefix, table.concat(numbers, ','))
   if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
 end
 

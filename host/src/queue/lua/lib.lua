@@ -28,6 +28,10 @@
 -- KEYS[19]  wg:{F}:work       channel (not a key): what the function's workers need to hear,
 --                                     `work` (jobs may have become runnable; at most once per
 --                                     call) or `cancel ID` (a running job's cancellation)
+-- KEYS[20]  wg:{F}:calls      hash    call id -> the reply of an `enqueue` or `lease` call,
+--                                     so that a call sent again (its reply was lost) is
+--                                     answered the same instead of applied twice
+-- KEYS[21]  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
 --
 -- ARGV[1]   the function name F
 
@@ -36,7 +40,7 @@ local K = {
   ready = KEYS[6], scheduled = KEYS[7], leased = KEYS[8], waiting = KEYS[9],
   expires = KEYS[10], uniq = KEYS[11], tagged = KEYS[12], failed = KEYS[13],
   counts = KEYS[14], stats = KEYS[15], config = KEYS[16], rate = KEYS[17], events = KEYS[18],
-  work = KEYS[19],
+  work = KEYS[19], calls = KEYS[20], calls_exp = KEYS[21],
 }
 local FN = ARGV[1]
 
@@ -62,6 +66,11 @@ local STATS_DAYS = 30
 -- A waiting job's links to other functions are re-checked after 30 s, then ever less often
 -- (doubling, at most hourly): the safety net for a client that died while linking.
 local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
+-- A finished job with dependents in other functions that have not been told of its end
+-- (see `told`) outlives its retention until they are, for at most this long.
+local UNTOLD_MAX_MS = 7 * 86400000
+-- How long the reply of an `enqueue` or `lease` call is kept for the same call sent again.
+local CALL_MEMORY_MS = 600000
 
 local function id_of(number) return FN .. ':' .. number end
 
@@ -342,6 +351,13 @@ local SETTLE = {}
 -- function): a flat list of dependent id, dependency id, dependency state.
 local NOTIFY = {}
 
+-- How long a finished job's record is kept (ms): the longer retention for a failed job.
+local function retention_of(record)
+  local keep = record.retention_ms
+  if record.state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  return keep
+end
+
 -- Ends a job in `state` ('succeeded', 'failed' or 'cancelled') with `err` ({class, message}
 -- or nil): out of the set it was in (`from`, or else every set it could be in), kept until
 -- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
@@ -358,10 +374,9 @@ local function finish(number, record, state, err, from)
   record.state = state
   record.finished_ms = NOW
   record.run_at_ms = nil
-  record.worker, record.token, record.lease_until_ms = nil, nil, nil
+  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
-  local keep = record.retention_ms
-  if state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  local keep = retention_of(record)
   if PENDING then
     PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int_once(NOW + keep)
     PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
@@ -380,8 +395,6 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
-  save(number, record)
-  publish_finish(number, state)
   for _, dependent in ipairs(record.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
@@ -390,8 +403,15 @@ local function finish(number, record, state, err, from)
       NOTIFY[#NOTIFY + 1] = dependent
       NOTIFY[#NOTIFY + 1] = id_of(number)
       NOTIFY[#NOTIFY + 1] = state
+      -- Kept until the caller says it told the dependent (`told`): if the caller dies
+      -- first, the dependent's re-check still finds this record.
+      local untold = record.untold or {}
+      if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+      record.untold = untold
     end
   end
+  save(number, record)
+  publish_finish(number, state)
 end
 
 -- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
@@ -471,18 +491,55 @@ local function forget(number)
   redis.call('ZREM', K.expires, number)
 end
 
--- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap.
-local function forget_expired()
-  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
-    forget(number)
+-- Whether finished job `number` must outlive its retention because dependents in other
+-- functions have not been told of its end (for at most UNTOLD_MAX_MS); if so, it is looked
+-- at again in RELINK_MAX_MS.
+local function still_needed(number)
+  local record = load(number)
+  if record and record.untold and NOW - (record.finished_ms or NOW) < UNTOLD_MAX_MS then
+    redis.call('ZADD', K.expires, int(NOW + RELINK_MAX_MS), number)
+    return true
   end
-  local keep = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
-  local excess = redis.call('ZCARD', K.expires) - keep
+  return false
+end
+
+-- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap,
+-- except those in `keep` (a set of numbers the calling script still reads).
+local function forget_expired(keep)
+  keep = keep or {}
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
+    if not keep[number] and not still_needed(number) then forget(number) end
+  end
+  local cap = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
+  local excess = redis.call('ZCARD', K.expires) - cap
   if excess > 0 then
     for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess, BATCH) - 1)) do
-      forget(number)
+      if not keep[number] and not still_needed(number) then forget(number) end
     end
   end
+end
+
+---------------------------------------------------------------------------------------------
+-- Calls sent again: a client whose reply was lost (a timeout, a dropped connection, a
+-- cluster client re-sending after a reconnect) sends the same call with the same id, and
+-- gets the first reply instead of a second application.
+
+-- The stored reply of call `id` ('' for a call without an id), or nil.
+local function remembered(id)
+  if id == '' then return nil end
+  return redis.call('HGET', K.calls, id)
+end
+
+-- Stores `reply` (a string) as the reply of call `id`, and forgets replies past their time.
+local function remember(id, reply)
+  local old = redis.call('ZRANGEBYSCORE', K.calls_exp, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))
+  if #old > 0 then
+    redis.call('HDEL', K.calls, unpack(old))
+    redis.call('ZREM', K.calls_exp, unpack(old))
+  end
+  if id == '' then return end
+  redis.call('HSET', K.calls, id, reply)
+  redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id)
 end
 
 ---------------------------------------------------------------------------------------------

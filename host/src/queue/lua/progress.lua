@@ -3,12 +3,13 @@
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
--- ARGV[4]  units done
--- ARGV[5]  units in all (0: unknown)
+-- ARGV[4]  units done (a decimal whole number, 0 to 2^64-1)
+-- ARGV[5]  units in all (0: unknown; same range)
 -- ARGV[6]  message ('' for none)
 --
 -- Returns: 1 when stored; 0 when the token does not hold the job's lease (nothing changes).
--- Publishes: {"event":"progress","id":"F:N","seq":S,"done":D,"total":T,"message":M}, where
+-- Publishes: {"event":"progress","id":"F:N","seq":S,"done":"D","total":"T","message":M}
+--            (D and T as decimal strings), where
 --            S counts the job's progress reports from 1 over all attempts, so a reader can
 --            put them in order.
 
@@ -20,7 +21,10 @@ if record.state ~= 'running' or record.token ~= token then return 0 end
 
 -- progress_seq is never reset (not even by a retry), so readers can order reports.
 record.progress_seq = (record.progress_seq or 0) + 1
-local progress = { seq = record.progress_seq, done = tonumber(ARGV[4]), total = tonumber(ARGV[5]) }
+record.unconfirmed = nil -- the worker has the job: the attempt counts (see `lease`)
+-- The counts stay the decimal strings they came as: a Lua number would lose digits past
+-- 2^53, and cjson would write 10^14 and more in exponent form.
+local progress = { seq = record.progress_seq, done = ARGV[4], total = ARGV[5] }
 if ARGV[6] ~= '' then progress.message = ARGV[6] end
 record.progress = progress
 save(number, record)

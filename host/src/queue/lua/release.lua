@@ -26,6 +26,7 @@ end
 
 record.attempt = record.attempt - 1
 record.worker, record.token, record.lease_until_ms, record.started_ms = nil, nil, nil, nil
+record.unconfirmed = nil
 record.progress = nil
 make_ready(number, record)
 save(number, record)

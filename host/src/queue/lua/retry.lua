@@ -1,42 +1,117 @@
 -- retry: run failed (or cancelled) jobs again, with as many attempts as they first had
--- (qless' retry of a failure group). Jobs that were cancelled because this one failed stay
--- cancelled.
+-- (qless' retry of a failure group), or the serving plugin's default again for a job
+-- enqueued without a number. A job runs no earlier than it was first scheduled for, and
+-- waits again for those of its dependencies (`after`) that have not succeeded. Jobs that
+-- were cancelled because this one failed stay cancelled.
 --
 -- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
---          'group': ARGV[3] is a failure group and ARGV[4] the most jobs to move (oldest first)
+--          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
+--          (oldest first)
 --
--- Returns: the numbers of the jobs queued again (for 'job', an empty list when the job had
---          not ended failed or cancelled); or the error reply `NOJOB` when there is no such job.
+-- Returns: {moved, links, looked}: moved lists the numbers of the jobs queued (or scheduled, or
+--          waiting) again (for 'job', an empty list when the job had not ended failed or
+--          cancelled); links is a flat list of dependent id, dependency id for dependencies
+--          in other functions the caller must link again (see `enqueue`). Or the error reply
+--          `NOJOB` when there is no such job, or `BADJOB` when a dependency in this function
+--          has failed, was cancelled or is gone (retry it first; nothing changes); looked
+--          is how many members of the group were looked at (fewer than ARGV[4]: the group
+--          has no more). Every job looked at leaves the group.
 -- Publishes: `retry` for each job.
+
+local LINKS = {}
+
+-- Whether the job has been leased: then every dependency had succeeded first, and it does
+-- not wait for them again (they may have been forgotten since).
+local function started(record)
+  return record.started_ms ~= nil
+end
+
+-- Why a job that never started cannot run (a dependency in this function that will never
+-- succeed), or nil.
+local function blocked(record)
+  if started(record) then return nil end
+  for _, dep in ipairs(record.after or {}) do
+    local fn, dep_number = split_id(dep)
+    if fn == FN then
+      local dep_record = load(dep_number)
+      if not dep_record then return 'dependency ' .. dep .. ' no longer exists' end
+      if dep_record.state == 'failed' or dep_record.state == 'cancelled' then
+        return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
+      end
+    end
+  end
+  return nil
+end
 
 local function requeue(number, record)
   unfinish(number, record)
-  record.first_attempts = record.first_attempts or record.max_attempts
-  record.max_attempts = record.attempt + math.max(record.first_attempts, 1)
+  if record.default_attempts or record.max_attempts == 0 then
+    -- The serving plugin's default again, fixed by the next lease.
+    record.max_attempts = 0
+  else
+    record.first_attempts = record.first_attempts or record.max_attempts
+    record.max_attempts = record.attempt + math.max(record.first_attempts, 1)
+  end
   if record.uniq and not redis.call('HGET', K.uniq, record.uniq) then
     redis.call('HSET', K.uniq, record.uniq, number)
   end
-  make_ready(number, record)
+  local waiting_on = {}
+  local deps = record.after or {}
+  if started(record) then deps = {} end
+  for _, dep in ipairs(deps) do
+    local fn, dep_number = split_id(dep)
+    if fn == FN then
+      local dep_record = load(dep_number)
+      if dep_record.state ~= 'succeeded' then
+        if not contains(dep_record.dependents, id_of(number)) then
+          local dependents = dep_record.dependents or {}
+          dependents[#dependents + 1] = id_of(number)
+          dep_record.dependents = dependents
+          save(dep_number, dep_record)
+        end
+        waiting_on[#waiting_on + 1] = dep
+      end
+    else
+      waiting_on[#waiting_on + 1] = dep
+      LINKS[#LINKS + 1] = id_of(number)
+      LINKS[#LINKS + 1] = dep
+    end
+  end
+  if #waiting_on > 0 then
+    record.state = 'waiting'
+    record.waiting_on = waiting_on
+    record.relinks = nil
+    if (record.not_before_ms or 0) > NOW then record.run_at_ms = record.not_before_ms end
+    redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
+  elseif (record.not_before_ms or 0) > NOW then
+    make_scheduled(number, record, record.not_before_ms)
+  else
+    make_ready(number, record)
+  end
   save(number, record)
   publish({ event = 'retry', id = id_of(number), attempt = record.attempt, at_ms = NOW })
 end
 
-local moved = {}
+local moved, looked = {}, 0
 if ARGV[2] == 'job' then
   local number = ARGV[3]
   local record = load(number)
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
   if record.state == 'failed' or record.state == 'cancelled' then
+    local why = blocked(record)
+    if why then return redis.error_reply('BADJOB job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
     moved[1] = tonumber(number)
   end
 else
   local group, limit = ARGV[3], tonumber(ARGV[4])
-  local members = redis.call('ZRANGEBYLEX', K.failed, '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, limit)
+  local members = redis.call('ZRANGEBYLEX', K.failed, '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, int(limit))
+  looked = #members
   for _, member in ipairs(members) do
     local number = tostring(tonumber(string.sub(member, #group + 2)))
     local record = load(number)
+    -- A failed job has started (see `blocked`): it can always run again.
     if record and record.state == 'failed' then
       requeue(number, record)
       moved[#moved + 1] = tonumber(number)
@@ -45,4 +120,4 @@ else
     end
   end
 end
-return moved
+return { moved, LINKS, looked }
