@@ -51,6 +51,12 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     if let Some(worker) = &record.worker {
         println!("worker    {worker}");
     }
+    if !record.state.is_final() && record.state != crate::queue::JobState::Running {
+        let service = client.service(&id.function).await?;
+        if let Some(note) = unserved_note(&id.function, &service) {
+            println!("workers   {note}");
+        }
+    }
     if let Some(progress) = &record.progress {
         let message = progress.message.as_deref().unwrap_or("");
         println!("progress  {}/{} {message}", progress.done, progress.total);
@@ -65,6 +71,22 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// What to tell someone whose job of `function` waits while no live worker serves it
+/// (`None` when one does).
+pub(super) fn unserved_note(
+    function: &crate::job::FunctionName,
+    service: &crate::queue::Service,
+) -> Option<String> {
+    if service.live_workers > 0 {
+        return None;
+    }
+    let mut note = format!("no live worker serves {function}: its jobs wait until one does");
+    for problem in &service.plugin_problems {
+        note.push_str(&format!("\n          {problem}"));
+    }
+    Some(note)
 }
 
 /// Prints why a finished job has no output.

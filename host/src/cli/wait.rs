@@ -67,7 +67,12 @@ pub async fn wait_for(
             result
         }
     });
-    let results = futures_util::future::join_all(waits).await;
+    let all = futures_util::future::join_all(waits);
+    tokio::pin!(all);
+    let results = tokio::select! {
+        results = &mut all => results,
+        never = warn_while_unserved(client, ids, &bars) => match never {},
+    };
     let mut code = exit::OK;
     let mut finished: Vec<JobStatus> = Vec::new();
     for (id, result) in ids.iter().zip(results) {
@@ -126,6 +131,45 @@ pub async fn wait_for(
         }
     }
     Ok(code)
+}
+
+/// How often `wait` checks that some live worker serves the jobs it waits for.
+const SERVICE_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Says on stderr, whenever it becomes so, that no live worker serves the function of a job
+/// being waited for (and what the workers report about its plugin), and when one does
+/// again. Runs until dropped.
+async fn warn_while_unserved(
+    client: &Client,
+    ids: &[JobId],
+    bars: &indicatif::MultiProgress,
+) -> std::convert::Infallible {
+    let mut functions: Vec<_> = ids.iter().map(|id| id.function.clone()).collect();
+    functions.sort();
+    functions.dedup();
+    let mut said: std::collections::HashMap<_, Option<String>> = Default::default();
+    loop {
+        for function in &functions {
+            // A job that ended needs no worker; the wait itself notices.
+            let Ok(service) = client.service(function).await else {
+                continue;
+            };
+            let note = super::status::unserved_note(function, &service);
+            let before = said.get(function).cloned().flatten();
+            if note != before {
+                let text = match &note {
+                    Some(note) => format!("warning: {note}"),
+                    None if before.is_some() => format!("a worker now serves {function}"),
+                    None => String::new(),
+                };
+                if !text.is_empty() {
+                    let _ = bars.suspend(|| writeln!(std::io::stderr(), "{text}"));
+                }
+                said.insert(function.clone(), note);
+            }
+        }
+        tokio::time::sleep(SERVICE_CHECK_EVERY).await;
+    }
 }
 
 /// A job's status as JSON: the record, plus the output as text (or its size, when it is not

@@ -68,6 +68,11 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
+    /// The most disk the compile cache may use (`512MiB`, `2GiB`); beyond it, the least
+    /// recently used compiled plugins are deleted.
+    #[arg(long, env = "WASMGEAR_CACHE_MAX_SIZE", default_value = "1GiB", value_parser = crate::runtime::manifest::parse_size)]
+    cache_max_size: u64,
+
     /// Compile every plugin instead of using the compile cache.
     #[arg(long, env = "WASMGEAR_NO_CACHE")]
     no_cache: bool,
@@ -110,6 +115,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
                     .clone()
                     .unwrap_or_else(|| args.redis.home.join("cache")),
             )
+            .with_max_bytes(args.cache_max_size)
         }),
     };
     let runtime = Arc::new(

@@ -78,7 +78,9 @@ struct Node<S> {
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
     config: WorkerConfig,
-    running: Mutex<HashMap<JobId, CancelSignal>>,
+    /// The jobs running now, by lease token (after an outage longer than the lease, one
+    /// worker may hold two leases of the same job), with their cancel signals.
+    running: Mutex<HashMap<String, (JobId, CancelSignal)>>,
     slot_freed: tokio::sync::Notify,
 }
 
@@ -196,7 +198,7 @@ pub async fn run<S: JobSource>(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .values()
-                .cloned()
+                .map(|(_, signal)| signal.clone())
                 .collect();
             tracing::info!(
                 jobs = signals.len(),
@@ -286,8 +288,8 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
                 .running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .keys()
-                .map(|id| id.to_string())
+                .values()
+                .map(|(id, _)| id.to_string())
                 .collect(),
             plugin_errors: node
                 .registry
@@ -317,7 +319,7 @@ async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>) {
         match requests.recv().await {
             Ok(id) => {
                 let running = node.running.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(signal) = running.get(&id) {
+                for (_, signal) in running.values().filter(|(job, _)| *job == id) {
                     tracing::info!(job_id = %id, "cancel requested: asking the job to stop");
                     signal.cancel(CancelReason::Requested);
                 }
@@ -338,6 +340,8 @@ struct Reporter {
 
 /// The most bytes of one attempt's log kept for the queue.
 pub const MAX_ATTEMPT_LOG_BYTES: usize = 64 * 1024;
+/// The line that ends an attempt's log once it is full.
+const ATTEMPT_LOG_FULL: &str = "WARN  … [the attempt's log is full: further lines were dropped]\n";
 
 impl JobHooks for Reporter {
     fn progress(&self, progress: Progress) {
@@ -347,9 +351,11 @@ impl JobHooks for Reporter {
     fn log(&self, level: LogLevel, message: String) {
         {
             let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-            if lines.len() + message.len() < MAX_ATTEMPT_LOG_BYTES {
-                let level = format!("{level:?}").to_uppercase();
-                lines.push_str(&format!("{level:<5} {message}\n"));
+            let line = format!("{:<5} {message}\n", format!("{level:?}").to_uppercase());
+            if lines.len() + line.len() + ATTEMPT_LOG_FULL.len() <= MAX_ATTEMPT_LOG_BYTES {
+                lines.push_str(&line);
+            } else if !lines.ends_with(ATTEMPT_LOG_FULL) {
+                lines.push_str(ATTEMPT_LOG_FULL);
             }
         }
         match level {
@@ -459,7 +465,7 @@ impl<S: JobSource> Node<S> {
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), cancel.clone());
+            .insert(lease.token.clone(), (id.clone(), cancel.clone()));
 
         let lines = Arc::new(Mutex::new(String::new()));
         let plugin_version = plugin.as_ref().map(|p| p.version().to_string());
@@ -487,7 +493,7 @@ impl<S: JobSource> Node<S> {
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
+            .remove(&lease.token);
         let notes = AttemptNotes {
             log: std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner())),
             plugin_version,
@@ -498,7 +504,10 @@ impl<S: JobSource> Node<S> {
     }
 
     /// Renews the lease every third of its TTL and stores progress reports, until the
-    /// job's reporter is dropped. A lost lease cancels the job.
+    /// job's reporter is dropped. A lost lease cancels the job; so does a lease about to run
+    /// out without a successful renewal (the worker may be cut off from the queue, which
+    /// will soon give the job to another worker): the job is asked to stop a quarter of the
+    /// TTL before the lease ends, and stopped hard when it ends.
     async fn keep_lease(
         &self,
         lease: &Lease,
@@ -506,41 +515,81 @@ impl<S: JobSource> Node<S> {
         cancel: CancelSignal,
     ) {
         let ttl = self.config.lease_ttl;
-        // The lease is fresh: the first beat is due a third of the TTL from now. (No timer is
-        // awaited on a short job's path: a timer costs a millisecond of tokio's clock.)
         let period = ttl / 3;
-        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut next_report = tokio::time::Instant::now();
-        loop {
-            tokio::select! {
-                changed = progress.changed() => {
-                    // At most one write per interval: reports in between are coalesced
-                    // into the latest, and the last one always lands.
-                    if next_report > tokio::time::Instant::now() {
-                        tokio::time::sleep_until(next_report).await;
+        // A failed renewal is tried again sooner, while the lease still has time.
+        let retry = (ttl / 12).max(Duration::from_millis(20));
+        let (held_tx, mut held_rx) = watch::channel(lease.expires);
+        let fence = async {
+            loop {
+                let until = *held_rx.borrow_and_update();
+                let notice = tokio::time::Instant::from_std(until) - ttl / 4;
+                tokio::select! {
+                    () = tokio::time::sleep_until(notice) => {
+                        tracing::warn!("the lease runs out without a renewal: stopping the job");
+                        cancel.cancel_by(CancelReason::LeaseLost, until);
+                        return std::future::pending().await;
                     }
-                    if changed.is_err() && !progress.has_changed().unwrap_or(false) {
-                        return;
+                    changed = held_rx.changed() => if changed.is_err() {
+                        return std::future::pending().await;
+                    },
+                }
+            }
+        };
+        let keep = async {
+            // The lease is fresh: the first beat is due a third of the TTL from now. (No timer
+            // is awaited on a short job's path: a timer costs a millisecond of tokio's clock.)
+            let mut next_beat = tokio::time::Instant::now() + period;
+            let mut next_report = tokio::time::Instant::now();
+            let lost = |why: &str| {
+                tracing::warn!("{why}: stopping the job");
+                cancel.cancel_by(CancelReason::LeaseLost, *held_tx.borrow());
+            };
+            loop {
+                tokio::select! {
+                    changed = progress.changed() => {
+                        // At most one write per interval: reports in between are coalesced
+                        // into the latest, and the last one always lands.
+                        if next_report > tokio::time::Instant::now() {
+                            tokio::time::sleep_until(next_report).await;
+                        }
+                        if changed.is_err() && !progress.has_changed().unwrap_or(false) {
+                            return;
+                        }
+                        let Some(report) = progress.borrow_and_update().clone() else { continue };
+                        next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
+                        match self.source.progress(lease, &report).await {
+                            Ok(true) => {}
+                            Ok(false) => lost("lease lost"),
+                            Err(error) => tracing::warn!(%error, "could not store progress"),
+                        }
                     }
-                    let Some(report) = progress.borrow_and_update().clone() else { continue };
-                    next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
-                    match self.source.progress(lease, &report).await {
-                        Ok(true) => {}
-                        Ok(false) => cancel.cancel(CancelReason::LeaseLost),
-                        Err(error) => tracing::warn!(%error, "could not store progress"),
+                    () = tokio::time::sleep_until(next_beat) => {
+                        let sent = std::time::Instant::now();
+                        match self.source.heartbeat(lease, ttl).await {
+                            Ok(status) => {
+                                next_beat = tokio::time::Instant::now() + period;
+                                match status {
+                                    LeaseStatus::Held => {}
+                                    LeaseStatus::CancelRequested => cancel.cancel(CancelReason::Requested),
+                                    LeaseStatus::Lost => {
+                                        lost("lease lost");
+                                        continue;
+                                    }
+                                }
+                                held_tx.send_replace(sent + ttl);
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "heartbeat failed; retrying");
+                                next_beat = tokio::time::Instant::now() + retry;
+                            }
+                        }
                     }
                 }
-                _ = beat.tick() => match self.source.heartbeat(lease, ttl).await {
-                    Ok(LeaseStatus::Held) => {}
-                    Ok(LeaseStatus::CancelRequested) => cancel.cancel(CancelReason::Requested),
-                    Ok(LeaseStatus::Lost) => {
-                        tracing::warn!("lease lost: stopping the job");
-                        cancel.cancel(CancelReason::LeaseLost);
-                    }
-                    Err(error) => tracing::warn!(%error, "heartbeat failed; will retry"),
-                },
             }
+        };
+        tokio::select! {
+            () = keep => {}
+            () = fence => {}
         }
     }
 
