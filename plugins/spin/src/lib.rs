@@ -12,9 +12,12 @@ use wasmgear_guest::{Job, JobError};
 fn parse(input: &str) -> Result<Option<Duration>, JobError> {
     match input.trim() {
         "forever" => Ok(None),
-        ms => ms.parse().map(|ms| Some(Duration::from_millis(ms))).map_err(|_| {
-            JobError::fail(format!("spin expects \"MS\" or \"forever\", got {input:?}"))
-        }),
+        ms => ms
+            .parse()
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .map_err(|_| {
+                JobError::fail(format!("spin expects \"MS\" or \"forever\", got {input:?}"))
+            }),
     }
 }
 

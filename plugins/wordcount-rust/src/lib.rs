@@ -160,7 +160,10 @@ mod tests {
             r#"{"words":7,"lines":2,"chars":28,"top":[["the",3],["and",1],["cat",1]]}"#
         );
         assert_eq!(counted(""), r#"{"words":0,"lines":0,"chars":0,"top":[]}"#);
-        assert_eq!(counted("Ünïcode ünïcode"), r#"{"words":2,"lines":0,"chars":15,"top":[["Ünïcode",1],["ünïcode",1]]}"#);
+        assert_eq!(
+            counted("Ünïcode ünïcode"),
+            r#"{"words":2,"lines":0,"chars":15,"top":[["Ünïcode",1],["ünïcode",1]]}"#
+        );
     }
 
     #[test]
@@ -184,6 +187,10 @@ mod tests {
             assert!(!err.is_retry());
             assert!(err.message().contains(says), "{err}");
         }
-        assert!(parse(br#"{"text":"x","fail_retry":true}"#).unwrap_err().is_retry());
+        assert!(
+            parse(br#"{"text":"x","fail_retry":true}"#)
+                .unwrap_err()
+                .is_retry()
+        );
     }
 }
