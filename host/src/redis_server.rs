@@ -156,6 +156,14 @@ impl RedisServer {
         }
     }
 
+    /// Kills the server at once (SIGKILL: no shutdown, no final save), as a crash would.
+    /// [`RedisServer::ensure_running`] starts it again on the same port and data.
+    pub fn kill(&self) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// Shuts the server down (saving its append-only file), then kills it if it lingers.
     pub fn stop(&self) {
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());

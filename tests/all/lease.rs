@@ -49,7 +49,14 @@ async fn completion_is_fenced_by_the_lease_token() {
         "leased twice"
     );
 
-    // A's lease expires; B reclaims the job (a second attempt).
+    // A shows it has the job (a heartbeat), then its lease expires; B reclaims the job as
+    // a second attempt (an expiry before any heartbeat would give the attempt back).
+    assert_eq!(
+        a.heartbeat(&lease_a, Duration::from_millis(300))
+            .await
+            .unwrap(),
+        LeaseStatus::Held
+    );
     let lease_b = eventually(Duration::from_secs(5), "the reclaim", || async {
         b.lease(&[LeaseRequest::new(f.clone())], 5, TTL)
             .await

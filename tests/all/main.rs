@@ -6,10 +6,12 @@ mod support;
 
 mod api;
 mod cancel;
+mod chaos;
 mod cli;
 mod cluster;
 mod commands;
 mod features;
+mod hardening;
 mod languages;
 mod lease;
 mod manifest;

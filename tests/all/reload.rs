@@ -241,6 +241,61 @@ fn the_compile_cache_is_used_and_checked() {
     );
 }
 
+/// The compile cache keeps at most its size limit: when a new entry would pass it, the
+/// least recently used entries go (a hit counts as a use), never the one just written.
+#[test]
+fn the_compile_cache_evicts_the_least_recently_used() {
+    let cache_dir = tempfile::tempdir().unwrap();
+    let entry_sizes = || -> Vec<u64> {
+        std::fs::read_dir(cache_dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .collect()
+    };
+    let load = |name: &str, max_bytes: u64| {
+        let config = RuntimeConfig {
+            max_instances: 1,
+            cache: Some(CompileCache::new(cache_dir.path()).with_max_bytes(max_bytes)),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Runtime::new(config).unwrap();
+        runtime
+            .load_plugin(Path::new(artifact(name)))
+            .unwrap()
+            .compiled_from()
+    };
+    // Fill it without a limit to learn the sizes, then empty it.
+    for name in ["echo", "reverse", "sum"] {
+        load(name, u64::MAX);
+    }
+    let sizes = entry_sizes();
+    assert_eq!(sizes.len(), 3);
+    let room = sizes.iter().sum::<u64>() - sizes.iter().min().unwrap() + 1;
+    for entry in std::fs::read_dir(cache_dir.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    assert_eq!(load("echo", room), CompileSource::Compiled);
+    assert_eq!(load("reverse", room), CompileSource::Compiled);
+    assert_eq!(
+        load("echo", room),
+        CompileSource::Cache,
+        "echo is now the more recent"
+    );
+    // Room for two of the three: `sum` comes in, `reverse` (least recently used) goes.
+    assert_eq!(load("sum", room), CompileSource::Compiled);
+    assert_eq!(entry_sizes().len(), 2);
+    assert_eq!(load("echo", room), CompileSource::Cache, "echo was kept");
+    assert_eq!(
+        load("reverse", room),
+        CompileSource::Compiled,
+        "reverse was evicted"
+    );
+    // A limit smaller than any entry: a new entry pushes all the others out, and stays.
+    assert_eq!(load("count", 1), CompileSource::Compiled);
+    assert_eq!(entry_sizes().len(), 1, "only the newest entry is kept");
+    assert_eq!(load("count", 1), CompileSource::Cache);
+}
+
 /// A live worker is in the worker list and the roll call of its functions; enqueue
 /// --require-worker refuses a function nobody serves; a stopped worker leaves both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

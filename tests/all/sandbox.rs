@@ -56,7 +56,13 @@ async fn hostile_jobs_end_with_their_class_and_good_jobs_finish() {
             Some("memory-limit"),
             "memory limit",
         ),
-        ("recursion", 30_000, JobState::Failed, Some("trap"), "stack"),
+        (
+            "recursion",
+            30_000,
+            JobState::Failed,
+            Some("trap"),
+            "stack overflowed: hostile::recurse",
+        ),
         (
             "unreachable",
             30_000,

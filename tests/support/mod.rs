@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -49,6 +51,17 @@ impl TestRedis {
     /// Its URL.
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// Kills the server (SIGKILL), as a crash would; what it holds is what its append-only
+    /// file holds, if it was started with one.
+    pub fn kill(&self) {
+        self.server.kill();
+    }
+
+    /// Starts the killed server again on the same port and data, and waits until it answers.
+    pub fn restart(&self) {
+        self.server.ensure_running().expect("restart redis-server");
     }
 
     /// A producer client for it.

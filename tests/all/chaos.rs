@@ -1,0 +1,464 @@
+//! The chaos suite: worker processes run thousands of jobs while workers are SIGKILLed,
+//! redis-server is SIGKILLed and started again (append-only file on), and one worker is cut
+//! off from Redis for longer than its lease. Then, from what Redis holds, the events it
+//! published and what every run of every job told an observer: every job succeeded with
+//! the right output, with exactly one `finish` event; none was lost; a dead worker's jobs
+//! were leased again within the lease TTL plus 1 s; and no job ran in two places at once.
+//!
+//! Each worker reaches Redis through a [`Proxy`] of its own, so that one can be cut off and
+//! so that, while Redis restarts, the workers reach it only once the test listens to its
+//! events again (no event can slip through unseen).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use wasmgear::job::JobId;
+use wasmgear::queue::keys::FunctionKeys;
+use wasmgear::queue::{EnqueueOptions, JobRecord, JobState};
+
+use crate::support::proxy::Proxy;
+use crate::support::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+
+/// Worker processes; worker 0 is the one cut off, the others are the ones killed.
+const WORKERS: usize = 4;
+/// The lease TTL the workers are given.
+const TTL: Duration = Duration::from_secs(3);
+/// Jobs are enqueued in waves, one every `WAVE_EVERY`, while the chaos goes on.
+const WAVES: usize = 60;
+const WAVE_EVERY: Duration = Duration::from_millis(500);
+/// Short jobs (one beat, then done) per wave.
+const SHORT_PER_WAVE: usize = 50;
+/// A long job (beating every 50 ms for `LONG_MS`, longer than the lease) every this many waves.
+const LONG_EVERY: usize = 2;
+const LONG_MS: u64 = 8000;
+/// The waves at which a worker (not worker 0) is SIGKILLed, and started again.
+const KILLS: [usize; 8] = [4, 9, 14, 19, 26, 31, 50, 55];
+/// Worker 0 is cut off from Redis from this wave to that one (7 s: more than twice the TTL).
+const CUT: (usize, usize) = (22, 36);
+/// redis-server is SIGKILLed at this wave, and kept down for `REDIS_DOWN`.
+const REDIS_KILL: usize = 42;
+const REDIS_DOWN: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
+    let redis = TestRedis::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let observer = Observer::start();
+    let events = EventLog::default();
+    let chaos = function("chaos");
+    let keys = FunctionKeys::new(&chaos);
+    events.listen(&redis.url(), &keys.events()).await;
+
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("chaos"), plugins.path().join("chaos.wasm")).unwrap();
+    std::fs::write(
+        plugins.path().join("chaos.toml"),
+        format!("[http]\nallow = [\"127.0.0.1:{}\"]\n", observer.port),
+    )
+    .unwrap();
+    let mut proxies = Vec::new();
+    let mut workers = Vec::new();
+    for _ in 0..WORKERS {
+        let proxy = Proxy::start(redis.port()).await;
+        workers.push(spawn_worker(&proxy, plugins.path()));
+        proxies.push(proxy);
+    }
+    for worker in &workers {
+        eventually_sync(Duration::from_secs(60), "the workers to start", || {
+            worker.log().contains("worker started")
+        });
+    }
+
+    let client = redis.client().await;
+    let options = EnqueueOptions {
+        max_attempts: Some(100),
+        timeout: Some(Duration::from_secs(60)),
+        ..EnqueueOptions::default()
+    };
+    let mut expected: HashMap<JobId, String> = HashMap::new();
+    // (when, the jobs the lost worker held): for each worker killed, and the one cut off.
+    let mut losses: Vec<(u64, Vec<JobId>)> = Vec::new();
+    let mut random = seed();
+    eprintln!("chaos seed {random}");
+    let started = tokio::time::Instant::now();
+    let mut redis_down_ms = 0;
+    for wave in 0..WAVES {
+        tokio::time::sleep_until(started + WAVE_EVERY * wave as u32).await;
+        let mut inputs = Vec::new();
+        for i in 0..SHORT_PER_WAVE {
+            inputs.push((0, format!("short-{wave}-{i}")));
+        }
+        if wave % LONG_EVERY == 0 {
+            inputs.push((LONG_MS, format!("long-{wave}")));
+        }
+        let payloads: Vec<Vec<u8>> = inputs
+            .iter()
+            .map(|(ms, name)| format!("{ms} 127.0.0.1:{} {name}", observer.port).into_bytes())
+            .collect();
+        let jobs: Vec<(&[u8], EnqueueOptions)> = payloads
+            .iter()
+            .map(|p| (p.as_slice(), options.clone()))
+            .collect();
+        let ids = client
+            .enqueue_many(&chaos, &jobs)
+            .await
+            .expect("enqueue a wave");
+        for (id, (_, name)) in ids.into_iter().zip(inputs) {
+            expected.insert(id, format!("{name} done"));
+        }
+
+        if KILLS.contains(&wave) {
+            random = xorshift(random);
+            let victim = 1 + (random % (WORKERS as u64 - 1)) as usize;
+            let pid = workers[victim].pid();
+            workers[victim].signal("KILL");
+            let at = now_ms();
+            losses.push((at, held_by(&redis, &keys, pid).await));
+            workers[victim] = spawn_worker(&proxies[victim], plugins.path());
+        }
+        if wave == CUT.0 {
+            proxies[0].cut();
+            let at = now_ms();
+            losses.push((at, held_by(&redis, &keys, workers[0].pid()).await));
+        }
+        if wave == CUT.1 {
+            proxies[0].heal();
+        }
+        if wave == REDIS_KILL {
+            // Nobody reaches Redis until the test listens to its events again.
+            for proxy in &proxies {
+                proxy.cut();
+            }
+            let down = std::time::Instant::now();
+            redis.kill();
+            tokio::time::sleep(REDIS_DOWN).await;
+            tokio::task::block_in_place(|| redis.restart());
+            events.listen(&redis.url(), &keys.events()).await;
+            for proxy in &proxies {
+                proxy.heal();
+            }
+            redis_down_ms = down.elapsed().as_millis();
+        }
+    }
+
+    // Wait (bounded) until every job has a `finish` event; the checks below say what is
+    // wrong if some never get one.
+    let total = expected.len();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    while tokio::time::Instant::now() < deadline && events.finished() < total {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut conn = redis.raw().await;
+
+    // Every job succeeded, with its own output, one accepted completion and one `finish`.
+    let records: HashMap<u64, String> = redis::cmd("HGETALL")
+        .arg(keys.jobs())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outputs: HashMap<u64, Vec<u8>> = redis::cmd("HGETALL")
+        .arg(keys.output())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(records.len(), total, "jobs in Redis");
+    for (id, want) in &expected {
+        let record: JobRecord = serde_json::from_str(&records[&id.seq]).unwrap();
+        assert_eq!(record.state, JobState::Succeeded, "{id}");
+        let accepted = record
+            .history
+            .iter()
+            .filter(|a| a.outcome == "succeeded")
+            .count();
+        assert_eq!(
+            accepted, 1,
+            "accepted completions of {id}: {:?}",
+            record.history
+        );
+        let output = outputs
+            .get(&id.seq)
+            .map(|o| String::from_utf8_lossy(o).into_owned());
+        assert_eq!(output.as_deref(), Some(want.as_str()), "the output of {id}");
+    }
+    let events = events.take();
+    let mut finished: HashMap<String, usize> = HashMap::new();
+    for event in events.iter().filter(|e| e["event"] == "finish") {
+        assert_eq!(event["state"], "succeeded", "{event}");
+        let id = event["id"].as_str().unwrap_or_default().to_string();
+        *finished.entry(id).or_default() += 1;
+    }
+    for id in expected.keys() {
+        assert_eq!(
+            finished.get(&id.to_string()),
+            Some(&1),
+            "finish events of {id}"
+        );
+    }
+
+    // Every run of a job ended before the next one began.
+    let mut runs: HashMap<&str, BTreeMap<&str, (u64, u64)>> = HashMap::new();
+    let beats = observer.beats.lock().unwrap();
+    for beat in beats.iter() {
+        let span = runs
+            .entry(&beat.job)
+            .or_default()
+            .entry(&beat.run)
+            .or_insert((beat.at_ms, beat.at_ms));
+        span.0 = span.0.min(beat.at_ms);
+        span.1 = span.1.max(beat.at_ms);
+    }
+    let mut duplicates = 0;
+    for id in expected.keys() {
+        let job = id.to_string();
+        let spans = runs
+            .get(job.as_str())
+            .unwrap_or_else(|| panic!("{job} never ran"));
+        let mut spans: Vec<(u64, u64)> = spans.values().copied().collect();
+        spans.sort();
+        duplicates += spans.len() - 1;
+        for pair in spans.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].0,
+                "{job} ran in two places at once: a run beat until {} ms, the next began at {} ms",
+                pair[0].1,
+                pair[1].0
+            );
+        }
+    }
+
+    // A lost worker's jobs were leased again within the TTL plus 1 s: the first run that
+    // began after the loss (runs stamp their beats themselves; a lost run cannot begin
+    // after its worker was lost).
+    let mut reclaims = Vec::new();
+    for (lost_at, held) in &losses {
+        for id in held {
+            let job = id.to_string();
+            let again = runs
+                .get(job.as_str())
+                .into_iter()
+                .flat_map(|spans| spans.values())
+                .map(|span| span.0)
+                .filter(|began| began > lost_at)
+                .min();
+            match again {
+                Some(at) => reclaims.push(at - lost_at),
+                // Its completion was on its way when the worker went.
+                None => assert_eq!(finished.get(&job), Some(&1), "{job} was never leased again"),
+            }
+        }
+    }
+    reclaims.sort();
+    let slowest = reclaims.last().copied().unwrap_or_default();
+    assert!(
+        slowest <= (TTL + Duration::from_secs(1)).as_millis() as u64,
+        "a lost worker's job waited {slowest} ms to be leased again: {reclaims:?}"
+    );
+    assert!(
+        workers[0]
+            .log()
+            .contains("the lease runs out without a renewal"),
+        "the worker cut off fenced itself: {}",
+        workers[0].log()
+    );
+    eprintln!(
+        "chaos: {total} jobs ({} long), {} worker kills, 1 partition of {} s, redis down {redis_down_ms} ms; \
+         {} runs, {duplicates} executed again; {} jobs of lost workers leased again after {}..{} ms (median {} ms)",
+        WAVES / LONG_EVERY,
+        KILLS.len(),
+        (CUT.1 - CUT.0) as u32 * WAVE_EVERY.as_millis() as u32 / 1000,
+        beats
+            .iter()
+            .map(|b| (&b.job, &b.run))
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        reclaims.len(),
+        reclaims.first().copied().unwrap_or_default(),
+        slowest,
+        reclaims
+            .get(reclaims.len() / 2)
+            .copied()
+            .unwrap_or_default(),
+    );
+}
+
+/// A worker process reaching Redis through `proxy`.
+fn spawn_worker(proxy: &Proxy, plugins: &Path) -> WorkerProcess {
+    let url = proxy.url();
+    let ttl = format!("{}s", TTL.as_secs());
+    WorkerProcess::spawn(
+        &[
+            "--redis",
+            &url,
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--no-watch",
+            "--concurrency",
+            "8",
+            "--lease-ttl",
+            &ttl,
+            "--cancel-grace",
+            "1s",
+            "--retry-backoff",
+            "100ms",
+        ],
+        &[],
+    )
+}
+
+/// The jobs whose lease the worker with process id `pid` holds.
+async fn held_by(redis: &TestRedis, keys: &FunctionKeys, pid: u32) -> Vec<JobId> {
+    let mut conn = redis.raw().await;
+    let leased: Vec<u64> = redis::cmd("ZRANGE")
+        .arg(keys.leased())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if leased.is_empty() {
+        return Vec::new();
+    }
+    let records: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys.jobs())
+        .arg(&leased)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mark = format!("-{pid}-");
+    leased
+        .into_iter()
+        .zip(records)
+        .filter_map(|(seq, record)| {
+            let record: JobRecord = serde_json::from_str(&record?).ok()?;
+            record.worker?.contains(&mark).then(|| JobId {
+                function: function("chaos"),
+                seq,
+            })
+        })
+        .collect()
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// A random seed for the choice of workers to kill (printed, to read a failure by).
+fn seed() -> u64 {
+    u64::from_le_bytes(getrandom_bytes()) | 1
+}
+
+fn getrandom_bytes() -> [u8; 8] {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("random bytes");
+    bytes
+}
+
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// One beat of a run of a job, as the `chaos` plugin sent it.
+struct Beat {
+    job: String,
+    run: String,
+    /// The wall clock when the run sent it, ms since the epoch.
+    at_ms: u64,
+}
+
+/// An HTTP server that records the beats of the `chaos` plugin's runs.
+struct Observer {
+    port: u16,
+    beats: Arc<Mutex<Vec<Beat>>>,
+}
+
+impl Observer {
+    fn start() -> Observer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let beats = Arc::new(Mutex::new(Vec::new()));
+        let recorded = beats.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let recorded = recorded.clone();
+                std::thread::spawn(move || answer(stream, &recorded));
+            }
+        });
+        Observer { port, beats }
+    }
+}
+
+/// Reads one request, records its beat, answers 200.
+fn answer(mut stream: TcpStream, beats: &Mutex<Vec<Beat>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut request = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&request);
+    let path = text.split(' ').nth(1).unwrap_or_default();
+    let mut parts = path.strip_prefix("/beat/").unwrap_or_default().split('/');
+    if let (Some(job), Some(run), Some(at)) = (parts.next(), parts.next(), parts.next())
+        && let Ok(at_ms) = at.parse()
+    {
+        beats.lock().unwrap().push(Beat {
+            job: job.to_string(),
+            run: run.to_string(),
+            at_ms,
+        });
+    }
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+}
+
+/// The events published on one channel.
+#[derive(Clone, Default)]
+struct EventLog(Arc<Mutex<Vec<serde_json::Value>>>);
+
+impl EventLog {
+    /// Subscribes to `channel` (again, after a restart of Redis) and records what comes.
+    async fn listen(&self, url: &str, channel: &str) {
+        let client = redis::Client::open(url).unwrap();
+        let mut pubsub = client.get_async_pubsub().await.expect("connect for events");
+        pubsub
+            .subscribe(channel)
+            .await
+            .expect("subscribe to events");
+        let log = self.0.clone();
+        tokio::spawn(async move {
+            let mut messages = pubsub.into_on_message();
+            while let Some(message) = messages.next().await {
+                let event = serde_json::from_slice(message.get_payload_bytes())
+                    .unwrap_or(serde_json::Value::Null);
+                log.lock().unwrap().push(event);
+            }
+        });
+    }
+
+    /// How many different jobs have a `finish` event.
+    fn finished(&self) -> usize {
+        let log = self.0.lock().unwrap();
+        log.iter()
+            .filter(|e| e["event"] == "finish")
+            .map(|e| e["id"].as_str().unwrap_or_default())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    }
+
+    fn take(&self) -> Vec<serde_json::Value> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
