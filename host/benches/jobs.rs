@@ -16,12 +16,13 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, LeaseRequest, Outcome};
-use wasmgear::plugins::PluginRegistry;
-use wasmgear::queue::{Client, EnqueueOptions, JobState, WorkerQueue};
-use wasmgear::redis_server::RedisServer;
-use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear::worker::{self, WorkerConfig};
+use wasmgear_client::redis_server::RedisServer;
+use wasmgear_client::{Client, EnqueueOptions, JobState, WorkerQueue};
+use wasmgear_proto::{FunctionName, LeaseRequest, Outcome};
+use wasmgear_runtime::CancelSignal;
+use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear_worker::WorkerConfig;
+use wasmgear_worker::plugins::PluginRegistry;
 
 use common::{Quiet, job_info};
 
@@ -56,7 +57,7 @@ impl wasmtime_wasi::WasiView for Bare {
 }
 
 mod bare_imports {
-    use wasmgear::runtime::bindings::wasmgear::job::{cancel, config, log, progress, types};
+    use wasmgear_runtime::bindings::wasmgear::job::{cancel, config, log, progress, types};
 
     impl types::Host for super::Bare {}
     impl progress::Host for super::Bare {
@@ -80,7 +81,7 @@ mod bare_imports {
 /// Per-job cost of `run` with every limit on, against a bare wasmtime baseline on the same
 /// pooled engine (no epoch deadline, no limiter, no output capture), and with fuel.
 async fn per_job() {
-    use wasmgear::runtime::bindings::{JobPre, WitJobInfo};
+    use wasmgear_runtime::bindings::{JobPre, WitJobInfo};
     use wasmtime::component::{HasSelf, Linker};
 
     let n = 5000;
@@ -97,7 +98,7 @@ async fn per_job() {
     let engine = pooled.engine().clone();
     let mut linker = Linker::<Bare>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-    wasmgear::runtime::bindings::Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
+    wasmgear_runtime::bindings::Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
     let component = wasmtime::component::Component::from_file(&engine, path).unwrap();
     let pre = JobPre::new(linker.instantiate_pre(&component).unwrap()).unwrap();
     let info = WitJobInfo {
@@ -240,7 +241,7 @@ async fn end_to_end() {
             concurrency,
             ..WorkerConfig::default()
         };
-        let node = tokio::spawn(worker::run(
+        let node = tokio::spawn(wasmgear_worker::run(
             queue,
             runtime,
             Arc::new(registry),
@@ -366,7 +367,7 @@ async fn queue_alone() {
     let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
     let queue = WorkerQueue::connect(&redis.url(), "idle").await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(worker::run(
+    let node = tokio::spawn(wasmgear_worker::run(
         queue,
         runtime,
         Arc::new(registry),
@@ -434,7 +435,7 @@ async fn redis_memory() {
     }
     let queued = used_memory(&raw).await;
     let worker = WorkerQueue::connect(&redis.url(), "memory").await.unwrap();
-    let notes = wasmgear::job::AttemptNotes::default();
+    let notes = wasmgear_proto::AttemptNotes::default();
     let mut finished = 0;
     while finished <= n {
         let leases = worker
@@ -470,7 +471,7 @@ fn rate(what: &str, n: u32, elapsed: Duration) {
 }
 
 async fn reload_and_cache() {
-    use wasmgear::runtime::{CompileCache, CompileSource};
+    use wasmgear_runtime::{CompileCache, CompileSource};
 
     let cache_dir = tempfile::tempdir().unwrap();
     for plugin in [
@@ -521,14 +522,14 @@ async fn reload_and_cache() {
     );
     let (registry, _) = PluginRegistry::load_dir(&runtime, &plugins).unwrap();
     let registry = Arc::new(registry);
-    let watcher = tokio::spawn(wasmgear::plugins::watch(
+    let watcher = tokio::spawn(wasmgear_worker::plugins::watch(
         runtime.clone(),
         registry.clone(),
         plugins.clone(),
     ));
     let queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(worker::run(
+    let node = tokio::spawn(wasmgear_worker::run(
         queue,
         runtime,
         registry,
@@ -564,7 +565,7 @@ async fn reload_and_cache() {
     println!(
         "hot reload: file renamed into place to first job served by the new plugin: {:.0} ms (of which {} ms settle time)",
         written.elapsed().as_secs_f64() * 1e3,
-        wasmgear::plugins::SETTLE.as_millis()
+        wasmgear_worker::plugins::SETTLE.as_millis()
     );
     watcher.abort();
     let _ = stop.send(());

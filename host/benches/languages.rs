@@ -9,8 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, Outcome};
-use wasmgear::runtime::{CompileCache, CompileSource, JobHooks, Runtime, RuntimeConfig};
+use wasmgear_proto::Outcome;
+use wasmgear_runtime::CancelSignal;
+use wasmgear_runtime::{CompileCache, CompileSource, JobHooks, Runtime, RuntimeConfig};
 
 use common::{Quiet, build_plugin, job_info, repo};
 

@@ -24,12 +24,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{CancelSignal, FunctionName, Outcome};
-use wasmgear::plugins::PluginRegistry;
-use wasmgear::queue::{Client, EnqueueOptions, WorkerQueue};
-use wasmgear::redis_server::RedisServer;
-use wasmgear::runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear::worker::{self, WorkerConfig};
+use wasmgear_client::redis_server::RedisServer;
+use wasmgear_client::{Client, EnqueueOptions, WorkerQueue};
+use wasmgear_proto::{FunctionName, Outcome};
+use wasmgear_runtime::CancelSignal;
+use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear_worker::WorkerConfig;
+use wasmgear_worker::plugins::PluginRegistry;
 
 use common::{Quiet, job_info};
 
@@ -357,7 +358,7 @@ async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
         .await
         .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(worker::run(
+    let task = tokio::spawn(wasmgear_worker::run(
         queue,
         runtime,
         Arc::new(registry),

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use wasmgear::job::LeaseRequest;
+use wasmgear_proto::LeaseRequest;
 
-use wasmgear::job::Progress;
-use wasmgear::queue::{EnqueueOptions, JobState};
+use wasmgear_client::{EnqueueOptions, JobState};
+use wasmgear_proto::Progress;
 
 use crate::support::{TestRedis, TestWorker, function};
 
@@ -258,7 +258,7 @@ async fn a_lost_lease_stops_the_job() {
         .output()
         .unwrap();
     assert!(expired.status.success());
-    let thief = wasmgear::queue::WorkerQueue::connect(&redis.url(), "thief")
+    let thief = wasmgear_client::WorkerQueue::connect(&redis.url(), "thief")
         .await
         .unwrap();
     let stolen = thief

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use wasmgear::queue::{CancelOutcome, EnqueueOptions, JobState};
-use wasmgear::runtime::{Limits, RuntimeConfig};
+use wasmgear_client::{CancelOutcome, EnqueueOptions, JobState};
+use wasmgear_runtime::{Limits, RuntimeConfig};
 
 use crate::support::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
 

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
-use wasmgear::job::JobId;
-use wasmgear::queue::keys::FunctionKeys;
-use wasmgear::queue::{EnqueueOptions, JobRecord, JobState};
+use wasmgear_client::{EnqueueOptions, JobRecord, JobState};
+use wasmgear_proto::JobId;
+use wasmgear_proto::keys::FunctionKeys;
 
 use crate::support::proxy::Proxy;
 use crate::support::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
@@ -352,13 +352,9 @@ fn now_ms() -> u64 {
 
 /// A random seed for the choice of workers to kill (printed, to read a failure by).
 fn seed() -> u64 {
-    u64::from_le_bytes(getrandom_bytes()) | 1
-}
-
-fn getrandom_bytes() -> [u8; 8] {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("random bytes");
-    bytes
+    use std::hash::BuildHasher;
+    // std's hasher keys are random per process.
+    std::collections::hash_map::RandomState::new().hash_one(now_ms()) | 1
 }
 
 fn xorshift(mut x: u64) -> u64 {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use wasmgear::job::Progress;
-use wasmgear::queue::{CancelOutcome, Client, EnqueueOptions, JobState};
+use wasmgear_client::{CancelOutcome, Client, EnqueueOptions, JobState};
+use wasmgear_proto::Progress;
 
 use crate::support::{TestCluster, TestWorker, TestWorkerOptions, artifact, function};
 

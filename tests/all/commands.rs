@@ -49,7 +49,10 @@ fn exit_codes_say_what_happened() {
     assert_eq!(code(&["wait", &long, "--timeout", "300ms"]), Some(4));
     assert_eq!(code(&["cancel", &long]), Some(0));
     assert_eq!(code(&["wait", &long]), Some(3));
-    let closed = format!("redis://127.0.0.1:{}", wasmgear::redis_server::free_port());
+    let closed = format!(
+        "redis://127.0.0.1:{}",
+        wasmgear_client::redis_server::free_port()
+    );
     assert_eq!(
         wasmgear(&["queues"], &[("WASMGEAR_REDIS_URL", closed.as_str())])
             .status
@@ -341,7 +344,7 @@ fn passwords_work_and_stay_secret() {
     );
     let closed = format!(
         "redis://app:app-pass@127.0.0.1:{}",
-        wasmgear::redis_server::free_port()
+        wasmgear_client::redis_server::free_port()
     );
     let unreachable = wasmgear(&["queues"], &[("WASMGEAR_REDIS_URL", closed.as_str())]);
     assert_eq!(unreachable.status.code(), Some(6));
@@ -422,7 +425,7 @@ fn tls_urls_work() {
         "-out",
         "server.crt",
     ]);
-    let tls_port = wasmgear::redis_server::free_port().to_string();
+    let tls_port = wasmgear_client::redis_server::free_port().to_string();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
     let redis = TestRedis::start_with(&[

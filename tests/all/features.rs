@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use wasmgear::job::{
+use wasmgear_client::{Client, EnqueueOptions, JobState, Setting, WorkerQueue};
+use wasmgear_proto::{
     AttemptNotes, Completion, ErrorClass, FunctionName, JobFailure, JobId, Lease, LeaseRequest,
 };
-use wasmgear::queue::{Client, EnqueueOptions, JobState, Setting, WorkerQueue};
 
 use crate::support::{TestRedis, eventually, function};
 

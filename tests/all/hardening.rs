@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{ErrorClass, JobId, LeaseRequest, LeaseStatus};
-use wasmgear::queue::{Client, EnqueueOptions, JobState, JobStatus, Setting};
-use wasmgear::runtime::{Limits, RuntimeConfig};
-use wasmgear::worker::WorkerConfig;
+use wasmgear_client::{Client, EnqueueOptions, JobState, JobStatus, Setting};
+use wasmgear_proto::{ErrorClass, JobId, LeaseRequest, LeaseStatus};
+use wasmgear_runtime::{Limits, RuntimeConfig};
+use wasmgear_worker::WorkerConfig;
 
 use crate::features::Hand;
 use crate::support::proxy::Proxy;
@@ -724,7 +724,7 @@ async fn a_requested_cancel_wins_and_frees_the_uniq_key() {
     let lease = hand.next(&f).await;
     assert_eq!(
         client.cancel(&id).await.unwrap(),
-        wasmgear::queue::CancelOutcome::Stopping
+        wasmgear_client::CancelOutcome::Stopping
     );
     let fresh = client.enqueue(&f, b"y", &keyed).await.unwrap();
     assert_ne!(
@@ -738,7 +738,7 @@ async fn a_requested_cancel_wins_and_frees_the_uniq_key() {
         .unwrap();
     assert_eq!(
         done,
-        wasmgear::job::Completion::Accepted("cancelled".into())
+        wasmgear_proto::Completion::Accepted("cancelled".into())
     );
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Cancelled);
@@ -849,7 +849,7 @@ async fn a_dependency_is_kept_until_its_dependent_is_told() {
 async fn an_enqueue_whose_reply_is_lost_is_applied_once() {
     let redis = TestRedis::start();
     let proxy = Proxy::start(redis.port()).await;
-    let client = wasmgear::queue::Client::connect(&proxy.url())
+    let client = wasmgear_client::Client::connect(&proxy.url())
         .await
         .unwrap();
     let f = function("replayed");
@@ -884,7 +884,7 @@ async fn a_lease_whose_reply_is_lost_is_replayed() {
     let proxy = Proxy::start(redis.port()).await;
     let client = redis.client().await;
     let f = function("replayed");
-    let queue = wasmgear::queue::WorkerQueue::connect(&proxy.url(), "cut-worker")
+    let queue = wasmgear_client::WorkerQueue::connect(&proxy.url(), "cut-worker")
         .await
         .unwrap();
     // Load the script first, so that the reply lost is the one of a lease that ran.

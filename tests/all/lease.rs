@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use wasmgear::job::LeaseRequest;
+use wasmgear_proto::LeaseRequest;
 
-use wasmgear::job::{AttemptNotes, Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
-use wasmgear::queue::{EnqueueOptions, JobState, Priority, WorkerQueue};
+use wasmgear_client::{EnqueueOptions, JobState, Priority, WorkerQueue};
+use wasmgear_proto::{AttemptNotes, Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
 
 use crate::support::{TestRedis, eventually, function};
 
@@ -210,7 +210,7 @@ async fn bad_options_write_nothing() {
             .to_string();
         assert!(error.contains("invalid job option"), "{error}");
     }
-    let too_big = vec![0u8; wasmgear::queue::client::MAX_INPUT_BYTES + 1];
+    let too_big = vec![0u8; wasmgear_client::client::MAX_INPUT_BYTES + 1];
     let error = client
         .enqueue(&f, &too_big, &EnqueueOptions::default())
         .await

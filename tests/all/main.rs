@@ -19,3 +19,4 @@ mod operate;
 mod plugin_dir;
 mod reload;
 mod sandbox;
+mod structure;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use wasmgear::plugins::PluginRegistry;
-use wasmgear::queue::{EnqueueOptions, JobState};
-use wasmgear::runtime::{Runtime, RuntimeConfig};
+use wasmgear_client::{EnqueueOptions, JobState};
+use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::PluginRegistry;
 
 use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
 
@@ -21,10 +21,10 @@ fn dir_with(name: &str, plugin: &str, manifest: &str) -> tempfile::TempDir {
 
 /// Enqueues `input` for `f` (one attempt) and waits for the end.
 async fn run_once(
-    client: &wasmgear::queue::Client,
+    client: &wasmgear_client::Client,
     f: &str,
     input: &str,
-) -> wasmgear::queue::JobStatus {
+) -> wasmgear_client::JobStatus {
     let once = EnqueueOptions {
         max_attempts: Some(1),
         ..EnqueueOptions::default()
@@ -52,7 +52,7 @@ async fn capabilities_are_granted_by_the_manifest_only() {
     let worker = TestWorker::start_on(&redis.url(), granted, TestWorkerOptions::default()).await;
     let client = redis.client().await;
 
-    let ok = |status: &wasmgear::queue::JobStatus| {
+    let ok = |status: &wasmgear_client::JobStatus| {
         String::from_utf8(status.output.clone().unwrap_or_default()).unwrap()
     };
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Loading the plugin directory: what is served, and clear errors for what cannot be.
 
-use wasmgear::plugins::{PluginRegistry, RegistryError};
-use wasmgear::runtime::{Runtime, RuntimeConfig};
+use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::{PluginRegistry, RegistryError};
 
 use crate::support::{artifact, plugin_dir};
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use wasmgear::queue::{EnqueueOptions, JobState};
-use wasmgear::runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
+use wasmgear_client::{EnqueueOptions, JobState};
+use wasmgear_runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
 
 use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function};
 

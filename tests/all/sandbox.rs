@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use wasmgear::plugins::PluginRegistry;
-use wasmgear::queue::{EnqueueOptions, JobState, JobStatus};
-use wasmgear::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmgear_client::{EnqueueOptions, JobState, JobStatus};
+use wasmgear_runtime::{Limits, Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::PluginRegistry;
 
 use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
 
@@ -25,7 +25,7 @@ async fn hostile_jobs_end_with_their_class_and_good_jobs_finish() {
             fuel: false,
             cache: None,
         },
-        config: wasmgear::worker::WorkerConfig {
+        config: wasmgear_worker::WorkerConfig {
             concurrency: 16,
             ..Default::default()
         },

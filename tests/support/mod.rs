@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use wasmgear::job::FunctionName;
-use wasmgear::plugins::PluginRegistry;
-use wasmgear::queue::{Client, WorkerQueue};
-use wasmgear::redis_server::RedisServer;
-use wasmgear::runtime::{Runtime, RuntimeConfig};
-use wasmgear::worker::{self, WorkerConfig};
+use wasmgear_client::redis_server::RedisServer;
+use wasmgear_client::{Client, WorkerQueue};
+use wasmgear_proto::FunctionName;
+use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_worker::WorkerConfig;
+use wasmgear_worker::plugins::PluginRegistry;
 
 /// The `wasmgear` binary built by cargo for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_wasmgear");
@@ -105,7 +105,7 @@ impl TestCluster {
         let mut nodes = Vec::new();
         for i in 0..3 {
             // The cluster bus gets a free port of its own (port + 10000 may not exist).
-            let bus_port = wasmgear::redis_server::free_port().to_string();
+            let bus_port = wasmgear_client::redis_server::free_port().to_string();
             let args = [
                 "--cluster-enabled",
                 "yes",
@@ -283,13 +283,13 @@ impl TestWorker {
         let watcher = options.watch.then(|| {
             let watched = (runtime.clone(), registry.clone(), dir.path().to_path_buf());
             tokio::spawn(async move {
-                wasmgear::plugins::watch(watched.0, watched.1, watched.2)
+                wasmgear_worker::plugins::watch(watched.0, watched.1, watched.2)
                     .await
                     .expect("watch");
             })
         });
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(worker::run(
+        let task = tokio::spawn(wasmgear_worker::run(
             queue,
             runtime,
             registry.clone(),

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wasmgear::job::{FunctionName, JobId, JobInfo, LogLevel, Progress};
-use wasmgear::runtime::JobHooks;
+use wasmgear_proto::{FunctionName, JobId, JobInfo, LogLevel, Progress};
+use wasmgear_runtime::JobHooks;
 
 /// Hooks that drop progress and log lines (a benchmark measures the job, not its reporting).
 pub struct Quiet;

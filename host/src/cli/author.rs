@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use crate::authoring::{self, Lang};
+use wasmgear_authoring as authoring;
+use wasmgear_authoring::Lang;
 
 /// Options of `wasmgear new`.
 #[derive(Debug, clap::Args)]
@@ -82,7 +83,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<i32> {
     if !wasm.is_file() {
         bail!("{script:?} wrote no {wasm:?}");
     }
-    let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig {
+    let runtime = wasmgear_runtime::Runtime::new(wasmgear_runtime::RuntimeConfig {
         max_instances: 1,
         ..Default::default()
     })

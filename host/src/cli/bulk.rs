@@ -7,8 +7,8 @@ use anyhow::Context;
 use serde::Deserialize;
 
 use super::{RedisArgs, parse_duration, parse_time};
-use crate::job::FunctionName;
-use crate::queue::{EnqueueOptions, Priority};
+use wasmgear_client::{EnqueueOptions, Priority};
+use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear bulk`.
 #[derive(Debug, clap::Args)]

@@ -1,8 +1,8 @@
 //! `wasmgear cancel`: stop a job.
 
 use super::RedisArgs;
-use crate::job::JobId;
-use crate::queue::CancelOutcome;
+use wasmgear_client::CancelOutcome;
+use wasmgear_proto::JobId;
 
 /// Options of `wasmgear cancel`.
 #[derive(Debug, clap::Args)]

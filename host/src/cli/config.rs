@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{RedisArgs, parse_duration, print_json};
-use crate::job::FunctionName;
-use crate::queue::{FunctionConfig, Setting};
+use wasmgear_client::{FunctionConfig, Setting};
+use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear config`.
 #[derive(Debug, clap::Args)]

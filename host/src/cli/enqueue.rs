@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 
 use super::{RedisArgs, parse_duration, parse_time};
-use crate::job::{FunctionName, JobId};
-use crate::queue::Priority;
-use crate::queue::client::EnqueueOptions;
+use wasmgear_client::Priority;
+use wasmgear_client::client::EnqueueOptions;
+use wasmgear_proto::{FunctionName, JobId};
 
 /// Options of `wasmgear enqueue`.
 #[derive(Debug, clap::Args)]

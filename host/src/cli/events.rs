@@ -3,8 +3,8 @@
 use futures_util::StreamExt;
 
 use super::{RedisArgs, paint_event};
-use crate::job::FunctionName;
-use crate::queue::keys::FunctionKeys;
+use wasmgear_proto::FunctionName;
+use wasmgear_proto::keys::FunctionKeys;
 
 /// Options of `wasmgear events`.
 #[derive(Debug, clap::Args)]

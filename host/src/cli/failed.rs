@@ -1,7 +1,7 @@
 //! `wasmgear failed`: failure groups, and the failed jobs of one group.
 
 use super::{RedisArgs, print_json, print_table};
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear failed`.
 #[derive(Debug, clap::Args)]

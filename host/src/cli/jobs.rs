@@ -1,8 +1,8 @@
 //! `wasmgear jobs`: find jobs by tag or by state; `wasmgear tag`: tag a job.
 
 use super::{RedisArgs, print_json, print_table};
-use crate::job::{FunctionName, JobId};
-use crate::queue::JobState;
+use wasmgear_client::JobState;
+use wasmgear_proto::{FunctionName, JobId};
 
 /// Options of `wasmgear jobs`.
 #[derive(Debug, clap::Args)]
@@ -64,7 +64,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
     for id in &ids {
         match client.status(id).await {
             Ok(status) => jobs.push(status),
-            Err(crate::queue::QueueError::NoSuchJob(_)) => {}
+            Err(wasmgear_client::QueueError::NoSuchJob(_)) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -1,7 +1,7 @@
 //! `wasmgear logs`: print a job's log.
 
 use super::RedisArgs;
-use crate::job::JobId;
+use wasmgear_proto::JobId;
 
 /// Options of `wasmgear logs`.
 #[derive(Debug, clap::Args)]

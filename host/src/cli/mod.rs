@@ -1,6 +1,6 @@
 //! The `wasmgear` command line: one file per subcommand.
 //!
-//! Subcommands talk to Redis only through [`crate::queue`]; `worker` also builds the runtime.
+//! Subcommands talk to Redis only through [`wasmgear_client`]; `worker` also builds the runtime.
 
 mod author;
 mod bulk;
@@ -24,8 +24,8 @@ mod workers;
 
 use std::path::PathBuf;
 
-pub use crate::units::{parse_duration, parse_time};
 use clap::{Parser, Subcommand};
+pub use wasmgear_proto::units::{parse_duration, parse_time};
 
 /// The directory for local state (the embedded Redis) when `WASMGEAR_HOME` is not set.
 pub const DEFAULT_HOME: &str = ".wasmgear";
@@ -74,9 +74,9 @@ pub struct RedisArgs {
 
 impl RedisArgs {
     /// A queue client for the Redis these arguments name.
-    pub async fn client(&self) -> anyhow::Result<crate::queue::Client> {
+    pub async fn client(&self) -> anyhow::Result<wasmgear_client::Client> {
         let url = self.resolve()?;
-        Ok(crate::queue::Client::connect(&url).await?)
+        Ok(wasmgear_client::Client::connect(&url).await?)
     }
 
     /// The Redis URL to use: the one given, else the embedded Redis' (from its URL file).
@@ -221,9 +221,9 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 
 /// The exit code for an error: the first error in its chain that says.
 pub fn exit_code(error: &anyhow::Error) -> i32 {
-    use crate::queue::QueueError;
+    use wasmgear_client::QueueError;
     for cause in error.chain() {
-        if cause.is::<UsageError>() || cause.is::<crate::job::NameError>() {
+        if cause.is::<UsageError>() || cause.is::<wasmgear_proto::NameError>() {
             return exit::USAGE;
         }
         if let Some(e) = cause.downcast_ref::<QueueError>() {
@@ -266,8 +266,8 @@ fn paint(text: &str, code: &str) -> String {
 
 /// A job state, coloured on a terminal: green succeeded, red failed, yellow cancelled, cyan
 /// running.
-pub(crate) fn paint_state(state: crate::queue::JobState) -> String {
-    use crate::queue::JobState::*;
+pub(crate) fn paint_state(state: wasmgear_client::JobState) -> String {
+    use wasmgear_client::JobState::*;
     let code = match state {
         Succeeded => "32",
         Failed => "31",

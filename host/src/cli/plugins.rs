@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::plugins::PluginRegistry;
-use crate::runtime::{Runtime, RuntimeConfig};
+use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::PluginRegistry;
 
 /// Options of `wasmgear plugins`.
 #[derive(Debug, clap::Args)]
@@ -44,11 +44,11 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
                     "size": plugin.size(),
                     "functions": plugin.functions().iter().map(|f| f.as_str()).collect::<Vec<_>>(),
                     "limits": {
-                        "memory_bytes": plugin.limits.memory_bytes,
-                        "output_bytes": plugin.limits.output_bytes,
-                        "log_lines": plugin.limits.log_lines,
-                        "max_timeout_ms": plugin.max_timeout.map(|t| t.as_millis() as u64),
-                        "fuel": plugin.fuel,
+                        "memory_bytes": plugin.limits().memory_bytes,
+                        "output_bytes": plugin.limits().output_bytes,
+                        "log_lines": plugin.limits().log_lines,
+                        "max_timeout_ms": plugin.max_timeout().map(|t| t.as_millis() as u64),
+                        "fuel": plugin.fuel(),
                     },
                     "concurrency": plugin.manifest().concurrency,
                     "grants": {
@@ -65,7 +65,7 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
         return Ok(code);
     }
     for plugin in registry.plugins() {
-        let limits = &plugin.limits;
+        let limits = plugin.limits();
         let functions: Vec<String> = plugin.functions().iter().map(|f| f.to_string()).collect();
         println!(
             "{}  version {}  {} bytes",
@@ -80,11 +80,11 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
             limits.output_bytes,
             limits.log_lines,
             plugin
-                .max_timeout
+                .max_timeout()
                 .map(|t| format!(", timeout at most {t:?}"))
                 .unwrap_or_default(),
             plugin
-                .fuel
+                .fuel()
                 .map(|f| format!(", fuel {f}"))
                 .unwrap_or_default(),
         );

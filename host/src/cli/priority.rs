@@ -1,8 +1,8 @@
 //! `wasmgear priority`: change the priority of a job that has not started (qless).
 
 use super::{RedisArgs, print_json};
-use crate::job::JobId;
-use crate::queue::Priority;
+use wasmgear_client::Priority;
+use wasmgear_proto::JobId;
 
 /// Options of `wasmgear priority`.
 #[derive(Debug, clap::Args)]

@@ -1,7 +1,7 @@
 //! `wasmgear retry`: run a failed job, or a whole failure group, again.
 
 use super::RedisArgs;
-use crate::job::{FunctionName, JobId};
+use wasmgear_proto::{FunctionName, JobId};
 
 /// Options of `wasmgear retry`.
 #[derive(Debug, clap::Args)]

@@ -1,8 +1,8 @@
 //! `wasmgear stats`: a function's daily statistics (qless).
 
 use super::{RedisArgs, print_json};
-use crate::job::FunctionName;
-use crate::queue::TimeStats;
+use wasmgear_client::TimeStats;
+use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear stats`.
 #[derive(Debug, clap::Args)]
@@ -25,8 +25,8 @@ pub struct StatsArgs {
 pub async fn run(args: StatsArgs) -> anyhow::Result<i32> {
     let function = FunctionName::new(args.function.clone())?;
     let day = match &args.date {
-        Some(date) => crate::units::day_of_date(date)?,
-        None => (crate::queue::now_ms() / 86_400_000) as i64,
+        Some(date) => wasmgear_proto::units::day_of_date(date)?,
+        None => (wasmgear_proto::units::now_ms() / 86_400_000) as i64,
     };
     let client = args.redis.client().await?;
     client.check_function(&function).await?;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::RedisArgs;
-use crate::job::JobId;
-use crate::queue::JobStatus;
+use wasmgear_client::JobStatus;
+use wasmgear_proto::JobId;
 
 /// Options of `wasmgear status`.
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     if let Some(worker) = &record.worker {
         println!("worker    {worker}");
     }
-    if !record.state.is_final() && record.state != crate::queue::JobState::Running {
+    if !record.state.is_final() && record.state != wasmgear_client::JobState::Running {
         let service = client.service(&id.function).await?;
         if let Some(note) = unserved_note(&id.function, &service) {
             println!("workers   {note}");
@@ -76,8 +76,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
 /// What to tell someone whose job of `function` waits while no live worker serves it
 /// (`None` when one does).
 pub(super) fn unserved_note(
-    function: &crate::job::FunctionName,
-    service: &crate::queue::Service,
+    function: &wasmgear_proto::FunctionName,
+    service: &wasmgear_client::Service,
 ) -> Option<String> {
     if service.live_workers > 0 {
         return None;
@@ -103,12 +103,12 @@ pub(super) fn print_failure(status: &JobStatus) {
 
 pub(super) fn ago(ms: u64) -> String {
     human(Duration::from_millis(
-        crate::queue::now_ms().saturating_sub(ms),
+        wasmgear_proto::units::now_ms().saturating_sub(ms),
     ))
 }
 
 fn in_or_ago(ms: u64) -> String {
-    let now = crate::queue::now_ms();
+    let now = wasmgear_proto::units::now_ms();
     if ms >= now {
         format!("in {}", human(Duration::from_millis(ms - now)))
     } else {

@@ -4,8 +4,8 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use super::{RedisArgs, exit, parse_duration, print_json};
-use crate::job::{JobId, Progress};
-use crate::queue::{Client, JobState, JobStatus, QueueError};
+use wasmgear_client::{Client, JobState, JobStatus, QueueError};
+use wasmgear_proto::{JobId, Progress};
 
 /// Options of `wasmgear wait`.
 #[derive(Debug, clap::Args)]

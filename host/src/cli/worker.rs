@@ -7,12 +7,12 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
-use crate::job::FunctionName;
-use crate::plugins::PluginRegistry;
-use crate::queue::WorkerQueue;
-use crate::redis_server::RedisServer;
-use crate::runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
-use crate::worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
+use wasmgear_client::WorkerQueue;
+use wasmgear_client::redis_server::RedisServer;
+use wasmgear_proto::FunctionName;
+use wasmgear_runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::PluginRegistry;
+use wasmgear_worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
 
 /// Options of `wasmgear worker`.
 #[derive(Debug, clap::Args)]
@@ -60,7 +60,7 @@ pub struct WorkerArgs {
 
     /// The most memory a job's linear memory may grow to, in bytes; plugin manifests may
     /// only lower it.
-    #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = crate::runtime::engine::DEFAULT_MEMORY_BYTES)]
+    #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES)]
     memory_limit: usize,
 
     /// Where compiled plugins are cached, keyed by content and engine configuration
@@ -70,7 +70,7 @@ pub struct WorkerArgs {
 
     /// The most disk the compile cache may use (`512MiB`, `2GiB`); beyond it, the least
     /// recently used compiled plugins are deleted.
-    #[arg(long, env = "WASMGEAR_CACHE_MAX_SIZE", default_value = "1GiB", value_parser = crate::runtime::manifest::parse_size)]
+    #[arg(long, env = "WASMGEAR_CACHE_MAX_SIZE", default_value = "1GiB", value_parser = wasmgear_runtime::manifest::parse_size)]
     cache_max_size: u64,
 
     /// Compile every plugin instead of using the compile cache.
@@ -146,12 +146,12 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         None => args.redis.resolve()?,
     };
 
-    let worker_id = worker_id();
+    let worker_id = wasmgear_worker::new_worker_id();
     let queue = WorkerQueue::connect(&url, worker_id.clone())
         .await?
         .with_backoff(args.retry_backoff, Duration::from_secs(3600))
         .with_strict_order(args.strict_order);
-    let shown = crate::queue::connection::redact(&url);
+    let shown = wasmgear_client::connection::redact(&url);
     tracing::info!(worker_id, redis = shown, plugins = ?args.plugins, "connected");
 
     let supervisor = embedded
@@ -167,12 +167,12 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     let watcher = (!args.no_watch).then(|| {
         let (runtime, registry, dir) = (runtime.clone(), registry.clone(), args.plugins.clone());
         tokio::spawn(async move {
-            if let Err(error) = crate::plugins::watch(runtime, registry, dir).await {
+            if let Err(error) = wasmgear_worker::plugins::watch(runtime, registry, dir).await {
                 tracing::error!(%error, "plugin directory not watched: restart the worker to load changes");
             }
         })
     });
-    worker::run(queue, runtime, registry, config, shutdown_signal()).await;
+    wasmgear_worker::run(queue, runtime, registry, config, shutdown_signal()).await;
 
     if let Some(watcher) = watcher {
         watcher.abort();
@@ -248,14 +248,4 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutdown requested");
-}
-
-/// `HOST-PID-RANDOM`: unique among the workers of one queue.
-fn worker_id() -> String {
-    let host = crate::queue::source::host_name();
-    format!(
-        "{host}-{}-{}",
-        std::process::id(),
-        crate::queue::source::random_hex(3)
-    )
 }

@@ -1,7 +1,6 @@
 //! `wasmgear workers`: list the live workers.
 
 use super::RedisArgs;
-use crate::worker::WorkerAd;
 
 /// Options of `wasmgear workers`.
 #[derive(Debug, clap::Args)]
@@ -20,9 +19,12 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
     if args.json {
         let list: Vec<serde_json::Value> = workers
             .iter()
-            .map(|(id, ad, expires_ms)| {
-                let ad: serde_json::Value = serde_json::from_str(ad).unwrap_or_default();
-                serde_json::json!({ "id": id, "expires_ms": expires_ms, "advertised": ad })
+            .map(|w| {
+                let ad = match &w.ad {
+                    Ok(ad) => serde_json::to_value(ad).unwrap_or_default(),
+                    Err(text) => serde_json::from_str(text).unwrap_or_default(),
+                };
+                serde_json::json!({ "id": w.id, "expires_ms": w.expires_ms, "advertised": ad })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
@@ -32,8 +34,9 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
         println!("no live workers");
         return Ok(0);
     }
-    for (id, ad, _) in workers {
-        match serde_json::from_str::<WorkerAd>(&ad) {
+    for worker in workers {
+        let id = &worker.id;
+        match &worker.ad {
             Ok(ad) => {
                 println!(
                     "{id}  host {}  pid {}  wasmgear {}",
@@ -47,7 +50,7 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
                     println!("  plugin error: {error}");
                 }
             }
-            Err(_) => println!("{id}  (advertisement not readable: {ad})"),
+            Err(ad) => println!("{id}  (advertisement not readable: {ad})"),
         }
     }
     Ok(0)

@@ -5,6 +5,7 @@
 //! when it resolves the node stops leasing, lets running jobs finish for a grace period,
 //! then cancels the rest and hands them back to the source.
 
+pub mod plugins;
 pub mod source;
 
 use std::collections::HashMap;
@@ -20,13 +21,16 @@ use tracing::Instrument;
 
 pub use source::{JobSource, SourceError};
 
+use wasmgear_client as queue;
+use wasmgear_proto as job;
+use wasmgear_runtime as runtime;
+
 use crate::job::{
-    AttemptNotes, CancelReason, CancelSignal, Completion, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT,
-    ErrorClass, FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel,
-    Outcome, Progress,
+    AttemptNotes, Completion, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, ErrorClass, FunctionName,
+    JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel, Outcome, Progress, WorkerAd,
 };
 use crate::plugins::PluginRegistry;
-use crate::runtime::{JobHooks, Plugin, Runtime};
+use crate::runtime::{CancelReason, CancelSignal, JobHooks, Plugin, Runtime};
 
 /// Jobs run at once when nothing else is said.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -214,7 +218,7 @@ pub async fn run<S: JobSource>(
     upkeep.abort();
     if let Err(error) = node
         .source
-        .advertise("", &node.serving(), Duration::ZERO)
+        .advertise(&WorkerAd::default(), &node.serving(), Duration::ZERO)
         .await
     {
         tracing::warn!(%error, "could not take this worker out of the worker list");
@@ -227,30 +231,31 @@ pub const ADVERTISE_EVERY: Duration = Duration::from_secs(2);
 /// How long an entry lives without renewal: a dead worker disappears after this.
 pub const ADVERTISE_TTL: Duration = Duration::from_secs(10);
 
-/// What a worker advertises in the worker list.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkerAd {
-    /// The machine's host name.
-    pub host: String,
-    /// The worker's process id.
-    pub pid: u32,
-    /// The wasmgear version.
-    pub version: String,
-    /// When the worker started, ms since the epoch.
-    pub started_ms: u64,
-    /// The most jobs it runs at once.
-    pub concurrency: usize,
-    /// Function → version (content hash) of the plugin serving it.
-    pub functions: std::collections::BTreeMap<String, String>,
-    /// Ids of the jobs it runs now.
-    pub running: Vec<String>,
-    /// Plugin files that failed to load, with the reason.
-    pub plugin_errors: Vec<String>,
+/// A new worker id, `HOST-PID-RANDOM`: unique among the workers of one queue.
+pub fn new_worker_id() -> String {
+    let mut random = [0u8; 3];
+    // Without an OS entropy source the clock still tells apart workers started apart.
+    if getrandom::fill(&mut random).is_err() {
+        random = (wasmgear_proto::units::now_ms() as u32).to_le_bytes()[..3]
+            .try_into()
+            .unwrap_or_default();
+    }
+    let random: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{random}", host_name(), std::process::id())
+}
+
+/// This machine's host name, as the worker list shows it.
+fn host_name() -> String {
+    gethostname::gethostname()
+        .into_string()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into())
 }
 
 /// Keeps the worker's subscriptions and its worker-list entry up to date.
 async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
-    let started_ms = crate::queue::now_ms();
+    let started_ms = wasmgear_proto::units::now_ms();
     let mut changes = node.registry.changes();
     let mut served = node.serving();
     loop {
@@ -271,7 +276,7 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
             served = current;
         }
         let ad = WorkerAd {
-            host: crate::queue::source::host_name(),
+            host: host_name(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_ms,
@@ -298,8 +303,7 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
                 .map(|(p, e)| format!("{p:?}: {e}"))
                 .collect(),
         };
-        let json = serde_json::to_string(&ad).unwrap_or_default();
-        if let Err(error) = node.source.advertise(&json, &served, ADVERTISE_TTL).await {
+        if let Err(error) = node.source.advertise(&ad, &served, ADVERTISE_TTL).await {
             tracing::warn!(%error, "cannot renew this worker's entry in the worker list");
         }
         if let Err(error) = node.source.maintain(&served).await {

@@ -1,10 +1,11 @@
 //! The WebAssembly runtime: compiles plugins and runs one job in one fresh instance.
 //!
-//! Knows nothing about Redis. A job comes in as [`JobInfo`](crate::job::JobInfo) and input
-//! bytes and leaves as an [`Outcome`](crate::job::Outcome); what the guest reports while it
+//! Knows nothing about Redis. A job comes in as [`JobInfo`](wasmgear_proto::JobInfo) and input
+//! bytes and leaves as an [`Outcome`](wasmgear_proto::Outcome); what the guest reports while it
 //! runs goes to the caller's [`JobHooks`].
 //!
 //! - [`engine`]: the shared `Engine` (pooling allocator, epoch ticker) and [`Runtime`].
+//! - [`cancel`]: a request for a running job to stop ([`CancelSignal`]).
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - [`cache`]: compiled components on disk, keyed by content and engine configuration.
 //! - `imports`: the host side of each imported WIT interface.
@@ -16,6 +17,7 @@
 
 pub mod bindings;
 pub mod cache;
+pub mod cancel;
 pub mod engine;
 mod http;
 mod imports;
@@ -25,7 +27,10 @@ pub mod plugin;
 pub mod run;
 
 pub use cache::{CompileCache, CompileSource};
+pub use cancel::{CancelReason, CancelSignal};
 pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};
 pub use run::JobHooks;
+
+use wasmgear_proto::{job, units};

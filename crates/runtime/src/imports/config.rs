@@ -1,7 +1,7 @@
 //! `wasmgear:job/config`.
 
-use crate::runtime::bindings::wasmgear::job::config::Host;
-use crate::runtime::run::JobState;
+use crate::bindings::wasmgear::job::config::Host;
+use crate::run::JobState;
 
 impl Host for JobState {
     fn get(&mut self, key: String) -> Option<String> {

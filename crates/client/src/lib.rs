@@ -1,7 +1,8 @@
 //! wasmgear's Redis protocol: enqueueing, leasing and finishing jobs.
 //!
-//! Knows nothing about WebAssembly. Every state change is one atomic Lua script in
-//! `lua/`, each touching only keys of one function (see [`keys`]), so the protocol works
+//! What a producer, an operator or a worker needs over Redis, and nothing of WebAssembly:
+//! this crate never compiles wasmtime. Every state change is one atomic Lua script in
+//! `lua/`, each touching only keys of one function (see [`wasmgear_proto::keys`]), so the protocol works
 //! on one Redis server and on Redis Cluster alike. `PROTOCOL.md` describes it for other
 //! clients.
 //!
@@ -11,19 +12,22 @@
 pub mod admin;
 pub mod client;
 pub mod connection;
-pub mod keys;
 mod links;
-pub mod model;
+pub mod redis_server;
 mod scripts;
 pub mod source;
 mod watch;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
 pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service};
-pub use model::{JobRecord, JobState, JobStatus};
 pub use source::WorkerQueue;
 
-use crate::job::{FunctionName, JobId, NameError};
+pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
+pub use wasmgear_proto::{FunctionName, JobId, Progress};
+
+use wasmgear_proto::{job, keys, model, units};
+
+use crate::job::NameError;
 
 /// What can go wrong talking to the queue.
 #[derive(Debug, thiserror::Error)]
@@ -79,12 +83,3 @@ pub enum QueueError {
 
 /// The result type of this module.
 pub type Result<T, E = QueueError> = std::result::Result<T, E>;
-
-/// Milliseconds since the Unix epoch on this machine's clock (used only for display and
-/// client-side deadlines; the scripts use Redis' own clock).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}

@@ -110,6 +110,21 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
+    /// The limits every job of this plugin runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The longest timeout a job of this plugin may ask for, if the manifest caps it.
+    pub fn max_timeout(&self) -> Option<Duration> {
+        self.max_timeout
+    }
+
+    /// The fuel each job gets, if fuel metering is on.
+    pub fn fuel(&self) -> Option<u64> {
+        self.fuel
+    }
+
     /// The functions this plugin serves.
     pub fn functions(&self) -> &[FunctionName] {
         &self.functions

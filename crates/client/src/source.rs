@@ -14,6 +14,8 @@ use tokio::task::JoinHandle;
 use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
 use super::{QueueError, Result, links, scripts};
+use wasmgear_proto::WorkerAd;
+
 use crate::job::{
     AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest,
     LeaseStatus, Progress,
@@ -298,21 +300,22 @@ impl WorkerQueue {
         self.cancel_requests.subscribe()
     }
 
-    /// Puts this worker in the worker list with `ad` (JSON) and in the roll call of each of
+    /// Puts this worker in the worker list with `ad` and in the roll call of each of
     /// `functions`, for `ttl`; renew before it runs out. A zero `ttl` takes it out of both
     /// (and out of the roll call of `functions`).
     pub async fn advertise(
         &self,
-        ad: &str,
+        ad: &WorkerAd,
         functions: &[FunctionName],
         ttl: Duration,
     ) -> Result<()> {
         let ttl_ms = ttl.as_millis() as u64;
+        let ad = serde_json::to_string(ad).unwrap_or_default();
         let _: i64 = scripts::ADVERTISE
             .key(WorkerListKeys::expiry())
             .key(WorkerListKeys::info())
             .arg(&self.worker_id)
-            .arg(ad)
+            .arg(&ad)
             .arg(ttl_ms)
             .invoke_async(&mut self.conn.clone())
             .await?;
@@ -622,15 +625,6 @@ impl WorkerQueue {
         };
         raw.mul_f64(0.5 + jitter)
     }
-}
-
-/// This machine's host name (`worker` when it cannot be read).
-pub fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "worker".into())
 }
 
 /// `bytes` random bytes as lowercase hex.

@@ -6,7 +6,7 @@
 
 wasmtime::component::bindgen!({
     world: "job",
-    path: "../wit",
+    path: "../../wit",
     exports: { default: async },
 });
 

@@ -1,7 +1,7 @@
 //! `wasmgear:job/cancel`.
 
-use crate::runtime::bindings::wasmgear::job::cancel::Host;
-use crate::runtime::run::JobState;
+use crate::bindings::wasmgear::job::cancel::Host;
+use crate::run::JobState;
 
 impl Host for JobState {
     fn cancelled(&mut self) -> bool {

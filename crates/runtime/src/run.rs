@@ -10,9 +10,8 @@ use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::job::{
-    CancelReason, CancelSignal, ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress,
-};
+use crate::cancel::{CancelReason, CancelSignal};
+use crate::job::{ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress};
 
 use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};

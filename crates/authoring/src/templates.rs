@@ -99,7 +99,7 @@ const C: &[File] = &[
 /// empty): the example job in `lang`, its build script (`./build.sh [OUT_DIR]` writes
 /// `NAME.wasm`), and the job world's WIT. Returns the files written, relative to `dir`.
 pub fn new_project(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<Vec<String>> {
-    crate::job::FunctionName::new(name)?;
+    wasmgear_proto::FunctionName::new(name)?;
     if dir.exists()
         && std::fs::read_dir(dir)
             .with_context(|| format!("cannot read {dir:?}"))?

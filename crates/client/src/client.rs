@@ -14,6 +14,7 @@ use super::model::{JobRecord, JobState, JobStatus};
 use super::watch::Subscriptions;
 use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
+use wasmgear_proto::LiveWorker;
 
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
 /// The most plugin problems [`Client::service`] reports.
@@ -216,7 +217,7 @@ impl EnqueueOptions {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis())
                 .unwrap_or(0);
-            if ms == 0 || ms > (super::now_ms() as u128) + MAX_DURATION.as_millis() {
+            if ms == 0 || ms > (crate::units::now_ms() as u128) + MAX_DURATION.as_millis() {
                 return bad("the time to run at is before 1970 or more than 10 years ahead".into());
             }
         }
@@ -620,13 +621,10 @@ impl Client {
         if live_workers == 0 {
             let mine = [format!("/{function}.wasm"), format!("/{function}.toml")];
             let mut others = Vec::new();
-            for (worker, ad, _) in self.workers().await? {
-                let Ok(ad) = serde_json::from_str::<serde_json::Value>(&ad) else {
-                    continue;
-                };
-                let errors = ad["plugin_errors"].as_array().cloned().unwrap_or_default();
-                for error in errors.iter().filter_map(|e| e.as_str()) {
-                    let problem = format!("worker {worker}: {error}");
+            for worker in self.workers().await? {
+                let Ok(ad) = &worker.ad else { continue };
+                for error in &ad.plugin_errors {
+                    let problem = format!("worker {}: {error}", worker.id);
                     if mine.iter().any(|m| error.contains(m.as_str())) {
                         plugin_problems.push(problem);
                     } else {
@@ -645,13 +643,17 @@ impl Client {
         })
     }
 
-    /// What every live worker advertises: `(id, advertisement JSON, expiry ms)`.
-    pub async fn workers(&self) -> Result<Vec<(String, String, u64)>> {
-        Ok(scripts::WORKERS
+    /// Every live worker and what it advertises.
+    pub async fn workers(&self) -> Result<Vec<LiveWorker>> {
+        let entries: Vec<(String, String, u64)> = scripts::WORKERS
             .key(WorkerListKeys::expiry())
             .key(WorkerListKeys::info())
             .invoke_async(&mut self.conn.clone())
-            .await?)
+            .await?;
+        Ok(entries
+            .into_iter()
+            .map(|(id, ad, expires_ms)| LiveWorker::read(id, &ad, expires_ms))
+            .collect())
     }
 
     /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop

@@ -1,8 +1,8 @@
 //! `wasmgear:job/log`.
 
+use crate::bindings::wasmgear::job::log::{Host, Level};
 use crate::job::LogLevel;
-use crate::runtime::bindings::wasmgear::job::log::{Host, Level};
-use crate::runtime::run::JobState;
+use crate::run::JobState;
 
 impl Host for JobState {
     fn write(&mut self, level: Level, message: String) {

@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 
 use crate::job::{
     AttemptNotes, Completion, FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus,
-    Progress,
+    Progress, WorkerAd,
 };
 use crate::queue::WorkerQueue;
 
@@ -77,10 +77,10 @@ pub trait JobSource: Send + Sync + 'static {
         functions: &[FunctionName],
     ) -> impl Future<Output = Result<(), SourceError>> + Send;
 
-    /// Advertises the worker (`ad`, JSON) and its functions for `ttl`; zero takes it out.
+    /// Advertises the worker (`ad`) and its functions for `ttl`; zero takes it out.
     fn advertise(
         &self,
-        ad: &str,
+        ad: &WorkerAd,
         functions: &[FunctionName],
         ttl: Duration,
     ) -> impl Future<Output = Result<(), SourceError>> + Send;
@@ -141,7 +141,7 @@ impl JobSource for WorkerQueue {
 
     async fn advertise(
         &self,
-        ad: &str,
+        ad: &WorkerAd,
         functions: &[FunctionName],
         ttl: Duration,
     ) -> Result<(), SourceError> {

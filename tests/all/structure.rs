@@ -1,0 +1,168 @@
+//! The crates' dependencies point one way, and the compiler holds them there: these tests
+//! read the dependency graph Cargo resolves (`cargo tree`) and fail when an arrow turns.
+
+use std::process::Command;
+
+use crate::support::{TestRedis, TestWorker};
+
+/// The crates (by package name) that `package` pulls in as normal dependencies, directly
+/// or not, itself included.
+fn dependencies(package: &str) -> Vec<String> {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let output = Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "--offline", "--manifest-path", manifest])
+        .args([
+            "-p", package, "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Fails if `package` depends on any crate whose name starts with one of `banned`.
+fn assert_free_of(package: &str, banned: &[&str]) {
+    let found: Vec<String> = dependencies(package)
+        .into_iter()
+        .filter(|name| banned.iter().any(|b| name.starts_with(b)))
+        .collect();
+    assert!(found.is_empty(), "{package} depends on {found:?}");
+}
+
+#[test]
+fn the_client_never_compiles_wasmtime() {
+    assert_free_of(
+        "wasmgear-client",
+        &["wasmtime", "cranelift", "wasmgear-runtime"],
+    );
+}
+
+#[test]
+fn the_runtime_never_talks_to_redis() {
+    assert_free_of(
+        "wasmgear-runtime",
+        &["redis", "wasmgear-client", "wasmgear-worker"],
+    );
+}
+
+#[test]
+fn the_vocabulary_does_no_io() {
+    assert_free_of(
+        "wasmgear-proto",
+        &[
+            "tokio",
+            "redis",
+            "wasmtime",
+            "wasmgear-client",
+            "wasmgear-runtime",
+        ],
+    );
+}
+
+/// Each crate of ours uses only the crates of ours it is allowed to (as README's layout
+/// section says).
+#[test]
+fn our_crates_depend_one_way() {
+    let allowed: [(&str, &[&str]); 6] = [
+        (
+            "wasmgear",
+            &[
+                "wasmgear-worker",
+                "wasmgear-authoring",
+                "wasmgear-client",
+                "wasmgear-runtime",
+                "wasmgear-proto",
+            ],
+        ),
+        (
+            "wasmgear-worker",
+            &["wasmgear-client", "wasmgear-runtime", "wasmgear-proto"],
+        ),
+        ("wasmgear-authoring", &["wasmgear-proto"]),
+        ("wasmgear-client", &["wasmgear-proto"]),
+        ("wasmgear-runtime", &["wasmgear-proto"]),
+        ("wasmgear-proto", &[]),
+    ];
+    for (package, may_use) in allowed {
+        for name in dependencies(package) {
+            assert!(
+                !name.starts_with("wasmgear")
+                    || name == package
+                    || may_use.contains(&name.as_str()),
+                "{package} depends on {name}"
+            );
+        }
+    }
+}
+
+/// README's Rust client example is `crates/client/examples/enqueue_and_wait.rs` word for
+/// word, and it enqueues a job and prints its output against a real worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_client_example_runs() {
+    let example = include_str!("../../crates/client/examples/enqueue_and_wait.rs");
+    assert!(
+        include_str!("../../README.md").contains(example.trim()),
+        "README.md must show crates/client/examples/enqueue_and_wait.rs as it is"
+    );
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let mut build = Command::new(env!("CARGO"));
+    // What `cargo test` sets for the test process would make this cargo rebuild.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_") && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
+            build.env_remove(name.as_ref());
+        }
+    }
+    let built = build
+        .args([
+            "build",
+            "--locked",
+            "--offline",
+            "--manifest-path",
+            manifest,
+        ])
+        .args(["--workspace", "--all-targets"])
+        .output()
+        .expect("run cargo build");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    // Built like the tests (every target: the same features, nothing rebuilt); the tests
+    // run from target/debug/deps, examples land in target/debug/examples.
+    let exe = std::env::current_exe().unwrap();
+    let program = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/enqueue_and_wait");
+
+    let redis = TestRedis::start();
+    let worker = TestWorker::start(&redis, &["echo"]).await;
+    let ran = tokio::process::Command::new(&program)
+        .env("WASMGEAR_REDIS_URL", redis.url())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {program:?}: {e}"));
+    let printed = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert_eq!(printed.trim(), "echo:1 Succeeded hi");
+    worker.stop().await;
+}
