@@ -292,8 +292,10 @@ async fn a_lost_lease_stops_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_and_retries_run_when_due() {
     let redis = TestRedis::start();
-    let mut options = crate::support::TestWorkerOptions::default();
-    options.retry_backoff = Duration::from_millis(200);
+    let options = crate::support::TestWorkerOptions {
+        retry_backoff: Duration::from_millis(200),
+        ..Default::default()
+    };
     let worker = TestWorker::start_with(&redis, &["echo", "fail"], options).await;
     let client = redis.client().await;
     tokio::time::sleep(Duration::from_millis(100)).await; // let the worker go idle

@@ -380,7 +380,8 @@ async fn every_way_of_writing_a_file_ends_in_one_reload() {
             .await
         }
     };
-    let ways: [(&str, Box<dyn Fn(&[u8])>); 3] = [
+    type Write<'a> = Box<dyn Fn(&[u8]) + 'a>;
+    let ways: [(&str, Write); 3] = [
         (
             "copy in pieces",
             Box::new(|bytes: &[u8]| {

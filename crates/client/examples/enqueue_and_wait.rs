@@ -1,3 +1,5 @@
+//! Enqueues a job for the `echo` plugin and prints how it ended.
+
 use std::time::Duration;
 use wasmgear_client::{Client, EnqueueOptions, FunctionName};
 

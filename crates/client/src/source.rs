@@ -90,8 +90,9 @@ async fn send_completions(
                     .arg(&p.log)
                     .arg(&p.version);
             }
-            let reply: redis::RedisResult<(Vec<(i64, String)>, Vec<String>)> =
-                call.invoke_async(&mut conn.clone()).await;
+            // Per job (code, state), then the dependents to tell.
+            type Reply = (Vec<(i64, String)>, Vec<String>);
+            let reply: redis::RedisResult<Reply> = call.invoke_async(&mut conn.clone()).await;
             match reply {
                 Ok((results, notify)) => {
                     if let Err(e) = links::deliver(&conn, notify).await {

@@ -4,6 +4,9 @@
 //! never block. The export is called asynchronously so that a job waiting on WASI I/O
 //! (a sleep, a socket) yields its thread to other jobs.
 
+// The generated items carry the WIT's own comments, where it has them.
+#![allow(missing_docs)]
+
 wasmtime::component::bindgen!({
     world: "job",
     path: "../../wit",

@@ -116,6 +116,8 @@ impl CompileCache {
         Ok((component, CompileSource::Compiled))
     }
 
+    // The one unsafe call of ours: loading precompiled code (see the SAFETY note).
+    #[allow(unsafe_code)]
     fn read(&self, engine: &Engine, path: &Path) -> Option<Component> {
         let data = std::fs::read(path).ok()?;
         let (checksum, body) = data.split_at_checked(32)?;
