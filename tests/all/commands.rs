@@ -118,12 +118,12 @@ fn wait_follows_several_jobs() {
 #[test]
 fn events_follow_the_stream() {
     let redis = TestRedis::start();
-    let plugins = plugin_dir(&["echo"]);
+    let plugins = plugin_dir(&["echo", "count"]);
     let url = redis.url();
     let _worker = start_worker(&url, plugins.path());
-    for (args, json_lines) in [
-        (vec!["events", "echo", "--json"], true),
-        (vec!["events"], false),
+    for (args, json_lines, job) in [
+        (vec!["events", "echo", "--json"], true, ["echo", "ping"]),
+        (vec!["events"], false, ["count", "3 10"]),
     ] {
         let mut child = Command::new(BIN)
             .args(&args)
@@ -137,7 +137,7 @@ fn events_follow_the_stream() {
         ready.read_line(&mut line).unwrap(); // "following the events of ..."
         assert!(line.contains("following the events"), "{line}");
         let out = wasmgear(
-            &["enqueue", "echo", "ping", "--wait"],
+            &["enqueue", job[0], job[1], "--wait"],
             &[("WASMGEAR_REDIS_URL", &url)],
         );
         assert_eq!(out.status.code(), Some(0));
@@ -173,6 +173,12 @@ fn events_follow_the_stream() {
         } else {
             assert!(seen[0].starts_with("create"), "{seen:?}");
             assert!(seen.last().unwrap().contains("succeeded"), "{seen:?}");
+            // Progress shows the counts the job reported (sent as decimal strings).
+            assert!(
+                seen.iter()
+                    .any(|l| l.starts_with("progress") && l.contains(" 3/3")),
+                "{seen:?}"
+            );
         }
     }
 }

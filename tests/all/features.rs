@@ -51,7 +51,7 @@ impl Hand {
     }
 
     /// Fails the attempt (for good unless `retryable` and attempts remain).
-    pub async fn fail(&self, lease: &Lease, class: ErrorClass, retryable: bool) -> String {
+    pub async fn fail(&self, lease: &Lease, class: ErrorClass, retryable: bool) -> JobState {
         let mut failure = JobFailure::new(class, format!("{} failed on purpose", lease.info.id));
         failure.retryable = retryable;
         match self
@@ -231,7 +231,10 @@ pub async fn check_dependencies(url: &str) {
     let h = client.enqueue(&build, b"h", &after(&[&g])).await.unwrap();
     let i = client.enqueue(&ship, b"i", &after(&[&h])).await.unwrap();
     let lease_f = hand.next(&fetch).await;
-    assert_eq!(hand.fail(&lease_f, ErrorClass::Trap, false).await, "failed");
+    assert_eq!(
+        hand.fail(&lease_f, ErrorClass::Trap, false).await,
+        JobState::Failed
+    );
     for (job, cause) in [(&g, &f), (&h, &g), (&i, &h)] {
         let status = client.status(job).await.unwrap();
         assert_eq!(status.record.state, JobState::Cancelled, "{job}");
@@ -533,7 +536,7 @@ async fn statistics_are_kept_per_day() {
     hand.succeed(&leases[0], b"").await;
     assert_eq!(
         hand.fail(&leases[1], ErrorClass::Trap, true).await,
-        "scheduled"
+        JobState::Scheduled
     );
     let retry = eventually(Duration::from_secs(5), "the retry", || async {
         hand.take(&f, 1).await.pop()

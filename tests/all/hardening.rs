@@ -738,7 +738,7 @@ async fn a_requested_cancel_wins_and_frees_the_uniq_key() {
         .unwrap();
     assert_eq!(
         done,
-        wasmgear_proto::Completion::Accepted("cancelled".into())
+        wasmgear_proto::Completion::Accepted(JobState::Cancelled)
     );
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Cancelled);

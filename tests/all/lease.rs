@@ -83,7 +83,7 @@ async fn completion_is_fenced_by_the_lease_token() {
         b.complete(&lease_b, b"from b", &AttemptNotes::default())
             .await
             .unwrap(),
-        Completion::Accepted("succeeded".into())
+        Completion::Accepted(JobState::Succeeded)
     );
     assert_eq!(
         b.complete(&lease_b, b"again", &AttemptNotes::default())

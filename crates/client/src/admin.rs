@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde::Serialize;
+use wasmgear_proto::{Event, FunctionEvent};
 
 use super::client::{Client, Priority, check_key};
 use super::keys::{self, FunctionKeys};
@@ -331,19 +333,43 @@ impl Client {
         if state == "missing" {
             return Err(QueueError::NoSuchJob(id.clone()));
         }
-        let state = serde_json::from_value(serde_json::Value::String(state)).map_err(|e| {
-            QueueError::Corrupt {
-                id: id.clone(),
-                reason: e.to_string(),
-            }
+        let state = state.parse().map_err(|reason| QueueError::Corrupt {
+            id: id.clone(),
+            reason,
         })?;
         Ok((changed == 1, state))
     }
 
-    /// A subscription for following events (`wasmgear events`), on the server the client
-    /// was given (in a cluster, every node's events reach it).
-    pub async fn pubsub(&self) -> Result<redis::aio::PubSub> {
-        Ok(self.redis_client().get_async_pubsub().await?)
+    /// The events of `function` (of every function when `None`) as they are published,
+    /// typed, from the server the client was given (in a cluster, every node's events
+    /// reach it). The stream ends if the connection drops.
+    pub async fn events(
+        &self,
+        function: Option<&FunctionName>,
+    ) -> Result<impl futures_util::Stream<Item = FunctionEvent> + use<>> {
+        let mut pubsub = self.redis_client().get_async_pubsub().await?;
+        match function {
+            Some(function) => {
+                pubsub
+                    .subscribe(FunctionKeys::new(function).events())
+                    .await?
+            }
+            None => {
+                pubsub
+                    .psubscribe(FunctionKeys::all_events_pattern())
+                    .await?
+            }
+        }
+        Ok(pubsub.into_on_message().filter_map(|message| async move {
+            let function = FunctionKeys::function_of_events(message.get_channel_name())?;
+            let json = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
+            let event = Event::parse(json.as_bytes())?;
+            Some(FunctionEvent {
+                function,
+                event,
+                json,
+            })
+        }))
     }
 
     /// Adds (`add`) or removes tags of job `id`; returns its tags afterwards.

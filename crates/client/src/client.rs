@@ -6,15 +6,13 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
-
 use super::connection::{self, Connection};
 use super::keys::{self, FunctionKeys, WorkerListKeys};
 use super::model::{JobRecord, JobState, JobStatus};
 use super::watch::Subscriptions;
 use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
-use wasmgear_proto::LiveWorker;
+use wasmgear_proto::{Event, LiveWorker};
 
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
 /// The most plugin problems [`Client::service`] reports.
@@ -258,21 +256,6 @@ pub enum CancelOutcome {
     Stopping,
     /// The job had already ended in this state; nothing changed.
     AlreadyEnded(JobState),
-}
-
-/// One event of a function's channel, as published by the scripts.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Event {
-    pub event: String,
-    pub id: String,
-    #[serde(default)]
-    pub seq: u64,
-    #[serde(default, deserialize_with = "crate::job::whole_number")]
-    pub done: u64,
-    #[serde(default, deserialize_with = "crate::job::whole_number")]
-    pub total: u64,
-    #[serde(default)]
-    pub message: Option<String>,
 }
 
 /// A connection to the queue for producers and operators.
@@ -536,10 +519,7 @@ impl Client {
     ) -> Result<JobStatus> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let keys = FunctionKeys::new(&id.function);
-        let mut watch = self
-            .subscriptions
-            .watch(keys.events(), id.to_string())
-            .await?;
+        let mut watch = self.subscriptions.watch(keys.events(), id.clone()).await?;
         let mut last_seq = 0;
         loop {
             // Subscribed first, then read: nothing that happens after this read is missed.
@@ -571,16 +551,22 @@ impl Client {
                     tokio::time::sleep(wait).await;
                     break;
                 };
-                match event.event.as_str() {
-                    "progress" if event.seq > last_seq => {
-                        last_seq = event.seq;
+                match event {
+                    Event::Progress {
+                        seq,
+                        done,
+                        total,
+                        message,
+                        ..
+                    } if seq > last_seq => {
+                        last_seq = seq;
                         on_progress(&Progress {
-                            done: event.done,
-                            total: event.total,
-                            message: event.message,
+                            done,
+                            total,
+                            message,
                         });
                     }
-                    "finish" => break,
+                    Event::Finish { .. } => break,
                     _ => {}
                 }
             }
@@ -670,11 +656,10 @@ impl Client {
             (1, _) => Ok(CancelOutcome::Stopping),
             (_, "missing") => Err(QueueError::NoSuchJob(id.clone())),
             (_, state) => {
-                let state = serde_json::from_value(serde_json::Value::String(state.to_string()))
-                    .map_err(|e| QueueError::Corrupt {
-                        id: id.clone(),
-                        reason: e.to_string(),
-                    })?;
+                let state = state.parse().map_err(|reason| QueueError::Corrupt {
+                    id: id.clone(),
+                    reason,
+                })?;
                 Ok(CancelOutcome::AlreadyEnded(state))
             }
         }

@@ -35,13 +35,19 @@ const RELINK_BATCH: usize = 100;
 /// The most `relink_due` calls per function in one upkeep round.
 const RELINK_ROUNDS: usize = 10;
 
-/// Reads the `{accepted, word}` reply of `complete` and `fail`.
-fn completion((accepted, word): (i64, String)) -> Completion {
-    match (accepted, word.as_str()) {
-        (1, _) => Completion::Accepted(word),
+/// Reads the `{accepted, word}` reply of `complete`, `fail` and `release`.
+fn completion((accepted, word): (i64, String)) -> redis::RedisResult<Completion> {
+    Ok(match (accepted, word.as_str()) {
+        (1, _) => Completion::Accepted(word.parse().map_err(|error: String| {
+            redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "the script answered with an unknown job state",
+                error,
+            ))
+        })?),
         (_, "missing") => Completion::Missing,
         _ => Completion::Stale,
-    }
+    })
 }
 
 /// The most completions one `complete` call carries.
@@ -99,7 +105,7 @@ async fn send_completions(
                         tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
                     }
                     for (p, result) in group.into_iter().zip(results) {
-                        let _ = p.reply.send(Ok(completion(result)));
+                        let _ = p.reply.send(completion(result));
                     }
                 }
                 Err(e) => {
@@ -554,7 +560,7 @@ impl WorkerQueue {
             .invoke_async(&mut self.conn.clone())
             .await?;
         let reply = self.settle(reply).await?;
-        Ok(completion(reply))
+        Ok(completion(reply)?)
     }
 
     /// Hands the job back unrun, without counting the attempt (used on shutdown). A job
@@ -566,7 +572,7 @@ impl WorkerQueue {
             .invoke_async(&mut self.conn.clone())
             .await?;
         let reply = self.settle(reply).await?;
-        Ok(completion(reply))
+        Ok(completion(reply)?)
     }
 
     /// Tells the dependents in other functions that a finishing script named, and returns

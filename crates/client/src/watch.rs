@@ -12,8 +12,9 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
 
+use wasmgear_proto::{Event, JobId};
+
 use super::Result;
-use super::client::Event;
 
 /// What a wait asks of the subscription task.
 enum Command {
@@ -21,7 +22,7 @@ enum Command {
     /// Redis has confirmed the subscription, so that nothing published afterwards is missed.
     Add {
         channel: String,
-        id: String,
+        id: JobId,
         key: u64,
         events: mpsc::UnboundedSender<Event>,
         subscribed: oneshot::Sender<redis::RedisResult<()>>,
@@ -29,7 +30,7 @@ enum Command {
     /// The wait `key` is over.
     Remove {
         channel: String,
-        id: String,
+        id: JobId,
         key: u64,
     },
 }
@@ -48,7 +49,7 @@ pub(crate) struct Watch {
     pub events: mpsc::UnboundedReceiver<Event>,
     commands: mpsc::UnboundedSender<Command>,
     channel: String,
-    id: String,
+    id: JobId,
     key: u64,
 }
 
@@ -56,7 +57,7 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let _ = self.commands.send(Command::Remove {
             channel: std::mem::take(&mut self.channel),
-            id: std::mem::take(&mut self.id),
+            id: self.id.clone(),
             key: self.key,
         });
     }
@@ -73,7 +74,7 @@ impl Subscriptions {
 
     /// Subscribes to `channel` (if no other wait has) and routes the events of job `id`
     /// to the returned [`Watch`]. Returns once Redis confirmed the subscription.
-    pub async fn watch(&self, channel: String, id: String) -> Result<Watch> {
+    pub async fn watch(&self, channel: String, id: JobId) -> Result<Watch> {
         let commands = {
             let mut task = self.task.lock().await;
             match &*task {
@@ -123,15 +124,15 @@ async fn route(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut channels: HashMap<String, usize> = HashMap::new();
-    let mut routes: HashMap<String, Vec<(u64, mpsc::UnboundedSender<Event>)>> = HashMap::new();
+    let mut routes: HashMap<JobId, Vec<(u64, mpsc::UnboundedSender<Event>)>> = HashMap::new();
     loop {
         tokio::select! {
             message = stream.next() => {
                 let Some(message) = message else { return };
-                let Ok(event) = serde_json::from_slice::<Event>(message.get_payload_bytes()) else {
+                let Some(event) = Event::parse(message.get_payload_bytes()) else {
                     continue;
                 };
-                if let Some(waits) = routes.get_mut(&event.id) {
+                if let Some(waits) = event.job().and_then(|id| routes.get_mut(id)) {
                     waits.retain(|(_, events)| events.send(event.clone()).is_ok());
                 }
             }

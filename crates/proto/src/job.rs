@@ -122,6 +122,13 @@ impl Serialize for JobId {
     }
 }
 
+impl<'de> Deserialize<'de> for JobId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A progress report: `done` of `total` units, with an optional message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
@@ -338,7 +345,7 @@ pub enum LeaseStatus {
 pub enum Completion {
     /// Accepted; the job is now in this state (`succeeded`, `scheduled` for a retry,
     /// `failed`, `cancelled`, or `queued` after a release).
-    Accepted(String),
+    Accepted(crate::model::JobState),
     /// Refused: this worker no longer holds the job's lease; nothing changed.
     Stale,
     /// Refused: the job does not exist (any more).

@@ -111,6 +111,13 @@ impl FunctionKeys {
     pub fn all_events_pattern() -> String {
         format!("{PREFIX}:{{*}}:events")
     }
+    /// The function whose events channel `channel` is (`None` for any other name).
+    pub fn function_of_events(channel: &str) -> Option<FunctionName> {
+        let name = channel
+            .strip_prefix(&format!("{PREFIX}:{{"))?
+            .strip_suffix("}:events")?;
+        FunctionName::new(name).ok()
+    }
     /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
     pub fn all(&self) -> [String; 21] {
         [
@@ -182,6 +189,13 @@ mod tests {
         let keys = FunctionKeys::new(&FunctionName::new("echo").unwrap());
         for key in keys.all().into_iter().chain([keys.workers()]) {
             assert!(key.starts_with("wg:{echo}:"), "{key}");
+        }
+        assert_eq!(
+            FunctionKeys::function_of_events(&keys.events()),
+            Some(FunctionName::new("echo").unwrap())
+        );
+        for other in [keys.work(), "wg:{}:events".into(), "x".into()] {
+            assert_eq!(FunctionKeys::function_of_events(&other), None, "{other}");
         }
     }
 }

@@ -3,18 +3,21 @@
 //! the names of the Redis keys. No I/O: the client, the runtime and the worker all depend
 //! on this crate, and it depends on none of them.
 //!
+//! - [`event`]: the events published on each function's channel, typed.
 //! - [`job`]: names, ids, progress, outcomes, error classes, leases.
 //! - [`model`]: the job record as stored, its states, what `status` returns.
 //! - [`keys`]: every Redis key name, each function's under one hash tag.
 //! - [`units`]: durations, sizes and times as people write them.
 //! - [`worker`]: what workers advertise in the worker list.
 
+pub mod event;
 pub mod job;
 pub mod keys;
 pub mod model;
 pub mod units;
 pub mod worker;
 
+pub use event::{Event, FunctionEvent};
 pub use job::*;
 pub use model::{JobRecord, JobState, JobStatus};
 pub use worker::{LiveWorker, WorkerAd};

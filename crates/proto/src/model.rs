@@ -49,6 +49,23 @@ impl JobState {
     }
 }
 
+impl std::str::FromStr for JobState {
+    type Err = String;
+    /// Reads a state's name as stored; the error names what was found.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(match text {
+            "queued" => JobState::Queued,
+            "scheduled" => JobState::Scheduled,
+            "waiting" => JobState::Waiting,
+            "running" => JobState::Running,
+            "succeeded" => JobState::Succeeded,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            _ => return Err(format!("{text:?} is not a job state")),
+        })
+    }
+}
+
 impl fmt::Display for JobState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -9,7 +9,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use super::bindings::Job;
 use super::cache::CompileCache;
-use super::run::JobState;
+use super::run::StoreData;
 
 /// How often the epoch advances. Deadlines and cancellation are checked, and running
 /// jobs yield to each other, at this granularity.
@@ -106,7 +106,7 @@ fn engine_config(config: &RuntimeConfig) -> Config {
 /// Compiles plugins and runs jobs. One per worker; cheap to share behind an `Arc`.
 pub struct Runtime {
     pub(crate) engine: Engine,
-    pub(crate) linker: Linker<JobState>,
+    pub(crate) linker: Linker<StoreData>,
     pub(crate) limits: Limits,
     pub(crate) fuel: bool,
     pub(crate) cache: Option<CompileCache>,
@@ -117,7 +117,7 @@ impl Runtime {
     /// Builds the engine and linker and starts the epoch ticker thread.
     pub fn new(config: RuntimeConfig) -> wasmtime::Result<Self> {
         let engine = Engine::new(&engine_config(&config))?;
-        let mut linker = Linker::<JobState>::new(&engine);
+        let mut linker = Linker::<StoreData>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;

@@ -12,7 +12,7 @@ use super::bindings::JobPre;
 use super::cache::{CompileSource, sha256_hex};
 use super::engine::{Limits, Runtime};
 use super::manifest::{self, Capabilities, JobDefaults, Manifest, ManifestError};
-use super::run::JobState;
+use super::run::StoreData;
 
 /// The first eight bytes of a WebAssembly component (magic, version 0x0d, layer 1).
 const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
@@ -95,7 +95,7 @@ pub struct Plugin {
     concurrency: Option<usize>,
     manifest: Manifest,
     in_flight: AtomicUsize,
-    pub(crate) pre: JobPre<JobState>,
+    pub(crate) pre: JobPre<StoreData>,
 }
 
 impl std::fmt::Debug for Plugin {

@@ -65,8 +65,8 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// The data of one job's `Store`.
-pub struct JobState {
+/// The data of one job's `Store` (what host imports see as `self`).
+pub struct StoreData {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
@@ -77,7 +77,7 @@ pub struct JobState {
     http_gate: HttpGate,
 }
 
-impl WasiHttpView for JobState {
+impl WasiHttpView for StoreData {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
             ctx: &mut self.http,
@@ -87,7 +87,7 @@ impl WasiHttpView for JobState {
     }
 }
 
-impl WasiView for JobState {
+impl WasiView for StoreData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
@@ -145,7 +145,7 @@ impl Runtime {
                 ));
             }
         }
-        let state = JobState {
+        let state = StoreData {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter {

@@ -619,12 +619,12 @@ impl<S: JobSource> Node<S> {
                 Ok(Completion::Accepted(state)) => {
                     match &outcome {
                         Outcome::Failed(failure) if !handed_back => tracing::info!(
-                            state,
+                            %state,
                             class = %failure.class,
                             error = %failure.message,
                             "job ended without output"
                         ),
-                        _ => tracing::info!(state, "job reported"),
+                        _ => tracing::info!(%state, "job reported"),
                     }
                     return;
                 }

@@ -37,7 +37,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
         .state
         .as_deref()
         .map(|state| {
-            serde_json::from_value::<JobState>(state.into()).map_err(|_| {
+            state.parse::<JobState>().map_err(|_| {
                 super::usage(format!(
                     "unknown state {state:?}: expected queued, scheduled, running, waiting, \
                      succeeded, failed or cancelled"

@@ -279,21 +279,24 @@ pub(crate) fn paint_state(state: wasmgear_client::JobState) -> String {
 }
 
 /// One event of `wasmgear events`, as a line.
-pub(crate) fn paint_event(event: &serde_json::Value) -> String {
-    let text = |key: &str| event.get(key).and_then(|v| v.as_str()).unwrap_or("");
-    let number = |key: &str| event.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
-    let kind = text("event");
-    let detail = match kind {
-        "start" => format!("attempt {}", number("attempt")),
-        "progress" => format!("{}/{} {}", number("done"), number("total"), text("message")),
-        "retry" => format!("attempt {} failed; runs again", number("attempt")),
-        "finish" => match serde_json::from_value(event["state"].clone()) {
-            Ok(state) => paint_state(state),
-            Err(_) => text("state").to_string(),
-        },
+pub(crate) fn paint_event(published: &wasmgear_proto::FunctionEvent) -> String {
+    use wasmgear_proto::Event;
+    let event = &published.event;
+    let detail = match event {
+        Event::Start { attempt, .. } => format!("attempt {attempt}"),
+        Event::Progress {
+            done,
+            total,
+            message,
+            ..
+        } => format!("{done}/{total} {}", message.as_deref().unwrap_or_default()),
+        Event::Retry { attempt, .. } => format!("attempt {attempt} failed; runs again"),
+        Event::Finish { state, .. } => paint_state(*state),
+        Event::Config => format!("{} settings changed", published.function),
         _ => String::new(),
     };
-    format!("{:<8} {} {detail}", paint(kind, "1"), text("id"))
+    let id = event.job().map(|id| id.to_string()).unwrap_or_default();
+    format!("{:<8} {id} {detail}", paint(event.kind(), "1"))
         .trim_end()
         .to_string()
 }

@@ -1,9 +1,9 @@
 //! `wasmgear:job/cancel`.
 
 use crate::bindings::wasmgear::job::cancel::Host;
-use crate::run::JobState;
+use crate::run::StoreData;
 
-impl Host for JobState {
+impl Host for StoreData {
     fn cancelled(&mut self) -> bool {
         self.cancel.is_cancelled()
     }

@@ -2,9 +2,9 @@
 
 use crate::bindings::wasmgear::job::log::{Host, Level};
 use crate::job::LogLevel;
-use crate::run::JobState;
+use crate::run::StoreData;
 
-impl Host for JobState {
+impl Host for StoreData {
     fn write(&mut self, level: Level, message: String) {
         let level = match level {
             Level::Trace => LogLevel::Trace,

@@ -6,4 +6,4 @@ mod log;
 mod progress;
 
 /// `wasmgear:job/types` only defines types; the host has nothing to implement for it.
-impl crate::bindings::wasmgear::job::types::Host for crate::run::JobState {}
+impl crate::bindings::wasmgear::job::types::Host for crate::run::StoreData {}

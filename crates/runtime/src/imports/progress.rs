@@ -3,12 +3,12 @@
 use crate::bindings::wasmgear::job::progress::Host;
 use crate::job::Progress;
 use crate::output::truncate;
-use crate::run::JobState;
+use crate::run::StoreData;
 
 /// Longest progress message kept, in bytes; longer ones are cut.
 pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
 
-impl Host for JobState {
+impl Host for StoreData {
     fn report(&mut self, done: u64, total: u64, message: Option<String>) {
         let message = message.map(|m| truncate(m, MAX_PROGRESS_MESSAGE_BYTES));
         self.log.hooks().progress(Progress {

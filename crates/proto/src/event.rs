@@ -1,0 +1,192 @@
+//! The events published on each function's `events` channel, typed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::{FunctionName, JobId, whole_number};
+use crate::model::JobState;
+
+/// One event of a function's `events` channel (`PROTOCOL.md`, "Events").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    /// A job was enqueued.
+    Create {
+        /// The job.
+        id: JobId,
+    },
+    /// A worker leased the job and runs this attempt.
+    Start {
+        /// The job.
+        id: JobId,
+        /// Which attempt (1-based).
+        attempt: u32,
+    },
+    /// The running job reported progress.
+    Progress {
+        /// The job.
+        id: JobId,
+        /// Counts the job's reports over all attempts, so readers can order them.
+        seq: u64,
+        /// Units of work finished.
+        #[serde(deserialize_with = "whole_number", serialize_with = "as_text")]
+        done: u64,
+        /// Units of work in all; 0 when unknown.
+        #[serde(deserialize_with = "whole_number", serialize_with = "as_text")]
+        total: u64,
+        /// A short note, if the job gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// An attempt failed and the job runs again at `at_ms`.
+    Retry {
+        /// The job.
+        id: JobId,
+        /// The attempt that failed.
+        attempt: u32,
+        /// When the next attempt may start, ms since the epoch (Redis' clock).
+        at_ms: u64,
+    },
+    /// The job ended.
+    Finish {
+        /// The job.
+        id: JobId,
+        /// How: succeeded, failed or cancelled.
+        state: JobState,
+    },
+    /// A waiting job's dependencies succeeded, or a job was handed back: it can be leased.
+    Ready {
+        /// The job.
+        id: JobId,
+    },
+    /// The function's settings changed.
+    Config,
+    /// A running job's worker should stop it.
+    Cancel {
+        /// The job.
+        id: JobId,
+    },
+    /// An event this version does not know (written by a newer one).
+    #[serde(other)]
+    Other,
+}
+
+impl Event {
+    /// The job the event is about (none for `config` and unknown events).
+    pub fn job(&self) -> Option<&JobId> {
+        match self {
+            Event::Create { id }
+            | Event::Start { id, .. }
+            | Event::Progress { id, .. }
+            | Event::Retry { id, .. }
+            | Event::Finish { id, .. }
+            | Event::Ready { id }
+            | Event::Cancel { id } => Some(id),
+            Event::Config | Event::Other => None,
+        }
+    }
+
+    /// The event's name as published (`create`, `start`, ...; `other` when unknown).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Create { .. } => "create",
+            Event::Start { .. } => "start",
+            Event::Progress { .. } => "progress",
+            Event::Retry { .. } => "retry",
+            Event::Finish { .. } => "finish",
+            Event::Ready { .. } => "ready",
+            Event::Config => "config",
+            Event::Cancel { .. } => "cancel",
+            Event::Other => "other",
+        }
+    }
+
+    /// Reads one published event; `None` when it is not an event's JSON.
+    pub fn parse(payload: &[u8]) -> Option<Event> {
+        serde_json::from_slice(payload).ok()
+    }
+}
+
+/// An event and the function on whose channel it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionEvent {
+    /// The function whose `events` channel carried it.
+    pub function: FunctionName,
+    /// The event.
+    pub event: Event,
+    /// The JSON as published.
+    pub json: String,
+}
+
+/// Writes a count as the decimal string the scripts publish.
+fn as_text<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_scripts_publish() {
+        let id: JobId = "echo:7".parse().unwrap();
+        let cases = [
+            (
+                r#"{"event":"create","id":"echo:7"}"#,
+                Event::Create { id: id.clone() },
+            ),
+            (
+                r#"{"event":"start","id":"echo:7","attempt":2}"#,
+                Event::Start {
+                    id: id.clone(),
+                    attempt: 2,
+                },
+            ),
+            (
+                r#"{"event":"progress","id":"echo:7","seq":3,"done":"18446744073709551614","total":"0","message":"m"}"#,
+                Event::Progress {
+                    id: id.clone(),
+                    seq: 3,
+                    done: u64::MAX - 1,
+                    total: 0,
+                    message: Some("m".into()),
+                },
+            ),
+            (
+                r#"{"event":"finish","id":"echo:7","state":"succeeded"}"#,
+                Event::Finish {
+                    id: id.clone(),
+                    state: JobState::Succeeded,
+                },
+            ),
+            (r#"{"event":"config","id":""}"#, Event::Config),
+            (
+                r#"{"event":"cancel","id":"echo:7"}"#,
+                Event::Cancel { id: id.clone() },
+            ),
+            (r#"{"event":"later","id":"echo:7"}"#, Event::Other),
+        ];
+        for (json, want) in cases {
+            assert_eq!(
+                Event::parse(json.as_bytes()).as_ref(),
+                Some(&want),
+                "{json}"
+            );
+        }
+        assert_eq!(Event::parse(b"not json"), None);
+        assert_eq!(Event::parse(br#"{"event":"start","id":"nocolon"}"#), None);
+    }
+
+    #[test]
+    fn progress_round_trips_exactly() {
+        let event = Event::Progress {
+            id: "f:1".parse().unwrap(),
+            seq: 1,
+            done: u64::MAX,
+            total: u64::MAX,
+            message: None,
+        };
+        let json = serde_json::to_string(&event).unwrap();
+        assert!(json.contains(r#""done":"18446744073709551615""#), "{json}");
+        assert_eq!(Event::parse(json.as_bytes()), Some(event));
+    }
+}
