@@ -17,6 +17,7 @@ mod lease;
 mod manifest;
 mod operate;
 mod plugin_dir;
+mod pubsub;
 mod reload;
 mod sandbox;
 mod structure;

@@ -69,6 +69,15 @@ impl TestRedis {
         Client::connect(&self.url()).await.expect("connect client")
     }
 
+    /// A plain connection, or `None` while the server does not answer.
+    pub async fn raw_try(&self) -> Option<redis::aio::MultiplexedConnection> {
+        redis::Client::open(self.url())
+            .ok()?
+            .get_multiplexed_async_connection()
+            .await
+            .ok()
+    }
+
     /// A plain connection, for looking at Redis itself.
     pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.url())

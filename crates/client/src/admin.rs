@@ -12,6 +12,7 @@ use wasmgear_proto::{Event, FunctionEvent};
 use super::client::{Client, Priority, check_key};
 use super::keys::{self, FunctionKeys};
 use super::model::{JobState, JobStatus};
+use super::subscriber::{Delivery, Topic};
 use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId};
 
@@ -342,34 +343,47 @@ impl Client {
 
     /// The events of `function` (of every function when `None`) as they are published,
     /// typed, from the server the client was given (in a cluster, every node's events
-    /// reach it). The stream ends if the connection drops.
+    /// reach it). The stream goes on across reconnections (a restart of Redis, a cut
+    /// network); what is published while the connection is down is missed, and said so in
+    /// the log.
     pub async fn events(
         &self,
         function: Option<&FunctionName>,
     ) -> Result<impl futures_util::Stream<Item = FunctionEvent> + use<>> {
-        let mut pubsub = self.redis_client().get_async_pubsub().await?;
-        match function {
-            Some(function) => {
-                pubsub
-                    .subscribe(FunctionKeys::new(function).events())
-                    .await?
-            }
-            None => {
-                pubsub
-                    .psubscribe(FunctionKeys::all_events_pattern())
-                    .await?
-            }
-        }
-        Ok(pubsub.into_on_message().filter_map(|message| async move {
-            let function = FunctionKeys::function_of_events(message.get_channel_name())?;
-            let json = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
-            let event = Event::parse(json.as_bytes())?;
-            Some(FunctionEvent {
-                function,
-                event,
-                json,
+        let subscription = self.subscriber.open();
+        subscription
+            .subscribe(match function {
+                Some(function) => Topic::Channel(FunctionKeys::new(function).events()),
+                None => Topic::Pattern(FunctionKeys::all_events_pattern()),
             })
-        }))
+            .await?;
+        Ok(subscription
+            .into_stream()
+            .filter_map(|delivery| async move {
+                let message = match delivery {
+                    Delivery::Message(message) => message,
+                    Delivery::Lost => {
+                        tracing::warn!(
+                            "lost the connection to Redis: events are missed until it is back"
+                        );
+                        return None;
+                    }
+                    Delivery::Resubscribed => {
+                        tracing::info!(
+                            "listening to events again (those published meanwhile were missed)"
+                        );
+                        return None;
+                    }
+                };
+                let function = FunctionKeys::function_of_events(&message.channel)?;
+                let json = String::from_utf8_lossy(&message.payload).into_owned();
+                let event = Event::parse(json.as_bytes())?;
+                Some(FunctionEvent {
+                    function,
+                    event,
+                    json,
+                })
+            }))
     }
 
     /// Adds (`add`) or removes tags of job `id`; returns its tags afterwards.

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::connection::{self, Connection};
 use super::keys::{self, FunctionKeys, WorkerListKeys};
 use super::model::{JobRecord, JobState, JobStatus};
-use super::watch::Subscriptions;
+use super::subscriber::Subscriber;
+use super::watch::{Seen, Watches};
 use super::{QueueError, Result, links, scripts};
 use crate::job::{FunctionName, JobId, Progress};
 use wasmgear_proto::{Event, LiveWorker};
@@ -44,8 +45,11 @@ pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_ATTEMPTS_LIMIT: u32 = 1000;
 /// The longest timeout, retention or delay accepted (10 years).
 pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-/// How often `wait` re-reads a job's record when no event arrives.
+/// How often `wait` re-reads a job's record while it cannot hear events (Redis is
+/// reconnecting).
 pub const WAIT_POLL: Duration = Duration::from_millis(500);
+/// How often `wait` re-reads a job's record while it hears its events (a safety net only).
+pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
 
 /// A job's priority: higher runs first; FIFO within one priority.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -261,29 +265,25 @@ pub enum CancelOutcome {
 /// A connection to the queue for producers and operators.
 #[derive(Clone)]
 pub struct Client {
-    redis: redis::Client,
     pub(crate) conn: Connection,
     max_input_bytes: usize,
     registered: Arc<Mutex<HashSet<FunctionName>>>,
-    subscriptions: Arc<Subscriptions>,
+    pub(crate) subscriber: Subscriber,
+    watches: Arc<Watches>,
 }
 
 impl Client {
     /// Connects to the Redis at `url` (`redis://HOST:PORT[/DB]`).
     pub async fn connect(url: &str) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
+        let subscriber = Subscriber::new(redis);
         Ok(Client {
-            subscriptions: Arc::new(Subscriptions::new(redis.clone())),
-            redis,
+            watches: Arc::new(Watches::new(&subscriber)),
+            subscriber,
             conn,
             max_input_bytes: MAX_INPUT_BYTES,
             registered: Arc::default(),
         })
-    }
-
-    /// The client of the server this client was given (for subscriptions).
-    pub(crate) fn redis_client(&self) -> &redis::Client {
-        &self.redis
     }
 
     /// Sets the largest input this client accepts (default [`MAX_INPUT_BYTES`]).
@@ -519,11 +519,36 @@ impl Client {
     ) -> Result<JobStatus> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let keys = FunctionKeys::new(&id.function);
-        let mut watch = self.subscriptions.watch(keys.events(), id.clone()).await?;
+        let (mut watch, subscribed) = self.watches.watch(keys.events(), id.clone()).await;
+        // Without events (Redis unreachable for now), polling finds the end until the
+        // subscription is back.
+        let mut hearing = subscribed.is_ok();
         let mut last_seq = 0;
+        let mut unreachable = false;
         loop {
             // Subscribed first, then read: nothing that happens after this read is missed.
-            let status = self.status(id).await?;
+            let status = match self.status(id).await {
+                Ok(status) => status,
+                // Redis restarting or out of reach for a moment: a wait outlasts it (up to
+                // its timeout) rather than fail the caller.
+                Err(QueueError::Redis(error)) if connection::is_transient(&error) => {
+                    if !unreachable {
+                        tracing::warn!(%error, job_id = %id, "cannot read the job's status; trying again");
+                        unreachable = true;
+                    }
+                    let pause = deadline.map_or(WAIT_POLL, |deadline| {
+                        WAIT_POLL
+                            .min(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                    });
+                    if pause.is_zero() {
+                        return Err(QueueError::WaitTimedOut(id.clone()));
+                    }
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            unreachable = false;
             if let Some(progress) = &status.record.progress
                 && status.record.progress_seq > last_seq
             {
@@ -533,9 +558,10 @@ impl Client {
             if status.record.state.is_final() {
                 return Ok(status);
             }
-            // Read events until one says the job finished, or nothing came for a while.
+            // Read events until one says the job finished, the subscription was lost and
+            // is back (events may have been missed), or nothing came for a while.
             loop {
-                let mut wait = WAIT_POLL;
+                let mut wait = if hearing { WAIT_RECHECK } else { WAIT_POLL };
                 if let Some(deadline) = deadline {
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     if left.is_zero() {
@@ -543,22 +569,27 @@ impl Client {
                     }
                     wait = wait.min(left);
                 }
-                let Ok(event) = tokio::time::timeout(wait, watch.events.recv()).await else {
+                let Ok(seen) = tokio::time::timeout(wait, watch.events.recv()).await else {
                     break;
                 };
-                let Some(event) = event else {
-                    // The subscription connection dropped: fall back to polling.
-                    tokio::time::sleep(wait).await;
-                    break;
-                };
-                match event {
-                    Event::Progress {
+                match seen {
+                    // The client is being dropped: poll.
+                    None => {
+                        tokio::time::sleep(wait).await;
+                        break;
+                    }
+                    Some(Seen::Lost) => hearing = false,
+                    Some(Seen::Resubscribed) => {
+                        hearing = true;
+                        break;
+                    }
+                    Some(Seen::Event(Event::Progress {
                         seq,
                         done,
                         total,
                         message,
                         ..
-                    } if seq > last_seq => {
+                    })) if seq > last_seq => {
                         last_seq = seq;
                         on_progress(&Progress {
                             done,
@@ -566,8 +597,8 @@ impl Client {
                             message,
                         });
                     }
-                    Event::Finish { .. } => break,
-                    _ => {}
+                    Some(Seen::Event(Event::Finish { .. })) => break,
+                    Some(Seen::Event(_)) => {}
                 }
             }
         }

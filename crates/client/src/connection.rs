@@ -51,7 +51,7 @@ impl ConnectionLike for Connection {
 }
 
 /// How long connecting may take before Redis counts as unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long one command may wait for its reply (the `redis` crate's default is 500 ms).
 ///

@@ -16,6 +16,7 @@ mod links;
 pub mod redis_server;
 mod scripts;
 pub mod source;
+pub mod subscriber;
 mod watch;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};

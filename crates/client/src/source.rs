@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
+use super::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use super::{QueueError, Result, links, scripts};
 use wasmgear_proto::WorkerAd;
 
@@ -148,6 +148,44 @@ fn lock_hints(
     hints.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Turns what arrives on the work channels into wake-ups and cancel requests; while the
+/// subscription is lost, hints are not trusted (every function is asked), and once it is
+/// back they are cleared (events may have been missed).
+async fn forward_notifications(
+    mut subscription: Subscription,
+    channels: std::collections::HashMap<String, FunctionName>,
+    work_arrived: Arc<Notify>,
+    cancels: broadcast::Sender<JobId>,
+    hints: Hints,
+    listening: Arc<AtomicBool>,
+) {
+    while let Some(delivery) = subscription.next().await {
+        match delivery {
+            Delivery::Message(message) => {
+                if message.payload == b"work" {
+                    if let Some(function) = channels.get(&message.channel) {
+                        lock_hints(&hints)
+                            .entry(function.clone())
+                            .or_default()
+                            .events += 1;
+                    }
+                    work_arrived.notify_one();
+                } else if let Some(id) = message.payload.strip_prefix(b"cancel ")
+                    && let Ok(id) = std::str::from_utf8(id).unwrap_or("").parse::<JobId>()
+                {
+                    let _ = cancels.send(id);
+                }
+            }
+            Delivery::Lost => listening.store(false, Ordering::SeqCst),
+            Delivery::Resubscribed => {
+                lock_hints(&hints).clear();
+                listening.store(true, Ordering::SeqCst);
+                work_arrived.notify_one();
+            }
+        }
+    }
+}
+
 /// Aborts a background task when dropped.
 struct TaskGuard(JoinHandle<()>);
 
@@ -159,7 +197,7 @@ impl Drop for TaskGuard {
 
 /// A worker's connection to the queue.
 pub struct WorkerQueue {
-    redis: redis::Client,
+    subscriber: Subscriber,
     conn: Connection,
     worker_id: String,
     next_function: AtomicUsize,
@@ -182,7 +220,7 @@ impl WorkerQueue {
     pub async fn connect(url: &str, worker_id: impl Into<String>) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
         Ok(WorkerQueue {
-            redis,
+            subscriber: Subscriber::new(redis),
             conn,
             worker_id: worker_id.into(),
             next_function: AtomicUsize::new(0),
@@ -219,71 +257,40 @@ impl WorkerQueue {
     /// [`WorkerQueue::cancel_requests`] hears of cancellations at once.
     /// Calling it again replaces the subscription (when the served functions change).
     pub async fn listen(&self, functions: &[FunctionName]) -> Result<()> {
-        let mut pubsub = self.redis.get_async_pubsub().await?;
-        for function in functions {
-            pubsub.subscribe(FunctionKeys::new(function).work()).await?;
-        }
-        let notify = self.work_arrived.clone();
-        let cancels = self.cancel_requests.clone();
-        let redis = self.redis.clone();
-        let hints = self.hints.clone();
-        let listening = self.listening.clone();
-        listening.store(true, Ordering::SeqCst);
+        let subscription = self.subscriber.open();
         let channels: std::collections::HashMap<String, FunctionName> = functions
             .iter()
             .map(|f| (FunctionKeys::new(f).work(), f.clone()))
             .collect();
-        let task = tokio::spawn(async move {
-            let mut pubsub = pubsub;
-            let woke = |channel: &str| {
-                if let Some(function) = channels.get(channel) {
-                    lock_hints(&hints)
-                        .entry(function.clone())
-                        .or_default()
-                        .events += 1;
-                }
-                notify.notify_one();
-            };
-            loop {
-                {
-                    let mut stream = pubsub.on_message();
-                    while let Some(message) = stream.next().await {
-                        let payload = message.get_payload_bytes();
-                        if payload == b"work" {
-                            woke(message.get_channel_name());
-                        } else if let Some(id) = payload.strip_prefix(b"cancel ")
-                            && let Ok(id) = std::str::from_utf8(id).unwrap_or("").parse::<JobId>()
-                        {
-                            let _ = cancels.send(id);
-                        }
-                    }
-                }
-                // The connection dropped: the safety poll keeps the worker going while we
-                // re-subscribe.
-                tracing::warn!("lost the event subscription; reconnecting");
-                listening.store(false, Ordering::SeqCst);
-                loop {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    let Ok(mut fresh) = redis.get_async_pubsub().await else {
-                        continue;
-                    };
-                    let mut ok = true;
-                    for channel in channels.keys() {
-                        ok &= fresh.subscribe(channel).await.is_ok();
-                    }
-                    if ok {
-                        pubsub = fresh;
-                        // Events may have been missed: ask every function again.
-                        lock_hints(&hints).clear();
-                        listening.store(true, Ordering::SeqCst);
-                        notify.notify_one();
-                        break;
-                    }
-                }
+        // Every channel is added even if one fails: the subscriber subscribes them all once
+        // Redis answers, and says so.
+        let mut result = Ok(());
+        for channel in channels.keys() {
+            if let Err(error) = subscription
+                .subscribe(Topic::Channel(channel.clone()))
+                .await
+            {
+                result = Err(error.into());
             }
-        });
+        }
+        self.listening.store(result.is_ok(), Ordering::SeqCst);
+        let task = tokio::spawn(forward_notifications(
+            subscription,
+            channels,
+            self.work_arrived.clone(),
+            self.cancel_requests.clone(),
+            self.hints.clone(),
+            self.listening.clone(),
+        ));
+        // The old subscription goes with its task; channels served before and now stay
+        // subscribed throughout.
         *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(TaskGuard(task));
-        Ok(())
+        if result.is_ok() {
+            // Events may have been missed before: ask every function again.
+            lock_hints(&self.hints).clear();
+            self.work_arrived.notify_one();
+        }
+        result
     }
 
     /// Waits until a job may have arrived: an event said so, the next scheduled job or

@@ -1,22 +1,30 @@
-//! One subscription per [`Client`](super::Client) for all its waits.
+//! The waits of one [`Client`](super::Client), sharing one [`Subscription`].
 //!
 //! A wait registers the job it waits for; the events channel of the job's function is
 //! subscribed while any wait needs it, and one task hands each event to the waits of its
-//! job. So a wait costs a `SUBSCRIBE` round trip on a connection that is already open,
-//! not a new connection, and many waits share one connection.
+//! job. So a wait costs a `SUBSCRIBE` round trip at most, on the client's one reconnecting
+//! pub/sub connection ([`Subscriber`]), and many waits share it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
 
 use wasmgear_proto::{Event, JobId};
 
-use super::Result;
+use crate::subscriber::{Delivery, Subscriber, Subscription, Topic};
 
-/// What a wait asks of the subscription task.
+/// What a wait hears.
+pub(crate) enum Seen {
+    /// An event of its job.
+    Event(Event),
+    /// The subscription was lost: events are missed until [`Seen::Resubscribed`].
+    Lost,
+    /// The subscription was lost and is back: events may have been missed.
+    Resubscribed,
+}
+
+/// What a wait asks of the routing task.
 enum Command {
     /// Route the events of job `id` on `channel` to `events`; answer on `subscribed` once
     /// Redis has confirmed the subscription, so that nothing published afterwards is missed.
@@ -24,7 +32,7 @@ enum Command {
         channel: String,
         id: JobId,
         key: u64,
-        events: mpsc::UnboundedSender<Event>,
+        events: mpsc::UnboundedSender<Seen>,
         subscribed: oneshot::Sender<redis::RedisResult<()>>,
     },
     /// The wait `key` is over.
@@ -35,18 +43,15 @@ enum Command {
     },
 }
 
-/// The shared subscription of one client; connected on the first wait, and again after
-/// its connection dropped.
-pub(crate) struct Subscriptions {
-    redis: redis::Client,
-    task: tokio::sync::Mutex<Option<mpsc::UnboundedSender<Command>>>,
+/// The waits of one client.
+pub(crate) struct Watches {
+    commands: mpsc::UnboundedSender<Command>,
     next_key: AtomicU64,
 }
 
-/// One wait's registration: its events arrive on `events` until it is dropped. `events`
-/// ends if the subscription connection drops (the wait then polls).
+/// One wait's registration: what concerns its job arrives on `events` until it is dropped.
 pub(crate) struct Watch {
-    pub events: mpsc::UnboundedReceiver<Event>,
+    pub events: mpsc::UnboundedReceiver<Seen>,
     commands: mpsc::UnboundedSender<Command>,
     channel: String,
     id: JobId,
@@ -63,87 +68,72 @@ impl Drop for Watch {
     }
 }
 
-impl Subscriptions {
-    pub fn new(redis: redis::Client) -> Self {
-        Subscriptions {
-            redis,
-            task: tokio::sync::Mutex::new(None),
+impl Watches {
+    /// Starts the routing task over a subscription of `subscriber`.
+    pub fn new(subscriber: &Subscriber) -> Self {
+        let (commands, requests) = mpsc::unbounded_channel();
+        tokio::spawn(route(subscriber.open(), requests));
+        Watches {
+            commands,
             next_key: AtomicU64::new(0),
         }
     }
 
     /// Subscribes to `channel` (if no other wait has) and routes the events of job `id`
-    /// to the returned [`Watch`]. Returns once Redis confirmed the subscription.
-    pub async fn watch(&self, channel: String, id: JobId) -> Result<Watch> {
-        let commands = {
-            let mut task = self.task.lock().await;
-            match &*task {
-                Some(commands) if !commands.is_closed() => commands.clone(),
-                _ => {
-                    let (sink, stream) = self.redis.get_async_pubsub().await?.split();
-                    let (commands, requests) = mpsc::unbounded_channel();
-                    tokio::spawn(route(sink, stream, requests));
-                    *task = Some(commands.clone());
-                    commands
-                }
-            }
-        };
+    /// to the returned [`Watch`]. The error says the subscription is not in place yet (Redis
+    /// is unreachable); the watch then hears [`Seen::Resubscribed`] once it is.
+    pub async fn watch(&self, channel: String, id: JobId) -> (Watch, redis::RedisResult<()>) {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let (events, received) = mpsc::unbounded_channel();
         let (subscribed, confirmed) = oneshot::channel();
-        let gone = || {
-            redis::RedisError::from((redis::ErrorKind::Io, "the subscription connection closed"))
-        };
-        commands
-            .send(Command::Add {
-                channel: channel.clone(),
-                id: id.clone(),
-                key,
-                events,
-                subscribed,
-            })
-            .map_err(|_| gone())?;
+        let _ = self.commands.send(Command::Add {
+            channel: channel.clone(),
+            id: id.clone(),
+            key,
+            events,
+            subscribed,
+        });
         let watch = Watch {
             events: received,
-            commands,
+            commands: self.commands.clone(),
             channel,
             id,
             key,
         };
-        confirmed.await.map_err(|_| gone())??;
-        Ok(watch)
+        let confirmed = confirmed.await.unwrap_or_else(|_| {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the wait routing task has ended",
+            )))
+        });
+        (watch, confirmed)
     }
 }
 
-/// The subscription task: keeps the channels subscribed that some wait needs, and hands
-/// each event to the waits of its job. Ends when the connection drops or the client is
-/// gone; the waits' event streams end with it.
-async fn route(
-    mut sink: PubSubSink,
-    mut stream: PubSubStream,
-    mut commands: mpsc::UnboundedReceiver<Command>,
-) {
-    let mut channels: HashMap<String, usize> = HashMap::new();
-    let mut routes: HashMap<JobId, Vec<(u64, mpsc::UnboundedSender<Event>)>> = HashMap::new();
+/// The routing task: adds the channels some wait needs to the subscription and hands each
+/// event to the waits of its job. Ends when the client is gone.
+async fn route(mut subscription: Subscription, mut commands: mpsc::UnboundedReceiver<Command>) {
+    let mut routes: HashMap<JobId, Vec<(u64, mpsc::UnboundedSender<Seen>)>> = HashMap::new();
     loop {
         tokio::select! {
-            message = stream.next() => {
-                let Some(message) = message else { return };
-                let Some(event) = Event::parse(message.get_payload_bytes()) else {
-                    continue;
-                };
-                if let Some(waits) = event.job().and_then(|id| routes.get_mut(id)) {
-                    waits.retain(|(_, events)| events.send(event.clone()).is_ok());
+            delivery = subscription.next() => match delivery {
+                None => return,
+                Some(Delivery::Message(message)) => {
+                    let Some(event) = Event::parse(&message.payload) else {
+                        continue;
+                    };
+                    if let Some(waits) = event.job().and_then(|id| routes.get_mut(id)) {
+                        waits.retain(|(_, events)| events.send(Seen::Event(event.clone())).is_ok());
+                    }
                 }
-            }
+                Some(Delivery::Lost) => tell_all(&mut routes, || Seen::Lost),
+                Some(Delivery::Resubscribed) => tell_all(&mut routes, || Seen::Resubscribed),
+            },
             command = commands.recv() => match command {
                 None => return,
                 Some(Command::Add { channel, id, key, events, subscribed }) => {
-                    *channels.entry(channel.clone()).or_default() += 1;
                     routes.entry(id).or_default().push((key, events));
-                    // Subscribing again to a subscribed channel changes nothing, but its
-                    // answer tells this wait that the subscription is in place.
-                    let _ = subscribed.send(sink.subscribe(&channel).await);
+                    let _ = subscribed.send(subscription.subscribe(Topic::Channel(channel)).await);
                 }
                 Some(Command::Remove { channel, id, key }) => {
                     if let Some(waits) = routes.get_mut(&id) {
@@ -152,15 +142,19 @@ async fn route(
                             routes.remove(&id);
                         }
                     }
-                    if let Some(count) = channels.get_mut(&channel) {
-                        *count -= 1;
-                        if *count == 0 {
-                            channels.remove(&channel);
-                            let _ = sink.unsubscribe(&channel).await;
-                        }
-                    }
+                    subscription.unsubscribe(Topic::Channel(channel));
                 }
             },
         }
+    }
+}
+
+/// Tells every wait what `seen` makes.
+fn tell_all(
+    routes: &mut HashMap<JobId, Vec<(u64, mpsc::UnboundedSender<Seen>)>>,
+    seen: impl Fn() -> Seen,
+) {
+    for waits in routes.values_mut() {
+        waits.retain(|(_, events)| events.send(seen()).is_ok());
     }
 }
