@@ -22,7 +22,6 @@ use wasmgear_proto::{FunctionName, LeaseRequest, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear_worker::WorkerConfig;
-use wasmgear_worker::plugins::PluginRegistry;
 
 use common::{Quiet, job_info};
 
@@ -227,29 +226,16 @@ async fn end_to_end() {
     )
     .unwrap();
     for concurrency in [1usize, 16] {
-        let runtime = Arc::new(
-            Runtime::new(RuntimeConfig {
-                max_instances: concurrency as u32 + 1,
-                ..RuntimeConfig::default()
-            })
-            .unwrap(),
-        );
-        let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
-        let queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = WorkerConfig {
-            concurrency,
-            ..WorkerConfig::default()
-        };
-        let node = tokio::spawn(wasmgear_worker::run(
-            queue,
-            runtime,
-            Arc::new(registry),
-            config,
-            async {
-                let _ = stopped.await;
+        let (stop, node) = start_worker(
+            &redis.url(),
+            plugins.path(),
+            WorkerConfig {
+                concurrency,
+                ..WorkerConfig::default()
             },
-        ));
+            false,
+        )
+        .await;
 
         let client = Client::connect(&redis.url()).await.unwrap();
         let echo = FunctionName::new("echo").unwrap();
@@ -357,25 +343,8 @@ async fn queue_alone() {
         plugins.path().join("echo.wasm"),
     )
     .unwrap();
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            max_instances: 4,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
-    let (registry, _) = PluginRegistry::load_dir(&runtime, plugins.path()).unwrap();
-    let queue = WorkerQueue::connect(&redis.url(), "idle").await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(wasmgear_worker::run(
-        queue,
-        runtime,
-        Arc::new(registry),
-        WorkerConfig::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, node) =
+        start_worker(&redis.url(), plugins.path(), WorkerConfig::default(), false).await;
     let echo = FunctionName::new("echo").unwrap();
     let mut latencies = Vec::new();
     for _ in 0..200 {
@@ -513,31 +482,7 @@ async fn reload_and_cache() {
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     std::fs::copy(wasmgear_test_artifacts::ECHO, plugins.join("morph.wasm")).unwrap();
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            max_instances: 8,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
-    let (registry, _) = PluginRegistry::load_dir(&runtime, &plugins).unwrap();
-    let registry = Arc::new(registry);
-    let watcher = tokio::spawn(wasmgear_worker::plugins::watch(
-        runtime.clone(),
-        registry.clone(),
-        plugins.clone(),
-    ));
-    let queue = WorkerQueue::connect(&redis.url(), "bench").await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(wasmgear_worker::run(
-        queue,
-        runtime,
-        registry,
-        WorkerConfig::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, node) = start_worker(&redis.url(), &plugins, WorkerConfig::default(), true).await;
     let client = Client::connect(&redis.url()).await.unwrap();
     let morph = FunctionName::new("morph").unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -567,7 +512,36 @@ async fn reload_and_cache() {
         written.elapsed().as_secs_f64() * 1e3,
         wasmgear_worker::plugins::SETTLE.as_millis()
     );
-    watcher.abort();
     let _ = stop.send(());
     node.await.unwrap();
+}
+
+/// A worker node in this process on the plugins in `dir`, built like `wasmgear worker`
+/// builds its own; stops when the sender is used or dropped.
+async fn start_worker(
+    url: &str,
+    dir: &std::path::Path,
+    config: WorkerConfig,
+    watch: bool,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let worker = wasmgear_worker::WorkerBuilder::new(dir)
+        .id("bench")
+        .runtime(RuntimeConfig {
+            max_instances: config.concurrency as u32 + 4,
+            ..RuntimeConfig::default()
+        })
+        .config(config)
+        .watch(watch)
+        .build(url)
+        .await
+        .unwrap();
+    assert!(worker.problems().is_empty(), "{:?}", worker.problems());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
+    (stop, node)
 }

@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmgear_client::redis_server::RedisServer;
-use wasmgear_client::{Client, EnqueueOptions, WorkerQueue};
+use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear_worker::WorkerBuilder;
 use wasmgear_worker::WorkerConfig;
-use wasmgear_worker::plugins::PluginRegistry;
 
 use common::{Quiet, job_info};
 
@@ -347,31 +347,25 @@ struct Node {
 }
 
 async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
+    let worker = WorkerBuilder::new(dir)
+        .id(format!("bench-{concurrency}"))
+        .runtime(RuntimeConfig {
             max_instances: concurrency as u32 + 4,
             ..RuntimeConfig::default()
         })
-        .unwrap(),
-    );
-    let (registry, problems) = PluginRegistry::load_dir(&runtime, dir).unwrap();
-    assert!(problems.is_empty(), "{problems:?}");
-    let queue = WorkerQueue::connect(url, format!("bench-{concurrency}"))
-        .await
-        .unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(wasmgear_worker::run(
-        queue,
-        runtime,
-        Arc::new(registry),
-        WorkerConfig {
+        .config(WorkerConfig {
             concurrency,
             ..WorkerConfig::default()
-        },
-        async {
-            let _ = stopped.await;
-        },
-    ));
+        })
+        .watch(false)
+        .build(url)
+        .await
+        .unwrap();
+    assert!(worker.problems().is_empty(), "{:?}", worker.problems());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
     Node { stop, task }
 }
 

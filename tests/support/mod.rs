@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use wasmgear_client::Client;
 use wasmgear_client::redis_server::RedisServer;
-use wasmgear_client::{Client, WorkerQueue};
 use wasmgear_proto::FunctionName;
-use wasmgear_runtime::{Runtime, RuntimeConfig};
-use wasmgear_worker::WorkerConfig;
+use wasmgear_runtime::RuntimeConfig;
 use wasmgear_worker::plugins::PluginRegistry;
+use wasmgear_worker::{WorkerBuilder, WorkerConfig};
 
 /// The `wasmgear` binary built by cargo for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_wasmgear");
@@ -230,7 +230,6 @@ pub fn plugin_copies(name: &str, functions: &[String]) -> tempfile::TempDir {
 pub struct TestWorker {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
-    watcher: Option<JoinHandle<()>>,
     /// The worker's plugin registry.
     pub registry: Arc<PluginRegistry>,
     _plugins: tempfile::TempDir,
@@ -280,37 +279,28 @@ impl TestWorker {
 
     /// Starts a worker on the Redis (or cluster) at `url`, serving the plugins in `dir`.
     pub async fn start_on(url: &str, dir: tempfile::TempDir, options: TestWorkerOptions) -> Self {
-        let runtime = Arc::new(Runtime::new(options.runtime).expect("runtime"));
-        let (registry, problems) =
-            PluginRegistry::load_dir(&runtime, dir.path()).expect("load plugins");
-        assert!(problems.is_empty(), "plugins refused: {problems:?}");
-        let queue = WorkerQueue::connect(url, "test-worker")
+        let worker = WorkerBuilder::new(dir.path())
+            .id("test-worker")
+            .runtime(options.runtime)
+            .config(options.config)
+            .retry_backoff(options.retry_backoff, options.retry_backoff * 4)
+            .watch(options.watch)
+            .build(url)
             .await
-            .expect("connect worker")
-            .with_backoff(options.retry_backoff, options.retry_backoff * 4);
-        let registry = Arc::new(registry);
-        let watcher = options.watch.then(|| {
-            let watched = (runtime.clone(), registry.clone(), dir.path().to_path_buf());
-            tokio::spawn(async move {
-                wasmgear_worker::plugins::watch(watched.0, watched.1, watched.2)
-                    .await
-                    .expect("watch");
-            })
-        });
+            .expect("start the worker");
+        assert!(
+            worker.problems().is_empty(),
+            "plugins refused: {:?}",
+            worker.problems()
+        );
+        let registry = worker.registry().clone();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(wasmgear_worker::run(
-            queue,
-            runtime,
-            registry.clone(),
-            options.config,
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let task = tokio::spawn(worker.run(async {
+            let _ = stopped.await;
+        }));
         TestWorker {
             stop: Some(stop),
             task: Some(task),
-            watcher,
             registry,
             _plugins: dir,
         }
@@ -318,9 +308,6 @@ impl TestWorker {
 
     /// Asks the worker to shut down and waits until it has.
     pub async fn stop(mut self) {
-        if let Some(watcher) = self.watcher.take() {
-            watcher.abort();
-        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -337,9 +324,6 @@ impl Drop for TestWorker {
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();
-        }
-        if let Some(watcher) = &self.watcher {
-            watcher.abort();
         }
     }
 }

@@ -192,28 +192,24 @@ fn describe(e: &redis::RedisError) -> String {
     format!("it does not answer like Redis ({first}): is this the right port?")
 }
 
-/// `url` with its password (if any) replaced by `***`, for messages and logs.
-pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+/// `url` with its password (if any) replaced by `***`, for messages and logs. A user name
+/// alone (`redis://TOKEN@host`) is hidden too: Redis takes it for a password.
+pub fn redact(raw: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(raw) else {
+        return raw.to_string();
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
+    let hidden = if parsed.password().is_some() {
+        parsed.set_password(Some("***"))
+    } else if !parsed.username().is_empty() {
+        parsed.set_username("***")
+    } else {
+        return raw.to_string();
     };
-    let userinfo = &authority[..at];
-    let shown_userinfo = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        None => "***".to_string(),
-    };
-    format!(
-        "{}{}@{}",
-        &url[..scheme_end + 3],
-        shown_userinfo,
-        &rest[at + 1..]
-    )
+    match hidden {
+        Ok(()) => parsed.to_string(),
+        // A URL whose user part cannot be set has none to hide, but say nothing of it.
+        Err(()) => "(a Redis URL)".to_string(),
+    }
 }
 
 #[cfg(test)]

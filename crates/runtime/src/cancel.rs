@@ -56,7 +56,8 @@ impl CancelSignal {
     fn fire(&self, reason: CancelReason, stop_by: Option<Instant>) {
         let fired = Fired {
             reason,
-            at: Instant::now(),
+            // Tokio's clock, which the timers that act on it use (and tests can pause).
+            at: tokio::time::Instant::now().into_std(),
             stop_by,
         };
         if self.0.fired.set(fired).is_ok() {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline, WasmBacktrace};
@@ -122,7 +122,8 @@ impl Runtime {
             Some(max) => job.timeout_ms.min(max.as_millis() as u64),
             None => job.timeout_ms,
         };
-        let started = Instant::now();
+        // Tokio's clock throughout: the timers below sleep on it (and tests can pause it).
+        let started = tokio::time::Instant::now().into_std();
         let deadline = started + Duration::from_millis(timeout_ms);
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
@@ -175,7 +176,7 @@ impl Runtime {
         let cancel_for_callback = cancel.clone();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            let now = Instant::now();
+            let now = tokio::time::Instant::now().into_std();
             let reason = if now >= deadline {
                 Some(Stopped::Deadline)
             } else {

@@ -5,6 +5,7 @@
 //! when it resolves the node stops leasing, lets running jobs finish for a grace period,
 //! then cancels the rest and hands them back to the source.
 
+pub mod builder;
 pub mod plugins;
 pub mod source;
 
@@ -19,7 +20,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+pub use builder::{BuildError, Worker, WorkerBuilder};
 pub use source::{JobSource, SourceError};
+use tokio_util::sync::CancellationToken;
 
 use wasmgear_client as queue;
 use wasmgear_proto as job;
@@ -108,11 +111,13 @@ pub async fn run<S: JobSource>(
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
-    let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone()));
+    // Stops the background tasks at the end; they finish what they are doing first.
+    let stopping = CancellationToken::new();
+    let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone(), stopping.clone()));
     if let Err(error) = node.source.serve(&node.serving()).await {
-        tracing::warn!(%error, "cannot subscribe to job events; polling until it works");
+        tracing::warn!(%error, "cannot subscribe to new work and cancellations yet; polling until Redis answers");
     }
-    let upkeep = tokio::spawn(upkeep(node.clone()));
+    let upkeep = tokio::spawn(upkeep(node.clone(), stopping.clone()));
 
     tracing::info!(functions = ?node.serving(), concurrency, "worker started");
     // Lease calls on their way, each holding the slots it leases for. Usually one; a second
@@ -214,8 +219,10 @@ pub async fn run<S: JobSource>(
             while tasks.join_next().await.is_some() {}
         }
     }
-    cancel_listener.abort();
-    upkeep.abort();
+    stopping.cancel();
+    let _ = cancel_listener.await;
+    // The last advertisement lands before the one that takes the worker out.
+    let _ = upkeep.await;
     if let Err(error) = node
         .source
         .advertise(&WorkerAd::default(), &node.serving(), Duration::ZERO)
@@ -254,7 +261,7 @@ fn host_name() -> String {
 }
 
 /// Keeps the worker's subscriptions and its worker-list entry up to date.
-async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
+async fn upkeep<S: JobSource>(node: Arc<Node<S>>, stopping: CancellationToken) {
     let started_ms = wasmgear_proto::units::now_ms();
     let mut changes = node.registry.changes();
     let mut served = node.serving();
@@ -312,15 +319,20 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>) {
         tokio::select! {
             _ = changes.changed() => {}
             _ = tokio::time::sleep(ADVERTISE_EVERY) => {}
+            _ = stopping.cancelled() => return,
         }
     }
 }
 
 /// Fires the cancel signal of each running job whose cancellation the source reports.
-async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>) {
+async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>, stopping: CancellationToken) {
     let mut requests = node.source.cancel_requests();
     loop {
-        match requests.recv().await {
+        let request = tokio::select! {
+            request = requests.recv() => request,
+            _ = stopping.cancelled() => return,
+        };
+        match request {
             Ok(id) => {
                 let running = node.running.lock().unwrap_or_else(|e| e.into_inner());
                 for (_, signal) in running.values().filter(|(job, _)| *job == id) {
@@ -568,7 +580,7 @@ impl<S: JobSource> Node<S> {
                         }
                     }
                     () = tokio::time::sleep_until(next_beat) => {
-                        let sent = std::time::Instant::now();
+                        let sent = tokio::time::Instant::now().into_std();
                         match self.source.heartbeat(lease, ttl).await {
                             Ok(status) => {
                                 next_beat = tokio::time::Instant::now() + period;

@@ -7,12 +7,11 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
-use wasmgear_client::WorkerQueue;
 use wasmgear_client::redis_server::RedisServer;
+use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
-use wasmgear_runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
-use wasmgear_worker::plugins::PluginRegistry;
-use wasmgear_worker::{self, DEFAULT_CONCURRENCY, WorkerConfig};
+use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
+use wasmgear_worker::{BuildError, DEFAULT_CONCURRENCY, WorkerBuilder, WorkerConfig};
 
 /// Options of `wasmgear worker`.
 #[derive(Debug, clap::Args)]
@@ -101,7 +100,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             "--lease-ttl must be at least 300ms (heartbeats run every third of it)",
         ));
     }
-    let config = RuntimeConfig {
+    let runtime = RuntimeConfig {
         max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
         limits: Limits {
             cancel_grace: args.cancel_grace,
@@ -118,24 +117,25 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             .with_max_bytes(args.cache_max_size)
         }),
     };
-    let runtime = Arc::new(
-        Runtime::new(config)
-            .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly runtime: {e:#}"))?,
-    );
-    let (registry, problems) = PluginRegistry::load_dir(&runtime, &args.plugins)?;
-    for problem in problems {
+    // Empty --functions: every plugin, including those added to the directory later.
+    let config = WorkerConfig {
+        concurrency: args.concurrency,
+        lease_ttl: args.lease_ttl,
+        shutdown_grace: args.shutdown_grace,
+        functions: args.functions.clone(),
+        ..WorkerConfig::default()
+    };
+    // Plugins first: a directory that serves nothing starts no Redis.
+    let loaded = WorkerBuilder::new(&args.plugins)
+        .runtime(runtime)
+        .config(config)
+        .retry_backoff(args.retry_backoff, DEFAULT_BACKOFF_MAX)
+        .strict_order(args.strict_order)
+        .watch(!args.no_watch)
+        .load()?;
+    for problem in loaded.problems() {
         tracing::error!("{problem}");
     }
-    let registry = Arc::new(registry);
-    let available = registry.functions();
-    if let Some(missing) = args.functions.iter().find(|f| !available.contains(f)) {
-        anyhow::bail!(
-            "--functions names {missing}, but {:?} has no {missing}.wasm that loads",
-            args.plugins
-        );
-    }
-    // Empty: every plugin, including those added to the directory later.
-    let functions = args.functions.clone();
 
     let embedded = match &args.redis.url {
         Some(_) => None,
@@ -145,38 +145,17 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         Some(server) => server.url(),
         None => args.redis.resolve()?,
     };
-
-    let worker_id = wasmgear_worker::new_worker_id();
-    let queue = WorkerQueue::connect(&url, worker_id.clone())
-        .await?
-        .with_backoff(args.retry_backoff, Duration::from_secs(3600))
-        .with_strict_order(args.strict_order);
-    let shown = wasmgear_client::connection::redact(&url);
-    tracing::info!(worker_id, redis = shown, plugins = ?args.plugins, "connected");
+    let worker = loaded.connect(&url).await.map_err(|error| match error {
+        // Unwrapped, so that the exit code says why.
+        BuildError::Queue(error) => anyhow::Error::from(error),
+        error => error.into(),
+    })?;
 
     let supervisor = embedded
         .clone()
         .map(|server| tokio::spawn(supervise(server)));
-    let config = WorkerConfig {
-        concurrency: args.concurrency,
-        lease_ttl: args.lease_ttl,
-        shutdown_grace: args.shutdown_grace,
-        functions,
-        ..WorkerConfig::default()
-    };
-    let watcher = (!args.no_watch).then(|| {
-        let (runtime, registry, dir) = (runtime.clone(), registry.clone(), args.plugins.clone());
-        tokio::spawn(async move {
-            if let Err(error) = wasmgear_worker::plugins::watch(runtime, registry, dir).await {
-                tracing::error!(%error, "plugin directory not watched: restart the worker to load changes");
-            }
-        })
-    });
-    wasmgear_worker::run(queue, runtime, registry, config, shutdown_signal()).await;
+    worker.run(shutdown_signal()).await;
 
-    if let Some(watcher) = watcher {
-        watcher.abort();
-    }
     if let Some(supervisor) = supervisor {
         supervisor.abort();
     }

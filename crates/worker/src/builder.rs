@@ -1,0 +1,261 @@
+//! One way to assemble a worker node from a Redis URL and a plugin directory, used alike by
+//! `wasmgear worker`, the tests and the benchmarks.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
+use crate::queue::{QueueError, WorkerQueue};
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::{WorkerConfig, new_worker_id};
+
+/// The longest retry backoff when nothing else is said.
+const DEFAULT_BACKOFF_MAX: Duration = wasmgear_client::source::DEFAULT_BACKOFF_MAX;
+
+/// What can stop a worker node from being assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The WebAssembly engine could not be set up.
+    #[error("cannot start the WebAssembly runtime: {0}")]
+    Runtime(String),
+    /// The plugin directory could not be read, or held no usable plugin.
+    #[error(transparent)]
+    Plugins(#[from] RegistryError),
+    /// A function to serve has no plugin in the directory.
+    #[error(
+        "function {function} is to be served (--functions), but {dir:?} has no {function}.wasm that loads"
+    )]
+    UnknownFunction {
+        /// The function asked for.
+        function: String,
+        /// The plugin directory.
+        dir: PathBuf,
+    },
+    /// Redis could not be reached.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// Sets up a [`Worker`]: where its jobs come from, its plugins, and how it behaves.
+#[derive(Debug, Clone)]
+pub struct WorkerBuilder {
+    plugins: PathBuf,
+    id: Option<String>,
+    runtime: RuntimeConfig,
+    config: WorkerConfig,
+    backoff: (Duration, Duration),
+    strict_order: bool,
+    watch: bool,
+}
+
+impl WorkerBuilder {
+    /// A worker serving the plugins in `plugins` (watched for changes), with the default
+    /// runtime and node settings.
+    pub fn new(plugins: impl Into<PathBuf>) -> Self {
+        WorkerBuilder {
+            plugins: plugins.into(),
+            id: None,
+            runtime: RuntimeConfig::default(),
+            config: WorkerConfig::default(),
+            backoff: (
+                wasmgear_client::source::DEFAULT_BACKOFF_BASE,
+                DEFAULT_BACKOFF_MAX,
+            ),
+            strict_order: false,
+            watch: true,
+        }
+    }
+
+    /// The worker's id in the queue (default: [`new_worker_id`]).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The runtime's settings (instances, limits, fuel, compile cache).
+    pub fn runtime(mut self, config: RuntimeConfig) -> Self {
+        self.runtime = config;
+        self
+    }
+
+    /// The node's settings (concurrency, lease time, grace, functions).
+    pub fn config(mut self, config: WorkerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The retry backoff of failed jobs: about `base` before the second attempt, doubling,
+    /// at most `max`.
+    pub fn retry_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff = (base, max);
+        self
+    }
+
+    /// Leases from the functions strictly in the order of [`WorkerConfig::functions`].
+    pub fn strict_order(mut self, strict: bool) -> Self {
+        self.strict_order = strict;
+        self
+    }
+
+    /// Whether to watch the plugin directory and load, swap or drop plugins as they change
+    /// (default: yes).
+    pub fn watch(mut self, watch: bool) -> Self {
+        self.watch = watch;
+        self
+    }
+
+    /// Starts the runtime and loads the plugin directory: everything that can be checked
+    /// before Redis is reached.
+    pub fn load(self) -> Result<LoadedWorker, BuildError> {
+        let runtime = Arc::new(
+            Runtime::new(self.runtime).map_err(|e| BuildError::Runtime(format!("{e:#}")))?,
+        );
+        let (registry, problems) = PluginRegistry::load_dir(&runtime, &self.plugins)?;
+        let available = registry.functions();
+        if let Some(missing) = self
+            .config
+            .functions
+            .iter()
+            .find(|f| !available.contains(f))
+        {
+            return Err(BuildError::UnknownFunction {
+                function: missing.to_string(),
+                dir: self.plugins,
+            });
+        }
+        Ok(LoadedWorker {
+            builder: WorkerBuilder {
+                runtime: RuntimeConfig::default(),
+                ..self
+            },
+            runtime,
+            registry: Arc::new(registry),
+            problems,
+        })
+    }
+
+    /// [`load`](Self::load)s, then [`connect`](LoadedWorker::connect)s to the Redis at `url`.
+    pub async fn build(self, url: &str) -> Result<Worker, BuildError> {
+        self.load()?.connect(url).await
+    }
+}
+
+/// A worker whose runtime and plugins are ready, not yet connected to Redis.
+pub struct LoadedWorker {
+    builder: WorkerBuilder,
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    problems: Vec<LoadProblem>,
+}
+
+impl LoadedWorker {
+    /// The files of the plugin directory that were not loaded, and why.
+    pub fn problems(&self) -> &[LoadProblem] {
+        &self.problems
+    }
+
+    /// Connects to the Redis (or Redis Cluster) at `url`.
+    pub async fn connect(self, url: &str) -> Result<Worker, BuildError> {
+        let LoadedWorker {
+            builder,
+            runtime,
+            registry,
+            problems,
+        } = self;
+        let id = builder.id.unwrap_or_else(new_worker_id);
+        let queue = WorkerQueue::connect(url, id.clone())
+            .await?
+            .with_backoff(builder.backoff.0, builder.backoff.1)
+            .with_strict_order(builder.strict_order);
+        tracing::info!(
+            worker_id = id,
+            redis = wasmgear_client::connection::redact(url),
+            plugins = ?builder.plugins,
+            "connected"
+        );
+        Ok(Worker {
+            id,
+            queue,
+            runtime,
+            registry,
+            problems,
+            config: builder.config,
+            plugins: builder.plugins,
+            watch: builder.watch,
+        })
+    }
+}
+
+/// A worker node ready to run.
+pub struct Worker {
+    id: String,
+    queue: WorkerQueue,
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    problems: Vec<LoadProblem>,
+    config: WorkerConfig,
+    plugins: PathBuf,
+    watch: bool,
+}
+
+impl Worker {
+    /// Its id in the queue.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The plugins it serves.
+    pub fn registry(&self) -> &Arc<PluginRegistry> {
+        &self.registry
+    }
+
+    /// Its runtime.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The plugin directory.
+    pub fn plugins(&self) -> &Path {
+        &self.plugins
+    }
+
+    /// The files of the plugin directory that were not loaded, and why.
+    pub fn problems(&self) -> &[LoadProblem] {
+        &self.problems
+    }
+
+    /// Runs the node (and the directory watch) until `shutdown` resolves and every job has
+    /// ended or been handed back; then stops watching.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let stop_watching = CancellationToken::new();
+        let watcher = self.watch.then(|| {
+            let (runtime, registry, dir) =
+                (self.runtime.clone(), self.registry.clone(), self.plugins.clone());
+            let stop = stop_watching.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    result = plugins::watch(runtime, registry, dir) => if let Err(error) = result {
+                        tracing::error!(%error, "plugin directory not watched: restart the worker to load changes");
+                    },
+                    _ = stop.cancelled() => {}
+                }
+            })
+        });
+        crate::run(
+            self.queue,
+            self.runtime,
+            self.registry,
+            self.config,
+            shutdown,
+        )
+        .await;
+        stop_watching.cancel();
+        if let Some(watcher) = watcher {
+            let _ = watcher.await;
+        }
+    }
+}

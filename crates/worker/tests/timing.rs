@@ -1,0 +1,417 @@
+//! The worker loop's timing, on tokio's paused clock: heartbeats, the pause after a failed
+//! lease call, the idle poll, self-fencing and the shutdown grace. The job source is an
+//! in-memory fake that records when each call came (a fake is fine here: what is tested is
+//! the node's timing, not a queue); the jobs are real components (`hostile sleep N` waits N
+//! seconds in one host call, which the paused clock skips through).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, broadcast, oneshot};
+use tokio::time::Instant;
+
+use wasmgear_proto::{
+    AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState, Lease,
+    LeaseRequest, LeaseStatus, Progress, WorkerAd,
+};
+use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_worker::plugins::PluginRegistry;
+use wasmgear_worker::{JobSource, SourceError, WorkerConfig};
+
+/// What the node did to the fake, and when (paused-clock time since the test began).
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Lease,
+    Heartbeat(u64),
+    Complete(u64),
+    Fail(u64, String),
+    Release(u64),
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<(u64, Vec<u8>)>,
+    calls: Vec<(Duration, Call)>,
+    /// Lease calls that fail before one succeeds.
+    failing_leases: usize,
+    /// Whether heartbeats fail (the queue cut off).
+    heartbeats_fail: bool,
+}
+
+struct Fake {
+    start: Instant,
+    state: Mutex<State>,
+    work: Notify,
+    cancels: broadcast::Sender<JobId>,
+}
+
+impl Fake {
+    fn new() -> Arc<Self> {
+        Arc::new(Fake {
+            start: Instant::now(),
+            state: Mutex::default(),
+            work: Notify::new(),
+            cancels: broadcast::channel(16).0,
+        })
+    }
+
+    fn record(&self, call: Call) {
+        let at = self.start.elapsed();
+        self.state.lock().unwrap().calls.push((at, call));
+    }
+
+    fn push(&self, seq: u64, input: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .ready
+            .push_back((seq, input.as_bytes().to_vec()));
+        self.work.notify_one();
+    }
+
+    fn calls(&self) -> Vec<(Duration, Call)> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    fn times_of(&self, wanted: impl Fn(&Call) -> bool) -> Vec<Duration> {
+        self.calls()
+            .into_iter()
+            .filter(|(_, call)| wanted(call))
+            .map(|(at, _)| at)
+            .collect()
+    }
+}
+
+fn function() -> FunctionName {
+    FunctionName::new("hostile").unwrap()
+}
+
+/// The fake is shared with the test through an `Arc`.
+struct Shared(Arc<Fake>);
+
+impl JobSource for Shared {
+    async fn lease(
+        &self,
+        _requests: &[LeaseRequest],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, SourceError> {
+        self.0.record(Call::Lease);
+        let mut state = self.0.state.lock().unwrap();
+        if state.failing_leases > 0 {
+            state.failing_leases -= 1;
+            return Err("the fake queue is down".into());
+        }
+        let mut leases = Vec::new();
+        while leases.len() < max {
+            let Some((seq, input)) = state.ready.pop_front() else {
+                break;
+            };
+            leases.push(Lease {
+                info: JobInfo {
+                    id: JobId {
+                        function: function(),
+                        seq,
+                    },
+                    attempt: 1,
+                    max_attempts: 1,
+                    enqueued_at_ms: 0,
+                    timeout_ms: 3_600_000,
+                },
+                input,
+                token: format!("token-{seq}"),
+                expires: (Instant::now() + ttl).into_std(),
+            });
+        }
+        Ok(leases)
+    }
+
+    async fn wait_for_work(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.0.work.notified()).await;
+    }
+
+    async fn heartbeat(&self, lease: &Lease, _ttl: Duration) -> Result<LeaseStatus, SourceError> {
+        self.0.record(Call::Heartbeat(lease.info.id.seq));
+        if self.0.state.lock().unwrap().heartbeats_fail {
+            return Err("the fake queue is cut off".into());
+        }
+        Ok(LeaseStatus::Held)
+    }
+
+    fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+        self.0.cancels.subscribe()
+    }
+
+    async fn progress(&self, _lease: &Lease, _progress: &Progress) -> Result<bool, SourceError> {
+        Ok(true)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        _output: &[u8],
+        _notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        self.0.record(Call::Complete(lease.info.id.seq));
+        Ok(Completion::Accepted(JobState::Succeeded))
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+        _notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        self.0.record(Call::Fail(
+            lease.info.id.seq,
+            format!("{:?}", failure.class),
+        ));
+        Ok(Completion::Accepted(JobState::Failed))
+    }
+
+    fn worker_id(&self) -> &str {
+        "fake"
+    }
+
+    async fn serve(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(())
+    }
+
+    async fn advertise(
+        &self,
+        _ad: &WorkerAd,
+        _functions: &[FunctionName],
+        _ttl: Duration,
+    ) -> Result<(), SourceError> {
+        Ok(())
+    }
+
+    async fn leave(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(())
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
+        self.0.record(Call::Release(lease.info.id.seq));
+        Ok(Completion::Accepted(JobState::Queued))
+    }
+
+    async fn maintain(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(())
+    }
+}
+
+/// A node on the fake with the `hostile` plugin; returns the fake, a shutdown trigger and
+/// the node's task.
+fn start(
+    config: WorkerConfig,
+    setup: impl FnOnce(&Fake),
+) -> (
+    Arc<Fake>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        wasmgear_test_artifacts::HOSTILE,
+        dir.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let runtime = Arc::new(
+        Runtime::new(RuntimeConfig {
+            max_instances: 4,
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let (registry, problems) = PluginRegistry::load_dir(&runtime, dir.path()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let fake = Fake::new();
+    setup(&fake);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let node = tokio::spawn(wasmgear_worker::run(
+        Shared(fake.clone()),
+        runtime,
+        Arc::new(registry),
+        config,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (fake, stop, node, dir)
+}
+
+/// Waits (on the paused clock, so instantly in real time) until `check` holds.
+async fn until(what: &str, fake: &Fake, check: impl Fn(&[(Duration, Call)]) -> bool) {
+    for _ in 0..100_000 {
+        if check(&fake.calls()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never saw {what}; calls: {:?}", fake.calls());
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// A job running 65 s with a 30 s lease is renewed every 10 s: 6 heartbeats, then done.
+#[tokio::test(start_paused = true)]
+async fn heartbeats_come_every_third_of_the_lease() {
+    let config = WorkerConfig {
+        lease_ttl: Duration::from_secs(30),
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| fake.push(1, "sleep 65"));
+    until("the job completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(1))
+    })
+    .await;
+    let started = fake.times_of(|c| *c == Call::Lease)[0];
+    let beats = fake.times_of(|c| *c == Call::Heartbeat(1));
+    assert_eq!(beats.len(), 6, "{beats:?}");
+    for (i, beat) in beats.iter().enumerate() {
+        let expected = 10.0 * (i + 1) as f64;
+        let actual = secs(*beat - started);
+        assert!((actual - expected).abs() < 0.1, "beat {i} at {actual} s");
+    }
+    let done = fake.times_of(|c| *c == Call::Complete(1))[0];
+    assert!(
+        (secs(done - started) - 65.0).abs() < 0.1,
+        "done at {done:?}"
+    );
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// A failed lease call is tried again a second later, each time, and the job then runs.
+#[tokio::test(start_paused = true)]
+async fn a_failed_lease_is_tried_again_a_second_later() {
+    let (fake, stop, node, _dir) = start(WorkerConfig::default(), |fake| {
+        fake.state.lock().unwrap().failing_leases = 3;
+        fake.push(1, "sleep 0");
+    });
+    until("the job completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(1))
+    })
+    .await;
+    let leases = fake.times_of(|c| *c == Call::Lease);
+    assert!(leases.len() >= 4, "{leases:?}");
+    for pair in leases[..4].windows(2) {
+        let gap = secs(pair[1] - pair[0]);
+        assert!(
+            (gap - 1.0).abs() < 0.05,
+            "lease retried after {gap} s: {leases:?}"
+        );
+    }
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// An idle worker asks again every `idle_poll` (the safety net for missed wake-ups) and no
+/// more often; a wake-up brings the job in at once.
+#[tokio::test(start_paused = true)]
+async fn an_idle_worker_polls_at_its_interval_and_wakes_at_once() {
+    let config = WorkerConfig {
+        idle_poll: Duration::from_secs(5),
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |_| {});
+    until("four lease calls", &fake, |calls| calls.len() >= 4).await;
+    let leases = fake.times_of(|c| *c == Call::Lease);
+    for pair in leases[..4].windows(2) {
+        let gap = secs(pair[1] - pair[0]);
+        assert!((gap - 5.0).abs() < 0.05, "polled after {gap} s: {leases:?}");
+    }
+    // Half-way through a poll interval, work arrives and is leased at once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let pushed = fake.start.elapsed();
+    fake.push(1, "sleep 0");
+    until("the job completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(1))
+    })
+    .await;
+    let leased = *fake.times_of(|c| *c == Call::Lease).last().unwrap();
+    assert!(
+        secs(leased - pushed) < 0.05,
+        "leased {:?} after the push",
+        leased - pushed
+    );
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// Cut off from the queue (every heartbeat fails), a worker stops its job by its own clock
+/// before the lease runs out, so that no other worker's run of the job overlaps it.
+#[tokio::test(start_paused = true)]
+async fn a_worker_cut_off_stops_its_job_before_the_lease_ends() {
+    let config = WorkerConfig {
+        lease_ttl: Duration::from_secs(12),
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| {
+        fake.state.lock().unwrap().heartbeats_fail = true;
+        fake.push(1, "sleep 3600");
+    });
+    until("the job ended", &fake, |calls| {
+        calls
+            .iter()
+            .any(|(_, c)| matches!(c, Call::Fail(1, _) | Call::Complete(1) | Call::Release(1)))
+    })
+    .await;
+    let leased = fake.times_of(|c| *c == Call::Lease)[0];
+    let (ended, call) = fake
+        .calls()
+        .into_iter()
+        .find(|(_, c)| matches!(c, Call::Fail(1, _) | Call::Complete(1) | Call::Release(1)))
+        .unwrap();
+    // Asked to stop a quarter of the TTL before the end (at 9 s), stopped hard at 12 s at
+    // the latest: the guest sleeping in a host call ends at the hard stop.
+    let ended = secs(ended - leased);
+    assert!(
+        (9.0..=12.0).contains(&ended),
+        "ended at {ended} s with {call:?}"
+    );
+    assert!(!fake.calls().iter().any(|(_, c)| *c == Call::Complete(1)));
+    // Heartbeats were tried again and again meanwhile (a twelfth of the TTL apart).
+    let beats = fake.times_of(|c| *c == Call::Heartbeat(1));
+    assert!(beats.len() >= 5, "{beats:?}");
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// On shutdown, a running job gets the grace period, then is cancelled and handed back;
+/// the node returns once it has been.
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_the_grace_then_hands_the_job_back() {
+    let config = WorkerConfig {
+        lease_ttl: Duration::from_secs(30),
+        shutdown_grace: Duration::from_secs(20),
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| fake.push(1, "sleep 3600"));
+    until("the first heartbeat", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Heartbeat(1))
+    })
+    .await;
+    let asked = fake.start.elapsed();
+    stop.send(()).unwrap();
+    node.await.unwrap();
+    let released = fake.times_of(|c| *c == Call::Release(1));
+    assert_eq!(released.len(), 1, "{:?}", fake.calls());
+    let after = secs(released[0] - asked);
+    // The grace (20 s), then the job's own cancel grace (5 s by default) at most.
+    assert!(
+        (20.0..=25.1).contains(&after),
+        "handed back {after} s after shutdown"
+    );
+    // Heartbeats kept the lease during the grace.
+    let beats_during = fake
+        .times_of(|c| *c == Call::Heartbeat(1))
+        .into_iter()
+        .filter(|at| *at > asked)
+        .count();
+    assert!(beats_during >= 2, "{:?}", fake.calls());
+}
