@@ -53,7 +53,7 @@ async fn waiting_jobs_are_cancelled_at_once() {
     );
 
     let worker = TestWorker::start(&redis, &["echo"]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.until_subscribed("wg:{echo}:work", 1).await;
     let last = client
         .enqueue(&echo, b"after", &EnqueueOptions::default())
         .await

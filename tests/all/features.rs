@@ -417,9 +417,17 @@ async fn jobs_are_found_by_tag() {
     for lease in hand.take(&g, 5).await {
         hand.succeed(&lease, b"").await;
     }
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert!(hand.take(&g, 5).await.is_empty()); // a lease call forgets expired jobs
-    assert!(client.tagged("urgent", None, 100).await.unwrap().is_empty());
+    // A lease call forgets expired jobs: once the retention is over, one empties the index.
+    eventually(Duration::from_secs(10), "the tag index emptied", || async {
+        assert!(hand.take(&g, 5).await.is_empty());
+        client
+            .tagged("urgent", None, 100)
+            .await
+            .unwrap()
+            .is_empty()
+            .then_some(())
+    })
+    .await;
 }
 
 /// Failed jobs are grouped by error class with counts; a group lists its jobs with their
@@ -629,12 +637,11 @@ async fn finished_jobs_expire_and_are_capped() {
     let leases = hand.take(&f, 2).await;
     hand.succeed(&leases[0], b"out").await;
     hand.fail(&leases[1], ErrorClass::Trap, false).await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    hand.take(&f, 1).await;
-    assert!(
-        client.status(&ids[0]).await.is_err(),
-        "the succeeded job outlived its retention"
-    );
+    eventually(Duration::from_secs(10), "the retention over", || async {
+        hand.take(&f, 1).await;
+        client.status(&ids[0]).await.is_err().then_some(())
+    })
+    .await;
     assert_eq!(
         state(&client, &ids[1]).await,
         JobState::Failed,
@@ -711,8 +718,13 @@ async fn rate_limit_and_concurrency_cap_hold_across_workers() {
     let first = one.take(&f, 2).await.len() + two.take(&f, 10).await.len();
     assert_eq!(first, 3);
     assert!(one.take(&f, 10).await.is_empty());
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    assert_eq!(two.take(&f, 10).await.len(), 3);
+    // The next window opens with three more.
+    let next = eventually(Duration::from_secs(10), "the next window", || async {
+        let taken = two.take(&f, 10).await.len();
+        (taken > 0).then_some(taken)
+    })
+    .await;
+    assert_eq!(next, 3);
     client
         .configure(&f, &[Setting::RateLimit(None)])
         .await

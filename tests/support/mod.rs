@@ -69,6 +69,26 @@ impl TestRedis {
         Client::connect(&self.url()).await.expect("connect client")
     }
 
+    /// Waits until `n` clients subscribe to `channel` (a worker listening for work, a
+    /// client waiting for events).
+    pub async fn until_subscribed(&self, channel: &str, n: u64) {
+        eventually(
+            Duration::from_secs(30),
+            &format!("{n} subscribers of {channel}"),
+            || async {
+                let mut conn = self.raw_try().await?;
+                let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(channel)
+                    .query_async(&mut conn)
+                    .await
+                    .ok()?;
+                (count == n).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// A plain connection, or `None` while the server does not answer.
     pub async fn raw_try(&self) -> Option<redis::aio::MultiplexedConnection> {
         redis::Client::open(self.url())

@@ -78,6 +78,7 @@ impl RedisServer {
         let mut last_error = None;
         for _ in 0..3 {
             let port = if port == 0 { free_port() } else { port };
+            let ready_before = ready_lines(&dir);
             let child = spawn(&program, &dir, port, &extra_args)?;
             let server = RedisServer {
                 port,
@@ -86,7 +87,7 @@ impl RedisServer {
                 extra_args: extra_args.clone(),
                 child: Mutex::new(child),
             };
-            match server.wait_ready() {
+            match server.wait_ready(ready_before) {
                 Ok(()) => return Ok(server),
                 Err(error) => last_error = Some(error),
             }
@@ -122,16 +123,21 @@ impl RedisServer {
         if matches!(child.try_wait(), Ok(None)) {
             return Ok(false);
         }
+        let ready_before = ready_lines(&self.dir);
         *child = spawn(&self.program, &self.dir, self.port, &self.extra_args)?;
         drop(child);
-        self.wait_ready()?;
+        self.wait_ready(ready_before)?;
         Ok(true)
     }
 
-    fn wait_ready(&self) -> Result<(), RedisServerError> {
+    /// Waits until this server answers: its own log says it is ready (a line more than
+    /// `ready_before`: the log is appended to across restarts) and the port answers. The
+    /// log matters when the port was taken meanwhile: another server answering there must
+    /// not pass for this one, which is about to exit for want of the port.
+    fn wait_ready(&self, ready_before: usize) -> Result<(), RedisServerError> {
         let started = Instant::now();
         loop {
-            if ping(self.port) {
+            if ready_lines(&self.dir) > ready_before && ping(self.port) {
                 return Ok(());
             }
             let exited = {
@@ -188,6 +194,16 @@ impl Drop for RedisServer {
 }
 
 const LOG_FILE: &str = "redis.log";
+
+/// What redis-server logs once it listens.
+const READY_LINE: &str = "Ready to accept connections";
+
+/// How many times the log in `dir` says the server became ready.
+fn ready_lines(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join(LOG_FILE))
+        .map(|log| log.matches(READY_LINE).count())
+        .unwrap_or(0)
+}
 
 fn spawn(
     program: &str,
