@@ -43,6 +43,8 @@ struct Fake {
     start: Instant,
     state: Mutex<State>,
     work: Notify,
+    /// Woken on every recorded call, for the test waiting on them.
+    called: Notify,
     cancels: broadcast::Sender<JobId>,
 }
 
@@ -52,6 +54,7 @@ impl Fake {
             start: Instant::now(),
             state: Mutex::default(),
             work: Notify::new(),
+            called: Notify::new(),
             cancels: broadcast::channel(16).0,
         })
     }
@@ -59,6 +62,7 @@ impl Fake {
     fn record(&self, call: Call) {
         let at = self.start.elapsed();
         self.state.lock().unwrap().calls.push((at, call));
+        self.called.notify_waiters();
     }
 
     fn push(&self, seq: u64, input: &str) {
@@ -242,15 +246,26 @@ fn start(
     (fake, stop, node, dir)
 }
 
-/// Waits (on the paused clock, so instantly in real time) until `check` holds.
+/// Waits until the calls recorded satisfy `check`, re-checking on every new call; fails
+/// after an hour of the paused clock (instant in real time).
 async fn until(what: &str, fake: &Fake, check: impl Fn(&[(Duration, Call)]) -> bool) {
-    for _ in 0..100_000 {
-        if check(&fake.calls()) {
-            return;
+    let waited = tokio::time::timeout(Duration::from_secs(3600), async {
+        loop {
+            let called = fake.called.notified();
+            tokio::pin!(called);
+            called.as_mut().enable();
+            if check(&fake.calls()) {
+                return;
+            }
+            called.await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never saw {what}; calls: {:?}", fake.calls());
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "never saw {what}; calls: {:?}",
+        fake.calls()
+    );
 }
 
 fn secs(d: Duration) -> f64 {
@@ -325,8 +340,7 @@ async fn an_idle_worker_polls_at_its_interval_and_wakes_at_once() {
         let gap = secs(pair[1] - pair[0]);
         assert!((gap - 5.0).abs() < 0.05, "polled after {gap} s: {leases:?}");
     }
-    // Half-way through a poll interval, work arrives and is leased at once.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Right after a poll, with the next one 5 s away, work arrives and is leased at once.
     let pushed = fake.start.elapsed();
     fake.push(1, "sleep 0");
     until("the job completed", &fake, |calls| {
