@@ -1,7 +1,5 @@
 //! The `wasmgear` binary: parses the command line, sets up logging, runs the command.
 
-use std::io::IsTerminal;
-
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -12,10 +10,7 @@ async fn main() {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        )
+        .with_ansi(console::colors_enabled_stderr())
         .init();
     let cli = wasmgear::cli::Cli::parse();
     let code = match cli.run().await {

@@ -236,6 +236,20 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
     let out = wasmgear(&["enqueue", "echo", "embedded", "--wait"], &env);
     assert_eq!(stdout(&out), "embedded", "{}", stderr(&out));
 
+    // The embedded Redis goes down: the worker starts it again, and jobs run on.
+    let url = std::fs::read_to_string(&url_file).unwrap();
+    let port = url.trim().rsplit(':').next().unwrap().to_string();
+    let shutdown = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "SHUTDOWN", "NOSAVE"])
+        .output()
+        .expect("run redis-cli");
+    assert!(!String::from_utf8_lossy(&shutdown.stdout).contains("ERR"));
+    eventually_sync(Duration::from_secs(30), "the embedded Redis restarted", || {
+        worker.log().contains("the embedded Redis had died and was restarted")
+    });
+    let out = wasmgear(&["enqueue", "echo", "again", "--wait"], &env);
+    assert_eq!(stdout(&out), "again", "{}", stderr(&out));
+
     worker.signal("TERM");
     assert_eq!(
         worker.wait_exit(Duration::from_secs(30)),

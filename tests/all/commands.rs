@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::{
-    BIN, TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
-    wasmgear_with_stdin,
+    BIN, ClosedPort, TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
+    wasmgear, wasmgear_with_stdin,
 };
 
 fn start_worker(url: &str, plugins: &std::path::Path) -> WorkerProcess {
@@ -49,10 +49,8 @@ fn exit_codes_say_what_happened() {
     assert_eq!(code(&["wait", &long, "--timeout", "300ms"]), Some(4));
     assert_eq!(code(&["cancel", &long]), Some(0));
     assert_eq!(code(&["wait", &long]), Some(3));
-    let closed = format!(
-        "redis://127.0.0.1:{}",
-        wasmgear_client::redis_server::free_port()
-    );
+    let closed_port = ClosedPort::new();
+    let closed = format!("redis://127.0.0.1:{}", closed_port.port());
     assert_eq!(
         wasmgear(&["queues"], &[("WASMGEAR_REDIS_URL", closed.as_str())])
             .status
@@ -348,10 +346,8 @@ fn passwords_work_and_stay_secret() {
         &["status", "--help"],
         &[("WASMGEAR_REDIS_URL", secret.as_str())],
     );
-    let closed = format!(
-        "redis://app:app-pass@127.0.0.1:{}",
-        wasmgear_client::redis_server::free_port()
-    );
+    let closed_port = ClosedPort::new();
+    let closed = format!("redis://app:app-pass@127.0.0.1:{}", closed_port.port());
     let unreachable = wasmgear(&["queues"], &[("WASMGEAR_REDIS_URL", closed.as_str())]);
     assert_eq!(unreachable.status.code(), Some(6));
     assert!(
@@ -431,21 +427,25 @@ fn tls_urls_work() {
         "-out",
         "server.crt",
     ]);
-    let tls_port = wasmgear_client::redis_server::free_port().to_string();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
-    let redis = TestRedis::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-        "--tls-ca-cert-file",
-        &ca,
-        "--tls-auth-clients",
-        "no",
-    ]);
+    let (redis, tls_port) = TestRedis::start_with_port(|tls_port| {
+        let tls_port = tls_port.to_string();
+        [
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+        ]
+        .map(String::from)
+        .to_vec()
+    });
     let url = format!("rediss://localhost:{tls_port}");
     let env = [
         ("WASMGEAR_REDIS_URL", url.as_str()),

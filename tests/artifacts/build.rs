@@ -18,10 +18,6 @@ use std::process::{Command, exit};
 /// The target the plugins are built for.
 const TARGET: &str = "wasm32-wasip2";
 
-/// The first 8 bytes of a component binary: the `\0asm` magic, then version 0x0d and layer 1.
-/// A core module has version 1, layer 0 (`01 00 00 00`) instead.
-const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
-
 /// Variables of the outer build that the nested one keeps although they start with `CARGO_`:
 /// where Cargo's home is, how it reaches the registry, how it prints, and the jobserver, so
 /// that the nested build shares the outer build's job slots instead of adding its own.
@@ -330,14 +326,15 @@ fn check_component(plugin: &Plugin, wasm: &Path) {
             wasm.display()
         ))
     });
-    if !bytes.starts_with(&COMPONENT_HEADER) {
-        let header: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    if !wasmtime_wasmparser::Parser::is_component(&bytes) {
+        let what = match wasmtime_wasmparser::Parser::is_core_wasm(&bytes) {
+            true => "a core module",
+            false => "no WebAssembly",
+        };
         die(&format!(
-            "{} is not a WebAssembly component (it starts with {}, not {}): build it for \
-             `{TARGET}`, which links components",
+            "{} is {what}, not a WebAssembly component: build it for `{TARGET}`, which links \
+             components",
             wasm.display(),
-            header.join(" "),
-            COMPONENT_HEADER.map(|b| format!("{b:02x}")).join(" ")
         ));
     }
 }

@@ -43,6 +43,14 @@ impl TestRedis {
         TestRedis { server, _dir: dir }
     }
 
+    /// Starts a fresh server whose options need a second port (a TLS port): `args(port)`
+    /// builds them. Returns the server and that port.
+    pub fn start_with_port(args: impl Fn(u16) -> Vec<String>) -> (Self, u16) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (server, port) = start_with_second_port(dir.path(), args);
+        (TestRedis { server, _dir: dir }, port)
+    }
+
     /// Its port.
     pub fn port(&self) -> u16 {
         self.server.port()
@@ -120,6 +128,53 @@ impl Drop for TestRedis {
     }
 }
 
+/// Starts a `redis-server` in `dir` whose options `args(port)` need a second free port; a
+/// port someone else took between the choice and the server's bind is replaced by another.
+fn start_with_second_port(
+    dir: &std::path::Path,
+    args: impl Fn(u16) -> Vec<String>,
+) -> (RedisServer, u16) {
+    let mut last_error = None;
+    for _ in 0..5 {
+        let port = wasmgear_client::redis_server::free_port();
+        let args = args(port);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match RedisServer::start(dir, 0, &args) {
+            Ok(server) => return (server, port),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    panic!("start redis-server: {}", last_error.expect("tried"))
+}
+
+/// A loopback port that is bound but not listening, held for as long as this lives: a
+/// connection to it is refused, and no server can take it meanwhile (unlike a port that
+/// was free a moment ago).
+pub struct ClosedPort {
+    _socket: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl ClosedPort {
+    /// Binds a fresh port.
+    pub fn new() -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+        socket
+            .bind(([127, 0, 0, 1], 0).into())
+            .expect("bind a loopback port");
+        let port = socket.local_addr().expect("its address").port();
+        ClosedPort {
+            _socket: socket,
+            port,
+        }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
 /// A local Redis Cluster of three masters, started by the test; its logs are printed if it fails.
 pub struct TestCluster {
     nodes: Vec<RedisServer>,
@@ -134,17 +189,14 @@ impl TestCluster {
         let mut nodes = Vec::new();
         for i in 0..3 {
             // The cluster bus gets a free port of its own (port + 10000 may not exist).
-            let bus_port = wasmgear_client::redis_server::free_port().to_string();
-            let args = [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-port",
-                &bus_port,
-            ];
-            let node = RedisServer::start(&dir.path().join(format!("node{i}")), 0, &args)
-                .expect("start a cluster node");
+            let (node, _bus_port) =
+                start_with_second_port(&dir.path().join(format!("node{i}")), |bus_port| {
+                    let args = ["--cluster-enabled", "yes", "--cluster-config-file"];
+                    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                    args.extend(["nodes.conf".into(), "--cluster-port".into()]);
+                    args.push(bus_port.to_string());
+                    args
+                });
             nodes.push(node);
         }
         let addresses: Vec<String> = nodes

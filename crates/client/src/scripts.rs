@@ -10,11 +10,14 @@ use redis::{Script, ScriptInvocation};
 use super::keys::FunctionKeys;
 use crate::job::FunctionName;
 
-/// A script on one function's keys, built from `lua/lib.lua` and `lua/FILE`.
+/// A script on one function's keys, built from the shared constants
+/// ([`wasmgear_proto::limits::lua_constants`]), `lua/lib.lua` and `lua/FILE`.
 macro_rules! function_script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
+            Script::new(&format!(
+                "{}{}{}",
+                wasmgear_proto::limits::lua_constants(),
                 include_str!("lua/lib.lua"),
                 include_str!(concat!("lua/", $file))
             ))

@@ -623,22 +623,29 @@ impl WorkerQueue {
         Ok(())
     }
 
-    /// The wait before attempt `attempt + 1`: exponential, capped, with ±50 % jitter so
-    /// that jobs failing together do not retry together.
+    /// The wait before attempt `attempt + 1`: [`retry_delay`] with this source's settings.
     fn backoff(&self, attempt: u32) -> Duration {
-        let exponent = attempt.saturating_sub(1).min(30);
-        let raw = self
-            .backoff_base
-            .saturating_mul(1u32 << exponent)
-            .min(self.backoff_max);
-        let mut byte = [0u8; 1];
-        let jitter = if getrandom::fill(&mut byte).is_ok() {
-            byte[0] as f64 / 255.0
-        } else {
-            0.5
-        };
-        raw.mul_f64(0.5 + jitter)
+        retry_delay(self.backoff_base, self.backoff_max, attempt)
     }
+}
+
+/// The wait after failed attempt `attempt` (1 for the first): `base` doubling with each
+/// further attempt, capped at `max`, of which backon's jitter keeps between half and all, so
+/// that jobs failing together do not retry together.
+pub fn retry_delay(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let retries = usize::try_from(attempt.max(1)).unwrap_or(usize::MAX);
+    let half = |d: Duration| d / 2;
+    backon::BackoffBuilder::build(
+        backon::ExponentialBuilder::default()
+            .with_min_delay(half(base))
+            .with_max_delay(half(max.max(base)))
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times(),
+    )
+    .take(retries.min(64))
+    .last()
+    .unwrap_or(base)
 }
 
 /// `bytes` random bytes as lowercase hex.
@@ -656,4 +663,44 @@ pub(crate) fn random_hex(bytes: usize) -> String {
         }
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::retry_delay;
+
+    #[test]
+    fn retries_wait_between_half_and_all_of_a_doubling_capped_delay() {
+        let (base, max) = (Duration::from_millis(200), Duration::from_secs(1));
+        for (attempt, full) in [
+            (0, 200),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (40, 1000),
+        ] {
+            let full = Duration::from_millis(full);
+            let waits: Vec<Duration> = (0..50).map(|_| retry_delay(base, max, attempt)).collect();
+            for wait in &waits {
+                assert!(
+                    *wait >= full / 2 && *wait <= full,
+                    "attempt {attempt}: {wait:?}"
+                );
+            }
+            let first = waits[0];
+            assert!(
+                waits.iter().any(|w| *w != first),
+                "attempt {attempt}: no jitter"
+            );
+        }
+        assert_eq!(
+            retry_delay(Duration::ZERO, Duration::ZERO, 3),
+            Duration::ZERO
+        );
+        let huge = retry_delay(Duration::from_secs(1), Duration::MAX, u32::MAX);
+        assert!(huge >= Duration::from_secs(1));
+    }
 }

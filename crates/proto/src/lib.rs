@@ -7,12 +7,14 @@
 //! - [`job`]: names, ids, progress, outcomes, error classes, leases.
 //! - [`model`]: the job record as stored, its states, what `status` returns.
 //! - [`keys`]: every Redis key name, each function's under one hash tag.
-//! - [`units`]: durations, sizes and times as people write them.
+//! - [`limits`]: numbers the scripts and the Rust side share (jobs kept, log size, days).
+//! - [`units`]: durations and times as people write them, and back.
 //! - [`worker`]: what workers advertise in the worker list.
 
 pub mod event;
 pub mod job;
 pub mod keys;
+pub mod limits;
 pub mod model;
 pub mod units;
 pub mod worker;

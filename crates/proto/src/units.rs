@@ -1,118 +1,150 @@
-//! Durations and points in time as people write them: `250ms`, `10s`, `2h`, `1d`;
-//! `1767225600` or `2026-01-01T00:00:00Z`. Used by the CLI and by plugin manifests.
+//! Durations and points in time as people write them: `250ms`, `10s`, `2h 30m`, `1d`;
+//! `1767225600` or `2026-01-01T00:00:00Z`; and back again (`2m 5s`, `3d 4h`). Used by the
+//! CLI, the client's statistics and plugin manifests. The parsing, the calendar and the
+//! printing are jiff's; this module only picks the formats.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
+use jiff::civil::Date;
+use jiff::fmt::friendly::{Designator, FractionalUnit, SpanPrinter};
+use jiff::{SignedDuration, Span, SpanRelativeTo, SpanRound, Timestamp, Unit};
+
+/// The length of a statistics day: the client, the CLI and the scripts (which are given
+/// this number) all count days as `milliseconds since the epoch / DAY_MS`, in UTC.
+pub const DAY_MS: u64 = 86_400_000;
 
 /// Milliseconds since the Unix epoch on this machine's clock (used only for display and
 /// client-side deadlines; the scripts use Redis' own clock).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    u64::try_from(Timestamp::now().as_millisecond()).unwrap_or(0)
 }
 
-/// Parses a duration: `250ms`, `10s`, `5m`, `2h`, `1d`, or a plain number of seconds.
+/// Today's statistics day (UTC) on this machine's clock.
+pub fn today() -> i64 {
+    Timestamp::now().as_millisecond().div_euclid(DAY_MS as i64)
+}
+
+/// Parses a duration: `250ms`, `10s`, `1.5s`, `5m`, `2h 30m`, `1d` (24 hours), or a plain
+/// number of seconds.
 pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().with_context(|| {
-        format!("invalid duration {text:?}: expected e.g. 250ms, 10s, 5m, 2h, 1d")
-    })?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86400.0,
-        _ => bail!("invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"),
-    };
-    Duration::try_from_secs_f64(seconds)
-        .with_context(|| format!("invalid duration {text:?}: out of range"))
+    let expected = "expected e.g. 250ms, 10s, 5m, 2h 30m or 1d";
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let seconds: f64 = text
+            .parse()
+            .with_context(|| format!("invalid duration {text:?}: {expected}"))?;
+        return Duration::try_from_secs_f64(seconds)
+            .with_context(|| format!("invalid duration {text:?}: out of range"));
+    }
+    let span: Span = text
+        .parse()
+        .with_context(|| format!("invalid duration {text:?}: {expected}"))?;
+    if span.get_years() != 0 || span.get_months() != 0 || span.get_weeks() != 0 {
+        bail!(
+            "invalid duration {text:?}: years, months and weeks vary in length; use d, h, m, s or ms"
+        );
+    }
+    let signed = span
+        .to_duration(SpanRelativeTo::days_are_24_hours())
+        .with_context(|| format!("invalid duration {text:?}: out of range"))?;
+    Duration::try_from(signed).with_context(|| format!("invalid duration {text:?}: negative"))
 }
 
-/// Parses a point in time: seconds since the Unix epoch (`1767225600`) or a UTC timestamp
-/// `YYYY-MM-DDTHH:MM:SSZ` (`2026-01-01T00:00:00Z`).
+/// Parses a point in time: seconds since the Unix epoch (`1767225600`) or an RFC 3339
+/// timestamp with its offset (`2026-01-01T00:00:00Z`, `2026-01-01T01:00:00+01:00`).
+/// Times before 1970 are refused.
 pub fn parse_time(text: &str) -> anyhow::Result<SystemTime> {
     let text = text.trim();
     let bad = || {
         anyhow::anyhow!(
-            "invalid time {text:?}: expected seconds since the Unix epoch or YYYY-MM-DDTHH:MM:SSZ (UTC)"
+            "invalid time {text:?}: expected seconds since the Unix epoch or an RFC 3339 time such as 2026-01-01T00:00:00Z"
         )
     };
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(UNIX_EPOCH + Duration::from_secs(seconds));
-    }
-    let b = text.as_bytes();
-    let shape_ok = b.len() == 20
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && (b[10] == b'T' || b[10] == b' ')
-        && b[13] == b':'
-        && b[16] == b':'
-        && b[19] == b'Z';
-    if !shape_ok {
-        return Err(bad());
-    }
-    let num = |range: std::ops::Range<usize>| -> anyhow::Result<i64> {
-        text[range].parse::<i64>().map_err(|_| bad())
+    let time = match text.parse::<u64>() {
+        Ok(seconds) => i64::try_from(seconds)
+            .ok()
+            .and_then(|s| Timestamp::from_second(s).ok())
+            .ok_or_else(bad)?,
+        Err(_) => text.parse::<Timestamp>().map_err(|_| bad())?,
     };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    if time < Timestamp::UNIX_EPOCH {
         return Err(bad());
     }
-    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
-    let seconds = u64::try_from(seconds).map_err(|_| bad())?;
-    Ok(UNIX_EPOCH + Duration::from_secs(seconds))
+    Ok(SystemTime::from(time))
 }
 
-/// The UTC date `YYYY-MM-DD` of a day counted from 1970-01-01 (day 0).
+/// The UTC date `YYYY-MM-DD` of a statistics day (day 0 is 1970-01-01); a day outside the
+/// calendar's range is shown as its number.
 pub fn date_of_day(days: i64) -> String {
-    // The inverse of the day count in `parse_time` (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    days.checked_mul(86_400)
+        .and_then(|seconds| Timestamp::from_second(seconds).ok())
+        .map(|t| t.to_zoned(jiff::tz::TimeZone::UTC).date().to_string())
+        .unwrap_or_else(|| format!("day {days}"))
 }
 
-/// The day (counted from 1970-01-01) of a UTC date `YYYY-MM-DD`.
+/// The statistics day of a UTC date `YYYY-MM-DD`.
 pub fn day_of_date(text: &str) -> anyhow::Result<i64> {
-    let time = parse_time(&format!("{}T00:00:00Z", text.trim()))
+    let text = text.trim();
+    let date: Date = text
+        .parse()
         .map_err(|_| anyhow::anyhow!("invalid date {text:?}: expected YYYY-MM-DD"))?;
-    let seconds = time
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    Ok((seconds / 86_400) as i64)
+    let seconds = date
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .with_context(|| format!("invalid date {text:?}: out of range"))?
+        .timestamp()
+        .as_second();
+    Ok(seconds.div_euclid(86_400))
+}
+
+/// A duration for people, as precise as its size calls for: `250ms`, `12.3s`, `5m 3s`,
+/// `2h 5m`, `3d 4h`.
+pub fn human(duration: Duration) -> String {
+    let Ok(signed) = SignedDuration::try_from(duration) else {
+        return format!("{}s", duration.as_secs());
+    };
+    let printer = SpanPrinter::new().designator(Designator::Compact);
+    if duration < Duration::from_secs(1) {
+        return format!("{}ms", duration.as_millis());
+    }
+    if duration < Duration::from_secs(60) {
+        return printer
+            .fractional(Some(FractionalUnit::Second))
+            .precision(Some(1))
+            .duration_to_string(&signed);
+    }
+    let (largest, smallest) = match duration.as_secs() {
+        0..3_600 => (Unit::Minute, Unit::Second),
+        3_600..86_400 => (Unit::Hour, Unit::Minute),
+        _ => (Unit::Day, Unit::Hour),
+    };
+    let rounded = Span::try_from(signed).and_then(|span| {
+        span.round(
+            SpanRound::new()
+                .largest(largest)
+                .smallest(smallest)
+                .days_are_24_hours(),
+        )
+    });
+    match rounded {
+        Ok(span) => printer.span_to_string(&span),
+        Err(_) => printer.duration_to_string(&signed),
+    }
+}
+
+/// How far `ms` (milliseconds since the epoch) is from now: `in 5m 3s` or `2.0s ago`.
+pub fn in_or_ago(ms: u64) -> String {
+    let now = now_ms();
+    match ms >= now {
+        true => format!("in {}", human(Duration::from_millis(ms - now))),
+        false => format!("{} ago", human(Duration::from_millis(now - ms))),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     #[test]
@@ -120,8 +152,12 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        for bad in ["", "s", "10x", "-1s", "1e999s"] {
+        assert_eq!(parse_duration("2h 30m").unwrap(), Duration::from_secs(9000));
+        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(604_800));
+        for bad in ["", "s", "10x", "-1s", "1e999s", "1mo", "1y", "2w", "1.2.3"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} parsed");
         }
     }
@@ -133,16 +169,23 @@ mod tests {
         for day in [0, 59, 60, 365, 11_016, 20_454, 30_000] {
             assert_eq!(day_of_date(&date_of_day(day)).unwrap(), day);
         }
+        assert_eq!(date_of_day(i64::MAX), format!("day {}", i64::MAX));
         assert!(day_of_date("2026-13-01").is_err());
+        assert!(day_of_date("2026-02-30").is_err());
         assert!(day_of_date("yesterday").is_err());
+        assert_eq!(today(), (now_ms() / DAY_MS) as i64);
     }
 
     #[test]
-    fn times_parse_as_epoch_seconds_or_utc_timestamps() {
+    fn times_parse_as_epoch_seconds_or_rfc3339() {
         let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
         assert_eq!(secs(parse_time("1767225600").unwrap()), 1_767_225_600);
         assert_eq!(
             secs(parse_time("2026-01-01T00:00:00Z").unwrap()),
+            1_767_225_600
+        );
+        assert_eq!(
+            secs(parse_time("2026-01-01T01:00:00+01:00").unwrap()),
             1_767_225_600
         );
         assert_eq!(
@@ -156,8 +199,25 @@ mod tests {
             "2026-13-01T00:00:00Z",
             "2026-01-01T00:00:00",
             "1969-12-31T23:59:59Z",
+            "99999999999999999999",
         ] {
             assert!(parse_time(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn durations_print_as_precisely_as_their_size_calls_for() {
+        let cases = [
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_millis(12_345), "12.3s"),
+            (Duration::from_secs(303), "5m 3s"),
+            (Duration::from_secs(2 * 3600 + 5 * 60 + 10), "2h 5m"),
+            (Duration::from_secs(3 * 86_400 + 4 * 3600 + 99), "3d 4h"),
+        ];
+        for (duration, text) in cases {
+            assert_eq!(human(duration), text);
+        }
+        assert!(in_or_ago(now_ms() + 3_600_000).starts_with("in "));
+        assert!(in_or_ago(1_000).ends_with(" ago"));
     }
 }

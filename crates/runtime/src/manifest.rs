@@ -183,31 +183,19 @@ impl Size {
     }
 }
 
-/// Bytes from a number with an optional unit (`4096`, `64KiB`, `128MiB`, `1GiB`); the error
-/// completes a sentence naming the value ("... is not a size").
+/// Bytes from a number with an optional unit, read by bytesize: `4096`, `64KiB`, `128MiB`,
+/// `1GiB` (powers of 1024) or `500KB`, `2MB` (powers of 1000); the error completes a sentence
+/// naming the value ("... is not a size").
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
+    let size: bytesize::ByteSize = text
         .parse()
-        .map_err(|_| format!("is not a size: {text:?}"))?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "K" | "KB" => 1 << 10,
-        "MiB" | "M" | "MB" => 1 << 20,
-        "GiB" | "G" | "GB" => 1 << 30,
-        other => {
-            return Err(format!(
-                "has an unknown unit {other:?} (use B, KiB, MiB or GiB)"
-            ));
-        }
-    };
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("is too large: {text:?}"))
+        .map_err(|_| format!("is not a size: {text:?} (write e.g. 4096, 64KiB, 128MiB or 1GiB)"))?;
+    match size.as_u64() {
+        // bytesize saturates instead of failing on overflow.
+        u64::MAX => Err(format!("is too large: {text:?}")),
+        bytes => Ok(bytes),
+    }
 }
 
 /// The manifest path of the plugin at `wasm`: the same name with `.toml`.
@@ -379,11 +367,25 @@ mod tests {
     }
 
     #[test]
+    fn sizes_take_binary_and_decimal_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("128 MiB"), Ok(128 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("500KB"), Ok(500_000));
+        assert_eq!(parse_size("1.5MiB"), Ok(3 << 19));
+        for bad in ["", "lots", "-1", "5XB", "1e9"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
     fn mistakes_name_the_file_and_the_field() {
         let cases = [
             ("memroy = 1", "unknown field `memroy`"),
             ("[limits]\nmemory = \"lots\"", "field `limits.memory`"),
-            ("[limits]\nmemory = \"5XB\"", "unknown unit"),
+            ("[limits]\nmemory = \"5XB\"", "is not a size"),
+            ("[limits]\nmemory = \"99999999999999GiB\"", "is too large"),
             ("[limits]\ntimeout = \"soon\"", "field `limits.timeout`"),
             ("concurrency = 0", "field `concurrency` must be at least 1"),
             ("functions = [\"ok\", \"not ok\"]", "field `functions[1]`"),

@@ -14,10 +14,38 @@ use super::engine::{Limits, Runtime};
 use super::manifest::{self, Capabilities, JobDefaults, Manifest, ManifestError};
 use super::run::StoreData;
 
-/// The first eight bytes of a WebAssembly component (magic, version 0x0d, layer 1).
-const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
-/// The first eight bytes of a core WebAssembly module (magic, version 1).
-const CORE_MODULE_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+/// What the first bytes of a plugin file say it is, when it is not a component.
+#[derive(Debug, PartialEq)]
+enum HeaderError {
+    CoreModule,
+    NotWasm(String),
+}
+
+impl HeaderError {
+    fn at(self, path: PathBuf) -> PluginError {
+        match self {
+            HeaderError::CoreModule => PluginError::CoreModule { path },
+            HeaderError::NotWasm(reason) => PluginError::NotWasm { path, reason },
+        }
+    }
+}
+
+/// Checks that `bytes` start as a component does (wasmparser reads the header), before the
+/// compiler is asked.
+fn check_header(bytes: &[u8]) -> Result<(), HeaderError> {
+    use wasmtime_wasmparser::Parser;
+    if Parser::is_component(bytes) {
+        return Ok(());
+    }
+    if Parser::is_core_wasm(bytes) {
+        return Err(HeaderError::CoreModule);
+    }
+    let reason = match Parser::new(0).parse(bytes, true) {
+        Err(error) => error.message().to_string(),
+        Ok(_) => "its header is neither a component's nor a core module's".to_string(),
+    };
+    Err(HeaderError::NotWasm(reason))
+}
 
 /// Why a plugin could not be loaded. Each message names the file and says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -30,13 +58,14 @@ pub enum PluginError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not WebAssembly at all (empty, truncated, or something else).
-    #[error(
-        "plugin {path:?} is not a WebAssembly component (it does not start with the wasm magic bytes)"
-    )]
+    /// The file is not WebAssembly at all (empty, truncated, something else) or of a binary
+    /// version this worker does not know.
+    #[error("plugin {path:?} is not a WebAssembly component: {reason}")]
     NotWasm {
         /// The plugin file.
         path: PathBuf,
+        /// What is wrong with its header, as wasmparser says it.
+        reason: String,
     },
     /// The file is a core module, not a component.
     #[error(
@@ -219,22 +248,7 @@ impl Runtime {
             manifest.functions.clone()
         };
         let limits = self.plugin_limits(path, &manifest)?;
-        match bytes.get(..8) {
-            Some(header) if header == COMPONENT_HEADER => {}
-            Some(header) if header == CORE_MODULE_HEADER => {
-                return Err(PluginError::CoreModule { path: path_buf() });
-            }
-            Some(header) if header[..4] == COMPONENT_HEADER[..4] => {
-                return Err(PluginError::Compile {
-                    path: path_buf(),
-                    reason: format!(
-                        "unsupported WebAssembly version/layer {:02x?}",
-                        &header[4..]
-                    ),
-                });
-            }
-            _ => return Err(PluginError::NotWasm { path: path_buf() }),
-        }
+        check_header(bytes).map_err(|error| error.at(path_buf()))?;
         let digest = sha256_hex(bytes);
         let compiled = match &self.cache {
             Some(cache) => cache.load_or_compile(&self.engine, &digest, bytes),
@@ -313,5 +327,30 @@ impl Runtime {
             ));
         }
         Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HeaderError, check_header};
+
+    #[test]
+    fn headers_tell_components_from_modules_and_from_other_files() {
+        let component = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        assert_eq!(check_header(&component), Ok(()));
+        let module = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+        assert_eq!(check_header(&module), Err(HeaderError::CoreModule));
+        let reason = |bytes: &[u8]| match check_header(bytes) {
+            Err(HeaderError::NotWasm(reason)) => reason,
+            other => panic!("{bytes:?}: {other:?}"),
+        };
+        assert!(reason(b"").contains("end-of-file"), "{}", reason(b""));
+        assert!(
+            reason(b"#!/bin/sh\n").contains("magic"),
+            "{}",
+            reason(b"#!")
+        );
+        let future = [0x00, 0x61, 0x73, 0x6d, 0x0e, 0x00, 0x01, 0x00];
+        assert!(reason(&future).contains("version"), "{}", reason(&future));
     }
 }

@@ -388,8 +388,10 @@ impl JobHooks for Reporter {
 /// coalesced: at most 20 writes per second per job reach the queue).
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
 
-/// How often reporting to the source is retried when the source is unreachable.
-const REPORT_ATTEMPTS: u32 = 5;
+/// How often reporting to the source is tried when the source is unreachable.
+const REPORT_ATTEMPTS: usize = 5;
+/// The wait before the first retry of a report; it doubles (with jitter) on each next one.
+const REPORT_RETRY_FIRST: Duration = Duration::from_millis(400);
 
 impl<S: JobSource> Node<S> {
     /// The functions to lease for: the configured ones that have a plugin, or every plugin.
@@ -621,42 +623,43 @@ impl<S: JobSource> Node<S> {
             (&outcome, cancelled),
             (Outcome::Failed(_), Some(CancelReason::Shutdown))
         );
-        for attempt in 1..=REPORT_ATTEMPTS {
-            let result = match &outcome {
+        let send = || async {
+            match &outcome {
                 _ if handed_back => self.source.release(lease).await,
                 Outcome::Succeeded(output) => self.source.complete(lease, output, notes).await,
                 Outcome::Failed(failure) => self.source.fail(lease, failure, notes).await,
-            };
-            match result {
-                Ok(Completion::Accepted(state)) => {
-                    match &outcome {
-                        Outcome::Failed(failure) if !handed_back => tracing::info!(
-                            %state,
-                            class = %failure.class,
-                            error = %failure.message,
-                            "job ended without output"
-                        ),
-                        _ => tracing::info!(%state, "job reported"),
-                    }
-                    return;
-                }
-                Ok(Completion::Stale) => {
-                    tracing::warn!(
-                        "the queue refused the result: this worker no longer holds the lease"
-                    );
-                    return;
-                }
-                Ok(Completion::Missing) => {
-                    tracing::warn!("the queue refused the result: the job no longer exists");
-                    return;
-                }
-                Err(error) if attempt < REPORT_ATTEMPTS => {
-                    tracing::warn!(%error, attempt, "could not report the job; retrying");
-                    tokio::time::sleep(Duration::from_millis(200u64 << attempt)).await;
-                }
-                Err(error) => {
-                    tracing::error!(%error, "could not report the job; its lease will expire and it will run again");
-                }
+            }
+        };
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(REPORT_RETRY_FIRST)
+            .with_max_times(REPORT_ATTEMPTS - 1)
+            .with_jitter();
+        let result = backon::Retryable::retry(send, backoff)
+            .sleep(tokio::time::sleep)
+            .notify(|error, wait| {
+                tracing::warn!(%error, ?wait, "could not report the job; retrying");
+            })
+            .await;
+        match result {
+            Ok(Completion::Accepted(state)) => match &outcome {
+                Outcome::Failed(failure) if !handed_back => tracing::info!(
+                    %state,
+                    class = %failure.class,
+                    error = %failure.message,
+                    "job ended without output"
+                ),
+                _ => tracing::info!(%state, "job reported"),
+            },
+            Ok(Completion::Stale) => {
+                tracing::warn!(
+                    "the queue refused the result: this worker no longer holds the lease"
+                );
+            }
+            Ok(Completion::Missing) => {
+                tracing::warn!("the queue refused the result: the job no longer exists");
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not report the job; its lease will expire and it will run again");
             }
         }
     }

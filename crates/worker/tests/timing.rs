@@ -25,6 +25,8 @@ enum Call {
     Lease,
     Heartbeat(u64),
     Complete(u64),
+    /// A completion the fake refused as if the queue were out of reach.
+    CompleteRefused(u64),
     Fail(u64, String),
     Release(u64),
 }
@@ -37,6 +39,8 @@ struct State {
     failing_leases: usize,
     /// Whether heartbeats fail (the queue cut off).
     heartbeats_fail: bool,
+    /// Completions that fail before one succeeds.
+    failing_completions: usize,
 }
 
 struct Fake {
@@ -157,6 +161,16 @@ impl JobSource for Shared {
         _output: &[u8],
         _notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
+        let refuse = {
+            let mut state = self.0.state.lock().unwrap();
+            let refuse = state.failing_completions > 0;
+            state.failing_completions = state.failing_completions.saturating_sub(1);
+            refuse
+        };
+        if refuse {
+            self.0.record(Call::CompleteRefused(lease.info.id.seq));
+            return Err("the queue is out of reach".into());
+        }
         self.0.record(Call::Complete(lease.info.id.seq));
         Ok(Completion::Accepted(JobState::Succeeded))
     }
@@ -321,6 +335,47 @@ async fn a_failed_lease_is_tried_again_a_second_later() {
             "lease retried after {gap} s: {leases:?}"
         );
     }
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// A result the queue does not take is sent again after a wait that doubles with jitter
+/// (0.4 s, then 0.8 s, each up to twice as long), five tries in all; then the worker gives
+/// up on it (the lease will expire) and goes on with the next job.
+#[tokio::test(start_paused = true)]
+async fn a_result_is_sent_again_with_backoff_then_given_up() {
+    let (fake, stop, node, _dir) = start(WorkerConfig::default(), |fake| {
+        fake.state.lock().unwrap().failing_completions = 2;
+        fake.push(1, "sleep 0");
+    });
+    until("job 1 completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(1))
+    })
+    .await;
+    let tries = fake.times_of(|c| matches!(c, Call::Complete(1) | Call::CompleteRefused(1)));
+    assert_eq!(tries.len(), 3, "{tries:?}");
+    let gaps: Vec<f64> = tries.windows(2).map(|p| secs(p[1] - p[0])).collect();
+    assert!((0.4..0.8).contains(&gaps[0]), "{gaps:?}");
+    assert!((0.8..1.6).contains(&gaps[1]), "{gaps:?}");
+
+    fake.state.lock().unwrap().failing_completions = usize::MAX;
+    fake.push(2, "sleep 0");
+    until("job 2 given up", &fake, |calls| {
+        calls
+            .iter()
+            .filter(|(_, c)| *c == Call::CompleteRefused(2))
+            .count()
+            == 5
+    })
+    .await;
+    fake.state.lock().unwrap().failing_completions = 0;
+    fake.push(3, "sleep 0");
+    until("job 3 completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(3))
+    })
+    .await;
+    let refused = fake.times_of(|c| *c == Call::CompleteRefused(2));
+    assert_eq!(refused.len(), 5, "no sixth try: {refused:?}");
     stop.send(()).unwrap();
     node.await.unwrap();
 }

@@ -24,7 +24,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     rate: Option<String>,
 
-    /// The most finished jobs kept (oldest forgotten first), or `default` (50000).
+    /// The most finished jobs kept (oldest forgotten first), or `default` (which
+    /// `wasmgear config FUNCTION` shows).
     #[arg(long)]
     keep: Option<String>,
 
@@ -85,7 +86,10 @@ fn show(function: &FunctionName, config: &FunctionConfig) {
     }
     match config.keep_finished {
         Some(keep) => println!("keep         {keep} finished jobs"),
-        None => println!("keep         50000 finished jobs (default)"),
+        None => println!(
+            "keep         {} finished jobs (default)",
+            wasmgear_proto::limits::DEFAULT_KEEP_FINISHED
+        ),
     }
 }
 

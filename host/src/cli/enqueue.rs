@@ -47,7 +47,8 @@ pub struct EnqueueArgs {
     delay: Option<Duration>,
 
     /// Run the job no sooner than this time: seconds since the Unix epoch or
-    /// YYYY-MM-DDTHH:MM:SSZ. A time in the past is refused.
+    /// an RFC 3339 time (2027-01-01T09:00:00Z, 2027-01-01T10:00:00+01:00). A time in the past
+    /// is refused.
     #[arg(long, value_parser = parse_time)]
     at: Option<SystemTime>,
 

@@ -2,6 +2,7 @@
 
 use super::{RedisArgs, print_json, print_table};
 use wasmgear_proto::FunctionName;
+use wasmgear_proto::units::in_or_ago;
 
 /// Options of `wasmgear failed`.
 #[derive(Debug, clap::Args)]
@@ -66,8 +67,7 @@ pub async fn run(args: FailedArgs) -> anyhow::Result<i32> {
             vec![
                 job.id.to_string(),
                 format!("{}/{}", job.record.attempt, job.record.max_attempts),
-                super::status::ago(job.record.finished_ms.unwrap_or(job.record.created_ms))
-                    + " ago",
+                in_or_ago(job.record.finished_ms.unwrap_or(job.record.created_ms)),
                 error.lines().next().unwrap_or("").to_string(),
             ]
         })

@@ -2,6 +2,7 @@
 
 use super::{RedisArgs, print_json, print_table};
 use wasmgear_client::JobState;
+use wasmgear_proto::units::in_or_ago;
 use wasmgear_proto::{FunctionName, JobId};
 
 /// Options of `wasmgear jobs`.
@@ -82,7 +83,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
             vec![
                 job.id.to_string(),
                 super::paint_state(job.record.state),
-                super::status::ago(job.record.created_ms) + " ago",
+                in_or_ago(job.record.created_ms),
                 job.record.tags.join(","),
             ]
         })

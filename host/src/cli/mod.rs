@@ -250,32 +250,19 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether to colour what goes to stdout: only on a terminal, and never when `NO_COLOR`
-/// is set (to anything but the empty string).
-pub(crate) fn colour() -> bool {
-    std::io::IsTerminal::is_terminal(&std::io::stdout())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
-fn paint(text: &str, code: &str) -> String {
-    match colour() {
-        true => format!("\x1b[{code}m{text}\x1b[0m"),
-        false => text.to_string(),
-    }
-}
-
-/// A job state, coloured on a terminal: green succeeded, red failed, yellow cancelled, cyan
-/// running.
+/// A job state, coloured when stdout is a colour terminal (console's rules: `NO_COLOR`,
+/// `CLICOLOR`, `CLICOLOR_FORCE`): green succeeded, red failed, yellow cancelled, cyan running.
 pub(crate) fn paint_state(state: wasmgear_client::JobState) -> String {
     use wasmgear_client::JobState::*;
-    let code = match state {
-        Succeeded => "32",
-        Failed => "31",
-        Cancelled => "33",
-        Running => "36",
-        Queued | Scheduled | Waiting => "0",
-    };
-    paint(state.as_str(), code)
+    let text = console::style(state.as_str());
+    match state {
+        Succeeded => text.green(),
+        Failed => text.red(),
+        Cancelled => text.yellow(),
+        Running => text.cyan(),
+        Queued | Scheduled | Waiting => text,
+    }
+    .to_string()
 }
 
 /// One event of `wasmgear events`, as a line.
@@ -296,32 +283,21 @@ pub(crate) fn paint_event(published: &wasmgear_proto::FunctionEvent) -> String {
         _ => String::new(),
     };
     let id = event.job().map(|id| id.to_string()).unwrap_or_default();
-    format!("{:<8} {id} {detail}", paint(event.kind(), "1"))
+    let kind = console::pad_str(event.kind(), 8, console::Alignment::Left, None);
+    format!("{} {id} {detail}", console::style(kind).bold())
         .trim_end()
         .to_string()
 }
 
-/// The width of `text` on screen (colour escapes take none).
-fn visible_width(text: &str) -> usize {
-    let mut width = 0;
-    let mut in_escape = false;
-    for c in text.chars() {
-        match (in_escape, c) {
-            (false, '\x1b') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, _) => width += 1,
-        }
-    }
-    width
-}
-
 /// Prints rows under `headers` in aligned columns (the last column unpadded).
 pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = headers
+        .iter()
+        .map(|h| console::measure_text_width(h))
+        .collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(visible_width(cell));
+            *width = (*width).max(console::measure_text_width(cell));
         }
     }
     let line = |cells: Vec<&str>| {
@@ -331,10 +307,9 @@ pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
             .enumerate()
             .map(|(i, cell)| match i == last {
                 true => cell.to_string(),
-                false => format!(
-                    "{cell}{}",
-                    " ".repeat(widths[i].saturating_sub(visible_width(cell)))
-                ),
+                false => {
+                    console::pad_str(cell, widths[i], console::Alignment::Left, None).into_owned()
+                }
             })
             .collect();
         println!("{}", text.join("  ").trim_end());

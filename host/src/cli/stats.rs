@@ -26,7 +26,7 @@ pub async fn run(args: StatsArgs) -> anyhow::Result<i32> {
     let function = FunctionName::new(args.function.clone())?;
     let day = match &args.date {
         Some(date) => wasmgear_proto::units::day_of_date(date)?,
-        None => (wasmgear_proto::units::now_ms() / 86_400_000) as i64,
+        None => wasmgear_proto::units::today(),
     };
     let client = args.redis.client().await?;
     client.check_function(&function).await?;

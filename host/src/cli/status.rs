@@ -1,10 +1,9 @@
 //! `wasmgear status`: show one job.
 
-use std::time::Duration;
-
 use super::RedisArgs;
 use wasmgear_client::JobStatus;
 use wasmgear_proto::JobId;
+use wasmgear_proto::units::in_or_ago;
 
 /// Options of `wasmgear status`.
 #[derive(Debug, clap::Args)]
@@ -44,7 +43,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
         max => println!("attempt   {} of {max}", record.attempt),
     }
     println!("priority  {}", record.priority);
-    println!("enqueued  {} ago", ago(record.created_ms));
+    println!("enqueued  {}", in_or_ago(record.created_ms));
     if let Some(at) = record.run_at_ms {
         println!("runs at   {}", in_or_ago(at));
     }
@@ -98,33 +97,5 @@ pub(super) fn print_failure(status: &JobStatus) {
             status.id, record.state, record.attempt, error.class, error.message
         ),
         None => eprintln!("job {} {}", status.id, record.state),
-    }
-}
-
-pub(super) fn ago(ms: u64) -> String {
-    human(Duration::from_millis(
-        wasmgear_proto::units::now_ms().saturating_sub(ms),
-    ))
-}
-
-fn in_or_ago(ms: u64) -> String {
-    let now = wasmgear_proto::units::now_ms();
-    if ms >= now {
-        format!("in {}", human(Duration::from_millis(ms - now)))
-    } else {
-        format!("{} ago", ago(ms))
-    }
-}
-
-fn human(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 1.0 {
-        format!("{}ms", d.as_millis())
-    } else if s < 120.0 {
-        format!("{s:.1}s")
-    } else if s < 7200.0 {
-        format!("{:.0}m", s / 60.0)
-    } else {
-        format!("{:.1}h", s / 3600.0)
     }
 }

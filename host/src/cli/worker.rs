@@ -82,7 +82,7 @@ pub struct WorkerArgs {
     fuel: bool,
 
     /// The wait before the first retry of a failed job; it doubles on every further retry
-    /// (at most an hour), with jitter.
+    /// (at most an hour), and each wait is, at random, between half and all of that.
     #[arg(long, env = "WASMGEAR_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
     retry_backoff: Duration,
 
@@ -151,13 +151,16 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         error => error.into(),
     })?;
 
+    let stop_supervising = tokio_util::sync::CancellationToken::new();
     let supervisor = embedded
         .clone()
-        .map(|server| tokio::spawn(supervise(server)));
+        .map(|server| tokio::spawn(supervise(server, stop_supervising.clone())));
     worker.run(shutdown_signal()).await;
 
+    // The supervisor stops between checks (never during a restart), before Redis is stopped.
+    stop_supervising.cancel();
     if let Some(supervisor) = supervisor {
-        supervisor.abort();
+        supervisor.await.ok();
     }
     if let Some(server) = embedded {
         let _ = std::fs::remove_file(args.redis.home.join(REDIS_URL_FILE));
@@ -193,10 +196,13 @@ async fn start_embedded(args: &WorkerArgs) -> anyhow::Result<Arc<RedisServer>> {
     Ok(Arc::new(server))
 }
 
-/// Restarts the embedded Redis whenever it dies.
-async fn supervise(server: Arc<RedisServer>) {
+/// Restarts the embedded Redis whenever it dies, checking every second until `stop`.
+async fn supervise(server: Arc<RedisServer>, stop: tokio_util::sync::CancellationToken) {
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
         let check = server.clone();
         match tokio::task::spawn_blocking(move || check.ensure_running()).await {
             Ok(Ok(true)) => tracing::warn!(

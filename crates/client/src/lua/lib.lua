@@ -57,18 +57,15 @@ local PRIORITY_BASE = 1000
 local NUMBER_SPAN = 1099511627776 -- 2^40
 -- The most expired jobs, due jobs or lost leases one call deals with.
 local BATCH = 100
--- A job's log keeps its newest MAX_LOG bytes.
-local MAX_LOG = 262144
--- Finished jobs kept per function when the config does not say (qless' jobs-history-count).
-local DEFAULT_KEEP_FINISHED = 50000
--- Days of statistics kept (qless' stats-history).
-local STATS_DAYS = 30
+-- MAX_LOG (the newest bytes of a job's log kept), DEFAULT_KEEP_FINISHED (finished jobs kept
+-- when the config does not say), STATS_DAYS (days of statistics kept) and DAY_MS (a stats
+-- day) come before this file: the client prepends them from wasmgear_proto::limits.
 -- A waiting job's links to other functions are re-checked after 30 s, then ever less often
 -- (doubling, at most hourly): the safety net for a client that died while linking.
 local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
 -- A finished job with dependents in other functions that have not been told of its end
 -- (see `told`) outlives its retention until they are, for at most this long.
-local UNTOLD_MAX_MS = 7 * 86400000
+local UNTOLD_MAX_MS = 7 * DAY_MS
 -- How long the reply of an `enqueue` or `lease` call is kept for the same call sent again.
 local CALL_MEMORY_MS = 600000
 
@@ -296,7 +293,7 @@ local stats_day = nil
 -- Today's field prefix; on the first write of a new day, forgets days past STATS_DAYS.
 local function stats_prefix()
   if stats_day then return stats_day .. ':' end
-  stats_day = math.floor(NOW / 86400000)
+  stats_day = math.floor(NOW / DAY_MS)
   if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= stats_day then
     local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
     if days[#days] ~= stats_day then

@@ -1,0 +1,41 @@
+//! Numbers the Rust side and the Lua scripts must agree on, each with one home. The
+//! client prepends them to every function script as Lua constants (see
+//! [`lua_constants`]), so the scripts never spell them out.
+
+/// Finished jobs kept per function when its config does not say (qless'
+/// jobs-history-count); the oldest are forgotten first.
+pub const DEFAULT_KEEP_FINISHED: u64 = 50_000;
+
+/// A job's log in Redis keeps its newest this many bytes, over all attempts.
+pub const JOB_LOG_BYTES: u64 = 256 * 1024;
+
+/// Days of statistics kept per function (qless' stats-history).
+pub const STATS_DAYS: u64 = 30;
+
+/// These numbers as Lua `local` declarations, for the head of a script.
+pub fn lua_constants() -> String {
+    [
+        ("DEFAULT_KEEP_FINISHED", DEFAULT_KEEP_FINISHED),
+        ("MAX_LOG", JOB_LOG_BYTES),
+        ("STATS_DAYS", STATS_DAYS),
+        ("DAY_MS", crate::units::DAY_MS),
+    ]
+    .iter()
+    .map(|(name, value)| format!("local {name} = {value}\n"))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_constants_become_lua_locals() {
+        let lua = super::lua_constants();
+        assert!(
+            lua.contains("local DEFAULT_KEEP_FINISHED = 50000\n"),
+            "{lua}"
+        );
+        assert!(lua.contains("local MAX_LOG = 262144\n"), "{lua}");
+        assert!(lua.contains("local DAY_MS = 86400000\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 4);
+    }
+}
