@@ -244,9 +244,15 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
         .output()
         .expect("run redis-cli");
     assert!(!String::from_utf8_lossy(&shutdown.stdout).contains("ERR"));
-    eventually_sync(Duration::from_secs(30), "the embedded Redis restarted", || {
-        worker.log().contains("the embedded Redis had died and was restarted")
-    });
+    eventually_sync(
+        Duration::from_secs(30),
+        "the embedded Redis restarted",
+        || {
+            worker
+                .log()
+                .contains("the embedded Redis had died and was restarted")
+        },
+    );
     let out = wasmgear(&["enqueue", "echo", "again", "--wait"], &env);
     assert_eq!(stdout(&out), "again", "{}", stderr(&out));
 
