@@ -84,7 +84,7 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .total_tables(instances.saturating_mul(20))
         .total_stacks(instances)
         .max_memory_size(config.limits.memory_bytes)
-        .table_elements(200_000)
+        .table_elements(crate::run::MAX_TABLE_ELEMENTS)
         .max_component_instance_size(4 << 20)
         .max_core_instance_size(4 << 20)
         .max_core_instances_per_component(200)

@@ -35,7 +35,7 @@ struct MemoryLimiter {
 }
 
 /// Most table elements one job may have (function tables of large interpreters fit).
-const MAX_TABLE_ELEMENTS: usize = 200_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 200_000;
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
