@@ -9,15 +9,7 @@ use crate::support::{
 
 /// Starts `wasmgear worker` on `plugins` against `redis` and waits until it serves.
 fn start_worker(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> WorkerProcess {
-    let plugins = plugins.to_str().unwrap();
-    let url = redis.url();
-    let mut args = vec!["--plugins", plugins];
-    args.extend_from_slice(extra);
-    let worker = WorkerProcess::spawn(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
-        worker.log().contains("worker started")
-    });
-    worker
+    WorkerProcess::serving(redis, plugins, extra)
 }
 
 /// `enqueue --wait` prints the output and exits 0; `status` then shows the finished job.

@@ -20,4 +20,5 @@ mod plugin_dir;
 mod pubsub;
 mod reload;
 mod sandbox;
+mod sources;
 mod structure;

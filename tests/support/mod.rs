@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod gearmonkey;
 pub mod proxy;
 
 use std::future::Future;
@@ -468,6 +469,20 @@ impl WorkerProcess {
             log,
             _log_dir: log_dir,
         }
+    }
+
+    /// Starts `wasmgear worker --plugins PLUGINS EXTRA...` against `redis` and waits until
+    /// it serves.
+    pub fn serving(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> Self {
+        let plugins = plugins.to_str().expect("a UTF-8 path");
+        let url = redis.url();
+        let mut args = vec!["--plugins", plugins];
+        args.extend_from_slice(extra);
+        let worker = WorkerProcess::spawn(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
+        eventually_sync(Duration::from_secs(30), "the worker to start", || {
+            worker.log().contains("worker started")
+        });
+        worker
     }
 
     /// The process id.

@@ -15,7 +15,7 @@ use super::{QueueError, Result};
 
 /// A connection that reconnects by itself, to one server or to a cluster.
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub enum Connection {
     /// A single server (or a replica set's primary).
     Single(ConnectionManager),
     /// A Redis Cluster.
@@ -115,7 +115,7 @@ where
 
 /// Connects to the Redis at `url`: returns a client for the seed node (for pub/sub) and a
 /// connection for commands, cluster-aware when the server is part of a cluster.
-pub(crate) async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
+pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
     let shown = redact(url);
     let client = redis::Client::open(url).map_err(|source| QueueError::BadUrl {
         url: shown.clone(),

@@ -17,8 +17,8 @@ use super::{QueueError, Result, links, scripts};
 use wasmgear_proto::WorkerAd;
 
 use crate::job::{
-    AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease, LeaseRequest,
-    LeaseStatus, Progress,
+    AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease,
+    LeaseRequest, LeaseStatus, Progress,
 };
 
 /// The first retry waits about this long; each further one twice as long.
@@ -155,7 +155,7 @@ async fn forward_notifications(
     mut subscription: Subscription,
     channels: std::collections::HashMap<String, FunctionName>,
     work_arrived: Arc<Notify>,
-    cancels: broadcast::Sender<JobId>,
+    cancels: broadcast::Sender<CancelRequest>,
     hints: Hints,
     listening: Arc<AtomicBool>,
 ) {
@@ -173,7 +173,7 @@ async fn forward_notifications(
                 } else if let Some(id) = message.payload.strip_prefix(b"cancel ")
                     && let Ok(id) = std::str::from_utf8(id).unwrap_or("").parse::<JobId>()
                 {
-                    let _ = cancels.send(id);
+                    let _ = cancels.send(CancelRequest::any(id));
                 }
             }
             Delivery::Lost => listening.store(false, Ordering::SeqCst),
@@ -210,7 +210,7 @@ pub struct WorkerQueue {
     /// Whether the work channels are subscribed: only then can hints be trusted (an event
     /// clears them), so only then are lease calls skipped.
     listening: Arc<AtomicBool>,
-    cancel_requests: broadcast::Sender<JobId>,
+    cancel_requests: broadcast::Sender<CancelRequest>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
 }
@@ -310,7 +310,7 @@ impl WorkerQueue {
     }
 
     /// Ids of running jobs whose cancellation a client asked for, as the events arrive.
-    pub fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+    pub fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
         self.cancel_requests.subscribe()
     }
 

@@ -340,6 +340,32 @@ pub enum LeaseStatus {
     Lost,
 }
 
+/// A source's request to cancel a running job. `token_prefix` narrows it to the leases whose
+/// token starts with it: a worker serving several sources tells their jobs apart by token,
+/// as two sources may number jobs of one function alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// The job.
+    pub job: JobId,
+    /// Only leases whose token starts with this (empty: any).
+    pub token_prefix: String,
+}
+
+impl CancelRequest {
+    /// Cancels `job`, whatever lease runs it.
+    pub fn any(job: JobId) -> Self {
+        CancelRequest {
+            job,
+            token_prefix: String::new(),
+        }
+    }
+
+    /// Whether it is meant for the job `job` run under lease `token`.
+    pub fn matches(&self, job: &JobId, token: &str) -> bool {
+        self.job == *job && token.starts_with(&self.token_prefix)
+    }
+}
+
 /// The answer to `complete`, `fail` or `release`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
@@ -355,6 +381,24 @@ pub enum Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cancel_requests_reach_only_the_leases_they_name() {
+        let job: JobId = "echo:1".parse().unwrap();
+        let other: JobId = "echo:2".parse().unwrap();
+        let any = CancelRequest::any(job.clone());
+        assert!(any.matches(&job, "0/w1:abc"));
+        assert!(!any.matches(&other, "0/w1:abc"));
+        let scoped = CancelRequest {
+            job: job.clone(),
+            token_prefix: "0/".into(),
+        };
+        assert!(scoped.matches(&job, "0/w1:abc"));
+        assert!(
+            !scoped.matches(&job, "1/w1:3:1"),
+            "the same id from another source"
+        );
+    }
 
     #[test]
     fn job_ids_round_trip_and_bad_ones_are_refused() {

@@ -23,6 +23,10 @@ pub struct WorkerAd {
     pub running: Vec<String>,
     /// Plugin files that failed to load, with the reason.
     pub plugin_errors: Vec<String>,
+    /// The queues it serves besides wasmgear's own on this Redis (`gearmonkey`,
+    /// `gearmonkey@redis://host:6380`, ...); empty for wasmgear's own queue alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 /// A live worker as the worker list holds it.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
 use crate::queue::{QueueError, WorkerQueue};
 use crate::runtime::{Runtime, RuntimeConfig};
-use crate::{WorkerConfig, new_worker_id};
+use crate::{JobSource, WorkerConfig, new_worker_id};
 
 /// The longest retry backoff when nothing else is said.
 const DEFAULT_BACKOFF_MAX: Duration = wasmgear_client::source::DEFAULT_BACKOFF_MAX;
@@ -128,6 +128,7 @@ impl WorkerBuilder {
             });
         }
         Ok(LoadedWorker {
+            id: self.id.clone().unwrap_or_else(new_worker_id),
             builder: WorkerBuilder {
                 runtime: RuntimeConfig::default(),
                 ..self
@@ -146,6 +147,7 @@ impl WorkerBuilder {
 
 /// A worker whose runtime and plugins are ready, not yet connected to Redis.
 pub struct LoadedWorker {
+    id: String,
     builder: WorkerBuilder,
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
@@ -158,42 +160,57 @@ impl LoadedWorker {
         &self.problems
     }
 
-    /// Connects to the Redis (or Redis Cluster) at `url`.
+    /// The worker's id, for the sources it connects to.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The retry backoff of failed jobs (base, max), for sources that schedule retries.
+    pub fn retry_backoff(&self) -> (Duration, Duration) {
+        self.builder.backoff
+    }
+
+    /// Connects to wasmgear's own queue on the Redis (or Redis Cluster) at `url`.
     pub async fn connect(self, url: &str) -> Result<Worker, BuildError> {
+        let queue = WorkerQueue::connect(url, self.id.clone())
+            .await?
+            .with_backoff(self.builder.backoff.0, self.builder.backoff.1)
+            .with_strict_order(self.builder.strict_order);
+        tracing::info!(
+            worker_id = self.id,
+            redis = wasmgear_client::connection::redact(url),
+            plugins = ?self.builder.plugins,
+            "connected"
+        );
+        Ok(self.with_source(queue))
+    }
+
+    /// Serves the jobs of `source` (connected with this worker's [`id`](Self::id)).
+    pub fn with_source<S: JobSource>(self, source: S) -> Worker<S> {
         let LoadedWorker {
+            id,
             builder,
             runtime,
             registry,
             problems,
         } = self;
-        let id = builder.id.unwrap_or_else(new_worker_id);
-        let queue = WorkerQueue::connect(url, id.clone())
-            .await?
-            .with_backoff(builder.backoff.0, builder.backoff.1)
-            .with_strict_order(builder.strict_order);
-        tracing::info!(
-            worker_id = id,
-            redis = wasmgear_client::connection::redact(url),
-            plugins = ?builder.plugins,
-            "connected"
-        );
-        Ok(Worker {
+        Worker {
             id,
-            queue,
+            queue: source,
             runtime,
             registry,
             problems,
             config: builder.config,
             plugins: builder.plugins,
             watch: builder.watch,
-        })
+        }
     }
 }
 
-/// A worker node ready to run.
-pub struct Worker {
+/// A worker node ready to run, serving the jobs of `S`.
+pub struct Worker<S: JobSource = WorkerQueue> {
     id: String,
-    queue: WorkerQueue,
+    queue: S,
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
     problems: Vec<LoadProblem>,
@@ -202,7 +219,7 @@ pub struct Worker {
     watch: bool,
 }
 
-impl Worker {
+impl<S: JobSource> Worker<S> {
     /// Its id in the queue.
     pub fn id(&self) -> &str {
         &self.id

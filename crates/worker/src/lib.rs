@@ -20,7 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-pub use builder::{BuildError, Worker, WorkerBuilder};
+pub use builder::{BuildError, LoadedWorker, Worker, WorkerBuilder};
 pub use source::{JobSource, SourceError};
 use tokio_util::sync::CancellationToken;
 
@@ -309,6 +309,7 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>, stopping: CancellationToken) {
                 .into_iter()
                 .map(|(p, e)| format!("{p:?}: {e}"))
                 .collect(),
+            sources: Vec::new(),
         };
         if let Err(error) = node.source.advertise(&ad, &served, ADVERTISE_TTL).await {
             tracing::warn!(%error, "cannot renew this worker's entry in the worker list");
@@ -333,9 +334,12 @@ async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>, stopping: Can
             _ = stopping.cancelled() => return,
         };
         match request {
-            Ok(id) => {
+            Ok(request) => {
                 let running = node.running.lock().unwrap_or_else(|e| e.into_inner());
-                for (_, signal) in running.values().filter(|(job, _)| *job == id) {
+                let meant = running
+                    .iter()
+                    .filter(|(token, (job, _))| request.matches(job, token));
+                for (_, (id, signal)) in meant {
                     tracing::info!(job_id = %id, "cancel requested: asking the job to stop");
                     signal.cancel(CancelReason::Requested);
                 }

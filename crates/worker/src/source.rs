@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::job::{
-    AttemptNotes, Completion, FunctionName, JobFailure, JobId, Lease, LeaseRequest, LeaseStatus,
-    Progress, WorkerAd,
+    AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, Lease, LeaseRequest,
+    LeaseStatus, Progress, WorkerAd,
 };
 use crate::queue::WorkerQueue;
 
@@ -40,7 +40,7 @@ pub trait JobSource: Send + Sync + 'static {
 
     /// Ids of jobs whose cancellation was asked for, pushed as soon as the source hears of
     /// it (heartbeats report it too, later). A source without push never sends.
-    fn cancel_requests(&self) -> broadcast::Receiver<JobId>;
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest>;
 
     /// Records progress; `Ok(false)` means the lease is lost.
     fn progress(
@@ -123,7 +123,7 @@ impl JobSource for WorkerQueue {
         Ok(WorkerQueue::heartbeat(self, lease, ttl).await?)
     }
 
-    fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
         WorkerQueue::cancel_requests(self)
     }
 

@@ -12,8 +12,8 @@ use tokio::sync::{Notify, broadcast, oneshot};
 use tokio::time::Instant;
 
 use wasmgear_proto::{
-    AttemptNotes, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState, Lease,
-    LeaseRequest, LeaseStatus, Progress, WorkerAd,
+    AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
+    Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
 };
 use wasmgear_runtime::{Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::PluginRegistry;
@@ -49,7 +49,7 @@ struct Fake {
     work: Notify,
     /// Woken on every recorded call, for the test waiting on them.
     called: Notify,
-    cancels: broadcast::Sender<JobId>,
+    cancels: broadcast::Sender<CancelRequest>,
 }
 
 impl Fake {
@@ -147,7 +147,7 @@ impl JobSource for Shared {
         Ok(LeaseStatus::Held)
     }
 
-    fn cancel_requests(&self) -> broadcast::Receiver<JobId> {
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
         self.0.cancels.subscribe()
     }
 

@@ -7,11 +7,17 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
+use wasmgear_client::WorkerQueue;
 use wasmgear_client::redis_server::RedisServer;
 use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
-use wasmgear_worker::{BuildError, DEFAULT_CONCURRENCY, WorkerBuilder, WorkerConfig};
+use wasmgear_sources::{
+    AnySource, ConnectError, GearMonkey, GearMonkeyConfig, Protocol, SourceSpec, Sources,
+};
+use wasmgear_worker::{
+    BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
+};
 
 /// Options of `wasmgear worker`.
 #[derive(Debug, clap::Args)]
@@ -22,6 +28,12 @@ pub struct WorkerArgs {
     /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION.
     #[arg(long, env = "WASMGEAR_PLUGINS")]
     plugins: PathBuf,
+
+    /// A queue to serve: `wasmgear` (wasmgear's own) or `gearmonkey`, each optionally
+    /// followed by `@redis://HOST:PORT` to read it from another Redis than --redis.
+    /// Repeatable; default: wasmgear's own queue alone.
+    #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ',')]
+    sources: Vec<SourceSpec>,
 
     /// Serve only these functions (comma-separated), leased in this order; default: every
     /// plugin in the directory.
@@ -145,12 +157,83 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         Some(server) => server.url(),
         None => args.redis.resolve()?,
     };
-    let worker = loaded.connect(&url).await.map_err(|error| match error {
-        // Unwrapped, so that the exit code says why.
-        BuildError::Queue(error) => anyhow::Error::from(error),
-        error => error.into(),
-    })?;
+    if args.sources.is_empty() {
+        let worker = loaded.connect(&url).await.map_err(|error| match error {
+            // Unwrapped, so that the exit code says why.
+            BuildError::Queue(error) => anyhow::Error::from(error),
+            error => error.into(),
+        })?;
+        run_worker(worker, embedded, &args).await;
+    } else {
+        let sources = connect_sources(&args, &loaded, &url).await?;
+        run_worker(loaded.with_source(sources), embedded, &args).await;
+    }
+    Ok(0)
+}
 
+/// Connects to every `--source`. Each one's jobs are served alike; the worker is listed in
+/// the worker list of `url` even when wasmgear's own queue there is not among them.
+async fn connect_sources(
+    args: &WorkerArgs,
+    loaded: &LoadedWorker,
+    url: &str,
+) -> anyhow::Result<Sources> {
+    let id = loaded.id();
+    let (base, max) = loaded.retry_backoff();
+    let wasmgear_queue = |url: String| async move {
+        let queue = WorkerQueue::connect(&url, id)
+            .await?
+            .with_backoff(base, max)
+            .with_strict_order(args.strict_order);
+        anyhow::Ok(queue)
+    };
+    let mut list: Vec<(String, AnySource)> = Vec::new();
+    for spec in &args.sources {
+        let label = spec.to_string();
+        if list.iter().any(|(seen, _)| *seen == label) {
+            return Err(super::usage(format!("--source {label} is given twice")));
+        }
+        let source_url = spec.redis_or(url).to_string();
+        let source = match spec.protocol {
+            Protocol::Wasmgear => AnySource::Wasmgear(wasmgear_queue(source_url).await?),
+            Protocol::GearMonkey => {
+                let config = GearMonkeyConfig {
+                    backoff_base: base,
+                    backoff_max: max,
+                };
+                let source = GearMonkey::connect(&source_url, id, config).await.map_err(
+                    |error| match error {
+                        // Kept whole, so that the exit code says why.
+                        ConnectError::Queue(error) => {
+                            anyhow::Error::from(error).context(format!("source {label}"))
+                        }
+                        error => super::usage(format!("source {label}: {error}")),
+                    },
+                )?;
+                AnySource::GearMonkey(source)
+            }
+        };
+        tracing::info!(source = label, "serving");
+        list.push((label, source));
+    }
+    let sources = Sources::new(id, list);
+    let own_queue_served = args
+        .sources
+        .iter()
+        .any(|s| s.protocol == Protocol::Wasmgear && s.redis.is_none());
+    Ok(match own_queue_served {
+        true => sources,
+        false => sources.with_registry(wasmgear_queue(url.to_string()).await?),
+    })
+}
+
+/// Runs `worker` until SIGINT or SIGTERM, keeping the embedded Redis (if any) up meanwhile,
+/// and stops that Redis afterwards.
+async fn run_worker<S: JobSource>(
+    worker: Worker<S>,
+    embedded: Option<Arc<RedisServer>>,
+    args: &WorkerArgs,
+) {
     let stop_supervising = tokio_util::sync::CancellationToken::new();
     let supervisor = embedded
         .clone()
@@ -169,7 +252,6 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             .ok();
         tracing::info!("embedded Redis stopped");
     }
-    Ok(0)
 }
 
 /// Starts the embedded Redis and writes its URL where the CLI looks for it.

@@ -43,6 +43,9 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
                     ad.host, ad.pid, ad.version
                 );
                 println!("  running {} of {} jobs", ad.running.len(), ad.concurrency);
+                if !ad.sources.is_empty() {
+                    println!("  sources {}", ad.sources.join(", "));
+                }
                 for (function, version) in &ad.functions {
                     println!("  serves {function} (plugin {version})");
                 }

@@ -1,0 +1,301 @@
+//! One worker, several queues: [`Sources`] serves the jobs of every source it holds as one
+//! [`JobSource`]. Leases are taken from each source in turn; a lease's token starts with
+//! its source's place (`0/`, `1/`, ...) so that heartbeats, results and cancellations go
+//! back to the source it came from, even when two sources number jobs of one function
+//! alike.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::future::select_all;
+use tokio::sync::broadcast;
+use wasmgear_client::WorkerQueue;
+use wasmgear_proto::{
+    AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, Lease, LeaseRequest,
+    LeaseStatus, Progress, WorkerAd,
+};
+use wasmgear_worker::{JobSource, SourceError};
+
+use crate::GearMonkey;
+
+/// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
+const CANCEL_BUFFER: usize = 1024;
+
+/// A source of any protocol.
+pub enum AnySource {
+    /// wasmgear's own queue.
+    Wasmgear(WorkerQueue),
+    /// GearMonkey's lists and hashes.
+    GearMonkey(GearMonkey),
+}
+
+/// Calls `$call` on whichever source `$source` is.
+macro_rules! each {
+    ($source:expr, $inner:ident => $call:expr) => {
+        match $source {
+            AnySource::Wasmgear($inner) => $call,
+            AnySource::GearMonkey($inner) => $call,
+        }
+    };
+}
+
+/// Calls `$call` on every source of `$sources` in turn, logging each failure with `$what`
+/// (when given); evaluates to the first error, after all were called.
+macro_rules! on_all {
+    ($sources:expr, $what:expr, $inner:ident => $call:expr) => {{
+        let mut first_error: Option<SourceError> = None;
+        for (label, source) in $sources {
+            if let Err(error) = each!(source, $inner => $call) {
+                if let Some(what) = $what {
+                    tracing::warn!(source = label, %error, "{what}");
+                }
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error
+    }};
+}
+
+impl AnySource {
+    /// The source's `cancel_requests`.
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
+        each!(self, s => JobSource::cancel_requests(s))
+    }
+}
+
+/// Several sources served as one, each under a label (`wasmgear`, `gearmonkey@...`) that
+/// the worker list shows.
+pub struct Sources {
+    sources: Vec<(String, AnySource)>,
+    worker_id: String,
+    /// Where leasing starts next time, so that no source goes first every time.
+    next: AtomicUsize,
+    cancels: broadcast::Sender<CancelRequest>,
+    _forwarders: Vec<AbortOnDrop>,
+    /// wasmgear's worker list, when no source is wasmgear's own queue: the worker is
+    /// listed there all the same (`wasmgear workers`), and leases nothing from it.
+    registry: Option<WorkerQueue>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Sources {
+    /// Serves `sources` (at least one) as worker `worker_id`. Must be called within a tokio
+    /// runtime: each source's cancellations are forwarded by a task.
+    pub fn new(worker_id: impl Into<String>, sources: Vec<(String, AnySource)>) -> Self {
+        let cancels = broadcast::channel(CANCEL_BUFFER).0;
+        let forwarders = sources
+            .iter()
+            .enumerate()
+            .map(|(place, (_, source))| {
+                let mut from = source.cancel_requests();
+                let to = cancels.clone();
+                AbortOnDrop(tokio::spawn(async move {
+                    loop {
+                        match from.recv().await {
+                            Ok(request) => {
+                                let _ = to.send(CancelRequest {
+                                    job: request.job,
+                                    token_prefix: format!("{place}/{}", request.token_prefix),
+                                });
+                            }
+                            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        }
+                    }
+                }))
+            })
+            .collect();
+        Sources {
+            sources,
+            worker_id: worker_id.into(),
+            next: AtomicUsize::new(0),
+            cancels,
+            _forwarders: forwarders,
+            registry: None,
+        }
+    }
+
+    /// Lists the worker in `queue`'s worker list as well (for a worker none of whose
+    /// sources is wasmgear's own queue).
+    pub fn with_registry(mut self, queue: WorkerQueue) -> Self {
+        self.registry = Some(queue);
+        self
+    }
+
+    /// The labels of the sources, in order.
+    pub fn labels(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .map(|(label, _)| label.clone())
+            .collect()
+    }
+
+    /// The source a lease came from, and the lease as that source made it.
+    fn route(&self, lease: &Lease) -> Result<(&AnySource, Lease), SourceError> {
+        let unknown = || {
+            format!(
+                "lease token {:?} names no source of this worker",
+                lease.token
+            )
+        };
+        let (place, token) = lease.token.split_once('/').ok_or_else(unknown)?;
+        let source = place
+            .parse::<usize>()
+            .ok()
+            .and_then(|place| self.sources.get(place))
+            .ok_or_else(unknown)?;
+        // The input is not needed after the lease: it is not copied for every heartbeat.
+        let inner = Lease {
+            info: lease.info.clone(),
+            input: Vec::new(),
+            token: token.to_string(),
+            expires: lease.expires,
+        };
+        Ok((&source.1, inner))
+    }
+}
+
+impl JobSource for Sources {
+    async fn lease(
+        &self,
+        requests: &[LeaseRequest],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, SourceError> {
+        let count = self.sources.len();
+        let first = self.next.fetch_add(1, Ordering::Relaxed) % count.max(1);
+        let mut wanted = requests.to_vec();
+        let mut leases = Vec::new();
+        let mut first_error = None;
+        for step in 0..count {
+            let room = max.saturating_sub(leases.len());
+            if room == 0 {
+                break;
+            }
+            wanted.retain(|request| request.max > 0);
+            if wanted.is_empty() {
+                break;
+            }
+            let place = (first + step) % count;
+            let (label, source) = &self.sources[place];
+            match each!(source, s => JobSource::lease(s, &wanted, room, ttl).await) {
+                Ok(got) => {
+                    for mut lease in got {
+                        if let Some(request) = wanted
+                            .iter_mut()
+                            .find(|r| r.function == lease.info.id.function)
+                        {
+                            request.max = request.max.saturating_sub(1);
+                        }
+                        lease.token = format!("{place}/{}", lease.token);
+                        leases.push(lease);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(source = label, %error, "leasing failed; trying again shortly");
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        match (leases.is_empty(), first_error) {
+            (true, Some(error)) => Err(error),
+            _ => Ok(leases),
+        }
+    }
+
+    async fn wait_for_work(&self, timeout: Duration) {
+        let waits = self
+            .sources
+            .iter()
+            .map(|(_, source)| each!(source, s => Box::pin(JobSource::wait_for_work(s, timeout)) as std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>))
+            .collect::<Vec<_>>();
+        if !waits.is_empty() {
+            select_all(waits).await;
+        }
+    }
+
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        each!(source, s => JobSource::heartbeat(s, &inner, ttl).await)
+    }
+
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
+        self.cancels.subscribe()
+    }
+
+    async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        each!(source, s => JobSource::progress(s, &inner, progress).await)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        each!(source, s => JobSource::complete(s, &inner, output, notes).await)
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+        notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        each!(source, s => JobSource::fail(s, &inner, failure, notes).await)
+    }
+
+    fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        let what = Some("cannot listen for new jobs; polling meanwhile");
+        on_all!(&self.sources, what, s => JobSource::serve(s, functions).await).map_or(Ok(()), Err)
+    }
+
+    async fn advertise(
+        &self,
+        ad: &WorkerAd,
+        functions: &[FunctionName],
+        ttl: Duration,
+    ) -> Result<(), SourceError> {
+        let ad = WorkerAd {
+            sources: self.labels(),
+            ..ad.clone()
+        };
+        let mut first_error = on_all!(&self.sources, None::<&str>, s => JobSource::advertise(s, &ad, functions, ttl).await);
+        if let Some(registry) = &self.registry
+            && let Err(error) = registry.advertise(&ad, functions, ttl).await
+        {
+            first_error.get_or_insert(error.into());
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn leave(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        on_all!(&self.sources, None::<&str>, s => JobSource::leave(s, functions).await)
+            .map_or(Ok(()), Err)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        each!(source, s => JobSource::release(s, &inner).await)
+    }
+
+    async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        let what = Some("housekeeping failed; trying again shortly");
+        on_all!(&self.sources, what, s => JobSource::maintain(s, functions).await)
+            .map_or(Ok(()), Err)
+    }
+}

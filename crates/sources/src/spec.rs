@@ -1,0 +1,155 @@
+//! `--source` specs: which protocol a worker serves, and from which Redis.
+//!
+//! `wasmgear` (the default) or `gearmonkey`, optionally followed by `@redis://...` to read
+//! that source from another Redis than the worker's `--redis`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The queue protocols a worker can serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// wasmgear's own queue.
+    Wasmgear,
+    /// GearMonkey's lists and hashes.
+    GearMonkey,
+}
+
+impl Protocol {
+    /// Every protocol, in the order help texts list them.
+    pub const ALL: [Protocol; 2] = [Protocol::Wasmgear, Protocol::GearMonkey];
+
+    /// Its name in a spec.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Wasmgear => "wasmgear",
+            Protocol::GearMonkey => "gearmonkey",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One `--source`: a protocol, and the Redis to read it from when not the worker's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The Redis URL given after `@`, if any.
+    pub redis: Option<String>,
+}
+
+impl SourceSpec {
+    /// The Redis URL this source reads from: its own, or `default`.
+    pub fn redis_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.redis.as_deref().unwrap_or(default)
+    }
+}
+
+impl fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.redis {
+            Some(url) => write!(
+                f,
+                "{}@{}",
+                self.protocol,
+                wasmgear_client::connection::redact(url)
+            ),
+            None => write!(f, "{}", self.protocol),
+        }
+    }
+}
+
+/// Why a `--source` spec was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The protocol is not one a worker knows.
+    #[error("unknown source protocol {0:?}: use one of {list}", list = known())]
+    UnknownProtocol(String),
+    /// What follows `@` is not a Redis URL.
+    #[error("source {spec:?}: {reason}")]
+    BadUrl {
+        /// The spec, password hidden.
+        spec: String,
+        /// What is wrong with the URL.
+        reason: String,
+    },
+}
+
+fn known() -> String {
+    Protocol::ALL.map(Protocol::name).join(", ")
+}
+
+impl FromStr for SourceSpec {
+    type Err = SpecError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let (head, redis) = match text.split_once('@') {
+            Some((head, url)) => (head, Some(url)),
+            None => (text, None),
+        };
+        let protocol = Protocol::ALL
+            .into_iter()
+            .find(|p| p.name() == head)
+            .ok_or_else(|| SpecError::UnknownProtocol(head.to_string()))?;
+        let redis = match redis {
+            None => None,
+            Some(url) => {
+                let shown = format!("{head}@{}", wasmgear_client::connection::redact(url));
+                let parsed = url::Url::parse(url).map_err(|e| SpecError::BadUrl {
+                    spec: shown.clone(),
+                    reason: format!("{e}: expected e.g. {head}@redis://host:6379"),
+                })?;
+                if !matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
+                    return Err(SpecError::BadUrl {
+                        spec: shown,
+                        reason: format!(
+                            "{:?} is no Redis URL scheme (use redis:// or rediss://)",
+                            parsed.scheme()
+                        ),
+                    });
+                }
+                Some(url.to_string())
+            }
+        };
+        Ok(SourceSpec { protocol, redis })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_name_a_protocol_and_maybe_a_redis() {
+        let spec: SourceSpec = "gearmonkey".parse().unwrap();
+        assert_eq!(spec.protocol, Protocol::GearMonkey);
+        assert_eq!(spec.redis_or("redis://default"), "redis://default");
+        let spec: SourceSpec = "gearmonkey@redis://:pw@other:6380".parse().unwrap();
+        assert_eq!(spec.redis_or("redis://default"), "redis://:pw@other:6380");
+        assert!(!spec.to_string().contains("pw"), "{spec}");
+        assert_eq!(
+            "wasmgear".parse::<SourceSpec>().unwrap().protocol,
+            Protocol::Wasmgear
+        );
+    }
+
+    #[test]
+    fn bad_specs_say_what_to_write() {
+        let error = "gearmonky".parse::<SourceSpec>().unwrap_err().to_string();
+        assert!(error.contains("wasmgear, gearmonkey"), "{error}");
+        let error = "gearmonkey@not a url".parse::<SourceSpec>().unwrap_err();
+        assert!(error.to_string().contains("gearmonkey@"), "{error}");
+        let error = "gearmonkey@http://pw:secret@host"
+            .parse::<SourceSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("redis://"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
+    }
+}
