@@ -9,12 +9,15 @@
 //!    client;
 //! 5. the Redis ceiling: `redis-benchmark` of EVALSHA of a trivial script, and wasmgear's
 //!    Redis calls and Redis CPU per job;
-//! 6. the throughput again with ~1 ms of added latency between the worker and Redis.
+//! 6. the throughput again with ~1 ms of added latency between the worker and Redis;
+//! 7. the queues people already run: the same no-op jobs put in GearMonkey's lists by the
+//!    spec's commands and drained through `--source gearmonkey`, next to wasmgear's own
+//!    queue, one node at concurrency 16 each.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! ceiling, remote).
+//! ceiling, remote, sources).
 
 mod common;
 
@@ -29,8 +32,9 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_worker::WorkerBuilder;
+use wasmgear_sources::{GearMonkey, GearMonkeyConfig};
 use wasmgear_worker::WorkerConfig;
+use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
 use common::{Quiet, job_info};
 
@@ -128,30 +132,34 @@ fn main() {
             .is_none_or(|o| o.split(',').any(|s| s.trim() == section))
     };
     if runs("isolation") {
-        eprintln!("[1/6] isolation per job");
+        eprintln!("[1/7] isolation per job");
         isolation(&plan, &rt, &mut rows);
     }
     let bullmq = match std::env::var_os("WASMGEAR_BENCH_SKIP_BULLMQ") {
         Some(_) => None,
         None if !runs("bullmq") => None,
         None => {
-            eprintln!("[2/6] BullMQ (node bench/bullmq/run.sh)");
+            eprintln!("[2/7] BullMQ (node bench/bullmq/run.sh)");
             run_bullmq(&url, &plan)
         }
     };
     if runs("queue") {
-        eprintln!("[3/6] wasmgear: enqueue, drain, latency");
+        eprintln!("[3/7] wasmgear: enqueue, drain, latency");
         rt.block_on(queue_numbers(&plan, &url, bullmq.as_ref(), &mut rows));
     }
     if runs("ceiling") {
-        eprintln!("[4/6] Redis ceiling");
+        eprintln!("[4/7] Redis ceiling");
         redis_ceiling(redis.port(), &mut rows);
     }
     if runs("remote") {
-        eprintln!("[5/6] remote Redis (~1 ms added latency)");
+        eprintln!("[5/7] remote Redis (~1 ms added latency)");
         rt.block_on(remote(&plan, redis.port(), &mut rows));
     }
-    eprintln!("[6/6] done in {:.0} s", started.elapsed().as_secs_f64());
+    if runs("sources") {
+        eprintln!("[6/7] sources: GearMonkey next to wasmgear's own queue");
+        rt.block_on(sources(&plan, &url, &mut rows));
+    }
+    eprintln!("[7/7] done in {:.0} s", started.elapsed().as_secs_f64());
 
     let width = rows
         .iter()
@@ -346,8 +354,10 @@ struct Node {
     task: tokio::task::JoinHandle<()>,
 }
 
-async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
-    let worker = WorkerBuilder::new(dir)
+/// The builder of every node of the benchmark: the plugins in `dir`, `concurrency` jobs at
+/// once, no directory watch.
+fn node_builder(dir: &Path, concurrency: usize) -> WorkerBuilder {
+    WorkerBuilder::new(dir)
         .id(format!("bench-{concurrency}"))
         .runtime(RuntimeConfig {
             max_instances: concurrency as u32 + 4,
@@ -358,9 +368,23 @@ async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
             ..WorkerConfig::default()
         })
         .watch(false)
-        .build(url)
+}
+
+async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
+    let worker = node_builder(dir, concurrency).build(url).await.unwrap();
+    run_node(worker)
+}
+
+/// A node serving GearMonkey's queues on the Redis at `url`.
+async fn start_gearmonkey_node(url: &str, dir: &Path, concurrency: usize) -> Node {
+    let loaded = node_builder(dir, concurrency).load().unwrap();
+    let source = GearMonkey::connect(url, loaded.id(), GearMonkeyConfig::default())
         .await
         .unwrap();
+    run_node(loaded.with_source(source))
+}
+
+fn run_node<S: JobSource>(worker: Worker<S>) -> Node {
     assert!(worker.problems().is_empty(), "{:?}", worker.problems());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(worker.run(async {
@@ -782,5 +806,82 @@ async fn remote(plan: &Plan, redis_port: u16, rows: &mut Vec<Row>) {
         per_s(slow),
         "",
         format!("{:.2}× slower than local", fast / slow),
+    ));
+}
+
+/// Section 7: the same no-op jobs from GearMonkey's lists (put there with the spec's
+/// commands) and from wasmgear's own queue, each drained by one node at concurrency 16.
+async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
+    const CONCURRENCY: usize = 16;
+    let jobs = plan.jobs / 5;
+    let plugins = tempfile::tempdir().unwrap();
+    for name in ["own-queue", "gearmonkey"] {
+        std::fs::copy(
+            wasmgear_test_artifacts::ECHO,
+            plugins.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let client = Client::connect(url).await.unwrap();
+    let own = FunctionName::new("own-queue").unwrap();
+    bulk_enqueue(&client, &own, jobs).await;
+    let own_rate = drain(url, plugins.path(), &own, jobs, CONCURRENCY).await;
+
+    // The spec's `Client.run`, pipelined: the job hash, then the id in the normal queue.
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ids: Vec<usize> = (1..=jobs).collect();
+    for chunk in ids.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for id in chunk {
+            pipe.cmd("HSET")
+                .arg(format!("job:gearmonkey:{id}"))
+                .arg("status")
+                .arg("idle")
+                .arg("input")
+                .arg("x")
+                .ignore();
+            pipe.cmd("LPUSH")
+                .arg("queue:gearmonkey:normal")
+                .arg(id)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    let started = Instant::now();
+    let node = start_gearmonkey_node(url, plugins.path(), CONCURRENCY).await;
+    loop {
+        let (queued, leased): (u64, u64) = redis::pipe()
+            .cmd("LLEN")
+            .arg("queue:gearmonkey:normal")
+            .cmd("ZCARD")
+            .arg("wasmgear:gearmonkey:gearmonkey:leases")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if queued == 0 && leased == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let gearmonkey_rate = jobs as f64 / started.elapsed().as_secs_f64();
+    node.stop().await;
+    let done: String = redis::cmd("HGET")
+        .arg(format!("job:gearmonkey:{jobs}"))
+        .arg("status")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(done, "success");
+    rows.push(row(
+        format!(
+            "drain {jobs} jobs, concurrency {CONCURRENCY}: --source gearmonkey (peer: wasmgear's own queue)"
+        ),
+        per_s(gearmonkey_rate),
+        per_s(own_rate),
+        times(gearmonkey_rate, own_rate),
     ));
 }
