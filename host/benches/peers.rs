@@ -11,8 +11,8 @@
 //!    Redis calls and Redis CPU per job;
 //! 6. the throughput again with ~1 ms of added latency between the worker and Redis;
 //! 7. the queues people already run: the same no-op jobs put in GearMonkey's lists by the
-//!    spec's commands and drained through `--source gearmonkey`, next to wasmgear's own
-//!    queue, one node at concurrency 16 each.
+//!    spec's commands, and in a redis-work-queue by its libraries' commands, drained through
+//!    `--source`, next to wasmgear's own queue, one node at concurrency 16 each.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
@@ -32,7 +32,7 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_sources::{GearMonkey, GearMonkeyConfig};
+use wasmgear_sources::{GearMonkey, GearMonkeyConfig, WorkQueue, WorkQueueConfig};
 use wasmgear_worker::WorkerConfig;
 use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
@@ -381,6 +381,27 @@ async fn start_gearmonkey_node(url: &str, dir: &Path, concurrency: usize) -> Nod
     let source = GearMonkey::connect(url, loaded.id(), GearMonkeyConfig::default())
         .await
         .unwrap();
+    run_node(loaded.with_source(source))
+}
+
+/// A node serving the redis-work-queue items under `prefix` as jobs of `function`.
+async fn start_work_queue_node(
+    url: &str,
+    dir: &Path,
+    concurrency: usize,
+    prefix: &str,
+    function: FunctionName,
+) -> Node {
+    let loaded = node_builder(dir, concurrency).load().unwrap();
+    let source = WorkQueue::connect(
+        url,
+        prefix,
+        function,
+        loaded.id(),
+        WorkQueueConfig::default(),
+    )
+    .await
+    .unwrap();
     run_node(loaded.with_source(source))
 }
 
@@ -815,7 +836,7 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     const CONCURRENCY: usize = 16;
     let jobs = plan.jobs / 5;
     let plugins = tempfile::tempdir().unwrap();
-    for name in ["own-queue", "gearmonkey"] {
+    for name in ["own-queue", "gearmonkey", "work-queue"] {
         std::fs::copy(
             wasmgear_test_artifacts::ECHO,
             plugins.path().join(format!("{name}.wasm")),
@@ -883,5 +904,52 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
         per_s(gearmonkey_rate),
         per_s(own_rate),
         times(gearmonkey_rate, own_rate),
+    ));
+
+    // redis-work-queue: the libraries' `add_item` (data, then the id), pipelined.
+    for chunk in ids.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for id in chunk {
+            pipe.cmd("SET")
+                .arg(format!("rwq:item:{id}"))
+                .arg("x")
+                .ignore();
+            pipe.cmd("LPUSH").arg("rwq:queue").arg(id).ignore();
+        }
+        let () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    let started = Instant::now();
+    let function = FunctionName::new("work-queue").unwrap();
+    let node = start_work_queue_node(url, plugins.path(), CONCURRENCY, "rwq", function).await;
+    loop {
+        let (queued, processing): (u64, u64) = redis::pipe()
+            .cmd("LLEN")
+            .arg("rwq:queue")
+            .cmd("LLEN")
+            .arg("rwq:processing")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if queued == 0 && processing == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let work_queue_rate = jobs as f64 / started.elapsed().as_secs_f64();
+    node.stop().await;
+    let done: String = redis::cmd("HGET")
+        .arg(format!("rwq:result:{jobs}"))
+        .arg("status")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(done, "success");
+    rows.push(row(
+        format!(
+            "drain {jobs} jobs, concurrency {CONCURRENCY}: --source redis-work-queue (peer: wasmgear's own queue)"
+        ),
+        per_s(work_queue_rate),
+        per_s(own_rate),
+        times(work_queue_rate, own_rate),
     ));
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::AsyncCommands;
 
+use crate::support::clients::{rwq_node, rwq_python};
 use crate::support::gearmonkey::GearMonkeyClient;
 use crate::support::{TestRedis, WorkerProcess, eventually, plugin_dir, stderr, wasmgear};
 
@@ -294,5 +295,210 @@ fn bad_source_specs_are_refused() {
         );
         assert_eq!(out.status.code(), Some(2), "{spec}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{spec}: {}", stderr(&out));
+    }
+}
+
+/// Waits until `key` (a hash) exists, and returns it.
+async fn hash_appears(redis: &TestRedis, key: &str) -> std::collections::HashMap<String, String> {
+    let conn = redis.raw().await;
+    eventually(WAIT, &format!("{key} to appear"), || {
+        let mut conn = conn.clone();
+        async move {
+            let hash: std::collections::HashMap<String, String> = conn.hgetall(key).await.ok()?;
+            (!hash.is_empty()).then_some(hash)
+        }
+    })
+    .await
+}
+
+/// Items added by the real Python and Node.js libraries run on a plugin; each outcome is
+/// kept in `P:result:ID`, and the item is completed as the libraries complete one (data and
+/// lease gone, out of the processing list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_work_queue_items_from_python_and_node_run_on_plugins() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["echo"]);
+    let _worker = start_worker(
+        &redis,
+        plugins.path(),
+        &["--source", "redis-work-queue:cv=echo"],
+    );
+    let url = redis.url();
+    rwq_python(&url, "cv", &["add", "py-1", "from python"]);
+    rwq_node(&url, "cv", &["add", "node-1", "from node"]);
+    let result = hash_appears(&redis, "cv:result:py-1").await;
+    assert_eq!(result["status"], "success");
+    assert_eq!(result["output"], "from python");
+    let result = hash_appears(&redis, "cv:result:node-1").await;
+    assert_eq!(result["output"], "from node");
+    let mut conn = redis.raw().await;
+    let exists: u64 = redis::cmd("EXISTS")
+        .arg("cv:item:py-1")
+        .arg("cv:leased_by_session:py-1")
+        .arg("cv:item:node-1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "completed items keep no data or lease");
+    let lengths = rwq_python(&url, "cv", &["lengths"]);
+    assert_eq!(String::from_utf8_lossy(&lengths.stdout).trim(), "0 0");
+    let ttl: i64 = conn.ttl("cv:result:py-1").await.unwrap();
+    assert!(ttl > 86_000, "result TTL {ttl}");
+}
+
+/// A failure that may pass lets the lease lapse for the backoff, and the item comes back
+/// (the protocol's only retry) until its attempts are used up; then, and for a failure for
+/// good at once, the item is completed with a failed result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_work_queue_failures_retry_by_lapsing_then_record() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["fail"]);
+    let worker = start_worker(
+        &redis,
+        plugins.path(),
+        &[
+            "--source",
+            "redis-work-queue:jobs=fail",
+            "--retry-backoff",
+            "100ms",
+        ],
+    );
+    let url = redis.url();
+    rwq_python(&url, "jobs", &["add", "again", "retry"]);
+    rwq_python(&url, "jobs", &["add", "never", "now"]);
+    let result = hash_appears(&redis, "jobs:result:never").await;
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["error"].contains("failed on purpose: now"),
+        "{result:?}"
+    );
+    let result = hash_appears(&redis, "jobs:result:again").await;
+    assert_eq!(result["status"], "failed");
+    assert!(result["error"].contains("asked to retry"), "{result:?}");
+    let log = worker.log();
+    assert_eq!(
+        log.matches("asking to retry on attempt").count(),
+        3,
+        "{log}"
+    );
+}
+
+/// Either library's `light_clean` leaves a live wasmgear lease alone; after a worker is
+/// killed, the Python library's `light_clean` puts its item back and another worker runs it.
+/// The stray id Node's `lightClean` pushes (`0`, no data) is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_work_queue_cleaners_respect_live_leases_and_recover_dead_ones() {
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let plugins = plugin_dir(&["count"]);
+    let args = [
+        "--source",
+        "redis-work-queue:slow=count",
+        "--lease-ttl",
+        "1s",
+    ];
+    let first = start_worker(&redis, plugins.path(), &args);
+    rwq_python(&url, "slow", &["add", "long", "60 100"]);
+    let mut conn = redis.raw().await;
+    eventually(WAIT, "the item leased", || {
+        let mut conn = conn.clone();
+        async move {
+            let leased: bool = conn.exists("slow:leased_by_session:long").await.ok()?;
+            leased.then_some(())
+        }
+    })
+    .await;
+    // Cleaners run while the job runs (and past the first lease time: renewed). Until the
+    // job ends, its id stays in the processing list.
+    for _ in 0..3 {
+        rwq_python(&url, "slow", &["clean"]);
+        rwq_node(&url, "slow", &["clean"]);
+        let processing: Vec<String> = conn.lrange("slow:processing", 0, -1).await.unwrap();
+        let ended: bool = conn.exists("slow:result:long").await.unwrap();
+        assert!(
+            ended || processing == ["long"],
+            "a live lease was cleaned away: {processing:?}"
+        );
+    }
+    let result = hash_appears(&redis, "slow:result:long").await;
+    assert_eq!(result["output"], "counted to 60");
+    // Leased once: no cleaner gave it to anyone else meanwhile.
+    let leases = first.log().matches("item=\"long\"").count();
+    assert_eq!(leases, 1, "{}", first.log());
+
+    // Now a worker dies mid-job.
+    rwq_python(&url, "slow", &["add", "orphan", "30 100"]);
+    eventually(WAIT, "the orphan leased", || {
+        let mut conn = conn.clone();
+        async move {
+            let leased: bool = conn.exists("slow:leased_by_session:orphan").await.ok()?;
+            leased.then_some(())
+        }
+    })
+    .await;
+    first.signal("KILL");
+    eventually(WAIT, "the dead worker's lease to run out", || {
+        let mut conn = conn.clone();
+        async move {
+            let leased: bool = conn.exists("slow:leased_by_session:orphan").await.ok()?;
+            (!leased).then_some(())
+        }
+    })
+    .await;
+    rwq_python(&url, "slow", &["clean"]);
+    let queued: Vec<String> = conn.lrange("slow:queue", 0, -1).await.unwrap();
+    assert!(queued.contains(&"orphan".to_string()), "{queued:?}");
+    let _second = start_worker(&redis, plugins.path(), &args);
+    let result = hash_appears(&redis, "slow:result:orphan").await;
+    assert_eq!(result["output"], "counted to 30");
+    let processing: Vec<String> = conn.lrange("slow:processing", 0, -1).await.unwrap();
+    assert!(processing.is_empty(), "{processing:?}");
+}
+
+/// Ids without item data (a stray `0` from Node's cleaner, a producer that died between its
+/// two commands) are skipped and taken out of the processing list; the worker serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_redis_work_queue_data_is_skipped() {
+    let redis = TestRedis::start();
+    let mut conn = redis.raw().await;
+    let _: () = conn.lpush("q:queue", "ghost").await.unwrap();
+    let _: () = conn.lpush("q:queue", "0").await.unwrap();
+    let plugins = plugin_dir(&["echo"]);
+    let worker = start_worker(
+        &redis,
+        plugins.path(),
+        &["--source", "redis-work-queue:q=echo"],
+    );
+    rwq_python(&redis.url(), "q", &["add", "real", "still here"]);
+    let result = hash_appears(&redis, "q:result:real").await;
+    assert_eq!(result["output"], "still here");
+    let processing: Vec<String> = conn.lrange("q:processing", 0, -1).await.unwrap();
+    assert!(processing.is_empty(), "{processing:?}");
+    assert!(
+        worker.log().contains("without its item data"),
+        "{}",
+        worker.log()
+    );
+}
+
+/// A Redis Cluster is refused for the protocols whose keys have no hash tag, with one
+/// sentence and exit code 2.
+#[test]
+fn sources_without_hash_tags_refuse_a_cluster() {
+    let cluster = crate::support::TestCluster::start();
+    let plugins = plugin_dir(&["echo"]);
+    let dir = plugins.path().to_str().unwrap();
+    let url = cluster.url();
+    for spec in ["gearmonkey", "redis-work-queue:q=echo"] {
+        let out = wasmgear(
+            &["worker", "--plugins", dir, "--source", spec],
+            &[("WASMGEAR_REDIS_URL", url.as_str())],
+        );
+        assert_eq!(out.status.code(), Some(2), "{spec}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is a Redis Cluster"),
+            "{spec}: {}",
+            stderr(&out)
+        );
     }
 }

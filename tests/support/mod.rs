@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod clients;
 pub mod gearmonkey;
 pub mod proxy;
 

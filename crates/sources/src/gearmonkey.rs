@@ -150,12 +150,14 @@ pub enum ConnectError {
     Queue(#[from] wasmgear_client::QueueError),
     /// The URL names a Redis Cluster.
     #[error(
-        "{url} is a Redis Cluster: GearMonkey's keys have no hash tag, so a function's keys \
-         lie on different nodes; point the gearmonkey source at one Redis server"
+        "{url} is a Redis Cluster: {protocol}'s keys have no hash tag, so the keys of one \
+         queue lie on different nodes; point the {protocol} source at one Redis server"
     )]
     Cluster {
         /// The URL, password hidden.
         url: String,
+        /// The protocol.
+        protocol: &'static str,
     },
 }
 
@@ -214,6 +216,7 @@ impl GearMonkey {
         if matches!(conn, Connection::Cluster(_)) {
             return Err(ConnectError::Cluster {
                 url: connection::redact(url),
+                protocol: "gearmonkey",
             });
         }
         Ok(GearMonkey {

@@ -16,7 +16,7 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
-use crate::GearMonkey;
+use crate::{GearMonkey, WorkQueue};
 
 /// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
 const CANCEL_BUFFER: usize = 1024;
@@ -27,6 +27,8 @@ pub enum AnySource {
     Wasmgear(WorkerQueue),
     /// GearMonkey's lists and hashes.
     GearMonkey(GearMonkey),
+    /// One redis-work-queue prefix.
+    WorkQueue(WorkQueue),
 }
 
 /// Calls `$call` on whichever source `$source` is.
@@ -35,6 +37,7 @@ macro_rules! each {
         match $source {
             AnySource::Wasmgear($inner) => $call,
             AnySource::GearMonkey($inner) => $call,
+            AnySource::WorkQueue($inner) => $call,
         }
     };
 }

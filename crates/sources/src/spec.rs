@@ -1,10 +1,13 @@
 //! `--source` specs: which protocol a worker serves, and from which Redis.
 //!
-//! `wasmgear` (the default) or `gearmonkey`, optionally followed by `@redis://...` to read
-//! that source from another Redis than the worker's `--redis`.
+//! `wasmgear` (the default), `gearmonkey` or `redis-work-queue:PREFIX=FUNCTION` (the items
+//! under key prefix `PREFIX` are jobs of `FUNCTION`), each optionally followed by
+//! `@redis://...` to read that source from another Redis than the worker's `--redis`.
 
 use std::fmt;
 use std::str::FromStr;
+
+use wasmgear_proto::FunctionName;
 
 /// The queue protocols a worker can serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,18 +16,30 @@ pub enum Protocol {
     Wasmgear,
     /// GearMonkey's lists and hashes.
     GearMonkey,
+    /// MeVitae's redis-work-queue: the items under one key prefix.
+    RedisWorkQueue,
 }
 
 impl Protocol {
     /// Every protocol, in the order help texts list them.
-    pub const ALL: [Protocol; 2] = [Protocol::Wasmgear, Protocol::GearMonkey];
+    pub const ALL: [Protocol; 3] = [
+        Protocol::Wasmgear,
+        Protocol::GearMonkey,
+        Protocol::RedisWorkQueue,
+    ];
 
     /// Its name in a spec.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Wasmgear => "wasmgear",
             Protocol::GearMonkey => "gearmonkey",
+            Protocol::RedisWorkQueue => "redis-work-queue",
         }
+    }
+
+    /// Whether its specs name one queue and the function of its jobs (`:QUEUE=FUNCTION`).
+    pub fn binds_a_queue(self) -> bool {
+        matches!(self, Protocol::RedisWorkQueue)
     }
 }
 
@@ -39,6 +54,9 @@ impl fmt::Display for Protocol {
 pub struct SourceSpec {
     /// The protocol.
     pub protocol: Protocol,
+    /// The queue (a key prefix) and the function of its jobs, for the protocols whose
+    /// queues carry no function name.
+    pub queue: Option<(String, FunctionName)>,
     /// The Redis URL given after `@`, if any.
     pub redis: Option<String>,
 }
@@ -52,14 +70,13 @@ impl SourceSpec {
 
 impl fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let protocol = match &self.queue {
+            Some((queue, function)) => format!("{}:{queue}={function}", self.protocol),
+            None => self.protocol.to_string(),
+        };
         match &self.redis {
-            Some(url) => write!(
-                f,
-                "{}@{}",
-                self.protocol,
-                wasmgear_client::connection::redact(url)
-            ),
-            None => write!(f, "{}", self.protocol),
+            Some(url) => write!(f, "{protocol}@{}", wasmgear_client::connection::redact(url)),
+            None => write!(f, "{protocol}"),
         }
     }
 }
@@ -70,6 +87,14 @@ pub enum SpecError {
     /// The protocol is not one a worker knows.
     #[error("unknown source protocol {0:?}: use one of {list}", list = known())]
     UnknownProtocol(String),
+    /// The queue and function part is missing, malformed, or not taken by the protocol.
+    #[error("source {spec:?}: {reason}")]
+    BadQueue {
+        /// The spec.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// What follows `@` is not a Redis URL.
     #[error("source {spec:?}: {reason}")]
     BadUrl {
@@ -93,10 +118,43 @@ impl FromStr for SourceSpec {
             Some((head, url)) => (head, Some(url)),
             None => (text, None),
         };
+        let (name, binding) = match head.split_once(':') {
+            Some((name, binding)) => (name, Some(binding)),
+            None => (head, None),
+        };
         let protocol = Protocol::ALL
             .into_iter()
-            .find(|p| p.name() == head)
-            .ok_or_else(|| SpecError::UnknownProtocol(head.to_string()))?;
+            .find(|p| p.name() == name)
+            .ok_or_else(|| SpecError::UnknownProtocol(name.to_string()))?;
+        let bad_queue = |reason: String| SpecError::BadQueue {
+            spec: head.to_string(),
+            reason,
+        };
+        let queue = match (protocol.binds_a_queue(), binding) {
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(bad_queue(format!(
+                    "{name} serves every function's queue; write just {name:?}"
+                )));
+            }
+            (true, None) => {
+                return Err(bad_queue(format!("expected {name}:QUEUE=FUNCTION")));
+            }
+            (true, Some(binding)) => {
+                let (queue, function) = binding.split_once('=').ok_or_else(|| {
+                    bad_queue(format!(
+                        "expected {name}:QUEUE=FUNCTION (the function of its jobs is missing)"
+                    ))
+                })?;
+                if queue.is_empty() {
+                    return Err(bad_queue(format!(
+                        "expected {name}:QUEUE=FUNCTION (the queue is empty)"
+                    )));
+                }
+                let function = FunctionName::new(function).map_err(|e| bad_queue(e.to_string()))?;
+                Some((queue.to_string(), function))
+            }
+        };
         let redis = match redis {
             None => None,
             Some(url) => {
@@ -117,7 +175,11 @@ impl FromStr for SourceSpec {
                 Some(url.to_string())
             }
         };
-        Ok(SourceSpec { protocol, redis })
+        Ok(SourceSpec {
+            protocol,
+            queue,
+            redis,
+        })
     }
 }
 
@@ -127,6 +189,16 @@ mod tests {
 
     #[test]
     fn specs_name_a_protocol_and_maybe_a_redis() {
+        let spec: SourceSpec = "redis-work-queue:cv:jobs=resize@redis://h:1"
+            .parse()
+            .unwrap();
+        assert_eq!(spec.protocol, Protocol::RedisWorkQueue);
+        let (queue, function) = spec.queue.clone().unwrap();
+        assert_eq!((queue.as_str(), function.as_str()), ("cv:jobs", "resize"));
+        assert_eq!(
+            spec.to_string(),
+            "redis-work-queue:cv:jobs=resize@redis://h:1"
+        );
         let spec: SourceSpec = "gearmonkey".parse().unwrap();
         assert_eq!(spec.protocol, Protocol::GearMonkey);
         assert_eq!(spec.redis_or("redis://default"), "redis://default");
@@ -142,7 +214,20 @@ mod tests {
     #[test]
     fn bad_specs_say_what_to_write() {
         let error = "gearmonky".parse::<SourceSpec>().unwrap_err().to_string();
-        assert!(error.contains("wasmgear, gearmonkey"), "{error}");
+        assert!(
+            error.contains("wasmgear, gearmonkey, redis-work-queue"),
+            "{error}"
+        );
+        for (spec, says) in [
+            ("redis-work-queue", "QUEUE=FUNCTION"),
+            ("redis-work-queue:jobs", "function of its jobs is missing"),
+            ("redis-work-queue:=resize", "queue is empty"),
+            ("redis-work-queue:jobs=not ok", "not ok"),
+            ("gearmonkey:jobs=resize", "write just"),
+        ] {
+            let error = spec.parse::<SourceSpec>().unwrap_err().to_string();
+            assert!(error.contains(says), "{spec}: {error}");
+        }
         let error = "gearmonkey@not a url".parse::<SourceSpec>().unwrap_err();
         assert!(error.to_string().contains("gearmonkey@"), "{error}");
         let error = "gearmonkey@http://pw:secret@host"

@@ -160,6 +160,11 @@ impl LoadedWorker {
         &self.problems
     }
 
+    /// The plugins loaded.
+    pub fn registry(&self) -> &Arc<PluginRegistry> {
+        &self.registry
+    }
+
     /// The worker's id, for the sources it connects to.
     pub fn id(&self) -> &str {
         &self.id

@@ -14,6 +14,7 @@ use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
     AnySource, ConnectError, GearMonkey, GearMonkeyConfig, Protocol, SourceSpec, Sources,
+    WorkQueue, WorkQueueConfig,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -29,8 +30,10 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_PLUGINS")]
     plugins: PathBuf,
 
-    /// A queue to serve: `wasmgear` (wasmgear's own) or `gearmonkey`, each optionally
-    /// followed by `@redis://HOST:PORT` to read it from another Redis than --redis.
+    /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`, or
+    /// `redis-work-queue:PREFIX=FUNCTION` (the items under key prefix PREFIX are jobs of
+    /// FUNCTION), each optionally followed by `@redis://HOST:PORT` to read it from another
+    /// Redis than --redis.
     /// Repeatable; default: wasmgear's own queue alone.
     #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ',')]
     sources: Vec<SourceSpec>,
@@ -201,16 +204,31 @@ async fn connect_sources(
                     backoff_base: base,
                     backoff_max: max,
                 };
-                let source = GearMonkey::connect(&source_url, id, config).await.map_err(
-                    |error| match error {
-                        // Kept whole, so that the exit code says why.
-                        ConnectError::Queue(error) => {
-                            anyhow::Error::from(error).context(format!("source {label}"))
-                        }
-                        error => super::usage(format!("source {label}: {error}")),
-                    },
-                )?;
+                let source = GearMonkey::connect(&source_url, id, config)
+                    .await
+                    .map_err(|error| connect_error(error, &label))?;
                 AnySource::GearMonkey(source)
+            }
+            Protocol::RedisWorkQueue => {
+                let Some((prefix, function)) = spec.queue.clone() else {
+                    return Err(super::usage(format!(
+                        "--source {label}: expected redis-work-queue:PREFIX=FUNCTION"
+                    )));
+                };
+                if loaded.registry().get(&function).is_none() {
+                    tracing::warn!(
+                        source = label,
+                        "no plugin serves {function} yet: its items wait until {function}.wasm appears"
+                    );
+                }
+                let config = WorkQueueConfig {
+                    backoff_base: base,
+                    backoff_max: max,
+                };
+                let source = WorkQueue::connect(&source_url, &prefix, function, id, config)
+                    .await
+                    .map_err(|error| connect_error(error, &label))?;
+                AnySource::WorkQueue(source)
             }
         };
         tracing::info!(source = label, "serving");
@@ -225,6 +243,15 @@ async fn connect_sources(
         true => sources,
         false => sources.with_registry(wasmgear_queue(url.to_string()).await?),
     })
+}
+
+/// Why the source `label` did not start, with the exit code that says so.
+fn connect_error(error: ConnectError, label: &str) -> anyhow::Error {
+    match error {
+        // Kept whole, so that the exit code says why.
+        ConnectError::Queue(error) => anyhow::Error::from(error).context(format!("source {label}")),
+        error => super::usage(format!("source {label}: {error}")),
+    }
 }
 
 /// Runs `worker` until SIGINT or SIGTERM, keeping the embedded Redis (if any) up meanwhile,
