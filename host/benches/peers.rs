@@ -32,7 +32,7 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_sources::{GearMonkey, GearMonkeyConfig, WorkQueue, WorkQueueConfig};
+use wasmgear_sources::{GearMonkey, RetryBackoff, WorkQueue};
 use wasmgear_worker::WorkerConfig;
 use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
@@ -378,7 +378,7 @@ async fn start_node(url: &str, dir: &Path, concurrency: usize) -> Node {
 /// A node serving GearMonkey's queues on the Redis at `url`.
 async fn start_gearmonkey_node(url: &str, dir: &Path, concurrency: usize) -> Node {
     let loaded = node_builder(dir, concurrency).load().unwrap();
-    let source = GearMonkey::connect(url, loaded.id(), GearMonkeyConfig::default())
+    let source = GearMonkey::connect(url, loaded.id(), RetryBackoff::default())
         .await
         .unwrap();
     run_node(loaded.with_source(source))
@@ -393,15 +393,9 @@ async fn start_work_queue_node(
     function: FunctionName,
 ) -> Node {
     let loaded = node_builder(dir, concurrency).load().unwrap();
-    let source = WorkQueue::connect(
-        url,
-        prefix,
-        function,
-        loaded.id(),
-        WorkQueueConfig::default(),
-    )
-    .await
-    .unwrap();
+    let source = WorkQueue::connect(url, prefix, function, loaded.id(), RetryBackoff::default())
+        .await
+        .unwrap();
     run_node(loaded.with_source(source))
 }
 
@@ -830,6 +824,22 @@ async fn remote(plan: &Plan, redis_port: u16, rows: &mut Vec<Row>) {
     ));
 }
 
+/// Waits until each `(command, key)` (a length: `LLEN`, `ZCARD`) answers 0: every job taken
+/// and finished.
+async fn until_empty(conn: &mut redis::aio::MultiplexedConnection, lengths: [(&str, &str); 2]) {
+    loop {
+        let mut pipe = redis::pipe();
+        for (command, key) in lengths {
+            pipe.cmd(command).arg(key);
+        }
+        let counts: Vec<u64> = pipe.query_async(conn).await.unwrap();
+        if counts.iter().all(|&n| n == 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Section 7: the same no-op jobs from GearMonkey's lists (put there with the spec's
 /// commands) and from wasmgear's own queue, each drained by one node at concurrency 16.
 async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
@@ -874,20 +884,14 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     }
     let started = Instant::now();
     let node = start_gearmonkey_node(url, plugins.path(), CONCURRENCY).await;
-    loop {
-        let (queued, leased): (u64, u64) = redis::pipe()
-            .cmd("LLEN")
-            .arg("queue:gearmonkey:normal")
-            .cmd("ZCARD")
-            .arg("wasmgear:gearmonkey:gearmonkey:leases")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if queued == 0 && leased == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_empty(
+        &mut conn,
+        [
+            ("LLEN", "queue:gearmonkey:normal"),
+            ("ZCARD", "wasmgear:gearmonkey:gearmonkey:leases"),
+        ],
+    )
+    .await;
     let gearmonkey_rate = jobs as f64 / started.elapsed().as_secs_f64();
     node.stop().await;
     let done: String = redis::cmd("HGET")
@@ -921,20 +925,11 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     let started = Instant::now();
     let function = FunctionName::new("work-queue").unwrap();
     let node = start_work_queue_node(url, plugins.path(), CONCURRENCY, "rwq", function).await;
-    loop {
-        let (queued, processing): (u64, u64) = redis::pipe()
-            .cmd("LLEN")
-            .arg("rwq:queue")
-            .cmd("LLEN")
-            .arg("rwq:processing")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if queued == 0 && processing == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_empty(
+        &mut conn,
+        [("LLEN", "rwq:queue"), ("LLEN", "rwq:processing")],
+    )
+    .await;
     let work_queue_rate = jobs as f64 / started.elapsed().as_secs_f64();
     node.stop().await;
     let done: String = redis::cmd("HGET")

@@ -8,7 +8,9 @@ use redis::AsyncCommands;
 
 use crate::support::clients::{rwq_node, rwq_python};
 use crate::support::gearmonkey::GearMonkeyClient;
-use crate::support::{TestRedis, WorkerProcess, eventually, plugin_dir, stderr, wasmgear};
+use crate::support::{
+    ClosedPort, TestRedis, WorkerProcess, eventually, plugin_dir, stderr, wasmgear,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -285,16 +287,26 @@ fn bad_source_specs_are_refused() {
     let plugins = plugin_dir(&["echo"]);
     let url = redis.url();
     let dir = plugins.path().to_str().unwrap();
-    for (spec, says) in [
-        ("gearmonky", "unknown source protocol"),
-        ("gearmonkey@ftp://host", "no Redis URL scheme"),
+    let closed = ClosedPort::new();
+    let unreachable = format!("gearmonkey@redis://127.0.0.1:{}", closed.port());
+    for (specs, code, says) in [
+        (&["gearmonky"][..], 2, "unknown source protocol"),
+        (&["gearmonkey@ftp://host"], 2, "no Redis URL scheme"),
+        (
+            &["redis-work-queue:q"],
+            2,
+            "function of its jobs is missing",
+        ),
+        (&["gearmonkey", "gearmonkey"], 2, "given twice"),
+        (&[unreachable.as_str()], 6, "source gearmonkey@"),
     ] {
-        let out = wasmgear(
-            &["worker", "--plugins", dir, "--source", spec],
-            &[("WASMGEAR_REDIS_URL", url.as_str())],
-        );
-        assert_eq!(out.status.code(), Some(2), "{spec}: {}", stderr(&out));
-        assert!(stderr(&out).contains(says), "{spec}: {}", stderr(&out));
+        let mut args = vec!["worker", "--plugins", dir];
+        for spec in specs {
+            args.extend(["--source", spec]);
+        }
+        let out = wasmgear(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
+        assert_eq!(out.status.code(), Some(code), "{specs:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{specs:?}: {}", stderr(&out));
     }
 }
 

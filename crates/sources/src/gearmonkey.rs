@@ -35,6 +35,8 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
+use crate::RetryBackoff;
+
 /// How long a job hash is kept after the job ends (the spec's 25 hours).
 pub const JOB_EXPIRY_SECS: u64 = 90_000;
 
@@ -161,24 +163,6 @@ pub enum ConnectError {
     },
 }
 
-/// Settings of a GearMonkey source.
-#[derive(Debug, Clone)]
-pub struct GearMonkeyConfig {
-    /// The wait before the first retry of a failed job; it doubles with each next one.
-    pub backoff_base: Duration,
-    /// The longest wait before a retry.
-    pub backoff_max: Duration,
-}
-
-impl Default for GearMonkeyConfig {
-    fn default() -> Self {
-        GearMonkeyConfig {
-            backoff_base: wasmgear_client::source::DEFAULT_BACKOFF_BASE,
-            backoff_max: wasmgear_client::source::DEFAULT_BACKOFF_MAX,
-        }
-    }
-}
-
 /// A worker's connection to GearMonkey queues.
 pub struct GearMonkey {
     conn: Connection,
@@ -188,7 +172,7 @@ pub struct GearMonkey {
     worker_id: String,
     calls: AtomicU64,
     cancels: broadcast::Sender<CancelRequest>,
-    config: GearMonkeyConfig,
+    backoff: RetryBackoff,
 }
 
 impl Drop for GearMonkey {
@@ -210,7 +194,7 @@ impl GearMonkey {
     pub async fn connect(
         url: &str,
         worker_id: impl Into<String>,
-        config: GearMonkeyConfig,
+        backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
         let (client, conn) = connection::connect(url).await?;
         if matches!(conn, Connection::Cluster(_)) {
@@ -227,7 +211,7 @@ impl GearMonkey {
             worker_id: worker_id.into(),
             calls: AtomicU64::new(0),
             cancels: broadcast::channel(1).0,
-            config,
+            backoff,
         })
     }
 
@@ -494,16 +478,11 @@ impl JobSource for GearMonkey {
         failure: &JobFailure,
         _notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
-        let info = &lease.info;
-        if failure.retryable && info.attempt < info.max_attempts {
-            let delay = wasmgear_client::source::retry_delay(
-                self.config.backoff_base,
-                self.config.backoff_max,
-                info.attempt,
-            );
+        if let Some(delay) = self.backoff.retry_after(lease, failure) {
+            let id = &lease.info.id;
             return Ok(
                 match self
-                    .requeue(&info.id.function, info.id.seq, &lease.token, "retry", delay)
+                    .requeue(&id.function, id.seq, &lease.token, "retry", delay)
                     .await?
                 {
                     true => Completion::Accepted(JobState::Scheduled),

@@ -13,7 +13,41 @@ pub mod rwq;
 pub mod spec;
 
 pub use multi::{AnySource, Sources};
-pub use rwq::{WorkQueue, WorkQueueConfig, WorkQueueKeys};
+pub use rwq::{WorkQueue, WorkQueueKeys};
 
-pub use gearmonkey::{ConnectError, GearMonkey, GearMonkeyConfig, GearMonkeyKeys};
+pub use gearmonkey::{ConnectError, GearMonkey, GearMonkeyKeys};
+
+use std::time::Duration;
+
+use wasmgear_proto::{JobFailure, Lease};
+
+/// When a foreign source retries a failed job: the worker's `--retry-backoff`, doubling
+/// with jitter ([`wasmgear_client::source::retry_delay`]), while the failure may pass and
+/// attempts are left.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryBackoff {
+    /// The wait before the first retry.
+    pub base: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for RetryBackoff {
+    fn default() -> Self {
+        RetryBackoff {
+            base: wasmgear_client::source::DEFAULT_BACKOFF_BASE,
+            max: wasmgear_client::source::DEFAULT_BACKOFF_MAX,
+        }
+    }
+}
+
+impl RetryBackoff {
+    /// The wait before the job of `lease` runs again after `failure`, or `None` when it
+    /// ends for good (the failure is final, or its attempts are used up).
+    pub fn retry_after(&self, lease: &Lease, failure: &JobFailure) -> Option<Duration> {
+        let info = &lease.info;
+        (failure.retryable && info.attempt < info.max_attempts)
+            .then(|| wasmgear_client::source::retry_delay(self.base, self.max, info.attempt))
+    }
+}
 pub use spec::{Protocol, SourceSpec, SpecError};

@@ -26,7 +26,7 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
-use crate::ConnectError;
+use crate::{ConnectError, RetryBackoff};
 
 /// How long an item's outcome is kept in `P:result:ID`, in seconds.
 pub const RESULT_TTL_SECS: u64 = 86_400;
@@ -91,24 +91,6 @@ script!(COMPLETE, "complete.lua");
 script!(LAPSE, "lapse.lua");
 script!(RECLAIM, "reclaim.lua");
 
-/// Settings of a redis-work-queue source.
-#[derive(Debug, Clone)]
-pub struct WorkQueueConfig {
-    /// The wait before the first retry of a failed item; it doubles with each next one.
-    pub backoff_base: Duration,
-    /// The longest wait before a retry.
-    pub backoff_max: Duration,
-}
-
-impl Default for WorkQueueConfig {
-    fn default() -> Self {
-        WorkQueueConfig {
-            backoff_base: wasmgear_client::source::DEFAULT_BACKOFF_BASE,
-            backoff_max: wasmgear_client::source::DEFAULT_BACKOFF_MAX,
-        }
-    }
-}
-
 /// A worker's connection to one redis-work-queue prefix, whose items are jobs of one
 /// function.
 pub struct WorkQueue {
@@ -120,7 +102,7 @@ pub struct WorkQueue {
     session: String,
     leases: AtomicU64,
     cancels: broadcast::Sender<CancelRequest>,
-    config: WorkQueueConfig,
+    backoff: RetryBackoff,
 }
 
 /// A lease's token: `SESSION-N|ITEM_ID` (the part before `|` is what the lease key holds).
@@ -138,7 +120,7 @@ impl WorkQueue {
         prefix: &str,
         function: FunctionName,
         worker_id: impl Into<String>,
-        config: WorkQueueConfig,
+        backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
         let (_, conn) = connection::connect(url).await?;
         if matches!(conn, Connection::Cluster(_)) {
@@ -160,7 +142,7 @@ impl WorkQueue {
             session: format!("wasmgear-{session}"),
             leases: AtomicU64::new(0),
             cancels: broadcast::channel(1).0,
-            config,
+            backoff,
         })
     }
 
@@ -339,13 +321,7 @@ impl JobSource for WorkQueue {
         failure: &JobFailure,
         _notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
-        let info = &lease.info;
-        if failure.retryable && info.attempt < info.max_attempts {
-            let delay = wasmgear_client::source::retry_delay(
-                self.config.backoff_base,
-                self.config.backoff_max,
-                info.attempt,
-            );
+        if let Some(delay) = self.backoff.retry_after(lease, failure) {
             return Ok(match self.lapse(lease, "retry", delay).await? {
                 true => Completion::Accepted(JobState::Scheduled),
                 false => Completion::Stale,

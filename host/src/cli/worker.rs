@@ -13,8 +13,7 @@ use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
-    AnySource, ConnectError, GearMonkey, GearMonkeyConfig, Protocol, SourceSpec, Sources,
-    WorkQueue, WorkQueueConfig,
+    AnySource, ConnectError, GearMonkey, Protocol, RetryBackoff, SourceSpec, Sources, WorkQueue,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -183,6 +182,7 @@ async fn connect_sources(
 ) -> anyhow::Result<Sources> {
     let id = loaded.id();
     let (base, max) = loaded.retry_backoff();
+    let backoff = RetryBackoff { base, max };
     let wasmgear_queue = |url: String| async move {
         let queue = WorkerQueue::connect(&url, id)
             .await?
@@ -200,11 +200,7 @@ async fn connect_sources(
         let source = match spec.protocol {
             Protocol::Wasmgear => AnySource::Wasmgear(wasmgear_queue(source_url).await?),
             Protocol::GearMonkey => {
-                let config = GearMonkeyConfig {
-                    backoff_base: base,
-                    backoff_max: max,
-                };
-                let source = GearMonkey::connect(&source_url, id, config)
+                let source = GearMonkey::connect(&source_url, id, backoff)
                     .await
                     .map_err(|error| connect_error(error, &label))?;
                 AnySource::GearMonkey(source)
@@ -221,11 +217,7 @@ async fn connect_sources(
                         "no plugin serves {function} yet: its items wait until {function}.wasm appears"
                     );
                 }
-                let config = WorkQueueConfig {
-                    backoff_base: base,
-                    backoff_max: max,
-                };
-                let source = WorkQueue::connect(&source_url, &prefix, function, id, config)
+                let source = WorkQueue::connect(&source_url, &prefix, function, id, backoff)
                     .await
                     .map_err(|error| connect_error(error, &label))?;
                 AnySource::WorkQueue(source)
