@@ -11,8 +11,9 @@
 //!    Redis calls and Redis CPU per job;
 //! 6. the throughput again with ~1 ms of added latency between the worker and Redis;
 //! 7. the queues people already run: the same no-op jobs put in GearMonkey's lists by the
-//!    spec's commands, and in a redis-work-queue by its libraries' commands, drained through
-//!    `--source`, next to wasmgear's own queue, one node at concurrency 16 each.
+//!    spec's commands, in a redis-work-queue by its libraries' commands and in a worqr queue
+//!    by worqr's `enqueue`, drained through `--source`, next to wasmgear's own queue, one
+//!    node at concurrency 16 each.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
@@ -32,7 +33,7 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_sources::{GearMonkey, RetryBackoff, WorkQueue};
+use wasmgear_sources::{GearMonkey, RetryBackoff, WorkQueue, Worqr};
 use wasmgear_worker::WorkerConfig;
 use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
@@ -156,7 +157,9 @@ fn main() {
         rt.block_on(remote(&plan, redis.port(), &mut rows));
     }
     if runs("sources") {
-        eprintln!("[6/7] sources: GearMonkey next to wasmgear's own queue");
+        eprintln!(
+            "[6/7] sources: GearMonkey, redis-work-queue and worqr next to wasmgear's own queue"
+        );
         rt.block_on(sources(&plan, &url, &mut rows));
     }
     eprintln!("[7/7] done in {:.0} s", started.elapsed().as_secs_f64());
@@ -396,6 +399,27 @@ async fn start_work_queue_node(
     let source = WorkQueue::connect(url, prefix, function, loaded.id(), RetryBackoff::default())
         .await
         .unwrap();
+    run_node(loaded.with_source(source))
+}
+
+/// A node serving worqr queue `queue` (default prefix) as jobs of `function`.
+async fn start_worqr_node(
+    url: &str,
+    dir: &Path,
+    concurrency: usize,
+    queue: &str,
+    function: FunctionName,
+) -> Node {
+    let loaded = node_builder(dir, concurrency).load().unwrap();
+    let source = Worqr::connect(
+        url,
+        ("worqr", queue),
+        function,
+        loaded.id(),
+        RetryBackoff::default(),
+    )
+    .await
+    .unwrap();
     run_node(loaded.with_source(source))
 }
 
@@ -841,12 +865,13 @@ async fn until_empty(conn: &mut redis::aio::MultiplexedConnection, lengths: [(&s
 }
 
 /// Section 7: the same no-op jobs from GearMonkey's lists (put there with the spec's
-/// commands) and from wasmgear's own queue, each drained by one node at concurrency 16.
+/// commands), a redis-work-queue, a worqr queue and wasmgear's own queue, each drained by one
+/// node at concurrency 16.
 async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     const CONCURRENCY: usize = 16;
     let jobs = plan.jobs / 5;
     let plugins = tempfile::tempdir().unwrap();
-    for name in ["own-queue", "gearmonkey", "work-queue"] {
+    for name in ["own-queue", "gearmonkey", "work-queue", "worqr"] {
         std::fs::copy(
             wasmgear_test_artifacts::ECHO,
             plugins.path().join(format!("{name}.wasm")),
@@ -946,5 +971,48 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
         per_s(work_queue_rate),
         per_s(own_rate),
         times(work_queue_rate, own_rate),
+    ));
+
+    // worqr: `enqueue` (LPUSH and a `work` message), pipelined.
+    for chunk in ids.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for _ in chunk {
+            pipe.cmd("LPUSH")
+                .arg("worqr:queues:bench")
+                .arg("x")
+                .ignore();
+        }
+        pipe.cmd("PUBLISH")
+            .arg("worqr_bench_work")
+            .arg(chunk.len())
+            .ignore();
+        let () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    let started = Instant::now();
+    let function = FunctionName::new("worqr").unwrap();
+    let node = start_worqr_node(url, plugins.path(), CONCURRENCY, "bench", function).await;
+    until_empty(
+        &mut conn,
+        [
+            ("LLEN", "worqr:queues:bench"),
+            ("SCARD", "worqr:workingProcesses:bench"),
+        ],
+    )
+    .await;
+    let worqr_rate = jobs as f64 / started.elapsed().as_secs_f64();
+    node.stop().await;
+    let held: u64 = redis::cmd("HLEN")
+        .arg("worqr:wasmgear:owners")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(held, 0, "worqr processes left unfinished");
+    rows.push(row(
+        format!(
+            "drain {jobs} jobs, concurrency {CONCURRENCY}: --source worqr (peer: wasmgear's own queue)"
+        ),
+        per_s(worqr_rate),
+        per_s(own_rate),
+        times(worqr_rate, own_rate),
     ));
 }

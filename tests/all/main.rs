@@ -22,3 +22,4 @@ mod reload;
 mod sandbox;
 mod sources;
 mod structure;
+mod worqr;

@@ -261,13 +261,20 @@ async fn one_worker_serves_wasmgear_and_gearmonkey() {
         &["--source", "wasmgear", "--source", "gearmonkey"],
     );
     let url = redis.url();
-    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let mut client = GearMonkeyClient::connect(&url).await;
     let (_, job) = client
         .run_blocking("echo", b"from gearmonkey", 30)
         .await
         .unwrap();
     assert_eq!(text(&job, "output"), "from gearmonkey");
+    own_queue_served_beside(&redis, "wasmgear, gearmonkey");
+}
+
+/// A job of wasmgear's own queue runs on the `echo` plugin of a worker that serves foreign
+/// queues too, and `wasmgear workers` lists its `sources`.
+pub(crate) fn own_queue_served_beside(redis: &TestRedis, sources: &str) {
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let out = wasmgear(&["enqueue", "echo", "from wasmgear", "--wait"], &env);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -277,7 +284,7 @@ async fn one_worker_serves_wasmgear_and_gearmonkey() {
     );
     let out = wasmgear(&["workers"], &env);
     let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(listed.contains("sources wasmgear, gearmonkey"), "{listed}");
+    assert!(listed.contains(&format!("sources {sources}")), "{listed}");
 }
 
 /// A bad `--source` is refused at start with one sentence (exit 2).
@@ -298,6 +305,7 @@ fn bad_source_specs_are_refused() {
             "function of its jobs is missing",
         ),
         (&["gearmonkey", "gearmonkey"], 2, "given twice"),
+        (&["worqr:my_app:q=echo"], 2, "underscore"),
         (&[unreachable.as_str()], 6, "source gearmonkey@"),
     ] {
         let mut args = vec!["worker", "--plugins", dir];
@@ -501,7 +509,7 @@ fn sources_without_hash_tags_refuse_a_cluster() {
     let plugins = plugin_dir(&["echo"]);
     let dir = plugins.path().to_str().unwrap();
     let url = cluster.url();
-    for spec in ["gearmonkey", "redis-work-queue:q=echo"] {
+    for spec in ["gearmonkey", "redis-work-queue:q=echo", "worqr:q=echo"] {
         let out = wasmgear(
             &["worker", "--plugins", dir, "--source", spec],
             &[("WASMGEAR_REDIS_URL", url.as_str())],

@@ -7,6 +7,7 @@
 pub mod clients;
 pub mod gearmonkey;
 pub mod proxy;
+pub mod worqr;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 use tokio::sync::{Notify, broadcast};
-use wasmgear_client::connection::{self, Connection};
+use wasmgear_client::connection::Connection;
 use wasmgear_client::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
@@ -196,13 +196,7 @@ impl GearMonkey {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (client, conn) = connection::connect(url).await?;
-        if matches!(conn, Connection::Cluster(_)) {
-            return Err(ConnectError::Cluster {
-                url: connection::redact(url),
-                protocol: "gearmonkey",
-            });
-        }
+        let (client, conn) = crate::connect_standalone(url, "gearmonkey").await?;
         Ok(GearMonkey {
             conn,
             subscriber: Subscriber::new(client),

@@ -4,6 +4,7 @@
 //!
 //! - [`gearmonkey`]: GearMonkey's lists and hashes, with a lease added.
 //! - [`rwq`]: MeVitae's redis-work-queue: the items under one key prefix.
+//! - [`worqr`]: droplit's worqr: the tasks of one queue.
 //! - [`multi`]: several sources served by one worker.
 //! - [`spec`]: the `--source` specs that name them.
 
@@ -11,9 +12,11 @@ pub mod gearmonkey;
 pub mod multi;
 pub mod rwq;
 pub mod spec;
+pub mod worqr;
 
 pub use multi::{AnySource, Sources};
 pub use rwq::{WorkQueue, WorkQueueKeys};
+pub use worqr::{Worqr, WorqrKeys};
 
 pub use gearmonkey::{ConnectError, GearMonkey, GearMonkeyKeys};
 
@@ -51,3 +54,40 @@ impl RetryBackoff {
     }
 }
 pub use spec::{Protocol, SourceSpec, SpecError};
+
+/// A background task of a source, stopped with it.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `{tag}-` and 16 random hex digits (the clock's when the OS has no entropy source): names
+/// a worker's session at a foreign queue.
+pub(crate) fn random_hex(tag: &str) -> String {
+    let mut random = [0u8; 8];
+    let hex: String = match getrandom::fill(&mut random) {
+        Ok(()) => random.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(_) => format!("{:016x}", wasmgear_proto::units::now_ms()),
+    };
+    format!("{tag}-{hex}")
+}
+
+/// Connects to the Redis at `url` for a protocol whose keys carry no hash tag: a Redis
+/// Cluster is refused, as one queue's keys would lie on different nodes.
+pub(crate) async fn connect_standalone(
+    url: &str,
+    protocol: &'static str,
+) -> Result<(redis::Client, wasmgear_client::connection::Connection), ConnectError> {
+    use wasmgear_client::connection::{self, Connection};
+    let (client, conn) = connection::connect(url).await?;
+    if matches!(conn, Connection::Cluster(_)) {
+        return Err(ConnectError::Cluster {
+            url: connection::redact(url),
+            protocol,
+        });
+    }
+    Ok((client, conn))
+}

@@ -16,10 +16,10 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
-use crate::{GearMonkey, WorkQueue};
+use crate::{AbortOnDrop, GearMonkey, WorkQueue, Worqr};
 
 /// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
-const CANCEL_BUFFER: usize = 1024;
+pub(crate) const CANCEL_BUFFER: usize = 1024;
 
 /// A source of any protocol.
 pub enum AnySource {
@@ -29,6 +29,8 @@ pub enum AnySource {
     GearMonkey(GearMonkey),
     /// One redis-work-queue prefix.
     WorkQueue(WorkQueue),
+    /// One worqr queue.
+    Worqr(Worqr),
 }
 
 /// Calls `$call` on whichever source `$source` is.
@@ -38,6 +40,7 @@ macro_rules! each {
             AnySource::Wasmgear($inner) => $call,
             AnySource::GearMonkey($inner) => $call,
             AnySource::WorkQueue($inner) => $call,
+            AnySource::Worqr($inner) => $call,
         }
     };
 }
@@ -78,14 +81,6 @@ pub struct Sources {
     /// wasmgear's worker list, when no source is wasmgear's own queue: the worker is
     /// listed there all the same (`wasmgear workers`), and leases nothing from it.
     registry: Option<WorkerQueue>,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl Sources {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use redis::Script;
 use tokio::sync::broadcast;
-use wasmgear_client::connection::{self, Connection};
+use wasmgear_client::connection::Connection;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
     Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
@@ -122,24 +122,13 @@ impl WorkQueue {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (_, conn) = connection::connect(url).await?;
-        if matches!(conn, Connection::Cluster(_)) {
-            return Err(ConnectError::Cluster {
-                url: connection::redact(url),
-                protocol: "redis-work-queue",
-            });
-        }
-        let mut random = [0u8; 8];
-        let session = match getrandom::fill(&mut random) {
-            Ok(()) => random.iter().map(|b| format!("{b:02x}")).collect(),
-            Err(_) => format!("{:x}", wasmgear_proto::units::now_ms()),
-        };
+        let (_, conn) = crate::connect_standalone(url, "redis-work-queue").await?;
         Ok(WorkQueue {
             conn,
             keys: WorkQueueKeys::new(prefix),
             function,
             worker_id: worker_id.into(),
-            session: format!("wasmgear-{session}"),
+            session: crate::random_hex("wasmgear"),
             leases: AtomicU64::new(0),
             cancels: broadcast::channel(1).0,
             backoff,

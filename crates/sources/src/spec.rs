@@ -1,8 +1,10 @@
 //! `--source` specs: which protocol a worker serves, and from which Redis.
 //!
-//! `wasmgear` (the default), `gearmonkey` or `redis-work-queue:PREFIX=FUNCTION` (the items
-//! under key prefix `PREFIX` are jobs of `FUNCTION`), each optionally followed by
-//! `@redis://...` to read that source from another Redis than the worker's `--redis`.
+//! `wasmgear` (the default), `gearmonkey`, `redis-work-queue:PREFIX=FUNCTION` (the items
+//! under key prefix `PREFIX` are jobs of `FUNCTION`) or `worqr:QUEUE=FUNCTION` (the tasks
+//! of worqr queue `QUEUE`; `worqr:PREFIX:QUEUE=FUNCTION` under another `redisKeyPrefix`
+//! than `worqr`), each optionally followed by `@redis://...` to read that source from
+//! another Redis than the worker's `--redis`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,14 +20,17 @@ pub enum Protocol {
     GearMonkey,
     /// MeVitae's redis-work-queue: the items under one key prefix.
     RedisWorkQueue,
+    /// droplit's worqr: the tasks of one queue.
+    Worqr,
 }
 
 impl Protocol {
     /// Every protocol, in the order help texts list them.
-    pub const ALL: [Protocol; 3] = [
+    pub const ALL: [Protocol; 4] = [
         Protocol::Wasmgear,
         Protocol::GearMonkey,
         Protocol::RedisWorkQueue,
+        Protocol::Worqr,
     ];
 
     /// Its name in a spec.
@@ -34,12 +39,13 @@ impl Protocol {
             Protocol::Wasmgear => "wasmgear",
             Protocol::GearMonkey => "gearmonkey",
             Protocol::RedisWorkQueue => "redis-work-queue",
+            Protocol::Worqr => "worqr",
         }
     }
 
     /// Whether its specs name one queue and the function of its jobs (`:QUEUE=FUNCTION`).
     pub fn binds_a_queue(self) -> bool {
-        matches!(self, Protocol::RedisWorkQueue)
+        matches!(self, Protocol::RedisWorkQueue | Protocol::Worqr)
     }
 }
 
@@ -151,6 +157,9 @@ impl FromStr for SourceSpec {
                         "expected {name}:QUEUE=FUNCTION (the queue is empty)"
                     )));
                 }
+                if protocol == Protocol::Worqr {
+                    crate::worqr::split_queue(queue).map_err(bad_queue)?;
+                }
                 let function = FunctionName::new(function).map_err(|e| bad_queue(e.to_string()))?;
                 Some((queue.to_string(), function))
             }
@@ -199,6 +208,17 @@ mod tests {
             spec.to_string(),
             "redis-work-queue:cv:jobs=resize@redis://h:1"
         );
+        let spec: SourceSpec = "worqr:app:thumbs=resize".parse().unwrap();
+        assert_eq!(spec.protocol, Protocol::Worqr);
+        let (queue, _) = spec.queue.clone().unwrap();
+        assert_eq!(
+            crate::worqr::split_queue(&queue).unwrap(),
+            ("app".to_string(), "thumbs".to_string())
+        );
+        assert_eq!(
+            crate::worqr::split_queue("thumbs").unwrap(),
+            ("worqr".to_string(), "thumbs".to_string())
+        );
         let spec: SourceSpec = "gearmonkey".parse().unwrap();
         assert_eq!(spec.protocol, Protocol::GearMonkey);
         assert_eq!(spec.redis_or("redis://default"), "redis://default");
@@ -215,7 +235,7 @@ mod tests {
     fn bad_specs_say_what_to_write() {
         let error = "gearmonky".parse::<SourceSpec>().unwrap_err().to_string();
         assert!(
-            error.contains("wasmgear, gearmonkey, redis-work-queue"),
+            error.contains("wasmgear, gearmonkey, redis-work-queue, worqr"),
             "{error}"
         );
         for (spec, says) in [
@@ -224,6 +244,9 @@ mod tests {
             ("redis-work-queue:=resize", "queue is empty"),
             ("redis-work-queue:jobs=not ok", "not ok"),
             ("gearmonkey:jobs=resize", "write just"),
+            ("worqr:=resize", "queue is empty"),
+            ("worqr:my_app:jobs=resize", "underscore"),
+            ("worqr::jobs=resize", "worqr:PREFIX:QUEUE=FUNCTION"),
         ] {
             let error = spec.parse::<SourceSpec>().unwrap_err().to_string();
             assert!(error.contains(says), "{spec}: {error}");

@@ -14,6 +14,7 @@ use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
     AnySource, ConnectError, GearMonkey, Protocol, RetryBackoff, SourceSpec, Sources, WorkQueue,
+    Worqr,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -29,10 +30,11 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_PLUGINS")]
     plugins: PathBuf,
 
-    /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`, or
+    /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`,
     /// `redis-work-queue:PREFIX=FUNCTION` (the items under key prefix PREFIX are jobs of
-    /// FUNCTION), each optionally followed by `@redis://HOST:PORT` to read it from another
-    /// Redis than --redis.
+    /// FUNCTION) or `worqr:QUEUE=FUNCTION` (the tasks of worqr queue QUEUE;
+    /// `worqr:PREFIX:QUEUE=FUNCTION` under another key prefix than `worqr`), each optionally
+    /// followed by `@redis://HOST:PORT` to read it from another Redis than --redis.
     /// Repeatable; default: wasmgear's own queue alone.
     #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ',')]
     sources: Vec<SourceSpec>,
@@ -205,22 +207,33 @@ async fn connect_sources(
                     .map_err(|error| connect_error(error, &label))?;
                 AnySource::GearMonkey(source)
             }
-            Protocol::RedisWorkQueue => {
-                let Some((prefix, function)) = spec.queue.clone() else {
+            protocol => {
+                let Some((queue, function)) = spec.queue.clone() else {
                     return Err(super::usage(format!(
-                        "--source {label}: expected redis-work-queue:PREFIX=FUNCTION"
+                        "--source {label}: expected {protocol}:QUEUE=FUNCTION"
                     )));
                 };
                 if loaded.registry().get(&function).is_none() {
                     tracing::warn!(
                         source = label,
-                        "no plugin serves {function} yet: its items wait until {function}.wasm appears"
+                        "no plugin serves {function} yet: its jobs wait until {function}.wasm appears"
                     );
                 }
-                let source = WorkQueue::connect(&source_url, &prefix, function, id, backoff)
-                    .await
-                    .map_err(|error| connect_error(error, &label))?;
-                AnySource::WorkQueue(source)
+                let connected = match protocol {
+                    Protocol::Worqr => {
+                        let (prefix, queue) = wasmgear_sources::worqr::split_queue(&queue)
+                            .map_err(|reason| {
+                                super::usage(format!("--source {label}: {reason}"))
+                            })?;
+                        Worqr::connect(&source_url, (&prefix, &queue), function, id, backoff)
+                            .await
+                            .map(AnySource::Worqr)
+                    }
+                    _ => WorkQueue::connect(&source_url, &queue, function, id, backoff)
+                        .await
+                        .map(AnySource::WorkQueue),
+                };
+                connected.map_err(|error| connect_error(error, &label))?
             }
         };
         tracing::info!(source = label, "serving");
