@@ -263,22 +263,15 @@ async fn wasmgear_workers_recover_a_killed_peers_task_and_only_that() {
 
 /// A failure that may pass is retried (its task back in the queue after the backoff) until
 /// the attempts run out, then `_done` says failed with the error; a final failure is not
-/// retried; `cancelTasks` stops a running task, reported as cancelled.
+/// retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worqr_failures_retry_then_report_and_cancel_stops() {
     let redis = TestRedis::start();
-    let plugins = plugin_dir(&["fail", "count"]);
+    let plugins = plugin_dir(&["fail"]);
     let worker = WorkerProcess::serving(
         &redis,
         plugins.path(),
-        &[
-            "--source",
-            "worqr:flaky=fail",
-            "--source",
-            "worqr:slow=count",
-            "--retry-backoff",
-            "100ms",
-        ],
+        &["--source", "worqr:flaky=fail", "--retry-backoff", "100ms"],
     );
     let mut client = WorqrClient::connect(&redis.url()).await;
     let mut flaky = DoneMessages::subscribe(&redis, "flaky").await;
@@ -306,15 +299,39 @@ async fn worqr_failures_retry_then_report_and_cancel_stops() {
             .unwrap();
     assert_eq!(attempts, 0, "bookkeeping left behind");
     assert!(client.working_processes("flaky").await.is_empty());
+}
 
+/// `cancelTasks` stops a running task, reported as cancelled, however soon after the
+/// dequeue it comes: before the dequeue's reply, before the job runs, or while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worqr_cancel_tasks_stops_a_task_at_any_moment() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["count"]);
+    // Heartbeats every third of a second: a cancel that came before the job ran is seen
+    // at the next one.
+    let worker = WorkerProcess::serving(
+        &redis,
+        plugins.path(),
+        &["--source", "worqr:slow=count", "--lease-ttl", "1s"],
+    );
+    let mut client = WorqrClient::connect(&redis.url()).await;
     let mut slow = DoneMessages::subscribe(&redis, "slow").await;
-    client.enqueue("slow", "600 100").await;
-    let running = processes(&redis, "slow", 1).await;
-    client.cancel_tasks("slow", "600 100").await;
-    let message = slow.next().await;
-    assert_eq!(message["status"], "cancelled", "{message}");
-    assert_eq!(client.process_task(&running[0]).await, None);
-    assert!(client.tasks("slow").await.is_empty());
+    // Each task would run for a minute; the first of the rounds that lost its cancel
+    // would time out waiting for its message.
+    for round in 0..8 {
+        let task = format!("600 10{round}");
+        client.enqueue("slow", &task).await;
+        let running = processes(&redis, "slow", 1).await;
+        client.cancel_tasks("slow", &task).await;
+        let message = slow.next().await;
+        assert_eq!(message["task"], task.as_str(), "{message}");
+        assert_eq!(message["status"], "cancelled", "{message}");
+        assert_eq!(client.process_task(&running[0]).await, None);
+        assert!(client.tasks("slow").await.is_empty());
+        processes(&redis, "slow", 0).await;
+    }
+    let log = worker.log();
+    assert!(!log.contains("timed-out"), "{log}");
 }
 
 /// A worker stopped mid-task hands its task back to the front of the queue and leaves

@@ -190,6 +190,9 @@ struct Held {
     job: JobId,
     task: Vec<u8>,
     waiting_retry: bool,
+    /// A producer's cancelTasks named this task; the job's next heartbeat says so, in case
+    /// the broadcast came before the worker was running the job.
+    cancelled: bool,
 }
 
 /// What the source and its background tasks share.
@@ -203,6 +206,9 @@ struct Inner {
     leases: AtomicU64,
     registered: AtomicBool,
     held: Mutex<HashMap<String, Held>>,
+    /// Processes whose dequeue script is under way, with the tasks cancelled meanwhile (a
+    /// cancel may arrive before the dequeue's reply). Locked after `held`, never before.
+    dequeuing: Mutex<HashMap<String, Vec<Vec<u8>>>>,
     work: Notify,
     cancels: broadcast::Sender<CancelRequest>,
 }
@@ -215,6 +221,11 @@ pub struct Worqr {
     _listener: AbortOnDrop,
 }
 
+/// The failure of a task a producer's cancelTasks stopped.
+fn cancelled_by_producer() -> JobFailure {
+    JobFailure::new(ErrorClass::Cancelled, "cancelled by worqr's cancelTasks")
+}
+
 /// How a process ends.
 enum Ending<'a> {
     Output(&'a [u8]),
@@ -224,6 +235,10 @@ enum Ending<'a> {
 impl Inner {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn dequeuing(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Vec<u8>>>> {
+        self.dequeuing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// worqr's keepWorkerAlive; registers afresh when the liveness key is gone.
@@ -265,7 +280,8 @@ impl Inner {
         let sent = tokio::time::Instant::now().into_std();
         let n = self.leases.fetch_add(1, Ordering::Relaxed) + 1;
         let pid = format!("{}_{}-{n}", self.keys.queue_name(), self.session);
-        let taken: Value = DEQUEUE
+        self.dequeuing().insert(pid.clone(), Vec::new());
+        let taken: Result<Value, _> = DEQUEUE
             .key(self.keys.queue())
             .key(self.keys.process(&pid))
             .key(self.keys.working_processes())
@@ -276,7 +292,14 @@ impl Inner {
             .arg(&self.worker_id)
             .arg(self.keys.queue_name())
             .invoke_async(&mut self.conn.clone())
-            .await?;
+            .await;
+        let taken = match taken {
+            Ok(Value::Nil) | Ok(Value::Int(_)) | Err(_) => {
+                self.dequeuing().remove(&pid);
+                taken?
+            }
+            Ok(taken) => taken,
+        };
         let (task, attempt): (Vec<u8>, u32) = match taken {
             Value::Nil => return Ok(None),
             Value::Int(_) => {
@@ -291,14 +314,31 @@ impl Inner {
             seq: n,
         };
         tracing::info!(queue = self.keys.queue_name(), process = pid, %job, "dequeued a worqr task");
-        self.held().insert(
-            pid.clone(),
-            Held {
-                job: job.clone(),
-                task: task.clone(),
-                waiting_retry: false,
-            },
-        );
+        let cancelled = {
+            let mut held = self.held();
+            let meanwhile = self.dequeuing().remove(&pid).unwrap_or_default();
+            let cancelled = meanwhile.contains(&task);
+            held.insert(
+                pid.clone(),
+                Held {
+                    job: job.clone(),
+                    task: task.clone(),
+                    waiting_retry: false,
+                    cancelled,
+                },
+            );
+            cancelled
+        };
+        if cancelled {
+            // Not handed to the worker: it ends here, as a cancel of a running task does.
+            tracing::info!(
+                process = pid,
+                "worqr's cancelTasks named this task as it was dequeued"
+            );
+            self.finish(&pid, &task, Ending::Failed(&cancelled_by_producer()))
+                .await?;
+            return Ok(None);
+        }
         Ok(Some(Lease {
             info: JobInfo {
                 id: job,
@@ -400,15 +440,22 @@ impl Inner {
     /// waiting here are finished as cancelled.
     async fn cancel_task(&self, task: &[u8]) {
         let mut waiting = Vec::new();
-        for (pid, held) in self.held().iter().filter(|(_, h)| h.task == task) {
-            match held.waiting_retry {
-                true => waiting.push(pid.clone()),
-                false => {
-                    let _ = self.cancels.send(CancelRequest::any(held.job.clone()));
+        {
+            let mut held = self.held();
+            for (pid, held) in held.iter_mut().filter(|(_, h)| h.task == task) {
+                match held.waiting_retry {
+                    true => waiting.push(pid.clone()),
+                    false => {
+                        held.cancelled = true;
+                        let _ = self.cancels.send(CancelRequest::any(held.job.clone()));
+                    }
                 }
             }
+            for cancelled in self.dequeuing().values_mut() {
+                cancelled.push(task.to_vec());
+            }
         }
-        let failure = JobFailure::new(ErrorClass::Cancelled, "cancelled by worqr's cancelTasks");
+        let failure = cancelled_by_producer();
         for pid in waiting {
             if let Err(error) = self.finish(&pid, task, Ending::Failed(&failure)).await {
                 tracing::warn!(%error, process = pid, "could not finish a cancelled worqr task");
@@ -568,6 +615,7 @@ impl Worqr {
             leases: AtomicU64::new(0),
             registered: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
+            dequeuing: Mutex::new(HashMap::new()),
             work: Notify::new(),
             cancels: broadcast::channel(crate::multi::CANCEL_BUFFER).0,
         });
@@ -624,9 +672,17 @@ impl JobSource for Worqr {
     }
 
     async fn heartbeat(&self, lease: &Lease, _ttl: Duration) -> Result<LeaseStatus, SourceError> {
-        Ok(match self.inner.renew(&lease.token).await? {
-            true => LeaseStatus::Held,
-            false => LeaseStatus::Lost,
+        if !self.inner.renew(&lease.token).await? {
+            return Ok(LeaseStatus::Lost);
+        }
+        let cancelled = self
+            .inner
+            .held()
+            .get(&lease.token)
+            .is_some_and(|held| held.cancelled);
+        Ok(match cancelled {
+            true => LeaseStatus::CancelRequested,
+            false => LeaseStatus::Held,
         })
     }
 
