@@ -18,6 +18,7 @@ mod manifest;
 mod operate;
 mod plugin_dir;
 mod pubsub;
+mod qless;
 mod reload;
 mod sandbox;
 mod sources;

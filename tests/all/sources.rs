@@ -306,6 +306,8 @@ fn bad_source_specs_are_refused() {
         ),
         (&["gearmonkey", "gearmonkey"], 2, "given twice"),
         (&["worqr:my_app:q=echo"], 2, "underscore"),
+        (&["qless:jobs=echo"], 2, "klass"),
+        (&["qless:a,,b"], 2, "a queue name is empty"),
         (&[unreachable.as_str()], 6, "source gearmonkey@"),
     ] {
         let mut args = vec!["worker", "--plugins", dir];
@@ -509,7 +511,12 @@ fn sources_without_hash_tags_refuse_a_cluster() {
     let plugins = plugin_dir(&["echo"]);
     let dir = plugins.path().to_str().unwrap();
     let url = cluster.url();
-    for spec in ["gearmonkey", "redis-work-queue:q=echo", "worqr:q=echo"] {
+    for spec in [
+        "gearmonkey",
+        "redis-work-queue:q=echo",
+        "worqr:q=echo",
+        "qless:q",
+    ] {
         let out = wasmgear(
             &["worker", "--plugins", dir, "--source", spec],
             &[("WASMGEAR_REDIS_URL", url.as_str())],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real client libraries of the queues wasmgear serves, for the tests that drive a
-# worker with them: redis-work-queue 0.1.5 for Python (PyPI) and for Node.js (npm), each under
-# ${WASMGEAR_TOOLS:-~/.cache/wasmgear-tools}. Idempotent: what is there is left alone.
+# worker with them: redis-work-queue 0.1.5 for Python (PyPI) and for Node.js (npm), and
+# qless-py 0.11.4 (PyPI), each under ${WASMGEAR_TOOLS:-~/.cache/wasmgear-tools}. Idempotent:
+# what is there is left alone.
 set -euo pipefail
 
 tools="${WASMGEAR_TOOLS:-$HOME/.cache/wasmgear-tools}"
@@ -20,4 +21,20 @@ if [[ ! -d "$node/node_modules/@mevitae/redis-work-queue" ]]; then
     echo "installing @mevitae/redis-work-queue 0.1.5 (npm) into $node" >&2
     mkdir -p "$node"
     npm install --silent --no-audit --no-fund --prefix "$node" "@mevitae/redis-work-queue@0.1.5" >/dev/null
+fi
+
+qless="$tools/qless-py-0.11.4"
+if [[ ! -x "$qless/bin/python" ]] || ! "$qless/bin/python" -c 'import qless' 2>/dev/null; then
+    echo "installing qless-py 0.11.4 (PyPI) into $qless" >&2
+    rm -rf "$qless"
+    python3 -m venv "$qless"
+    "$qless/bin/pip" install --quiet "qless-py==0.11.4" "redis==8.1.0"
+fi
+# qless-core's script defines `function table.extend`, an assignment to a global table that
+# Redis 7 refuses ("Attempt to modify a readonly table"); the known fix makes it a local
+# function and calls it so at its two call sites.
+core=$(echo "$qless"/lib/python3*/site-packages/qless/qless-core/qless.lua)
+if grep -q '^function table\.extend' "$core"; then
+    sed -i -e 's/^function table\.extend(self, other)/local function table_extend(self, other)/' \
+        -e 's/table\.extend(jids,/table_extend(jids,/g' "$core"
 fi

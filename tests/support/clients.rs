@@ -68,3 +68,21 @@ pub fn rwq_node(url: &str, prefix: &str, args: &[&str]) -> Output {
         .args(args);
     run(command, &format!("redis-work-queue (Node.js) {args:?}"))
 }
+
+/// `python qless_py.py URL ARGS...` with qless-py 0.11.4 from PyPI: its JSON answer.
+pub fn qless_py(url: &str, args: &[&str]) -> serde_json::Value {
+    let python = tools().join("qless-py-0.11.4/bin/python");
+    assert!(
+        python.exists(),
+        "{python:?} is missing: run tests/clients/install.sh (scripts/setup does)"
+    );
+    let mut command = Command::new(python);
+    command.arg(script("qless_py.py")).arg(url).args(args);
+    let out = run(command, &format!("qless-py {args:?}"));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "qless-py {args:?} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}

@@ -465,6 +465,7 @@ impl WorkerQueue {
                     input,
                     token,
                     expires: sent + ttl,
+                    ttl,
                 });
             }
         }

@@ -293,6 +293,9 @@ pub struct Lease {
     /// the lease call was sent (never later than the queue's own expiry): the worker must
     /// not run the job past it.
     pub expires: Instant,
+    /// How long each renewal lasts: the worker renews every third of it. Usually the TTL
+    /// the worker asked for; a protocol with its own setting (qless' `heartbeat`) says so.
+    pub ttl: Duration,
 }
 
 /// What a worker asks of one function when it leases.

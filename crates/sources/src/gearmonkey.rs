@@ -277,6 +277,7 @@ impl GearMonkey {
                     input: redis::from_redis_value_ref(input)?,
                     token,
                     expires: sent + ttl,
+                    ttl,
                 }),
                 ("missing", _) => tracing::warn!(
                     function = %request.function,

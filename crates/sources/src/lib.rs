@@ -5,16 +5,19 @@
 //! - [`gearmonkey`]: GearMonkey's lists and hashes, with a lease added.
 //! - [`rwq`]: MeVitae's redis-work-queue: the items under one key prefix.
 //! - [`worqr`]: droplit's worqr: the tasks of one queue.
+//! - [`qless`]: seomoz's qless: the jobs of some queues, a job's klass naming its function.
 //! - [`multi`]: several sources served by one worker.
 //! - [`spec`]: the `--source` specs that name them.
 
 pub mod gearmonkey;
 pub mod multi;
+pub mod qless;
 pub mod rwq;
 pub mod spec;
 pub mod worqr;
 
 pub use multi::{AnySource, Sources};
+pub use qless::{Qless, QlessKeys};
 pub use rwq::{WorkQueue, WorkQueueKeys};
 pub use worqr::{Worqr, WorqrKeys};
 

@@ -16,7 +16,7 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
-use crate::{AbortOnDrop, GearMonkey, WorkQueue, Worqr};
+use crate::{AbortOnDrop, GearMonkey, Qless, WorkQueue, Worqr};
 
 /// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
 pub(crate) const CANCEL_BUFFER: usize = 1024;
@@ -31,6 +31,8 @@ pub enum AnySource {
     WorkQueue(WorkQueue),
     /// One worqr queue.
     Worqr(Worqr),
+    /// Some qless queues.
+    Qless(Qless),
 }
 
 /// Calls `$call` on whichever source `$source` is.
@@ -41,6 +43,7 @@ macro_rules! each {
             AnySource::GearMonkey($inner) => $call,
             AnySource::WorkQueue($inner) => $call,
             AnySource::Worqr($inner) => $call,
+            AnySource::Qless($inner) => $call,
         }
     };
 }
@@ -155,6 +158,7 @@ impl Sources {
             input: Vec::new(),
             token: token.to_string(),
             expires: lease.expires,
+            ttl: lease.ttl,
         };
         Ok((&source.1, inner))
     }

@@ -22,7 +22,7 @@ use tokio::sync::broadcast;
 use wasmgear_client::connection::Connection;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
-    Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
+    Lease, LeaseRequest, LeaseStatus, Progress,
 };
 use wasmgear_worker::{JobSource, SourceError};
 
@@ -187,6 +187,7 @@ impl WorkQueue {
             input,
             token: format!("{session}|{id}"),
             expires: sent + ttl,
+            ttl,
         })))
     }
 
@@ -322,23 +323,6 @@ impl JobSource for WorkQueue {
 
     fn worker_id(&self) -> &str {
         &self.worker_id
-    }
-
-    async fn serve(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
-        Ok(())
-    }
-
-    async fn advertise(
-        &self,
-        _ad: &WorkerAd,
-        _functions: &[FunctionName],
-        _ttl: Duration,
-    ) -> Result<(), SourceError> {
-        Ok(())
-    }
-
-    async fn leave(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
-        Ok(())
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {

@@ -3,8 +3,9 @@
 //! `wasmgear` (the default), `gearmonkey`, `redis-work-queue:PREFIX=FUNCTION` (the items
 //! under key prefix `PREFIX` are jobs of `FUNCTION`) or `worqr:QUEUE=FUNCTION` (the tasks
 //! of worqr queue `QUEUE`; `worqr:PREFIX:QUEUE=FUNCTION` under another `redisKeyPrefix`
-//! than `worqr`), each optionally followed by `@redis://...` to read that source from
-//! another Redis than the worker's `--redis`.
+//! than `worqr`) or `qless:QUEUE[,QUEUE...]` (qless queues, popped in that order; each job's
+//! `klass` names its function), each optionally followed by `@redis://...` to read that
+//! source from another Redis than the worker's `--redis`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,15 +23,18 @@ pub enum Protocol {
     RedisWorkQueue,
     /// droplit's worqr: the tasks of one queue.
     Worqr,
+    /// seomoz's qless: the jobs of some queues.
+    Qless,
 }
 
 impl Protocol {
     /// Every protocol, in the order help texts list them.
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Wasmgear,
         Protocol::GearMonkey,
         Protocol::RedisWorkQueue,
         Protocol::Worqr,
+        Protocol::Qless,
     ];
 
     /// Its name in a spec.
@@ -40,12 +44,18 @@ impl Protocol {
             Protocol::GearMonkey => "gearmonkey",
             Protocol::RedisWorkQueue => "redis-work-queue",
             Protocol::Worqr => "worqr",
+            Protocol::Qless => "qless",
         }
     }
 
     /// Whether its specs name one queue and the function of its jobs (`:QUEUE=FUNCTION`).
     pub fn binds_a_queue(self) -> bool {
         matches!(self, Protocol::RedisWorkQueue | Protocol::Worqr)
+    }
+
+    /// Whether its specs name queues whose jobs name their functions (`:QUEUE[,QUEUE...]`).
+    pub fn names_queues(self) -> bool {
+        matches!(self, Protocol::Qless)
     }
 }
 
@@ -63,6 +73,9 @@ pub struct SourceSpec {
     /// The queue (a key prefix) and the function of its jobs, for the protocols whose
     /// queues carry no function name.
     pub queue: Option<(String, FunctionName)>,
+    /// The queues, in the order they are served, for the protocols whose jobs name their
+    /// function (empty for the others).
+    pub queues: Vec<String>,
     /// The Redis URL given after `@`, if any.
     pub redis: Option<String>,
 }
@@ -78,6 +91,9 @@ impl fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let protocol = match &self.queue {
             Some((queue, function)) => format!("{}:{queue}={function}", self.protocol),
+            None if !self.queues.is_empty() => {
+                format!("{}:{}", self.protocol, self.queues.join(","))
+            }
             None => self.protocol.to_string(),
         };
         match &self.redis {
@@ -136,6 +152,30 @@ impl FromStr for SourceSpec {
             spec: head.to_string(),
             reason,
         };
+        if protocol.names_queues() {
+            let queues: Vec<String> = binding
+                .unwrap_or_default()
+                .split(',')
+                .map(|q| q.trim().to_string())
+                .collect();
+            if queues.iter().any(String::is_empty) {
+                return Err(bad_queue(format!(
+                    "expected {name}:QUEUE or {name}:QUEUE,QUEUE,... (a queue name is empty)"
+                )));
+            }
+            if binding.is_some_and(|b| b.contains('=')) {
+                return Err(bad_queue(format!(
+                    "{name} jobs name their function (their klass); write just {name}:QUEUE"
+                )));
+            }
+            let redis = parse_redis(head, redis)?;
+            return Ok(SourceSpec {
+                protocol,
+                queue: None,
+                queues,
+                redis,
+            });
+        }
         let queue = match (protocol.binds_a_queue(), binding) {
             (false, None) => None,
             (false, Some(_)) => {
@@ -164,32 +204,38 @@ impl FromStr for SourceSpec {
                 Some((queue.to_string(), function))
             }
         };
-        let redis = match redis {
-            None => None,
-            Some(url) => {
-                let shown = format!("{head}@{}", wasmgear_client::connection::redact(url));
-                let parsed = url::Url::parse(url).map_err(|e| SpecError::BadUrl {
-                    spec: shown.clone(),
-                    reason: format!("{e}: expected e.g. {head}@redis://host:6379"),
-                })?;
-                if !matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
-                    return Err(SpecError::BadUrl {
-                        spec: shown,
-                        reason: format!(
-                            "{:?} is no Redis URL scheme (use redis:// or rediss://)",
-                            parsed.scheme()
-                        ),
-                    });
-                }
-                Some(url.to_string())
-            }
-        };
+        let redis = parse_redis(head, redis)?;
         Ok(SourceSpec {
             protocol,
             queue,
+            queues: Vec::new(),
             redis,
         })
     }
+}
+
+/// The Redis URL after a spec's `@`, checked.
+fn parse_redis(head: &str, redis: Option<&str>) -> Result<Option<String>, SpecError> {
+    Ok(match redis {
+        None => None,
+        Some(url) => {
+            let shown = format!("{head}@{}", wasmgear_client::connection::redact(url));
+            let parsed = url::Url::parse(url).map_err(|e| SpecError::BadUrl {
+                spec: shown.clone(),
+                reason: format!("{e}: expected e.g. {head}@redis://host:6379"),
+            })?;
+            if !matches!(parsed.scheme(), "redis" | "rediss" | "redis+unix" | "unix") {
+                return Err(SpecError::BadUrl {
+                    spec: shown,
+                    reason: format!(
+                        "{:?} is no Redis URL scheme (use redis:// or rediss://)",
+                        parsed.scheme()
+                    ),
+                });
+            }
+            Some(url.to_string())
+        }
+    })
 }
 
 #[cfg(test)]
@@ -219,6 +265,11 @@ mod tests {
             crate::worqr::split_queue("thumbs").unwrap(),
             ("worqr".to_string(), "thumbs".to_string())
         );
+        let spec: SourceSpec = "qless:thumbs, mail@redis://h:2".parse().unwrap();
+        assert_eq!(spec.protocol, Protocol::Qless);
+        assert_eq!(spec.queues, ["thumbs", "mail"]);
+        assert_eq!(spec.queue, None);
+        assert_eq!(spec.to_string(), "qless:thumbs,mail@redis://h:2");
         let spec: SourceSpec = "gearmonkey".parse().unwrap();
         assert_eq!(spec.protocol, Protocol::GearMonkey);
         assert_eq!(spec.redis_or("redis://default"), "redis://default");
@@ -235,7 +286,7 @@ mod tests {
     fn bad_specs_say_what_to_write() {
         let error = "gearmonky".parse::<SourceSpec>().unwrap_err().to_string();
         assert!(
-            error.contains("wasmgear, gearmonkey, redis-work-queue, worqr"),
+            error.contains("wasmgear, gearmonkey, redis-work-queue, worqr, qless"),
             "{error}"
         );
         for (spec, says) in [
@@ -247,6 +298,9 @@ mod tests {
             ("worqr:=resize", "queue is empty"),
             ("worqr:my_app:jobs=resize", "underscore"),
             ("worqr::jobs=resize", "worqr:PREFIX:QUEUE=FUNCTION"),
+            ("qless", "a queue name is empty"),
+            ("qless:a,,b", "a queue name is empty"),
+            ("qless:jobs=resize", "klass"),
         ] {
             let error = spec.parse::<SourceSpec>().unwrap_err().to_string();
             assert!(error.contains(says), "{spec}: {error}");

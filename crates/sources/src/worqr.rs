@@ -350,6 +350,7 @@ impl Inner {
             input: task,
             token: pid,
             expires: sent + ttl,
+            ttl,
         }))
     }
 

@@ -536,7 +536,7 @@ impl<S: JobSource> Node<S> {
         mut progress: watch::Receiver<Option<Progress>>,
         cancel: CancelSignal,
     ) {
-        let ttl = self.config.lease_ttl;
+        let ttl = lease.ttl;
         let period = ttl / 3;
         // A failed renewal is tried again sooner, while the lease still has time.
         let retry = (ttl / 12).max(Duration::from_millis(20));

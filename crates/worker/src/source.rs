@@ -71,25 +71,36 @@ pub trait JobSource: Send + Sync + 'static {
     fn worker_id(&self) -> &str;
 
     /// Tells the source which functions this worker serves now (it listens for their new
-    /// work and cancellations).
+    /// work and cancellations). By default there is nothing to tell.
     fn serve(
         &self,
         functions: &[FunctionName],
-    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+    ) -> impl Future<Output = Result<(), SourceError>> + Send {
+        let _ = functions;
+        async { Ok(()) }
+    }
 
-    /// Advertises the worker (`ad`) and its functions for `ttl`; zero takes it out.
+    /// Advertises the worker (`ad`) and its functions for `ttl`; zero takes it out. By
+    /// default the source has no place for that.
     fn advertise(
         &self,
         ad: &WorkerAd,
         functions: &[FunctionName],
         ttl: Duration,
-    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+    ) -> impl Future<Output = Result<(), SourceError>> + Send {
+        let _ = (ad, functions, ttl);
+        async { Ok(()) }
+    }
 
-    /// Takes the worker out of the roll call of `functions` (it no longer serves them).
+    /// Takes the worker out of the roll call of `functions` (it no longer serves them). By
+    /// default there is no roll call.
     fn leave(
         &self,
         functions: &[FunctionName],
-    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+    ) -> impl Future<Output = Result<(), SourceError>> + Send {
+        let _ = functions;
+        async { Ok(()) }
+    }
 
     /// Hands the job back unrun (the worker is shutting down).
     fn release(
@@ -98,11 +109,14 @@ pub trait JobSource: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
     /// Housekeeping the source needs now and then for the functions served (the worker
-    /// calls it with each advertisement).
+    /// calls it with each advertisement). By default there is none.
     fn maintain(
         &self,
         functions: &[FunctionName],
-    ) -> impl Future<Output = Result<(), SourceError>> + Send;
+    ) -> impl Future<Output = Result<(), SourceError>> + Send {
+        let _ = functions;
+        async { Ok(()) }
+    }
 }
 
 impl JobSource for WorkerQueue {

@@ -130,6 +130,7 @@ impl JobSource for Shared {
                 input,
                 token: format!("token-{seq}"),
                 expires: (Instant::now() + ttl).into_std(),
+                ttl,
             });
         }
         Ok(leases)

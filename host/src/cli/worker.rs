@@ -13,8 +13,8 @@ use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
-    AnySource, ConnectError, GearMonkey, Protocol, RetryBackoff, SourceSpec, Sources, WorkQueue,
-    Worqr,
+    AnySource, ConnectError, GearMonkey, Protocol, Qless, RetryBackoff, SourceSpec, Sources,
+    WorkQueue, Worqr,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -32,11 +32,13 @@ pub struct WorkerArgs {
 
     /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`,
     /// `redis-work-queue:PREFIX=FUNCTION` (the items under key prefix PREFIX are jobs of
-    /// FUNCTION) or `worqr:QUEUE=FUNCTION` (the tasks of worqr queue QUEUE;
-    /// `worqr:PREFIX:QUEUE=FUNCTION` under another key prefix than `worqr`), each optionally
-    /// followed by `@redis://HOST:PORT` to read it from another Redis than --redis.
-    /// Repeatable; default: wasmgear's own queue alone.
-    #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ',')]
+    /// FUNCTION), `worqr:QUEUE=FUNCTION` (the tasks of worqr queue QUEUE;
+    /// `worqr:PREFIX:QUEUE=FUNCTION` under another key prefix than `worqr`) or
+    /// `qless:QUEUE[,QUEUE...]` (qless queues, popped in that order; a job's klass names its
+    /// function), each optionally followed by `@redis://HOST:PORT` to read it from another
+    /// Redis than --redis. Repeatable (the variable takes specs separated by spaces);
+    /// default: wasmgear's own queue alone.
+    #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ' ')]
     sources: Vec<SourceSpec>,
 
     /// Serve only these functions (comma-separated), leased in this order; default: every
@@ -206,6 +208,12 @@ async fn connect_sources(
                     .await
                     .map_err(|error| connect_error(error, &label))?;
                 AnySource::GearMonkey(source)
+            }
+            Protocol::Qless => {
+                let source = Qless::connect(&source_url, &spec.queues, id, backoff)
+                    .await
+                    .map_err(|error| connect_error(error, &label))?;
+                AnySource::Qless(source)
             }
             protocol => {
                 let Some((queue, function)) = spec.queue.clone() else {
