@@ -12,8 +12,9 @@
 //! 6. the throughput again with ~1 ms of added latency between the worker and Redis;
 //! 7. the queues people already run: the same no-op jobs put in GearMonkey's lists by the
 //!    spec's commands, in a redis-work-queue by its libraries' commands and in a worqr queue
-//!    by worqr's `enqueue`, drained through `--source`, next to wasmgear's own queue, one
-//!    node at concurrency 16 each.
+//!    by worqr's `enqueue`, and in a qless queue as qless' `put` stores them, drained through
+//!    `--source`, next to wasmgear's own queue, one node at concurrency 16 each; and an idle
+//!    node's latency through qless next to the same on wasmgear's own queue.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
@@ -33,7 +34,7 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_sources::{GearMonkey, RetryBackoff, WorkQueue, Worqr};
+use wasmgear_sources::{GearMonkey, Qless, RetryBackoff, WorkQueue, Worqr};
 use wasmgear_worker::WorkerConfig;
 use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
@@ -158,7 +159,7 @@ fn main() {
     }
     if runs("sources") {
         eprintln!(
-            "[6/7] sources: GearMonkey, redis-work-queue and worqr next to wasmgear's own queue"
+            "[6/7] sources: GearMonkey, redis-work-queue, worqr and qless next to wasmgear's own queue"
         );
         rt.block_on(sources(&plan, &url, &mut rows));
     }
@@ -423,6 +424,55 @@ async fn start_worqr_node(
     run_node(loaded.with_source(source))
 }
 
+/// A node serving qless queue `queue`.
+async fn start_qless_node(url: &str, dir: &Path, concurrency: usize, queue: &str) -> Node {
+    let loaded = node_builder(dir, concurrency).load().unwrap();
+    let queues = [queue.to_string()];
+    let source = Qless::connect(url, &queues, loaded.id(), RetryBackoff::default())
+        .await
+        .unwrap();
+    run_node(loaded.with_source(source))
+}
+
+/// qless' `put` of a job into `queue`, stored as qless stores one (job hash, history entry,
+/// the queue's work set, the `put` event), added to `pipe`.
+fn qless_put(pipe: &mut redis::Pipeline, queue: &str, jid: &str, klass: &str) {
+    let now = epoch_ns(std::time::SystemTime::now()) as f64 / 1e9;
+    pipe.cmd("HSET")
+        .arg(format!("ql:j:{jid}"))
+        .arg(&[
+            ("jid", jid),
+            ("klass", klass),
+            ("data", "\"x\""),
+            ("priority", "0"),
+            ("tags", "{}"),
+            ("state", "waiting"),
+            ("worker", ""),
+            ("expires", "0"),
+            ("queue", queue),
+            ("retries", "5"),
+            ("remaining", "5"),
+        ])
+        .arg("time")
+        .arg(format!("{now:.6}"))
+        .ignore();
+    let put = serde_json::json!([now.floor() as i64, "put", {"q": queue}]);
+    pipe.cmd("RPUSH")
+        .arg(format!("ql:j:{jid}-history"))
+        .arg(put.to_string())
+        .ignore();
+    pipe.cmd("ZADD")
+        .arg(format!("ql:q:{queue}-work"))
+        .arg(-now / 1e10)
+        .arg(jid)
+        .ignore();
+    let event = serde_json::json!({"jid": jid, "event": "put", "queue": queue});
+    pipe.cmd("PUBLISH")
+        .arg("ql:log")
+        .arg(event.to_string())
+        .ignore();
+}
+
 fn run_node<S: JobSource>(worker: Worker<S>) -> Node {
     assert!(worker.problems().is_empty(), "{:?}", worker.problems());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -616,40 +666,8 @@ async fn queue_numbers(
 
     // Latency: an idle node, one job at a time.
     let node = start_node(url, plugins.path(), 4).await;
-    let clock = FunctionName::new("clock").unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (mut entry, mut result) = (Vec::new(), Vec::new());
-    for _ in 0..plan.latency {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let sent = std::time::SystemTime::now();
-        let started = Instant::now();
-        let id = client
-            .enqueue(&clock, b"", &EnqueueOptions::default())
-            .await
-            .unwrap();
-        let status = client
-            .wait(&id, Some(Duration::from_secs(10)), |_| {})
-            .await
-            .unwrap();
-        result.push(started.elapsed());
-        let entered: u128 = String::from_utf8_lossy(status.output.as_deref().unwrap_or_default())
-            .parse()
-            .unwrap();
-        let sent_ns = sent
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        entry.push(Duration::from_nanos(entered.saturating_sub(sent_ns) as u64));
-        if std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some() {
-            let leased = status.record.history[0].started_ms.unwrap_or(0) as u128 * 1_000_000;
-            eprintln!(
-                "enqueue→lease {:.2} ms, lease→entry {:.2} ms, created→lease {} ms",
-                (leased as f64 - sent_ns as f64) / 1e6,
-                (entered as f64 - leased as f64) / 1e6,
-                status.record.history[0].started_ms.unwrap_or(0) - status.record.created_ms
-            );
-        }
-    }
+    let (mut entry, mut result) = own_latency(&client, plan.latency).await;
     node.stop().await;
     let (e50, e99) = percentiles(&mut entry);
     let (r50, r99) = percentiles(&mut result);
@@ -679,6 +697,49 @@ async fn queue_numbers(
         let theirs = bull(key, p);
         rows.push(row(what, ms(ours), show(theirs), ratio(ours, theirs)));
     }
+}
+
+/// An idle node's latency on wasmgear's own queue, one `clock` job at a time: enqueue →
+/// guest entry and enqueue → result seen by a waiting client, `samples` of each.
+async fn own_latency(client: &Client, samples: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let clock = FunctionName::new("clock").unwrap();
+    let (mut entry, mut result) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let sent = std::time::SystemTime::now();
+        let started = Instant::now();
+        let id = client
+            .enqueue(&clock, b"", &EnqueueOptions::default())
+            .await
+            .unwrap();
+        let status = client
+            .wait(&id, Some(Duration::from_secs(10)), |_| {})
+            .await
+            .unwrap();
+        result.push(started.elapsed());
+        let entered: u128 = String::from_utf8_lossy(status.output.as_deref().unwrap_or_default())
+            .parse()
+            .unwrap();
+        let sent_ns = epoch_ns(sent);
+        entry.push(Duration::from_nanos(entered.saturating_sub(sent_ns) as u64));
+        if std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some() {
+            let leased = status.record.history[0].started_ms.unwrap_or(0) as u128 * 1_000_000;
+            eprintln!(
+                "enqueue→lease {:.2} ms, lease→entry {:.2} ms, created→lease {} ms",
+                (leased as f64 - sent_ns as f64) / 1e6,
+                (entered as f64 - leased as f64) / 1e6,
+                status.record.history[0].started_ms.unwrap_or(0) - status.record.created_ms
+            );
+        }
+    }
+    (entry, result)
+}
+
+/// Nanoseconds since the epoch at `sent`.
+fn epoch_ns(sent: std::time::SystemTime) -> u128 {
+    sent.duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
 }
 
 /// 5. What one Redis core does with a trivial script.
@@ -871,13 +932,18 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     const CONCURRENCY: usize = 16;
     let jobs = plan.jobs / 5;
     let plugins = tempfile::tempdir().unwrap();
-    for name in ["own-queue", "gearmonkey", "work-queue", "worqr"] {
+    for name in ["own-queue", "gearmonkey", "work-queue", "worqr", "qless"] {
         std::fs::copy(
             wasmgear_test_artifacts::ECHO,
             plugins.path().join(format!("{name}.wasm")),
         )
         .unwrap();
     }
+    std::fs::copy(
+        wasmgear_test_artifacts::CLOCK,
+        plugins.path().join("clock.wasm"),
+    )
+    .unwrap();
     let client = Client::connect(url).await.unwrap();
     let own = FunctionName::new("own-queue").unwrap();
     bulk_enqueue(&client, &own, jobs).await;
@@ -1015,4 +1081,108 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
         per_s(own_rate),
         times(worqr_rate, own_rate),
     ));
+
+    // qless: jobs stored as qless' `put` stores them, klass `jobs.qless`.
+    for chunk in ids.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for id in chunk {
+            qless_put(&mut pipe, "bench", &format!("bench-{id}"), "jobs.qless");
+        }
+        let () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    let started = Instant::now();
+    let node = start_qless_node(url, plugins.path(), CONCURRENCY, "bench").await;
+    until_empty(
+        &mut conn,
+        [("ZCARD", "ql:q:bench-work"), ("ZCARD", "ql:q:bench-locks")],
+    )
+    .await;
+    let qless_rate = jobs as f64 / started.elapsed().as_secs_f64();
+    node.stop().await;
+    let state: String = redis::cmd("HGET")
+        .arg(format!("ql:j:bench-{jobs}"))
+        .arg("state")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(state, "complete");
+    rows.push(row(
+        format!(
+            "drain {jobs} jobs, concurrency {CONCURRENCY}: --source qless (peer: wasmgear's own queue)"
+        ),
+        per_s(qless_rate),
+        per_s(own_rate),
+        times(qless_rate, own_rate),
+    ));
+
+    // Latency of an idle node, one `clock` job at a time: qless' put → guest entry and → the
+    // `completed` event, next to the same on wasmgear's own queue.
+    let samples = plan.latency.min(200);
+    let node = start_node(url, plugins.path(), 4).await;
+    let (mut own_entry, mut own_result) = own_latency(&client, samples).await;
+    node.stop().await;
+    let node = start_qless_node(url, plugins.path(), 4, "tick").await;
+    let mut events = redis::Client::open(url)
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    events.subscribe("ql:log").await.unwrap();
+    let mut events = events.into_on_message();
+    let (mut entry, mut result) = (Vec::new(), Vec::new());
+    for n in 0..samples {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let jid = format!("tick-{n}");
+        let sent = std::time::SystemTime::now();
+        let started = Instant::now();
+        let mut pipe = redis::pipe();
+        qless_put(pipe.atomic(), "tick", &jid, "clock");
+        let () = pipe.query_async(&mut conn).await.unwrap();
+        loop {
+            let message = tokio::time::timeout(
+                Duration::from_secs(10),
+                futures_util::StreamExt::next(&mut events),
+            )
+            .await
+            .expect("a qless event in time")
+            .expect("the subscription open");
+            let event: serde_json::Value =
+                serde_json::from_str(&message.get_payload::<String>().unwrap()).unwrap();
+            if event["event"] == "completed" && event["jid"] == jid.as_str() {
+                break;
+            }
+        }
+        result.push(started.elapsed());
+        let output: String = redis::cmd("HGET")
+            .arg(format!("ql:j:{jid}"))
+            .arg("output")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let entered: u128 = output.parse().unwrap();
+        entry.push(Duration::from_nanos(
+            entered.saturating_sub(epoch_ns(sent)) as u64
+        ));
+    }
+    node.stop().await;
+    for (what, ours, own) in [
+        (
+            "latency: qless put → guest entry, p50 (peer: own queue)",
+            &mut entry,
+            &mut own_entry,
+        ),
+        (
+            "latency: qless put → completed event, p50 (peer: own queue's result)",
+            &mut result,
+            &mut own_result,
+        ),
+    ] {
+        let (p50, p99) = percentiles(ours);
+        let (own50, own99) = percentiles(own);
+        let the_time = |ours: Duration, own: Duration| {
+            format!("{:.2}× the time", ours.as_secs_f64() / own.as_secs_f64())
+        };
+        rows.push(row(what, ms(p50), ms(own50), the_time(p50, own50)));
+        rows.push(row("  same, p99", ms(p99), ms(own99), the_time(p99, own99)));
+    }
 }
