@@ -12,9 +12,10 @@
 //! 6. the throughput again with ~1 ms of added latency between the worker and Redis;
 //! 7. the queues people already run: the same no-op jobs put in GearMonkey's lists by the
 //!    spec's commands, in a redis-work-queue by its libraries' commands and in a worqr queue
-//!    by worqr's `enqueue`, and in a qless queue as qless' `put` stores them, drained through
-//!    `--source`, next to wasmgear's own queue, one node at concurrency 16 each; and an idle
-//!    node's latency through qless next to the same on wasmgear's own queue.
+//!    by worqr's `enqueue`, in a qless queue as qless' `put` stores them and in a gearmand by
+//!    `SUBMIT_JOB_BG`, drained through `--source`, next to wasmgear's own queue, one node at
+//!    concurrency 16 each; and an idle node's latency through qless and gearmand next to the
+//!    same on wasmgear's own queue.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
@@ -34,7 +35,8 @@ use wasmgear_client::{Client, EnqueueOptions};
 use wasmgear_proto::{FunctionName, Outcome};
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
-use wasmgear_sources::{GearMonkey, Qless, RetryBackoff, WorkQueue, Worqr};
+use wasmgear_sources::gearman::{self as gm, Command as Gm};
+use wasmgear_sources::{GearMonkey, Gearman, Qless, RetryBackoff, WorkQueue, Worqr};
 use wasmgear_worker::WorkerConfig;
 use wasmgear_worker::{JobSource, Worker, WorkerBuilder};
 
@@ -159,7 +161,7 @@ fn main() {
     }
     if runs("sources") {
         eprintln!(
-            "[6/7] sources: GearMonkey, redis-work-queue, worqr and qless next to wasmgear's own queue"
+            "[6/7] sources: GearMonkey, redis-work-queue, worqr, qless and Gearman next to wasmgear's own queue"
         );
         rt.block_on(sources(&plan, &url, &mut rows));
     }
@@ -432,6 +434,75 @@ async fn start_qless_node(url: &str, dir: &Path, concurrency: usize, queue: &str
         .await
         .unwrap();
     run_node(loaded.with_source(source))
+}
+
+/// A node working for the gearmand at `address`.
+async fn start_gearman_node(address: &str, dir: &Path, concurrency: usize) -> Node {
+    let loaded = node_builder(dir, concurrency).load().unwrap();
+    let source = Gearman::connect(&[address.to_string()], loaded.id())
+        .await
+        .unwrap();
+    run_node(loaded.with_source(source))
+}
+
+/// A `gearmand` of the benchmark's own on a free port (killed when dropped), or `None` when
+/// it is not installed.
+struct BenchGearmand(std::process::Child, u16);
+
+impl BenchGearmand {
+    fn start() -> Option<Self> {
+        let port = wasmgear_client::redis_server::free_port();
+        let program = match Path::new("/usr/sbin/gearmand").exists() {
+            true => "/usr/sbin/gearmand",
+            false => "gearmand",
+        };
+        let child = std::process::Command::new(program)
+            .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--log-file=none", "--threads", "1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(BenchGearmand(child, port))
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.1)
+    }
+
+    /// The jobs of `function` gearmand still holds (queued or running), by its `status`
+    /// admin command.
+    fn jobs_of(&self, function: &str) -> u64 {
+        let mut admin = TcpStream::connect(("127.0.0.1", self.1)).unwrap();
+        admin.write_all(b"status\n").unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        while !text.ends_with(".\n") {
+            let n = admin.read(&mut buf).unwrap();
+            assert!(n > 0, "gearmand closed the admin connection");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        text.lines()
+            .find_map(|line| {
+                let mut fields = line.split('\t');
+                (fields.next() == Some(function)).then(|| fields.next()?.parse().ok())?
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for BenchGearmand {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// qless' `put` of a job into `queue`, stored as qless stores one (job hash, history entry,
@@ -932,7 +1003,14 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     const CONCURRENCY: usize = 16;
     let jobs = plan.jobs / 5;
     let plugins = tempfile::tempdir().unwrap();
-    for name in ["own-queue", "gearmonkey", "work-queue", "worqr", "qless"] {
+    for name in [
+        "own-queue",
+        "gearmonkey",
+        "work-queue",
+        "worqr",
+        "qless",
+        "gearman",
+    ] {
         std::fs::copy(
             wasmgear_test_artifacts::ECHO,
             plugins.path().join(format!("{name}.wasm")),
@@ -1115,11 +1193,54 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
         times(qless_rate, own_rate),
     ));
 
+    // Gearman: background jobs submitted to a gearmand, pipelined.
+    let gearman_latency = match BenchGearmand::start() {
+        Some(gearmand) => {
+            let address = gearmand.address();
+            let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
+            // In batches, reading the replies of each: gearmand stops reading a client whose
+            // replies it cannot write.
+            for chunk in ids.chunks(500) {
+                let mut batch = Vec::new();
+                for _ in chunk {
+                    batch.extend(gm::request(Gm::SubmitJobBg, &[b"gearman", b"", b"x"]));
+                }
+                tokio::io::AsyncWriteExt::write_all(&mut client, &batch)
+                    .await
+                    .unwrap();
+                for _ in chunk {
+                    let created = gm::read_packet(&mut client).await.unwrap();
+                    assert_eq!(created.kind, Gm::JobCreated as u32);
+                }
+            }
+            let started = Instant::now();
+            let node = start_gearman_node(&address, plugins.path(), CONCURRENCY).await;
+            while gearmand.jobs_of("gearman") > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let gearman_rate = jobs as f64 / started.elapsed().as_secs_f64();
+            node.stop().await;
+            rows.push(row(
+                format!(
+                    "drain {jobs} jobs, concurrency {CONCURRENCY}: --source gearman (peer: wasmgear's own queue)"
+                ),
+                per_s(gearman_rate),
+                per_s(own_rate),
+                times(gearman_rate, own_rate),
+            ));
+            Some(gearmand)
+        }
+        None => {
+            eprintln!("gearmand is not installed (scripts/setup installs it): Gearman left out");
+            None
+        }
+    };
+
     // Latency of an idle node, one `clock` job at a time: qless' put → guest entry and → the
     // `completed` event, next to the same on wasmgear's own queue.
     let samples = plan.latency.min(200);
     let node = start_node(url, plugins.path(), 4).await;
-    let (mut own_entry, mut own_result) = own_latency(&client, samples).await;
+    let (own_entry, own_result) = own_latency(&client, samples).await;
     node.stop().await;
     let node = start_qless_node(url, plugins.path(), 4, "tick").await;
     let mut events = redis::Client::open(url)
@@ -1165,18 +1286,61 @@ async fn sources(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
         ));
     }
     node.stop().await;
-    for (what, ours, own) in [
+    // The same through gearmand: SUBMIT_JOB, then its WORK_COMPLETE.
+    let (mut gm_entry, mut gm_result) = (Vec::new(), Vec::new());
+    if let Some(gearmand) = &gearman_latency {
+        let address = gearmand.address();
+        let node = start_gearman_node(&address, plugins.path(), 4).await;
+        let mut client = tokio::net::TcpStream::connect(&address).await.unwrap();
+        client.set_nodelay(true).unwrap();
+        for _ in 0..samples {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let sent = std::time::SystemTime::now();
+            let started = Instant::now();
+            let submit = gm::request(Gm::SubmitJob, &[b"clock", b"", b""]);
+            tokio::io::AsyncWriteExt::write_all(&mut client, &submit)
+                .await
+                .unwrap();
+            let output = loop {
+                let packet = gm::read_packet(&mut client).await.unwrap();
+                if packet.kind == Gm::WorkComplete as u32 {
+                    break packet.args(2).unwrap()[1].to_vec();
+                }
+            };
+            gm_result.push(started.elapsed());
+            let entered: u128 = String::from_utf8_lossy(&output).parse().unwrap();
+            gm_entry.push(Duration::from_nanos(
+                entered.saturating_sub(epoch_ns(sent)) as u64
+            ));
+        }
+        node.stop().await;
+    }
+    let mut pairs = vec![
         (
             "latency: qless put → guest entry, p50 (peer: own queue)",
-            &mut entry,
-            &mut own_entry,
+            entry,
+            own_entry.clone(),
         ),
         (
             "latency: qless put → completed event, p50 (peer: own queue's result)",
-            &mut result,
-            &mut own_result,
+            result,
+            own_result.clone(),
         ),
-    ] {
+    ];
+    if !gm_entry.is_empty() {
+        pairs.push((
+            "latency: Gearman SUBMIT_JOB → guest entry, p50 (peer: own queue)",
+            gm_entry,
+            own_entry,
+        ));
+        pairs.push((
+            "latency: Gearman SUBMIT_JOB → WORK_COMPLETE, p50 (peer: own queue's result)",
+            gm_result,
+            own_result,
+        ));
+    }
+    for (what, mut ours, mut own) in pairs {
+        let (ours, own) = (&mut ours, &mut own);
         let (p50, p99) = percentiles(ours);
         let (own50, own99) = percentiles(own);
         let the_time = |ours: Duration, own: Duration| {

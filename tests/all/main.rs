@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod commands;
 mod features;
+mod gearman;
 mod hardening;
 mod languages;
 mod lease;

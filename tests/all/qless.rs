@@ -269,3 +269,31 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
     });
     assert_eq!(job(&redis, &jid)["state"], "complete");
 }
+
+/// A scheduled job waits until it is due, a recurring job makes a job each interval (named
+/// `JID-N`, as qless names them), and the day's statistics count the waits and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_and_recurring_jobs_run_when_due_and_statistics_count_them() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["reverse"]);
+    let _worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:timed"]);
+    let later = put(&redis, "timed", "reverse", r#""later""#, &["delay=2"]);
+    assert_eq!(job(&redis, &later)["state"], "scheduled");
+    let recurring = qless_py(
+        &redis.url(),
+        &["recur", "timed", "reverse", r#""tick""#, "1"],
+    );
+    let recurring = recurring.as_str().expect("a jid").to_string();
+    let done = job_in_state(&redis, &later, "complete").await;
+    assert_eq!(done["output"], "retal", "{done}");
+    for n in [1, 2] {
+        let child = format!("{recurring}-{n}");
+        let done = job_in_state(&redis, &child, "complete").await;
+        assert_eq!(done["output"], "kcit", "{done}");
+    }
+    let stats = qless_py(&redis.url(), &["stats", "timed"]);
+    for what in ["wait", "run"] {
+        let count = stats[what]["count"].as_u64().unwrap_or(0);
+        assert!(count >= 3, "{what}: {stats}");
+    }
+}

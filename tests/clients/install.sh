@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real client libraries of the queues wasmgear serves, for the tests that drive a
-# worker with them: redis-work-queue 0.1.5 for Python (PyPI) and for Node.js (npm), and
-# qless-py 0.11.4 (PyPI), each under ${WASMGEAR_TOOLS:-~/.cache/wasmgear-tools}. Idempotent:
-# what is there is left alone.
+# worker with them: redis-work-queue 0.1.5 for Python (PyPI) and for Node.js (npm),
+# qless-py 0.11.4 and python3-gearman 0.1.0 (PyPI), each under
+# ${WASMGEAR_TOOLS:-~/.cache/wasmgear-tools}. Idempotent: what is there is left alone.
 set -euo pipefail
 
 tools="${WASMGEAR_TOOLS:-$HOME/.cache/wasmgear-tools}"
@@ -37,4 +37,12 @@ core=$(echo "$qless"/lib/python3*/site-packages/qless/qless-core/qless.lua)
 if grep -q '^function table\.extend' "$core"; then
     sed -i -e 's/^function table\.extend(self, other)/local function table_extend(self, other)/' \
         -e 's/table\.extend(jids,/table_extend(jids,/g' "$core"
+fi
+
+gearman_py="$tools/python3-gearman-0.1.0"
+if [[ ! -x "$gearman_py/bin/python" ]] || ! "$gearman_py/bin/python" -c 'import python3_gearman' 2>/dev/null; then
+    echo "installing python3-gearman 0.1.0 (PyPI) into $gearman_py" >&2
+    rm -rf "$gearman_py"
+    python3 -m venv "$gearman_py"
+    "$gearman_py/bin/pip" install --quiet "python3-gearman==0.1.0"
 fi

@@ -78,6 +78,11 @@ def main():
         result = client.workers[args[0]]
     elif command == "counts":
         result = client.queues[args[0]].counts
+    elif command == "recur":
+        queue, klass, data, interval = args
+        result = client.queues[queue].recur(klass, json.loads(data), int(interval))
+    elif command == "stats":
+        result = client.queues[args[0]].stats()
     else:
         sys.exit(f"unknown command {command!r}")
     print(json.dumps(result))

@@ -69,20 +69,44 @@ pub fn rwq_node(url: &str, prefix: &str, args: &[&str]) -> Output {
     run(command, &format!("redis-work-queue (Node.js) {args:?}"))
 }
 
-/// `python qless_py.py URL ARGS...` with qless-py 0.11.4 from PyPI: its JSON answer.
-pub fn qless_py(url: &str, args: &[&str]) -> serde_json::Value {
-    let python = tools().join("qless-py-0.11.4/bin/python");
+/// `python SCRIPT FIRST ARGS...` with the Python of `venv` (under the tools directory):
+/// the JSON it prints. `library` names the library for messages.
+fn python_json(
+    venv: &str,
+    library: &str,
+    script_name: &str,
+    first: &str,
+    args: &[&str],
+) -> serde_json::Value {
+    let python = tools().join(venv).join("bin/python");
     assert!(
         python.exists(),
         "{python:?} is missing: run tests/clients/install.sh (scripts/setup does)"
     );
     let mut command = Command::new(python);
-    command.arg(script("qless_py.py")).arg(url).args(args);
-    let out = run(command, &format!("qless-py {args:?}"));
+    command.arg(script(script_name)).arg(first).args(args);
+    let out = run(command, &format!("{library} {args:?}"));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "qless-py {args:?} printed no JSON ({e}): {}",
+            "{library} {args:?} printed no JSON ({e}): {}",
             String::from_utf8_lossy(&out.stdout)
         )
     })
+}
+
+/// `python qless_py.py URL ARGS...` with qless-py 0.11.4 from PyPI: its JSON answer.
+pub fn qless_py(url: &str, args: &[&str]) -> serde_json::Value {
+    python_json("qless-py-0.11.4", "qless-py", "qless_py.py", url, args)
+}
+
+/// `python gearman_py.py SERVER FUNCTION DATA [bg]` with python3-gearman 0.1.0 from PyPI:
+/// what the client saw.
+pub fn gearman_py(server: &str, args: &[&str]) -> serde_json::Value {
+    python_json(
+        "python3-gearman-0.1.0",
+        "python3-gearman",
+        "gearman_py.py",
+        server,
+        args,
+    )
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod clients;
+pub mod gearmand;
 pub mod gearmonkey;
 pub mod proxy;
 pub mod worqr;

@@ -161,6 +161,14 @@ pub enum ConnectError {
         /// The protocol.
         protocol: &'static str,
     },
+    /// A server of a protocol other than Redis could not be reached.
+    #[error("{what} cannot be reached ({error}): start it, or fix the address")]
+    Unreachable {
+        /// What was to be reached.
+        what: String,
+        /// Why not.
+        error: String,
+    },
 }
 
 /// A worker's connection to GearMonkey queues.

@@ -6,9 +6,11 @@
 //! - [`rwq`]: MeVitae's redis-work-queue: the items under one key prefix.
 //! - [`worqr`]: droplit's worqr: the tasks of one queue.
 //! - [`qless`]: seomoz's qless: the jobs of some queues, a job's klass naming its function.
+//! - [`gearman`]: Gearman: a worker of gearmand servers, over Gearman's binary protocol.
 //! - [`multi`]: several sources served by one worker.
 //! - [`spec`]: the `--source` specs that name them.
 
+pub mod gearman;
 pub mod gearmonkey;
 pub mod multi;
 pub mod qless;
@@ -16,6 +18,7 @@ pub mod rwq;
 pub mod spec;
 pub mod worqr;
 
+pub use gearman::Gearman;
 pub use multi::{AnySource, Sources};
 pub use qless::{Qless, QlessKeys};
 pub use rwq::{WorkQueue, WorkQueueKeys};

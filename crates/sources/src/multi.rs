@@ -16,7 +16,7 @@ use wasmgear_proto::{
 };
 use wasmgear_worker::{JobSource, SourceError};
 
-use crate::{AbortOnDrop, GearMonkey, Qless, WorkQueue, Worqr};
+use crate::{AbortOnDrop, GearMonkey, Gearman, Qless, WorkQueue, Worqr};
 
 /// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
 pub(crate) const CANCEL_BUFFER: usize = 1024;
@@ -33,6 +33,8 @@ pub enum AnySource {
     Worqr(Worqr),
     /// Some qless queues.
     Qless(Qless),
+    /// Some gearmand servers.
+    Gearman(Gearman),
 }
 
 /// Calls `$call` on whichever source `$source` is.
@@ -44,6 +46,7 @@ macro_rules! each {
             AnySource::WorkQueue($inner) => $call,
             AnySource::Worqr($inner) => $call,
             AnySource::Qless($inner) => $call,
+            AnySource::Gearman($inner) => $call,
         }
     };
 }

@@ -5,7 +5,8 @@
 //! of worqr queue `QUEUE`; `worqr:PREFIX:QUEUE=FUNCTION` under another `redisKeyPrefix`
 //! than `worqr`) or `qless:QUEUE[,QUEUE...]` (qless queues, popped in that order; each job's
 //! `klass` names its function), each optionally followed by `@redis://...` to read that
-//! source from another Redis than the worker's `--redis`.
+//! source from another Redis than the worker's `--redis`; or `gearman://HOST[:PORT][,...]`
+//! (gearmand servers; a job's function names its plugin).
 
 use std::fmt;
 use std::str::FromStr;
@@ -25,16 +26,19 @@ pub enum Protocol {
     Worqr,
     /// seomoz's qless: the jobs of some queues.
     Qless,
+    /// Gearman: a worker of some gearmand servers.
+    Gearman,
 }
 
 impl Protocol {
     /// Every protocol, in the order help texts list them.
-    pub const ALL: [Protocol; 5] = [
+    pub const ALL: [Protocol; 6] = [
         Protocol::Wasmgear,
         Protocol::GearMonkey,
         Protocol::RedisWorkQueue,
         Protocol::Worqr,
         Protocol::Qless,
+        Protocol::Gearman,
     ];
 
     /// Its name in a spec.
@@ -45,6 +49,7 @@ impl Protocol {
             Protocol::RedisWorkQueue => "redis-work-queue",
             Protocol::Worqr => "worqr",
             Protocol::Qless => "qless",
+            Protocol::Gearman => "gearman",
         }
     }
 
@@ -76,6 +81,8 @@ pub struct SourceSpec {
     /// The queues, in the order they are served, for the protocols whose jobs name their
     /// function (empty for the others).
     pub queues: Vec<String>,
+    /// The gearmand servers (`HOST[:PORT]`), for Gearman.
+    pub servers: Vec<String>,
     /// The Redis URL given after `@`, if any.
     pub redis: Option<String>,
 }
@@ -89,6 +96,9 @@ impl SourceSpec {
 
 impl fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.protocol == Protocol::Gearman {
+            return write!(f, "gearman://{}", self.servers.join(","));
+        }
         let protocol = match &self.queue {
             Some((queue, function)) => format!("{}:{queue}={function}", self.protocol),
             None if !self.queues.is_empty() => {
@@ -136,6 +146,9 @@ impl FromStr for SourceSpec {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let text = text.trim();
+        if let Some(servers) = text.strip_prefix("gearman://") {
+            return gearman_spec(text, servers);
+        }
         let (head, redis) = match text.split_once('@') {
             Some((head, url)) => (head, Some(url)),
             None => (text, None),
@@ -152,6 +165,11 @@ impl FromStr for SourceSpec {
             spec: head.to_string(),
             reason,
         };
+        if protocol == Protocol::Gearman {
+            return Err(bad_queue(
+                "expected gearman://HOST[:PORT][,HOST[:PORT]...]".to_string(),
+            ));
+        }
         if protocol.names_queues() {
             let queues: Vec<String> = binding
                 .unwrap_or_default()
@@ -173,6 +191,7 @@ impl FromStr for SourceSpec {
                 protocol,
                 queue: None,
                 queues,
+                servers: Vec::new(),
                 redis,
             });
         }
@@ -209,9 +228,43 @@ impl FromStr for SourceSpec {
             protocol,
             queue,
             queues: Vec::new(),
+            servers: Vec::new(),
             redis,
         })
     }
+}
+
+/// `gearman://HOST[:PORT][,HOST[:PORT]...]`: the servers, checked.
+fn gearman_spec(spec: &str, servers: &str) -> Result<SourceSpec, SpecError> {
+    let bad = |reason: String| SpecError::BadUrl {
+        spec: spec.to_string(),
+        reason,
+    };
+    let mut list = Vec::new();
+    for server in servers.split(',').map(str::trim) {
+        let (host, port) = match server.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (server, None),
+        };
+        if host.is_empty() || host.contains(['/', '@', ' ']) {
+            return Err(bad(format!(
+                "{server:?} is no gearmand address: expected gearman://HOST[:PORT][,HOST[:PORT]...]"
+            )));
+        }
+        if let Some(port) = port
+            && port.parse::<u16>().map_or(true, |p| p == 0)
+        {
+            return Err(bad(format!("{port:?} is no port (1 to 65535)")));
+        }
+        list.push(server.to_string());
+    }
+    Ok(SourceSpec {
+        protocol: Protocol::Gearman,
+        queue: None,
+        queues: Vec::new(),
+        servers: list,
+        redis: None,
+    })
 }
 
 /// The Redis URL after a spec's `@`, checked.
@@ -270,6 +323,10 @@ mod tests {
         assert_eq!(spec.queues, ["thumbs", "mail"]);
         assert_eq!(spec.queue, None);
         assert_eq!(spec.to_string(), "qless:thumbs,mail@redis://h:2");
+        let spec: SourceSpec = "gearman://gm1,gm2:4731".parse().unwrap();
+        assert_eq!(spec.protocol, Protocol::Gearman);
+        assert_eq!(spec.servers, ["gm1", "gm2:4731"]);
+        assert_eq!(spec.to_string(), "gearman://gm1,gm2:4731");
         let spec: SourceSpec = "gearmonkey".parse().unwrap();
         assert_eq!(spec.protocol, Protocol::GearMonkey);
         assert_eq!(spec.redis_or("redis://default"), "redis://default");
@@ -286,7 +343,7 @@ mod tests {
     fn bad_specs_say_what_to_write() {
         let error = "gearmonky".parse::<SourceSpec>().unwrap_err().to_string();
         assert!(
-            error.contains("wasmgear, gearmonkey, redis-work-queue, worqr, qless"),
+            error.contains("wasmgear, gearmonkey, redis-work-queue, worqr, qless, gearman"),
             "{error}"
         );
         for (spec, says) in [
@@ -301,6 +358,11 @@ mod tests {
             ("qless", "a queue name is empty"),
             ("qless:a,,b", "a queue name is empty"),
             ("qless:jobs=resize", "klass"),
+            ("gearman://", "no gearmand address"),
+            ("gearman://gm:99999", "no port"),
+            ("gearman://gm,,gm2", "no gearmand address"),
+            ("gearman", "gearman://HOST"),
+            ("gearman:gm", "gearman://HOST"),
         ] {
             let error = spec.parse::<SourceSpec>().unwrap_err().to_string();
             assert!(error.contains(says), "{spec}: {error}");

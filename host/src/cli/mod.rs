@@ -226,6 +226,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
         if cause.is::<UsageError>() || cause.is::<wasmgear_proto::NameError>() {
             return exit::USAGE;
         }
+        if let Some(wasmgear_sources::ConnectError::Unreachable { .. }) = cause.downcast_ref() {
+            return exit::UNREACHABLE;
+        }
         if let Some(e) = cause.downcast_ref::<QueueError>() {
             return match e {
                 QueueError::NoSuchJob(_) | QueueError::NoSuchFunction(_) => exit::NOT_FOUND,

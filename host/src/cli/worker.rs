@@ -13,8 +13,8 @@ use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
-    AnySource, ConnectError, GearMonkey, Protocol, Qless, RetryBackoff, SourceSpec, Sources,
-    WorkQueue, Worqr,
+    AnySource, ConnectError, GearMonkey, Gearman, Protocol, Qless, RetryBackoff, SourceSpec,
+    Sources, WorkQueue, Worqr,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -36,7 +36,8 @@ pub struct WorkerArgs {
     /// `worqr:PREFIX:QUEUE=FUNCTION` under another key prefix than `worqr`) or
     /// `qless:QUEUE[,QUEUE...]` (qless queues, popped in that order; a job's klass names its
     /// function), each optionally followed by `@redis://HOST:PORT` to read it from another
-    /// Redis than --redis. Repeatable (the variable takes specs separated by spaces);
+    /// Redis than --redis; or `gearman://HOST[:PORT][,HOST[:PORT]...]` (a Gearman worker of
+    /// those gearmand servers). Repeatable (the variable takes specs separated by spaces);
     /// default: wasmgear's own queue alone.
     #[arg(long = "source", env = "WASMGEAR_SOURCES", value_delimiter = ' ')]
     sources: Vec<SourceSpec>,
@@ -209,6 +210,12 @@ async fn connect_sources(
                     .map_err(|error| connect_error(error, &label))?;
                 AnySource::GearMonkey(source)
             }
+            Protocol::Gearman => {
+                let source = Gearman::connect(&spec.servers, id)
+                    .await
+                    .map_err(|error| connect_error(error, &label))?;
+                AnySource::Gearman(source)
+            }
             Protocol::Qless => {
                 let source = Qless::connect(&source_url, &spec.queues, id, backoff)
                     .await
@@ -263,6 +270,9 @@ fn connect_error(error: ConnectError, label: &str) -> anyhow::Error {
     match error {
         // Kept whole, so that the exit code says why.
         ConnectError::Queue(error) => anyhow::Error::from(error).context(format!("source {label}")),
+        error @ ConnectError::Unreachable { .. } => {
+            anyhow::Error::from(error).context(format!("source {label}"))
+        }
         error => super::usage(format!("source {label}: {error}")),
     }
 }

@@ -1,0 +1,116 @@
+//! A real `gearmand` (Debian's gearman-job-server) of the test's own on a free port, and the
+//! `gearman` / `gearadmin` command-line tools pointed at it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `gearmand` on a free loopback port; its log is printed if the test fails.
+pub struct Gearmand {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Gearmand {
+    /// Starts one on a free port and waits until it accepts connections.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = wasmgear_client::redis_server::free_port();
+        let log = dir.path().join("gearmand.log");
+        let child = spawn(port, &log);
+        let gearmand = Gearmand {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        gearmand.wait_ready();
+        gearmand
+    }
+
+    /// Its address, `127.0.0.1:PORT`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The `--source` spec of a worker of it.
+    pub fn spec(&self) -> String {
+        format!("gearman://{}", self.address())
+    }
+
+    /// Stops it and starts it again on the same port (its queue is in memory: jobs waiting
+    /// are gone).
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(self.port, &self.log);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "gearmand did not listen on {}: {}",
+                self.port,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `gearman -h 127.0.0.1 -p PORT ARGS...`, the client tool.
+    pub fn client(&self, args: &[&str]) -> Output {
+        self.tool("gearman", args)
+    }
+
+    /// `gearadmin -h 127.0.0.1 -p PORT ARGS...`.
+    pub fn admin(&self, args: &[&str]) -> String {
+        let out = self.tool("gearadmin", args);
+        assert!(out.status.success(), "gearadmin {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn tool(&self, tool: &str, args: &[&str]) -> Output {
+        Command::new(tool)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{tool}: {e} (scripts/setup installs gearman-tools)"))
+    }
+}
+
+fn spawn(port: u16, log: &std::path::Path) -> Child {
+    // Debian puts it in /usr/sbin, which a user's PATH may lack.
+    let program = match std::path::Path::new("/usr/sbin/gearmand").exists() {
+        true => "/usr/sbin/gearmand",
+        false => "gearmand",
+    };
+    Command::new(program)
+        .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
+        .arg(format!("--log-file={}", log.display()))
+        .args(["--verbose", "INFO"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start gearmand (scripts/setup installs gearman-job-server)")
+}
+
+impl Drop for Gearmand {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- gearmand log (port {}) ---\n{}",
+                self.port,
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+        }
+    }
+}
