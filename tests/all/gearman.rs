@@ -206,3 +206,35 @@ fn a_worker_serves_several_gearmand_servers() {
         );
     }
 }
+
+/// gearmand may assign more jobs of a function than its plugin's `concurrency` lets run at
+/// once; the others wait in the worker and run, each with its whole lease, when a slot frees
+/// (here a lease of 1 s, and a wait of 2 s behind the first job).
+#[test]
+fn jobs_beyond_a_plugins_concurrency_wait_their_turn() {
+    let redis = TestRedis::start();
+    let gearmand = Gearmand::start();
+    // `reverse` beside it keeps the worker asking for jobs while `count` has no slot.
+    let plugins = plugin_dir(&["count", "reverse"]);
+    std::fs::write(plugins.path().join("count.toml"), "concurrency = 1\n").unwrap();
+    let worker = WorkerProcess::serving(
+        &redis,
+        plugins.path(),
+        &["--source", &gearmand.spec(), "--lease-ttl", "1s"],
+    );
+    eventually_sync(WAIT, "gearmand to list the worker", || {
+        gearmand
+            .admin(&["--workers"])
+            .lines()
+            .any(|line| line.contains(" : ") && line.contains("count"))
+    });
+    for _ in 0..2 {
+        let out = gearmand.client(&["-b", "-f", "count", "2 1000"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    eventually_sync(WAIT, "both jobs to succeed", || {
+        worker.log().matches("job reported state=succeeded").count() == 2
+    });
+    let log = worker.log();
+    assert!(!log.contains("runs out without a renewal"), "{log}");
+}

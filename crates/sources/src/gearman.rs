@@ -599,7 +599,9 @@ impl JobSource for Gearman {
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .collect();
-        for lease in waiting {
+        for mut lease in waiting {
+            // Its time starts when it goes out.
+            lease.expires = std::time::Instant::now() + lease.ttl;
             take(lease, &mut leases, &mut over);
         }
         for index in 0..self.inner.servers.len() {
