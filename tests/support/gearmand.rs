@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A `gearmand` on a free loopback port; its log is printed if the test fails.
 pub struct Gearmand {
@@ -49,17 +49,12 @@ impl Gearmand {
         self.wait_ready();
     }
 
+    /// Waits until it accepts connections (its log is printed if it never does).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "gearmand did not listen on {}: {}",
-                self.port,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let what = format!("gearmand to listen on {}", self.port);
+        super::eventually_sync(Duration::from_secs(20), &what, || {
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        });
     }
 
     /// `gearman -h 127.0.0.1 -p PORT ARGS...`, the client tool.

@@ -73,11 +73,6 @@ impl QlessKeys {
         format!("ql:j:{jid}")
     }
 
-    /// `ql:j:JID-history`: a job's history.
-    pub fn history(jid: &str) -> String {
-        format!("ql:j:{jid}-history")
-    }
-
     /// `ql:j:JID-dependents`: the jobs waiting for a job.
     pub fn dependents(jid: &str) -> String {
         format!("ql:j:{jid}-dependents")
@@ -613,6 +608,5 @@ mod tests {
         assert_eq!(keys.worker_jobs(), "ql:w:host-1:jobs");
         assert_eq!(keys.worker_channel(), "ql:w:host-1");
         assert_eq!(QlessKeys::job("ab12"), "ql:j:ab12");
-        assert_eq!(QlessKeys::history("ab12"), "ql:j:ab12-history");
     }
 }
