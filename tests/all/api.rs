@@ -337,10 +337,10 @@ async fn delayed_jobs_and_retries_run_when_due() {
     worker.stop().await;
 }
 
-/// The Redis calls of one script (`cmdstat_evalsha`) so far.
-fn evalsha_calls(info: &str) -> u64 {
+/// The calls of library functions (`cmdstat_fcall`) so far.
+fn fcall_calls(info: &str) -> u64 {
     info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+        .find_map(|line| line.strip_prefix("cmdstat_fcall:"))
         .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
@@ -379,7 +379,7 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            evalsha_calls(&text)
+            fcall_calls(&text)
         }
     };
     let jobs = 24;
@@ -464,4 +464,65 @@ async fn waits_share_one_subscription() {
         async move { (subscribers(&mut conn, channel).await == 0).then_some(()) }
     })
     .await;
+}
+
+/// The calls go to wasmgear's Functions library, loaded once per server: a server that lost
+/// it (flushed, or restarted without persistence) gets it again from the next call of a
+/// client or a worker, and a different library of the same name (another build) is replaced
+/// when a client connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_function_library_is_loaded_again_where_it_is_missing_or_different() {
+    let redis = TestRedis::start();
+    let worker = TestWorker::start(&redis, &["echo"]).await;
+    let client = redis.client().await;
+    let mut conn = redis.raw().await;
+    let run = |input: &'static [u8]| {
+        let client = &client;
+        async move {
+            let id = client
+                .enqueue(&function("echo"), input, &EnqueueOptions::default())
+                .await
+                .unwrap();
+            let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+            assert_eq!(status.output.as_deref(), Some(input));
+        }
+    };
+    let version = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("FCALL")
+                .arg("wg1_version")
+                .arg(0)
+                .query_async::<String>(&mut conn)
+                .await
+        }
+    };
+    run(b"one").await;
+    let loaded = version(&mut conn).await.unwrap();
+    assert_eq!(loaded.len(), 40, "{loaded}");
+
+    // Flushed: the client's enqueue and the worker's lease load it again.
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(version(&mut conn).await.is_err());
+    run(b"two").await;
+    assert_eq!(version(&mut conn).await.unwrap(), loaded);
+
+    // Another build's library under the same name is replaced by the next client.
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg("#!lua name=wasmgear_v1\nredis.register_function('wg1_version', function() return 'other' end)")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(version(&mut conn).await.unwrap(), "other");
+    let fresh = redis.client().await;
+    assert_eq!(version(&mut conn).await.unwrap(), loaded);
+    drop(fresh);
+    run(b"three").await;
+    worker.stop().await;
 }

@@ -71,7 +71,7 @@ const RETRIES: usize = 6;
 pub(crate) async fn invoke_retrying<T: redis::FromRedisValue>(
     what: &str,
     conn: &Connection,
-    call: &redis::ScriptInvocation<'_>,
+    call: &super::scripts::FunctionCall,
 ) -> redis::RedisResult<T> {
     retrying(what, || {
         let mut conn = conn.clone();
@@ -163,6 +163,23 @@ pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
                 .map_err(|e| unreachable(describe(&e)))?,
         )
     };
+    let mut connection = connection;
+    super::scripts::ensure_library(&mut connection)
+        .await
+        .map_err(|e| {
+            let text = e.to_string();
+            let hint = if text.contains("unknown command") {
+                " (Redis 7.0 or newer is needed: it has Functions)"
+            } else if text.contains("NOPERM") {
+                " (the user needs the FUNCTION and FCALL commands)"
+            } else {
+                ""
+            };
+            QueueError::Library {
+                url: shown.clone(),
+                reason: format!("{text}{hint}"),
+            }
+        })?;
     Ok((client, connection))
 }
 

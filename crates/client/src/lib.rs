@@ -1,8 +1,8 @@
 //! wasmgear's Redis protocol: enqueueing, leasing and finishing jobs.
 //!
 //! What a producer, an operator or a worker needs over Redis, and nothing of WebAssembly:
-//! this crate never compiles wasmtime. Every state change is one atomic Lua script in
-//! `lua/`, each touching only keys of one function (see [`wasmgear_proto::keys`]), so the protocol works
+//! this crate never compiles wasmtime. Every state change is one call of a Redis Function
+//! (the library built from `lua/`, see `PROTOCOL.md`), each touching only keys of one function (see [`wasmgear_proto::keys`]), so the protocol works
 //! on one Redis server and on Redis Cluster alike. `PROTOCOL.md` describes it for other
 //! clients.
 //!
@@ -15,6 +15,7 @@ pub mod connection;
 mod links;
 pub mod redis_server;
 mod scripts;
+pub use scripts::{LIBRARY_NAME, library, library_version};
 pub mod source;
 pub mod subscriber;
 mod watch;
@@ -42,6 +43,15 @@ pub enum QueueError {
         /// The URL, password redacted.
         url: String,
         /// What went wrong, and what to do.
+        reason: String,
+    },
+    /// The server cannot run wasmgear's Functions library: Redis older than 7.0, or a user
+    /// the ACL does not allow `FUNCTION LOAD` or `FCALL`.
+    #[error("the Redis at {url} cannot run wasmgear's function library: {reason}")]
+    Library {
+        /// The URL, password redacted.
+        url: String,
+        /// What the server said, and what to do.
         reason: String,
     },
     /// The Redis URL does not parse.

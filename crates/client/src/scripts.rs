@@ -1,65 +1,241 @@
-//! The Lua scripts, loaded once and invoked by SHA (redis-rs re-sends a script after NOSCRIPT).
+//! The Redis Functions library every state change runs in: `wasmgear_v1`, loaded once per
+//! server (every primary of a cluster) with `FUNCTION LOAD` and called with `FCALL`.
 //!
-//! Scripts that work on one function's queue start with `lua/lib.lua` (the shared KEYS
-//! layout and helpers) and are invoked through [`on_function`].
+//! The library is assembled here from the Lua files in `lua/`: the shared constants
+//! ([`wasmgear_proto::limits::lua_constants`]), `lib.lua` (the KEYS layout and the helpers,
+//! built once when the library loads), then each operation's file as the body of a
+//! registered function `wg1_NAME(KEYS, ARGV)`. Functions on one function's queue start with
+//! `begin(KEYS, ARGV)` and are called through [`on_function`].
+//!
+//! The `1` in the names is the version of the calling convention (keys, arguments and replies,
+//! PROTOCOL.md). A change that breaks it gets new names (`wasmgear_v2`, `wg2_`), so workers of
+//! both versions can share a server while a fleet is upgraded; within a version, the library
+//! loaded last wins, and `wg1_version` says which one is loaded (the SHA-1 of its text).
 
 use std::sync::LazyLock;
 
-use redis::{Script, ScriptInvocation};
+use redis::{Cmd, FromRedisValue, ToRedisArgs};
 
+use super::connection::Connection;
 use super::keys::FunctionKeys;
 use crate::job::FunctionName;
 
-/// A script on one function's keys, built from the shared constants
-/// ([`wasmgear_proto::limits::lua_constants`]), `lua/lib.lua` and `lua/FILE`.
-macro_rules! function_script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(&format!(
-                "{}{}{}",
-                wasmgear_proto::limits::lua_constants(),
-                include_str!("lua/lib.lua"),
-                include_str!(concat!("lua/", $file))
-            ))
-        });
+/// One operation of the library.
+pub(crate) struct Function {
+    /// The registered name, `wg1_...`.
+    name: &'static str,
+    /// The Lua file whose text is the function's body.
+    body: &'static str,
+    /// Whether the body works on one function's keys (starts with `begin`).
+    on_queue: bool,
+    /// Whether it only reads (registered `no-writes`).
+    read_only: bool,
+}
+
+macro_rules! functions {
+    ($($name:ident = $file:literal, $on_queue:expr, $read_only:expr;)*) => {
+        $(
+            pub(crate) static $name: Function = Function {
+                name: concat!("wg1_", $file),
+                body: include_str!(concat!("lua/", $file, ".lua")),
+                on_queue: $on_queue,
+                read_only: $read_only,
+            };
+        )*
+        /// Every function of the library, in the order they are registered.
+        static ALL: &[&Function] = &[$(&$name),*];
     };
 }
 
-/// A script on other keys, on its own.
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("lua/", $file))));
-    };
+functions! {
+    ENQUEUE = "enqueue", true, false;
+    LEASE = "lease", true, false;
+    HEARTBEAT = "heartbeat", true, false;
+    PROGRESS = "progress", true, false;
+    COMPLETE = "complete", true, false;
+    FAIL = "fail", true, false;
+    RELEASE = "release", true, false;
+    CANCEL = "cancel", true, false;
+    LINK = "link", true, false;
+    RESOLVE = "resolve", true, false;
+    TOLD = "told", true, false;
+    RECHECK = "recheck", true, false;
+    TAG = "tag", true, false;
+    RETRY = "retry", true, false;
+    CONFIGURE = "configure", true, false;
+    PRIORITY = "priority", true, false;
+    ADVERTISE = "advertise", false, false;
+    ROLLCALL = "rollcall", false, false;
+    WORKERS = "workers", false, true;
 }
 
-function_script!(ENQUEUE, "enqueue.lua");
-function_script!(LEASE, "lease.lua");
-function_script!(HEARTBEAT, "heartbeat.lua");
-function_script!(PROGRESS, "progress.lua");
-function_script!(COMPLETE, "complete.lua");
-function_script!(FAIL, "fail.lua");
-function_script!(RELEASE, "release.lua");
-function_script!(CANCEL, "cancel.lua");
-function_script!(LINK, "link.lua");
-function_script!(RESOLVE, "resolve.lua");
-function_script!(TOLD, "told.lua");
-function_script!(RECHECK, "recheck.lua");
-function_script!(TAG, "tag.lua");
-function_script!(RETRY, "retry.lua");
-function_script!(CONFIGURE, "configure.lua");
-function_script!(PRIORITY, "priority.lua");
-script!(ADVERTISE, "advertise.lua");
-script!(ROLLCALL, "rollcall.lua");
-script!(WORKERS, "workers.lua");
+/// The library's name in `FUNCTION LIST`.
+pub const LIBRARY_NAME: &str = "wasmgear_v1";
+/// The function that answers the loaded library's SHA-1.
+const VERSION_FUNCTION: &str = "wg1_version";
 
-/// Prepares `script` (one of the function scripts) on `function`'s keys, with the function
-/// name as its first argument; add the script's own arguments after it.
-pub(crate) fn on_function<'a>(script: &'a Script, function: &FunctionName) -> ScriptInvocation<'a> {
-    let mut call = script.prepare_invoke();
-    for key in FunctionKeys::new(function).all() {
+/// The library's text without its version function, and that text's SHA-1.
+static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
+    let mut lua = format!("#!lua name={LIBRARY_NAME}\n");
+    lua.push_str(&wasmgear_proto::limits::lua_constants());
+    lua.push_str(include_str!("lua/lib.lua"));
+    for f in ALL {
+        let begin = if f.on_queue {
+            "begin(KEYS, ARGV)\n"
+        } else {
+            ""
+        };
+        let flags = if f.read_only {
+            ", flags = { 'no-writes' }"
+        } else {
+            ""
+        };
+        lua.push_str(&format!(
+            "\nredis.register_function{{ function_name = '{}', callback = function(KEYS, ARGV)\n{begin}{}\nend{flags} }}\n",
+            f.name, f.body
+        ));
+    }
+    let sha = redis::Script::new(&lua).get_hash().to_string();
+    (lua, sha)
+});
+
+/// The whole library, as `FUNCTION LOAD` takes it.
+pub fn library() -> String {
+    let (lua, sha) = &*SOURCE;
+    format!(
+        "{lua}\nredis.register_function{{ function_name = '{VERSION_FUNCTION}', callback = function() return '{sha}' end, flags = {{ 'no-writes' }} }}\n"
+    )
+}
+
+/// The SHA-1 of this build's library (what `wg1_version` answers once it is loaded).
+pub fn library_version() -> &'static str {
+    &SOURCE.1
+}
+
+/// Loads this build's library (replacing one of the same name) on the server, or on every
+/// primary of a cluster.
+pub(crate) async fn load_library(conn: &mut Connection) -> redis::RedisResult<()> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(library())
+        .query_async::<redis::Value>(conn)
+        .await
+        .map(drop)
+}
+
+/// Loads the library unless this build's is loaded already: once per connection.
+pub(crate) async fn ensure_library(conn: &mut Connection) -> redis::RedisResult<()> {
+    let loaded: redis::RedisResult<String> = redis::cmd("FCALL")
+        .arg(VERSION_FUNCTION)
+        .arg(0)
+        .query_async(conn)
+        .await;
+    match loaded {
+        Ok(sha) if sha == library_version() => Ok(()),
+        Ok(_) => load_library(conn).await,
+        Err(e) if is_missing_function(&e) => load_library(conn).await,
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `error` says the function called is not loaded there (a server restarted without
+/// persistence, a node that joined the cluster after the library was loaded, a flush).
+fn is_missing_function(error: &redis::RedisError) -> bool {
+    error.to_string().contains("Function not found")
+}
+
+impl Function {
+    /// A call of this function; add its keys and arguments.
+    pub(crate) fn call(&'static self) -> FunctionCall {
+        FunctionCall {
+            function: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// A call of this function with `key` as its first key.
+    pub(crate) fn key<T: ToRedisArgs>(&'static self, key: T) -> FunctionCall {
+        let mut call = self.call();
+        call.key(key);
+        call
+    }
+}
+
+/// A prepared `FCALL`: the function, its keys and its arguments.
+pub(crate) struct FunctionCall {
+    function: &'static Function,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl FunctionCall {
+    /// Adds a key (they go before the arguments, whenever they are added).
+    pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        self.keys.extend(key.to_redis_args());
+        self
+    }
+
+    /// Adds an argument.
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    fn command(&self) -> Cmd {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(self.function.name).arg(self.keys.len());
+        for key in &self.keys {
+            cmd.arg(key);
+        }
+        for arg in &self.args {
+            cmd.arg(arg);
+        }
+        cmd
+    }
+
+    /// Sends the call; where the library is not loaded, loads it and sends the call again.
+    pub(crate) async fn invoke_async<T: FromRedisValue>(
+        &self,
+        conn: &mut Connection,
+    ) -> redis::RedisResult<T> {
+        let cmd = self.command();
+        match cmd.query_async(conn).await {
+            Err(e) if is_missing_function(&e) => {
+                load_library(conn).await?;
+                cmd.query_async(conn).await
+            }
+            result => result,
+        }
+    }
+}
+
+/// Prepares a call of `function` (one of the functions on a queue) on the keys of queue
+/// `name`, with the name as its first argument; add the function's own arguments after it.
+pub(crate) fn on_function(function: &'static Function, name: &FunctionName) -> FunctionCall {
+    let mut call = function.call();
+    for key in FunctionKeys::new(name).all() {
         call.key(key);
     }
-    call.arg(function.as_str());
+    call.arg(name.as_str());
     call
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_library_registers_every_function_with_its_version() {
+        let lua = super::library();
+        assert!(lua.starts_with("#!lua name=wasmgear_v1\n"));
+        for f in super::ALL {
+            assert!(
+                lua.contains(&format!("function_name = '{}'", f.name)),
+                "{}",
+                f.name
+            );
+        }
+        assert!(lua.contains(&format!("return '{}'", super::library_version())));
+        assert_eq!(super::library_version().len(), 40);
+    }
 }

@@ -240,7 +240,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
                 QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                     exit::UNREACHABLE
                 }
-                QueueError::Redis(_) | QueueError::Corrupt { .. } => exit::FAILED,
+                QueueError::Redis(_) | QueueError::Corrupt { .. } | QueueError::Library { .. } => {
+                    exit::FAILED
+                }
             };
         }
     }

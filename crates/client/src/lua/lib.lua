@@ -1,6 +1,10 @@
--- lib.lua: what every script working on one function's queue shares. It is put in front of
--- each such script when the script is loaded, so all of them take the same KEYS, in this
--- order, and the function name as ARGV[1]. (keys.rs builds the list: FunctionKeys::all.)
+-- lib.lua: what every function of the library working on one function's queue shares. The
+-- library (scripts.rs builds it: the constants, this file, then each operation's file as the
+-- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
+-- below are built then, not on every call. Each such function takes the same KEYS, in this
+-- order, and the function name as ARGV[1]; its body starts with begin(KEYS, ARGV), which
+-- sets K, FN and NOW and clears what the previous call left (keys.rs builds the list:
+-- FunctionKeys::all).
 --
 -- KEYS[1]   wg:{F}:seq        string  the last job number handed out
 -- KEYS[2]   wg:{F}:jobs       hash    number -> job record (JSON)
@@ -35,21 +39,9 @@
 --
 -- ARGV[1]   the function name F
 
-local K = {
-  seq = KEYS[1], jobs = KEYS[2], input = KEYS[3], output = KEYS[4], logs = KEYS[5],
-  ready = KEYS[6], scheduled = KEYS[7], leased = KEYS[8], waiting = KEYS[9],
-  expires = KEYS[10], uniq = KEYS[11], tagged = KEYS[12], failed = KEYS[13],
-  counts = KEYS[14], stats = KEYS[15], config = KEYS[16], rate = KEYS[17], events = KEYS[18],
-  work = KEYS[19], calls = KEYS[20], calls_exp = KEYS[21],
-}
-local FN = ARGV[1]
-
--- Every time is Redis' clock, in ms since the Unix epoch.
-local NOW
-do
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- The call's keys by name, its function name, and the time it runs at: every time is Redis'
+-- clock, in ms since the Unix epoch. Set by begin().
+local K, FN, NOW
 
 -- Priority is the high part of the ready score and the job number the low part, so
 -- ZPOPMIN takes the highest priority first and, within a priority, the oldest job.
@@ -540,4 +532,22 @@ local function remember(id, reply)
 end
 
 ---------------------------------------------------------------------------------------------
--- The script itself follows.
+-- The start of every call: its keys, function name and time, and a clean slate (the
+-- library's locals outlive a call; Redis runs one call at a time).
+local function begin(keys, args)
+  K = {
+    seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5],
+    ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9],
+    expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13],
+    counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18],
+    work = keys[19], calls = keys[20], calls_exp = keys[21],
+  }
+  FN = args[1]
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  INTS, PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}
+  CONFIG, CAPPED, WOKEN, stats_day, SETTLE, NOTIFY = nil, nil, false, nil, {}, {}
+end
+
+---------------------------------------------------------------------------------------------
+-- The functions follow, each registered by scripts.rs with its file as the body.
