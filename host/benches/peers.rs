@@ -598,24 +598,70 @@ async fn drain(
     rate
 }
 
-/// INFO commandstats: total calls and microseconds of every command.
-fn command_stats(port: u16) -> (u64, u64) {
-    let out = std::process::Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "INFO", "commandstats"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (mut calls, mut usec) = (0, 0);
-    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
-        for field in line.split(':').nth(1).unwrap_or("").split(',') {
-            match field.split_once('=') {
-                Some(("calls", v)) => calls += v.parse::<u64>().unwrap_or(0),
-                Some(("usec", v)) => usec += v.parse::<u64>().unwrap_or(0),
-                _ => {}
-            }
-        }
+/// INFO cpu: the CPU time the server has used so far (user + system), in µs: what a job
+/// really costs Redis, its network handling included.
+fn server_cpu_us(port: u16) -> f64 {
+    redis_info(port, "cpu")
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.trim().split_once(':')?;
+            matches!(name, "used_cpu_user" | "used_cpu_sys")
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum::<f64>()
+        * 1e6
+}
+
+async fn client_conn(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// WASMGEAR_BENCH_PROFILE=1: where Redis spent its time in the last drain (after a
+/// CONFIG RESETSTAT), per job and command; a function's time includes its inner commands.
+fn print_command_profile(port: u16, jobs: usize) {
+    let mut rows: Vec<(String, f64, f64)> = redis_info(port, "commandstats")
+        .lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| {
+                fields
+                    .split(',')
+                    .find_map(|f| f.strip_prefix(key))
+                    .and_then(|v| v.parse::<f64>().ok())
+            };
+            Some((
+                name.to_string(),
+                field("calls=")? / jobs as f64,
+                field("usec=")? / jobs as f64,
+            ))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    for (name, calls, usec) in rows {
+        println!("[profile]   {name:<28} {calls:>8.3} calls/job {usec:>8.2} µs/job");
     }
-    (calls, usec)
+}
+
+/// INFO commandstats: how many commands the server has run so far (those called inside
+/// functions included).
+fn command_stats(port: u16) -> u64 {
+    redis_info(port, "commandstats")
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_"))
+        .filter_map(|line| {
+            let fields = line.split(':').nth(1)?;
+            fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 fn per_s(rate: f64) -> String {
@@ -695,13 +741,28 @@ async fn queue_numbers(
     for &concurrency in &plan.concurrencies {
         let echo = FunctionName::new(format!("echo-{concurrency}")).unwrap();
         bulk_enqueue(&client, &echo, plan.jobs).await;
-        let before = command_stats(port);
+        if std::env::var_os("WASMGEAR_BENCH_PROFILE").is_some() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut client_conn(url).await)
+                .await
+                .unwrap();
+        }
+        let before = (command_stats(port), server_cpu_us(port));
         let rate = drain(url, plugins.path(), &echo, plan.jobs, concurrency).await;
-        let after = command_stats(port);
+        let after = (command_stats(port), server_cpu_us(port));
         calls_per_job = Some((
             (after.0 - before.0) as f64 / plan.jobs as f64,
-            (after.1 - before.1) as f64 / plan.jobs as f64,
+            (after.1 - before.1) / plan.jobs as f64,
         ));
+        if std::env::var_os("WASMGEAR_BENCH_PROFILE").is_some() {
+            print_command_profile(port, plan.jobs);
+        }
+        println!(
+            "[bench] drain c={concurrency}: {rate:.0} jobs/s, Redis {:.2} commands and {:.1} µs CPU per job",
+            (after.0 - before.0) as f64 / plan.jobs as f64,
+            (after.1 - before.1) / plan.jobs as f64
+        );
         for (mode, label) in [
             ("inprocess", "in-process"),
             ("sandbox_threads", "sandboxed, worker threads"),
@@ -725,8 +786,8 @@ async fn queue_numbers(
     }
     if let Some((calls, usec)) = calls_per_job {
         rows.push(row(
-            "Redis calls and Redis CPU per job (last drain)",
-            format!("{calls:.2} calls, {usec:.1} µs"),
+            "Redis commands (inner ones included) and Redis CPU per job (last drain)",
+            format!("{calls:.2} commands, {usec:.1} µs"),
             "",
             format!(
                 "→ at most {:.0} jobs/s on one Redis core",
@@ -863,12 +924,17 @@ fn redis_ceiling(port: u16, rows: &mut Vec<Row>) {
     }
 }
 
-fn redis_version(port: u16) -> String {
+/// One section of the server's INFO, through redis-cli.
+fn redis_info(port: u16, section: &str) -> String {
     let out = std::process::Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "INFO", "server"])
+        .args(["-p", &port.to_string(), "INFO", section])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn redis_version(port: u16) -> String {
+    redis_info(port, "server")
         .lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
         .unwrap_or("?")

@@ -300,31 +300,39 @@ local function stats_prefix()
   return stats_day .. ':'
 end
 
--- Adds the durations `samples` (ms) to today's `kind` statistics in a few calls, however
--- many there are: the batch's count, mean and squared deviations merge into the stored ones
--- (Chan et al.), and each histogram bucket is incremented once.
+-- Adds the durations `samples` (ms) to today's `kind` statistics with two commands, however
+-- many there are: one HMGET of the count, mean, squared deviations and the buckets the
+-- samples fall in, one HSET of their new values. The batch's count, mean and squared
+-- deviations merge into the stored ones (Chan et al.).
 local function stat_times(kind, samples)
   local n_b = #samples
   if n_b == 0 then return end
-  local sum, buckets = 0, {}
+  local sum, buckets, names = 0, {}, {}
   for i = 1, n_b do
     if samples[i] < 0 then samples[i] = 0 end
     sum = sum + samples[i]
     local bucket = stat_bucket(samples[i])
+    if not buckets[bucket] then names[#names + 1] = bucket end
     buckets[bucket] = (buckets[bucket] or 0) + 1
   end
   local mean_b, m2_b = sum / n_b, 0
   for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
   local p = stats_prefix() .. kind .. ':'
-  local n = redis.call('HINCRBY', K.stats, p .. 'count', int(n_b))
-  local n_a = n - n_b
-  local old = redis.call('HMGET', K.stats, p .. 'mean', p .. 'vk')
-  local mean_a, m2_a = tonumber(old[1] or '0'), tonumber(old[2] or '0')
+  local fields = { p .. 'count', p .. 'mean', p .. 'vk' }
+  for _, bucket in ipairs(names) do fields[#fields + 1] = p .. bucket end
+  local old = redis.call('HMGET', K.stats, unpack(fields))
+  local n_a = tonumber(old[1] or '0')
+  local mean_a, m2_a = tonumber(old[2] or '0'), tonumber(old[3] or '0')
+  local n = n_a + n_b
   local delta = mean_b - mean_a
   local mean = mean_a + delta * n_b / n
   local vk = m2_a + m2_b + delta * delta * n_a * n_b / n
-  redis.call('HSET', K.stats, p .. 'mean', tostring(mean), p .. 'vk', tostring(vk))
-  for bucket, count in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, int(count)) end
+  local writes = { fields[1], int(n), fields[2], tostring(mean), fields[3], tostring(vk) }
+  for i, bucket in ipairs(names) do
+    writes[#writes + 1] = fields[3 + i]
+    writes[#writes + 1] = int(tonumber(old[3 + i] or '0') + buckets[bucket])
+  end
+  redis.call('HSET', K.stats, unpack(writes))
 end
 
 local function stat_time(kind, ms) stat_times(kind, { ms }) end
