@@ -526,3 +526,40 @@ async fn the_function_library_is_loaded_again_where_it_is_missing_or_different()
     run(b"three").await;
     worker.stop().await;
 }
+
+/// A server that will not run the library (here a user the ACL denies `FCALL` and `FUNCTION`;
+/// Redis older than 7.0 alike) is refused at connect with an error that says what is needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_run_the_library_is_refused_clearly() {
+    let redis = TestRedis::start();
+    let mut conn = redis.raw().await;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nofunctions")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-fcall")
+        .arg("-function")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let url = format!("redis://nofunctions:secret@127.0.0.1:{}", redis.port());
+    match wasmgear_client::Client::connect(&url).await {
+        Err(wasmgear_client::QueueError::Library { url, reason }) => {
+            assert!(url.contains("***") && !url.contains("secret"), "{url}");
+            assert!(reason.contains("FUNCTION and FCALL"), "{reason}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("connected without the library"),
+    }
+    // Nothing was loaded by the refused client.
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(libraries.is_empty());
+}

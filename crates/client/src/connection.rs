@@ -142,7 +142,7 @@ pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
             "it answered, but not like Redis (no cluster section in INFO)".into(),
         ));
     }
-    let connection = if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
+    let mut connection = if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
         let cluster = redis::cluster::ClusterClient::builder(vec![url])
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
@@ -163,14 +163,14 @@ pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
                 .map_err(|e| unreachable(describe(&e)))?,
         )
     };
-    let mut connection = connection;
     super::scripts::ensure_library(&mut connection)
         .await
         .map_err(|e| {
             let text = e.to_string();
-            let hint = if text.contains("unknown command") {
+            let lower = text.to_lowercase();
+            let hint = if lower.contains("unknown command") {
                 " (Redis 7.0 or newer is needed: it has Functions)"
-            } else if text.contains("NOPERM") {
+            } else if lower.contains("noperm") {
                 " (the user needs the FUNCTION and FCALL commands)"
             } else {
                 ""

@@ -2,9 +2,9 @@
 //!
 //! What a producer, an operator or a worker needs over Redis, and nothing of WebAssembly:
 //! this crate never compiles wasmtime. Every state change is one call of a Redis Function
-//! (the library built from `lua/`, see `PROTOCOL.md`), each touching only keys of one function (see [`wasmgear_proto::keys`]), so the protocol works
-//! on one Redis server and on Redis Cluster alike. `PROTOCOL.md` describes it for other
-//! clients.
+//! (the library built from `lua/`, see [`library`]), each touching only keys of one function
+//! (see [`wasmgear_proto::keys`]), so the protocol works on one Redis server and on Redis
+//! Cluster alike. `PROTOCOL.md` describes it for other clients.
 //!
 //! - [`Client`]: the producer side (enqueue, status, wait).
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
@@ -15,7 +15,7 @@ pub mod connection;
 mod links;
 pub mod redis_server;
 mod scripts;
-pub use scripts::{LIBRARY_NAME, library, library_version};
+pub use scripts::library;
 pub mod source;
 pub mod subscriber;
 mod watch;

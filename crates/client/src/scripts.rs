@@ -70,11 +70,12 @@ functions! {
 }
 
 /// The library's name in `FUNCTION LIST`.
-pub const LIBRARY_NAME: &str = "wasmgear_v1";
+const LIBRARY_NAME: &str = "wasmgear_v1";
 /// The function that answers the loaded library's SHA-1.
 const VERSION_FUNCTION: &str = "wg1_version";
 
-/// The library's text without its version function, and that text's SHA-1.
+/// The whole library, ending with its version function, and the SHA-1 of the text before it
+/// (what the version function answers).
 static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
     let mut lua = format!("#!lua name={LIBRARY_NAME}\n");
     lua.push_str(&wasmgear_proto::limits::lua_constants());
@@ -96,19 +97,19 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
         ));
     }
     let sha = redis::Script::new(&lua).get_hash().to_string();
+    lua.push_str(&format!(
+        "\nredis.register_function{{ function_name = '{VERSION_FUNCTION}', callback = function() return '{sha}' end, flags = {{ 'no-writes' }} }}\n"
+    ));
     (lua, sha)
 });
 
-/// The whole library, as `FUNCTION LOAD` takes it.
-pub fn library() -> String {
-    let (lua, sha) = &*SOURCE;
-    format!(
-        "{lua}\nredis.register_function{{ function_name = '{VERSION_FUNCTION}', callback = function() return '{sha}' end, flags = {{ 'no-writes' }} }}\n"
-    )
+/// The whole library, as `FUNCTION LOAD` takes it: what another client loads.
+pub fn library() -> &'static str {
+    &SOURCE.0
 }
 
 /// The SHA-1 of this build's library (what `wg1_version` answers once it is loaded).
-pub fn library_version() -> &'static str {
+fn library_version() -> &'static str {
     &SOURCE.1
 }
 
