@@ -337,8 +337,13 @@ async fn delayed_jobs_and_retries_run_when_due() {
     worker.stop().await;
 }
 
-/// The calls of library functions (`cmdstat_fcall`) so far.
-fn fcall_calls(info: &str) -> u64 {
+/// How many `FCALL`s the Redis behind `conn` has served.
+async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
     info.lines()
         .find_map(|line| line.strip_prefix("cmdstat_fcall:"))
         .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
@@ -371,19 +376,8 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
     assert_eq!(subscribers(&mut conn, "wg:{echo3}:events").await, 0);
     assert_eq!(subscribers(&mut conn, "wg:{echo3}:work").await, 1);
 
-    let info = |conn: &mut redis::aio::MultiplexedConnection| {
-        let mut conn = conn.clone();
-        async move {
-            let text: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            fcall_calls(&text)
-        }
-    };
     let jobs = 24;
-    let before = info(&mut conn).await;
+    let before = fcall_calls(&mut conn).await;
     for i in 0..jobs {
         let id = client
             .enqueue(
@@ -396,10 +390,86 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
         let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
         assert_eq!(status.output.as_deref(), Some(&b"x"[..]));
     }
-    let calls = (info(&mut conn).await - before) as f64 / jobs as f64;
+    let calls = (fcall_calls(&mut conn).await - before) as f64 / jobs as f64;
     // enqueue + lease + complete is 3; asking all six functions each time would be 8 or more
     // (the worker also renews its entry and roll calls every 2 s).
     assert!(calls < 5.0, "{calls:.1} script calls per job");
+    worker.stop().await;
+}
+
+/// A worker finishing jobs one at a time reports each job and leases the next in one call:
+/// one script call per job at steady state, not a `complete` and a `lease`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_leases_the_next_in_the_same_call() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let mut conn = redis.raw().await;
+    let echo = function("echo");
+    let jobs = 60;
+    let inputs: Vec<Vec<u8>> = (0..jobs).map(|i| format!("job {i}").into_bytes()).collect();
+    let batch: Vec<(&[u8], EnqueueOptions)> = inputs
+        .iter()
+        .map(|input| (&input[..], EnqueueOptions::default()))
+        .collect();
+    let ids = client.enqueue_many(&echo, &batch).await.unwrap();
+    let before = fcall_calls(&mut conn).await;
+    let mut options = crate::support::TestWorkerOptions::default();
+    options.config.concurrency = 1;
+    let worker = TestWorker::start_with(&redis, &["echo"], options).await;
+    for (id, input) in ids.iter().zip(&inputs) {
+        let status = client.wait(id, WAIT, |_| {}).await.unwrap();
+        assert_eq!(status.record.state, JobState::Succeeded);
+        assert_eq!(status.output.as_deref(), Some(&input[..]));
+        assert_eq!(status.record.attempt, 1, "{id} ran once");
+    }
+    let calls = (fcall_calls(&mut conn).await - before) as f64 / jobs as f64;
+    // A `lease` and a `complete` per job would be 2; the worker also loads the library,
+    // advertises itself and re-checks links now and then.
+    assert!(calls < 1.4, "{calls:.2} script calls per job");
+    worker.stop().await;
+}
+
+/// A worker whose slots go on to the next job of the function they just finished still
+/// serves its functions in turn: a function with many jobs does not keep the slots from
+/// another with a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_function_does_not_keep_the_slots_from_another() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let names = ["busy".to_string(), "quiet".to_string()];
+    let dir = crate::support::plugin_copies("echo", &names);
+    let (busy, quiet) = (function("busy"), function("quiet"));
+    let many: Vec<(&[u8], EnqueueOptions)> = (0..40)
+        .map(|_| (&b"b"[..], EnqueueOptions::default()))
+        .collect();
+    let busy_ids = client.enqueue_many(&busy, &many).await.unwrap();
+    let few: Vec<(&[u8], EnqueueOptions)> = (0..4)
+        .map(|_| (&b"q"[..], EnqueueOptions::default()))
+        .collect();
+    let quiet_ids = client.enqueue_many(&quiet, &few).await.unwrap();
+    let mut options = crate::support::TestWorkerOptions::default();
+    options.config.concurrency = 1;
+    let worker = TestWorker::start_on(&redis.url(), dir, options).await;
+    let mut quiet_done = 0;
+    for id in &quiet_ids {
+        let status = client.wait(id, WAIT, |_| {}).await.unwrap();
+        assert_eq!(status.record.state, JobState::Succeeded);
+        quiet_done = quiet_done.max(status.record.finished_ms.unwrap());
+    }
+    let mut busy_before = 0;
+    for id in &busy_ids {
+        let status = client.wait(id, WAIT, |_| {}).await.unwrap();
+        assert_eq!(status.record.state, JobState::Succeeded);
+        if status.record.finished_ms.unwrap() < quiet_done {
+            busy_before += 1;
+        }
+    }
+    // Taken in turn, the quiet function's four jobs are done after about four of the busy
+    // one's; kept by the busy function, after all forty.
+    assert!(
+        busy_before <= 12,
+        "{busy_before} of the busy function's jobs finished before the quiet one's four"
+    );
     worker.stop().await;
 }
 

@@ -922,6 +922,73 @@ async fn a_lease_whose_reply_is_lost_is_replayed() {
     );
 }
 
+/// A completion that also leases the next job, whose reply is lost, is sent again and
+/// answered as the first time: the job is reported accepted (not refused as stale), and the
+/// next job comes back with the lease the lost call made, which Redis holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_reply_is_lost_is_answered_the_same() {
+    let redis = TestRedis::start();
+    let proxy = Proxy::start(redis.port()).await;
+    let client = redis.client().await;
+    let f = function("completed-twice");
+    let queue = wasmgear_client::WorkerQueue::connect(&proxy.url(), "cut-worker")
+        .await
+        .unwrap();
+    // Listening to nothing: no pub/sub message can be the reply the proxy loses, and no
+    // other function may have work.
+    queue.listen(&[]).await.unwrap();
+    let ttl = Duration::from_secs(30);
+    let first = client.enqueue(&f, b"1", &once(ttl)).await.unwrap();
+    let second = client.enqueue(&f, b"2", &once(ttl)).await.unwrap();
+    let leases = queue
+        .lease(&[LeaseRequest::new(f.clone())], 1, ttl)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].info.id, first);
+    proxy.lose_next_reply();
+    let (completion, next) = queue
+        .complete_and_lease(
+            &leases[0],
+            b"out",
+            &Default::default(),
+            &LeaseRequest::new(f.clone()),
+            ttl,
+        )
+        .await
+        .unwrap();
+    assert!(
+        proxy.reply_lost(),
+        "the reply to the completion was thrown away"
+    );
+    assert_eq!(
+        completion,
+        wasmgear_proto::Completion::Accepted(JobState::Succeeded)
+    );
+    let done = client.status(&first).await.unwrap();
+    assert_eq!(done.record.state, JobState::Succeeded);
+    assert_eq!(done.output.as_deref(), Some(&b"out"[..]));
+    assert_eq!(done.record.history.len(), 1, "completed once");
+    assert_eq!(next.len(), 1, "the job leased by the lost call came back");
+    let next = &next[0];
+    assert_eq!(next.info.id, second);
+    assert_eq!(next.input, b"2");
+    assert_eq!(next.info.attempt, 1);
+    assert_eq!(
+        queue.heartbeat(next, ttl).await.unwrap(),
+        LeaseStatus::Held,
+        "the replayed lease is the one Redis holds"
+    );
+    // The stale token of the first job is still refused.
+    assert_eq!(
+        queue
+            .complete(&leases[0], b"again", &Default::default())
+            .await
+            .unwrap(),
+        wasmgear_proto::Completion::Stale
+    );
+}
+
 /// The status of job `id` once it ended (a minute at most).
 async fn ended(client: &Client, id: &JobId) -> JobStatus {
     client

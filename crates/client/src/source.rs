@@ -61,59 +61,170 @@ struct PendingCompletion {
     output: Vec<u8>,
     log: String,
     version: String,
-    reply: oneshot::Sender<std::result::Result<Completion, redis::RedisError>>,
+    /// The next job to lease in the same call, for the slot the finished job frees.
+    next: Option<NextLease>,
+    reply: oneshot::Sender<std::result::Result<(Completion, Vec<Lease>), redis::RedisError>>,
 }
 
-/// Sends completions as they come: whatever has queued up while the previous call was on
-/// its way goes in the next call, one per function.
-async fn send_completions(
+/// What a completion asks to lease next: jobs of its function.
+struct NextLease {
+    want: usize,
+    ttl: Duration,
+    default_timeout_ms: u64,
+    default_max_attempts: u32,
+}
+
+/// One leased job as `lease` and `complete` answer it: number, attempt, max attempts,
+/// timeout (ms), enqueue time (ms), token, input.
+type LeaseRow = (u64, u32, u32, u64, u64, String, Vec<u8>);
+
+/// The lease of `function`'s job `row`, made by a call sent at `sent`.
+fn lease_of(
+    function: &FunctionName,
+    row: LeaseRow,
+    sent: std::time::Instant,
+    ttl: Duration,
+) -> Lease {
+    let (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) = row;
+    Lease {
+        info: JobInfo {
+            id: JobId {
+                function: function.clone(),
+                seq,
+            },
+            attempt,
+            max_attempts,
+            enqueued_at_ms: created_ms,
+            timeout_ms,
+        },
+        input,
+        token,
+        expires: sent + ttl,
+        ttl,
+    }
+}
+
+/// What the completion sender shares with the queue.
+struct Completer {
     conn: Connection,
+    worker_id: String,
+    hints: Hints,
+}
+
+/// The most `complete` calls on their way at once: a second is sent while the first is
+/// answered (they run in the order sent), so that Redis and the worker work at once.
+const COMPLETE_CALLS: usize = 2;
+
+/// Sends completions as they come: whatever has queued up while the previous calls were on
+/// their way goes in the next call, one per function, with the next jobs those completions
+/// asked for.
+async fn send_completions(
+    completer: Completer,
     mut pending: mpsc::UnboundedReceiver<PendingCompletion>,
 ) {
-    let mut batch: Vec<PendingCompletion> = Vec::new();
-    while let Some(first) = pending.recv().await {
-        batch.push(first);
-        while batch.len() < COMPLETE_BATCH {
-            match pending.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
+    use futures_util::StreamExt;
+    let completer = Arc::new(completer);
+    let mut calls = futures_util::stream::FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            biased;
+            Some(()) = calls.next(), if !calls.is_empty() => {}
+            first = pending.recv(), if calls.len() < COMPLETE_CALLS => {
+                let Some(first) = first else { break };
+                let mut batch = vec![first];
+                while batch.len() < COMPLETE_BATCH {
+                    match pending.try_recv() {
+                        Ok(next) => batch.push(next),
+                        Err(_) => break,
+                    }
+                }
+                batch.sort_by(|a, b| a.function.as_str().cmp(b.function.as_str()));
+                while !batch.is_empty() {
+                    let function = batch[0].function.clone();
+                    let split = batch
+                        .iter()
+                        .position(|p| p.function != function)
+                        .unwrap_or(batch.len());
+                    let group: Vec<PendingCompletion> = batch.drain(..split).collect();
+                    let completer = completer.clone();
+                    // Polled (sent) at the next turn of the loop, before any later call.
+                    calls.push(Box::pin(async move { completer.send(&function, group).await }));
+                }
             }
         }
-        batch.sort_by(|a, b| a.function.as_str().cmp(b.function.as_str()));
-        while !batch.is_empty() {
-            let function = batch[0].function.clone();
-            let split = batch
-                .iter()
-                .position(|p| p.function != function)
-                .unwrap_or(batch.len());
-            let group: Vec<PendingCompletion> = batch.drain(..split).collect();
-            let mut call = scripts::on_function(&scripts::COMPLETE, &function);
-            call.arg(group.len());
-            for p in &group {
-                call.arg(p.seq)
-                    .arg(&p.token)
-                    .arg(&p.output)
-                    .arg(&p.log)
-                    .arg(&p.version);
-            }
-            // Per job (code, state), then the dependents to tell.
-            type Reply = (Vec<(i64, String)>, Vec<String>);
-            let reply: redis::RedisResult<Reply> = call.invoke_async(&mut conn.clone()).await;
-            match reply {
-                Ok((results, notify)) => {
-                    if let Err(e) = links::deliver(&conn, notify).await {
-                        tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
-                    }
-                    for (p, result) in group.into_iter().zip(results) {
-                        let _ = p.reply.send(completion(result));
-                    }
+    }
+    while calls.next().await.is_some() {}
+}
+
+impl Completer {
+    /// Completes `group` (jobs of `function`) in one call, leasing in it one job for each
+    /// completion that asked for its next.
+    async fn send(&self, function: &FunctionName, group: Vec<PendingCompletion>) {
+        let mut call = scripts::on_function(&scripts::COMPLETE, function);
+        call.arg(group.len());
+        for p in &group {
+            call.arg(p.seq)
+                .arg(&p.token)
+                .arg(&p.output)
+                .arg(&p.log)
+                .arg(&p.version);
+        }
+        // The call id makes the call safe to send again: a resent call gets the first
+        // one's results and leases.
+        let call_id = format!("{}/{}", self.worker_id, random_hex(8));
+        let want: usize = group
+            .iter()
+            .filter_map(|p| p.next.as_ref())
+            .map(|n| n.want)
+            .sum();
+        let next = group.iter().find_map(|p| p.next.as_ref());
+        let ttl = next.map_or(Duration::ZERO, |n| n.ttl);
+        call.arg(&call_id)
+            .arg(&self.worker_id)
+            .arg(want)
+            .arg(ttl.as_millis() as u64)
+            .arg(next.map_or(0, |n| n.default_timeout_ms))
+            .arg(next.map_or(0, |n| n.default_max_attempts));
+        let events = lock_hints(&self.hints)
+            .get(function)
+            .map_or(0, |hint| hint.events);
+        let now = tokio::time::Instant::now();
+        let sent = std::time::Instant::now();
+        // Per job (code, state); the dependents to tell; the leases; wait_ms; capped.
+        type Reply = (Vec<(i64, String)>, Vec<String>, Vec<LeaseRow>, i64, i64);
+        let reply: redis::RedisResult<Reply> =
+            connection::invoke_retrying("complete", &self.conn, &call).await;
+        let (results, notify, rows, wait_ms, capped) = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                for p in group {
+                    let _ = p.reply.send(Err(e.clone()));
                 }
-                Err(e) => {
-                    for p in group {
-                        let _ = p.reply.send(Err(e.clone()));
-                    }
-                }
+                return;
             }
+        };
+        if want > 0 {
+            record_lease(
+                &self.hints,
+                function,
+                events,
+                want,
+                rows.len(),
+                wait_ms,
+                capped,
+                now,
+            );
+        }
+        if let Err(e) = links::deliver(&self.conn, notify).await {
+            tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
+        }
+        let mut leases = rows
+            .into_iter()
+            .map(|row| lease_of(function, row, sent, ttl));
+        for (p, result) in group.into_iter().zip(results) {
+            let want = p.next.as_ref().map_or(0, |n| n.want);
+            let next: Vec<Lease> = leases.by_ref().take(want).collect();
+            let _ = p.reply.send(completion(result).map(|c| (c, next)));
         }
     }
 }
@@ -141,6 +252,33 @@ impl Hint {
 }
 
 type Hints = Arc<std::sync::Mutex<std::collections::HashMap<FunctionName, Hint>>>;
+
+/// Updates `function`'s hint after a call that asked for `want` jobs and got `got`: a call
+/// that found fewer, not held back by the cap, says the function has no more ready jobs as
+/// of `events` (the count when the call was sent), and when something falls due (`wait_ms`,
+/// from `now`).
+#[allow(clippy::too_many_arguments)]
+fn record_lease(
+    hints: &Hints,
+    function: &FunctionName,
+    events: u64,
+    want: usize,
+    got: usize,
+    wait_ms: i64,
+    capped: i64,
+    now: tokio::time::Instant,
+) {
+    let mut hints = lock_hints(hints);
+    let entry = hints.entry(function.clone()).or_default();
+    if got < want && capped == 0 {
+        entry.empty_as_of = Some(events);
+        entry.due = u64::try_from(wait_ms)
+            .ok()
+            .map(|ms| now + Duration::from_millis(ms));
+    } else {
+        entry.empty_as_of = None;
+    }
+}
 
 fn lock_hints(
     hints: &Hints,
@@ -210,6 +348,8 @@ pub struct WorkerQueue {
     /// Whether the work channels are subscribed: only then can hints be trusted (an event
     /// clears them), so only then are lease calls skipped.
     listening: Arc<AtomicBool>,
+    /// The functions listened to, in the order given.
+    served: std::sync::Mutex<Vec<FunctionName>>,
     cancel_requests: broadcast::Sender<CancelRequest>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
@@ -231,6 +371,7 @@ impl WorkerQueue {
             next_due: std::sync::Mutex::new(None),
             hints: Hints::default(),
             listening: Arc::default(),
+            served: std::sync::Mutex::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
@@ -274,6 +415,7 @@ impl WorkerQueue {
             }
         }
         self.listening.store(result.is_ok(), Ordering::SeqCst);
+        *self.served.lock().unwrap_or_else(|e| e.into_inner()) = functions.to_vec();
         let task = tokio::spawn(forward_notifications(
             subscription,
             channels,
@@ -410,7 +552,6 @@ impl WorkerQueue {
             }
             // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
             let sent = std::time::Instant::now();
-            type Row = (u64, u32, u32, u64, u64, String, Vec<u8>);
             let mut call = scripts::on_function(&scripts::LEASE, function);
             call.arg(&self.worker_id)
                 .arg(&token_prefix)
@@ -420,7 +561,7 @@ impl WorkerQueue {
                 .arg(request.default_max_attempts);
             // The token prefix is the call's id: sent again after a lost reply, the call
             // returns the leases it made instead of making more (and orphaning the first).
-            let reply: redis::RedisResult<(Vec<Row>, i64, i64, Vec<String>)> =
+            let reply: redis::RedisResult<(Vec<LeaseRow>, i64, i64, Vec<String>)> =
                 connection::invoke_retrying("lease", &self.conn, &call).await;
             let (rows, wait_ms, capped, notify) = match reply {
                 Ok(reply) => reply,
@@ -431,18 +572,16 @@ impl WorkerQueue {
                 }
                 Err(error) => return Err(error.into()),
             };
-            {
-                let mut hints = lock_hints(&self.hints);
-                let entry = hints.entry(function.clone()).or_default();
-                if rows.len() < want && capped == 0 {
-                    entry.empty_as_of = Some(hint.events);
-                    entry.due = u64::try_from(wait_ms)
-                        .ok()
-                        .map(|ms| now + Duration::from_millis(ms));
-                } else {
-                    entry.empty_as_of = None;
-                }
-            }
+            record_lease(
+                &self.hints,
+                function,
+                hint.events,
+                want,
+                rows.len(),
+                wait_ms,
+                capped,
+                now,
+            );
             if let Err(error) = links::deliver(&self.conn, notify).await {
                 // Dependents whose news was lost are found by their re-check.
                 tracing::warn!(%error, "cannot tell dependents of reclaimed jobs; they re-check later");
@@ -450,24 +589,10 @@ impl WorkerQueue {
             if let Ok(wait) = u64::try_from(wait_ms) {
                 next_due = next_due.min(Duration::from_millis(wait));
             }
-            for (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) in rows {
-                leases.push(Lease {
-                    info: JobInfo {
-                        id: JobId {
-                            function: function.clone(),
-                            seq,
-                        },
-                        attempt,
-                        max_attempts,
-                        enqueued_at_ms: created_ms,
-                        timeout_ms,
-                    },
-                    input,
-                    token,
-                    expires: sent + ttl,
-                    ttl,
-                });
-            }
+            leases.extend(
+                rows.into_iter()
+                    .map(|row| lease_of(function, row, sent, ttl)),
+            );
         }
         *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) =
             (next_due != Duration::MAX).then(|| tokio::time::Instant::now() + next_due);
@@ -516,6 +641,59 @@ impl WorkerQueue {
         output: &[u8],
         notes: &AttemptNotes,
     ) -> Result<Completion> {
+        Ok(self.finish_job(lease, output, notes, None).await?.0)
+    }
+
+    /// Completes the job as [`WorkerQueue::complete`] does and, in the same call, leases up
+    /// to `next.max` more jobs of its function for the slot it frees (as
+    /// [`WorkerQueue::lease`] would with `next` and `ttl`): at steady state, one round trip
+    /// per job.
+    ///
+    /// The next job is asked for only while the other functions served have no ready jobs
+    /// as far as this worker knows (their last lease found none and no work was announced
+    /// since), so that a busy function does not keep the slots from the others: otherwise
+    /// the answer has no lease and the slot is leased for in turn as usual.
+    pub async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<(Completion, Vec<Lease>)> {
+        let function = &lease.info.id.function;
+        let next = (next.function == *function && next.max > 0 && self.only_one_has_work(function))
+            .then(|| NextLease {
+                want: next.max.min(COMPLETE_BATCH),
+                ttl,
+                default_timeout_ms: next.default_timeout_ms,
+                default_max_attempts: next.default_max_attempts,
+            });
+        self.finish_job(lease, output, notes, next).await
+    }
+
+    /// Whether, as far as the hints tell, no served function but `function` has ready jobs.
+    fn only_one_has_work(&self, function: &FunctionName) -> bool {
+        if !self.listening.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = tokio::time::Instant::now();
+        let served = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        let hints = lock_hints(&self.hints);
+        served
+            .iter()
+            .filter(|f| *f != function)
+            .all(|other| hints.get(other).is_some_and(|hint| !hint.worth_asking(now)))
+    }
+
+    /// Sends the completion (and what to lease next) to the completion sender.
+    async fn finish_job(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: Option<NextLease>,
+    ) -> Result<(Completion, Vec<Lease>)> {
         let (reply, replied) = oneshot::channel();
         let pending = PendingCompletion {
             function: lease.info.id.function.clone(),
@@ -524,26 +702,32 @@ impl WorkerQueue {
             output: output.to_vec(),
             log: notes.log.clone(),
             version: notes.plugin_version.clone().unwrap_or_default(),
+            next,
             reply,
         };
         let sender = self.completions.get_or_init(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            let task = tokio::spawn(send_completions(self.conn.clone(), receiver));
+            let completer = Completer {
+                conn: self.conn.clone(),
+                worker_id: self.worker_id.clone(),
+                hints: self.hints.clone(),
+            };
+            let task = tokio::spawn(send_completions(completer, receiver));
             (sender, TaskGuard(task))
         });
-        if sender.0.send(pending).is_err() {
-            return Err(QueueError::Redis(redis::RedisError::from((
+        let stopped = || {
+            QueueError::Redis(redis::RedisError::from((
                 redis::ErrorKind::Client,
                 "the completion sender stopped",
-            ))));
+            )))
+        };
+        if sender.0.send(pending).is_err() {
+            return Err(stopped());
         }
         match replied.await {
-            Ok(Ok(completion)) => Ok(completion),
+            Ok(Ok(done)) => Ok(done),
             Ok(Err(e)) => Err(QueueError::Redis(e)),
-            Err(_) => Err(QueueError::Redis(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "the completion sender stopped",
-            )))),
+            Err(_) => Err(stopped()),
         }
     }
 

@@ -250,6 +250,34 @@ impl JobSource for Sources {
         each!(source, s => JobSource::complete(s, &inner, output, notes).await)
     }
 
+    /// Leases the next job in the same call only when this worker has a single source:
+    /// with several, each free slot is leased for from the sources in turn.
+    async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<(Completion, Vec<Lease>), SourceError> {
+        let (source, inner) = self.route(lease)?;
+        if self.sources.len() != 1 {
+            let completion =
+                each!(source, s => JobSource::complete(s, &inner, output, notes).await)?;
+            return Ok((completion, Vec::new()));
+        }
+        let (completion, next) = each!(source, s => JobSource::complete_and_lease(s, &inner, output, notes, next, ttl).await)?;
+        Ok((
+            completion,
+            next.into_iter()
+                .map(|mut lease| {
+                    lease.token = format!("0/{}", lease.token);
+                    lease
+                })
+                .collect(),
+        ))
+    }
+
     async fn fail(
         &self,
         lease: &Lease,

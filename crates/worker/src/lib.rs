@@ -33,12 +33,28 @@ use crate::job::{
     JobFailure, JobId, Lease, LeaseRequest, LeaseStatus, LogLevel, Outcome, Progress, WorkerAd,
 };
 use crate::plugins::PluginRegistry;
-use crate::runtime::{CancelReason, CancelSignal, JobHooks, Plugin, Runtime};
+use crate::runtime::{CancelReason, CancelSignal, InFlight, JobHooks, Plugin, Runtime};
 
 /// Jobs run at once when nothing else is said.
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// The most lease calls on their way at once.
 const MAX_LEASE_CALLS: usize = 2;
+
+/// A job's report on its way: the jobs leased with it, and how many it asked for.
+type Report = std::pin::Pin<Box<dyn Future<Output = (Vec<Lease>, usize)> + Send>>;
+
+/// The longest a job leased ahead waits in its slot (at most a quarter of the lease): once
+/// the job before it has run this long, it is handed back for another slot or worker to
+/// take. Only a job that ran for less than half of it leases one ahead.
+pub const HOLD_AHEAD_MAX: Duration = Duration::from_secs(1);
+
+/// A job that has stopped running, to be reported.
+struct Finished {
+    lease: Lease,
+    outcome: Outcome,
+    cancelled: Option<CancelReason>,
+    notes: AttemptNotes,
+}
 
 /// A lease call on its way, with the slots it leases for.
 type LeaseCall = std::pin::Pin<
@@ -89,6 +105,8 @@ struct Node<S> {
     /// worker may hold two leases of the same job), with their cancel signals.
     running: Mutex<HashMap<String, (JobId, CancelSignal)>>,
     slot_freed: tokio::sync::Notify,
+    /// Shutdown has begun: a finished job's slot leases nothing more.
+    stopping_leases: std::sync::atomic::AtomicBool,
 }
 
 /// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
@@ -107,6 +125,7 @@ pub async fn run<S: JobSource>(
         config,
         running: Mutex::default(),
         slot_freed: tokio::sync::Notify::new(),
+        stopping_leases: std::sync::atomic::AtomicBool::new(false),
     });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
@@ -139,7 +158,10 @@ pub async fn run<S: JobSource>(
                     && node.plugins_unlimited()));
         tokio::select! {
             biased;
-            _ = &mut shutdown => break,
+            _ = &mut shutdown => {
+                node.stopping_leases.store(true, std::sync::atomic::Ordering::SeqCst);
+                break;
+            }
             Some((permits, leases)) = leasing.next(), if !leasing.is_empty() => {
                 match leases {
                     Ok(leases) => {
@@ -435,27 +457,141 @@ impl<S: JobSource> Node<S> {
             // Counted against the plugin's concurrency before the next lease call.
             let plugin = self.registry.get(&lease.info.id.function);
             let in_flight = plugin.as_ref().map(|p| p.start_job());
-            let node = self.clone();
+            tasks.spawn(self.clone().serve_slot(lease, (plugin, in_flight), permit));
+        }
+    }
+
+    /// Runs `first` in the slot `permit` holds, then the jobs leased with its result and
+    /// theirs, one at a time, for as long as the source hands them (see
+    /// [`JobSource::complete_and_lease`]); frees the slot when none is left.
+    ///
+    /// A short job asks for two: the next one and one more that waits here, so that the
+    /// slot goes on at once when a job ends while the result and the next lease make their
+    /// round trip together. A job waiting here is handed back if the one before it runs
+    /// long (see [`HOLD_AHEAD_MAX`]): it never waits behind a long job, its lease running.
+    async fn serve_slot(
+        self: Arc<Self>,
+        first: Lease,
+        prepared: (Option<Arc<Plugin>>, Option<InFlight>),
+        permit: OwnedSemaphorePermit,
+    ) {
+        let mut permit = Some(permit);
+        let mut prepared = Some(prepared);
+        let mut queue = std::collections::VecDeque::from([first]);
+        // Reports on their way, each answering the jobs it leased and how many it asked for.
+        let mut reports: FuturesUnordered<Report> = FuturesUnordered::new();
+        // Jobs the reports on their way may bring.
+        let mut asked = 0;
+        loop {
+            let Some(lease) = queue.pop_front() else {
+                match reports.next().await {
+                    Some((leases, wanted)) => {
+                        asked -= wanted;
+                        queue.extend(leases);
+                        continue;
+                    }
+                    None => break,
+                }
+            };
+            let (lease, plugin, in_flight) = match prepared.take() {
+                Some((plugin, in_flight)) => (lease, plugin, in_flight),
+                None => {
+                    let Some(lease) = self.ready_to_start(lease).await else {
+                        continue;
+                    };
+                    let plugin = self.registry.get(&lease.info.id.function);
+                    let in_flight = plugin.as_ref().map(|p| p.start_job());
+                    (lease, plugin, in_flight)
+                }
+            };
+            let function = lease.info.id.function.clone();
+            let limited = plugin
+                .as_ref()
+                .is_some_and(|p| p.free_slots() != usize::MAX);
             let span =
                 tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
-            tasks.spawn(
+            let started = tokio::time::Instant::now();
+            let hold_until = started + HOLD_AHEAD_MAX.min(self.config.lease_ttl / 4);
+            let run = self.run_attempt(lease, plugin).instrument(span.clone());
+            tokio::pin!(run);
+            // Reports that come back while the job runs add to the queue; once it has run
+            // long, what waits there is handed back.
+            let finished = loop {
+                tokio::select! {
+                    finished = &mut run => break finished,
+                    Some((leases, wanted)) = reports.next(), if !reports.is_empty() => {
+                        asked -= wanted;
+                        queue.extend(leases);
+                    }
+                    () = tokio::time::sleep_until(hold_until), if !queue.is_empty() => {}
+                }
+                if !queue.is_empty() && tokio::time::Instant::now() >= hold_until {
+                    let held: Vec<Lease> = queue.drain(..).collect();
+                    let node = self.clone();
+                    reports.push(Box::pin(async move {
+                        node.hand_back(held).await;
+                        (Vec::new(), 0)
+                    }));
+                }
+            };
+            // A plugin limiting its own concurrency gets no job ahead: its jobs are recorded
+            // one strictly after the other.
+            let short = started.elapsed() < (hold_until - started) / 2;
+            let target = if !limited && short { 2 } else { 1 };
+            let pending = queue.len() + asked;
+            let next = match (&finished.outcome, finished.cancelled) {
+                (Outcome::Succeeded(_), None) if pending < target => {
+                    self.next_request(&function, target - pending)
+                }
+                _ => None,
+            };
+            let wanted = next.as_ref().map_or(0, |n| n.max);
+            asked += wanted;
+            if queue.is_empty() && asked == 0 {
+                // Nothing more for this slot: it frees as soon as the job has stopped
+                // running, while its result is on the way, so that the next lease overlaps
+                // the report.
+                drop(permit.take());
+                self.slot_freed.notify_one();
+            }
+            let node = self.clone();
+            reports.push(Box::pin(
                 async move {
-                    // The worker's slot frees as soon as the job has stopped running, while
-                    // its result is on the way to the queue: the next lease overlaps the
-                    // report. A plugin's own concurrency counts the job until its result
-                    // is stored, so that a `concurrency = 1` plugin's jobs are recorded
-                    // one strictly after the other.
-                    let freed = node.clone();
-                    let free_slot = move || {
-                        drop(permit);
-                        freed.slot_freed.notify_one();
-                    };
-                    node.run_job(lease, plugin, free_slot).await;
+                    let leases = node.report(finished, next).await;
+                    // A plugin's own concurrency counts the job until its result is stored.
                     drop(in_flight);
                     node.slot_freed.notify_one();
+                    (leases, wanted)
                 }
                 .instrument(span),
-            );
+            ));
+        }
+        drop(permit.take());
+        self.slot_freed.notify_one();
+    }
+
+    /// A job leased ahead, about to start; handed back instead if shutdown has begun.
+    async fn ready_to_start(&self, lease: Lease) -> Option<Lease> {
+        if self
+            .stopping_leases
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            self.hand_back(vec![lease]).await;
+            return None;
+        }
+        Some(lease)
+    }
+
+    /// Hands back jobs leased ahead that will not start here (unrun, their attempt not
+    /// counted), so that another slot or worker takes them at once.
+    async fn hand_back(&self, leases: Vec<Lease>) {
+        for lease in leases {
+            match self.source.release(&lease).await {
+                Ok(_) => tracing::debug!(job_id = %lease.info.id, "handed back a job leased ahead"),
+                Err(error) => {
+                    tracing::warn!(job_id = %lease.info.id, %error, "cannot hand back a job leased ahead; it runs again once its lease expires")
+                }
+            }
         }
     }
 
@@ -467,21 +603,13 @@ impl<S: JobSource> Node<S> {
             .filter_map(|function| {
                 let plugin = self.registry.get(&function)?;
                 let max = plugin.free_slots().min(free);
-                let defaults = plugin.defaults();
-                (max > 0).then(|| LeaseRequest {
-                    function,
-                    max,
-                    default_timeout_ms: defaults.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis()
-                        as u64,
-                    default_max_attempts: defaults.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-                })
+                (max > 0).then(|| lease_request(function, &plugin, max))
             })
             .collect()
     }
 
-    /// Runs the job, calls `free_slot` once it has stopped running, then reports how it
-    /// ended.
-    async fn run_job(&self, lease: Lease, plugin: Option<Arc<Plugin>>, free_slot: impl FnOnce()) {
+    /// Runs the job, keeping its lease and forwarding its progress, until it has stopped.
+    async fn run_attempt(&self, lease: Lease, plugin: Option<Arc<Plugin>>) -> Finished {
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();
         self.running
@@ -521,8 +649,26 @@ impl<S: JobSource> Node<S> {
             plugin_version,
         };
         let cancelled = cancel.fired().map(|(reason, _)| reason);
-        free_slot();
-        self.report(&lease, outcome, cancelled, &notes).await;
+        Finished {
+            lease,
+            outcome,
+            cancelled,
+            notes,
+        }
+    }
+
+    /// What a finished job of `function` leases with its result for the slot it frees: up
+    /// to `max` more jobs of its function with the plugin's defaults, unless shutdown has
+    /// begun or the plugin is gone.
+    fn next_request(&self, function: &FunctionName, max: usize) -> Option<LeaseRequest> {
+        if self
+            .stopping_leases
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
+        let plugin = self.registry.get(function)?;
+        Some(lease_request(function.clone(), &plugin, max))
     }
 
     /// Renews the lease every third of its TTL and stores progress reports, until the
@@ -558,9 +704,14 @@ impl<S: JobSource> Node<S> {
             }
         };
         let keep = async {
-            // The lease is fresh: the first beat is due a third of the TTL from now. (No timer
-            // is awaited on a short job's path: a timer costs a millisecond of tokio's clock.)
-            let mut next_beat = tokio::time::Instant::now() + period;
+            // The first beat is due a third of the TTL after the lease was made (a job leased
+            // ahead may have waited a little). (No timer is awaited on a short job's path: a
+            // timer costs a millisecond of tokio's clock.)
+            let made = lease.expires.checked_sub(ttl);
+            let mut next_beat = made.map_or_else(
+                || tokio::time::Instant::now() + period,
+                |made| tokio::time::Instant::from_std(made) + period,
+            );
             let mut next_report = tokio::time::Instant::now();
             let lost = |why: &str| {
                 tracing::warn!("{why}: stopping the job");
@@ -615,22 +766,40 @@ impl<S: JobSource> Node<S> {
         }
     }
 
-    /// Tells the source how the job ended, retrying while the source is unreachable.
-    async fn report(
-        &self,
-        lease: &Lease,
-        outcome: Outcome,
-        cancelled: Option<CancelReason>,
-        notes: &AttemptNotes,
-    ) {
+    /// Tells the source how the job ended, retrying while the source is unreachable. A
+    /// success's first try also leases `next` (when given and the source is willing), and
+    /// the lease made is returned.
+    async fn report(&self, finished: Finished, next: Option<LeaseRequest>) -> Vec<Lease> {
+        let Finished {
+            lease,
+            outcome,
+            cancelled,
+            notes,
+        } = finished;
+        let (lease, notes) = (&lease, &notes);
         let handed_back = matches!(
             (&outcome, cancelled),
             (Outcome::Failed(_), Some(CancelReason::Shutdown))
         );
+        // Asked for on the first try only: a retry reports the result alone.
+        let next = Mutex::new(next);
+        let leased = Mutex::new(Vec::new());
         let send = || async {
             match &outcome {
                 _ if handed_back => self.source.release(lease).await,
-                Outcome::Succeeded(output) => self.source.complete(lease, output, notes).await,
+                Outcome::Succeeded(output) => {
+                    let next = next.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let Some(next) = next else {
+                        return self.source.complete(lease, output, notes).await;
+                    };
+                    let ttl = self.config.lease_ttl;
+                    let (completion, lease) = self
+                        .source
+                        .complete_and_lease(lease, output, notes, &next, ttl)
+                        .await?;
+                    *leased.lock().unwrap_or_else(|e| e.into_inner()) = lease;
+                    Ok(completion)
+                }
                 Outcome::Failed(failure) => self.source.fail(lease, failure, notes).await,
             }
         };
@@ -644,27 +813,42 @@ impl<S: JobSource> Node<S> {
                 tracing::warn!(%error, ?wait, "could not report the job; retrying");
             })
             .await;
-        match result {
-            Ok(Completion::Accepted(state)) => match &outcome {
-                Outcome::Failed(failure) if !handed_back => tracing::info!(
-                    %state,
-                    class = %failure.class,
-                    error = %failure.message,
-                    "job ended without output"
-                ),
-                _ => tracing::info!(%state, "job reported"),
-            },
-            Ok(Completion::Stale) => {
-                tracing::warn!(
-                    "the queue refused the result: this worker no longer holds the lease"
-                );
-            }
-            Ok(Completion::Missing) => {
-                tracing::warn!("the queue refused the result: the job no longer exists");
-            }
-            Err(error) => {
-                tracing::error!(%error, "could not report the job; its lease will expire and it will run again");
-            }
+        log_report(result, &outcome, handed_back);
+        leased.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Asks for at most `max` jobs of `function`, with `plugin`'s defaults for jobs that set none.
+fn lease_request(function: FunctionName, plugin: &Plugin, max: usize) -> LeaseRequest {
+    let defaults = plugin.defaults();
+    LeaseRequest {
+        function,
+        max,
+        default_timeout_ms: defaults.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis() as u64,
+        default_max_attempts: defaults.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+    }
+}
+
+/// Logs how the report of a job that ended with `outcome` went.
+fn log_report(result: Result<Completion, SourceError>, outcome: &Outcome, handed_back: bool) {
+    match result {
+        Ok(Completion::Accepted(state)) => match &outcome {
+            Outcome::Failed(failure) if !handed_back => tracing::info!(
+                %state,
+                class = %failure.class,
+                error = %failure.message,
+                "job ended without output"
+            ),
+            _ => tracing::info!(%state, "job reported"),
+        },
+        Ok(Completion::Stale) => {
+            tracing::warn!("the queue refused the result: this worker no longer holds the lease");
+        }
+        Ok(Completion::Missing) => {
+            tracing::warn!("the queue refused the result: the job no longer exists");
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not report the job; its lease will expire and it will run again");
         }
     }
 }

@@ -58,6 +58,22 @@ pub trait JobSource: Send + Sync + 'static {
         notes: &AttemptNotes,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
+    /// Finishes the job as [`JobSource::complete`] does and may, in the same round trip,
+    /// lease up to `next.max` more jobs of its function for the slot it frees (`next` says
+    /// with which defaults, `ttl` for how long). The source decides whether to (it keeps functions and
+    /// sources served in turn); by default it does not.
+    fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(Completion, Vec<Lease>), SourceError>> + Send {
+        let _ = (next, ttl);
+        async move { Ok((self.complete(lease, output, notes).await?, Vec::new())) }
+    }
+
     /// Records a failed attempt (the source decides between retry and failure for good);
     /// `notes` say what the attempt logged and which plugin version ran it.
     fn fail(
@@ -173,6 +189,17 @@ impl JobSource for WorkerQueue {
         notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
         Ok(WorkerQueue::complete(self, lease, output, notes).await?)
+    }
+
+    async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<(Completion, Vec<Lease>), SourceError> {
+        Ok(WorkerQueue::complete_and_lease(self, lease, output, notes, next, ttl).await?)
     }
 
     async fn fail(

@@ -25,6 +25,8 @@ enum Call {
     Lease,
     Heartbeat(u64),
     Complete(u64),
+    /// A completion that asked for up to this many jobs with its result.
+    CompleteAndLease(u64, usize),
     /// A completion the fake refused as if the queue were out of reach.
     CompleteRefused(u64),
     Fail(u64, String),
@@ -41,6 +43,8 @@ struct State {
     heartbeats_fail: bool,
     /// Completions that fail before one succeeds.
     failing_completions: usize,
+    /// Whether completions hand out jobs with their results.
+    lease_with_results: bool,
 }
 
 struct Fake {
@@ -95,6 +99,33 @@ fn function() -> FunctionName {
     FunctionName::new("hostile").unwrap()
 }
 
+/// Leases up to `max` of the fake's ready jobs for `ttl`.
+fn take(state: &mut State, max: usize, ttl: Duration) -> Vec<Lease> {
+    let mut leases = Vec::new();
+    while leases.len() < max {
+        let Some((seq, input)) = state.ready.pop_front() else {
+            break;
+        };
+        leases.push(Lease {
+            info: JobInfo {
+                id: JobId {
+                    function: function(),
+                    seq,
+                },
+                attempt: 1,
+                max_attempts: 1,
+                enqueued_at_ms: 0,
+                timeout_ms: 3_600_000,
+            },
+            input,
+            token: format!("token-{seq}"),
+            expires: (Instant::now() + ttl).into_std(),
+            ttl,
+        });
+    }
+    leases
+}
+
 /// The fake is shared with the test through an `Arc`.
 struct Shared(Arc<Fake>);
 
@@ -111,29 +142,7 @@ impl JobSource for Shared {
             state.failing_leases -= 1;
             return Err("the fake queue is down".into());
         }
-        let mut leases = Vec::new();
-        while leases.len() < max {
-            let Some((seq, input)) = state.ready.pop_front() else {
-                break;
-            };
-            leases.push(Lease {
-                info: JobInfo {
-                    id: JobId {
-                        function: function(),
-                        seq,
-                    },
-                    attempt: 1,
-                    max_attempts: 1,
-                    enqueued_at_ms: 0,
-                    timeout_ms: 3_600_000,
-                },
-                input,
-                token: format!("token-{seq}"),
-                expires: (Instant::now() + ttl).into_std(),
-                ttl,
-            });
-        }
-        Ok(leases)
+        Ok(take(&mut state, max, ttl))
     }
 
     async fn wait_for_work(&self, timeout: Duration) {
@@ -174,6 +183,23 @@ impl JobSource for Shared {
         }
         self.0.record(Call::Complete(lease.info.id.seq));
         Ok(Completion::Accepted(JobState::Succeeded))
+    }
+
+    async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<(Completion, Vec<Lease>), SourceError> {
+        if !self.0.state.lock().unwrap().lease_with_results {
+            return Ok((self.complete(lease, output, notes).await?, Vec::new()));
+        }
+        self.0
+            .record(Call::CompleteAndLease(lease.info.id.seq, next.max));
+        let leases = take(&mut self.0.state.lock().unwrap(), next.max, ttl);
+        Ok((Completion::Accepted(JobState::Succeeded), leases))
     }
 
     async fn fail(
@@ -484,4 +510,77 @@ async fn shutdown_waits_the_grace_then_hands_the_job_back() {
         .filter(|at| *at > asked)
         .count();
     assert!(beats_during >= 2, "{:?}", fake.calls());
+}
+
+/// A short job leases two with its result: the next, and one that waits its turn. When the
+/// job before it runs long, the one waiting is handed back after a second (it must not wait
+/// behind a long job, its lease running out), and a job that ran long asks for one only.
+#[tokio::test(start_paused = true)]
+async fn short_jobs_lease_one_ahead_which_is_handed_back_behind_a_long_one() {
+    let config = WorkerConfig {
+        concurrency: 1,
+        lease_ttl: Duration::from_secs(30),
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| {
+        fake.state.lock().unwrap().lease_with_results = true;
+        fake.push(1, "sleep 0");
+        fake.push(2, "sleep 25");
+        fake.push(3, "sleep 0");
+    });
+    until("job 2 completed", &fake, |calls| {
+        calls
+            .iter()
+            .any(|(_, c)| matches!(c, Call::CompleteAndLease(2, _)))
+    })
+    .await;
+    let calls: Vec<Call> = fake.calls().into_iter().map(|(_, c)| c).collect();
+    assert!(calls.contains(&Call::CompleteAndLease(1, 2)), "{calls:?}");
+    assert!(
+        calls.contains(&Call::CompleteAndLease(2, 1)),
+        "job 2 ran 25 s: nothing ahead: {calls:?}"
+    );
+    let released = fake.times_of(|c| *c == Call::Release(3));
+    assert_eq!(released.len(), 1, "{calls:?}");
+    assert!((secs(released[0]) - 1.0).abs() < 0.1, "{released:?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::CompleteAndLease(3, _) | Call::Complete(3))),
+        "{calls:?}"
+    );
+    stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// Shutdown hands back a job leased ahead instead of starting it; the running job finishes.
+#[tokio::test(start_paused = true)]
+async fn shutdown_hands_back_a_job_leased_ahead() {
+    let config = WorkerConfig {
+        concurrency: 1,
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| {
+        fake.state.lock().unwrap().lease_with_results = true;
+        fake.push(1, "sleep 0");
+        fake.push(2, "sleep 5");
+        fake.push(3, "sleep 0");
+    });
+    until("jobs 2 and 3 leased with job 1's result", &fake, |calls| {
+        calls
+            .iter()
+            .any(|(_, c)| *c == Call::CompleteAndLease(1, 2))
+    })
+    .await;
+    stop.send(()).unwrap();
+    node.await.unwrap();
+    let calls: Vec<Call> = fake.calls().into_iter().map(|(_, c)| c).collect();
+    assert!(calls.contains(&Call::Complete(2)), "{calls:?}");
+    assert!(calls.contains(&Call::Release(3)), "{calls:?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::CompleteAndLease(3, _) | Call::Complete(3))),
+        "{calls:?}"
+    );
 }

@@ -14,18 +14,46 @@
 --   +3 this attempt's log lines (text, may be empty)
 --   +4 the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
+-- Then, optionally, at b = 3 + 5*n (the next jobs, leased in the same call: at steady state
+-- a worker's only round trip per job):
+--   b+0 call id: the token prefix of the leases made, as `lease` ARGV[3]. The same call sent
+--       again within 10 minutes (its reply was lost) is answered as the first was: the same
+--       results, and the leases it made that are still held
+--   b+1 worker id; b+2 the most jobs to lease (0: none); b+3 lease duration, ms; b+4 and
+--   b+5 the default timeout (ms) and attempts, as `lease` ARGV[5] to ARGV[7]
+--
 -- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
 -- dropped (see `cancel`).
 --
--- Returns: {results, notify}: results has one {1, STATE} (accepted: 'succeeded', or
---          'cancelled' as above) or {0, reason}
---          (refused: 'missing', no such job, or 'stale', the token does not hold the job's
---          lease) per job, in order; notify lists dependents in other functions to tell
---          (see lib.lua).
+-- Returns: {results, notify}, or with a call id {results, notify, leases, wait_ms, capped}:
+--          results has one {1, STATE} (accepted: 'succeeded', or 'cancelled' as above) or
+--          {0, reason} (refused: 'missing', no such job, or 'stale', the token does not
+--          hold the job's lease) per job, in order; notify lists dependents in other
+--          functions to tell (see lib.lua); leases, wait_ms and capped are as `lease`
+--          answers them.
 -- Publishes: `finish` with the final state for each; `ready` for each dependent that may
---            now run.
+--            now run; `start` for each job leased.
 
 local n = tonumber(ARGV[2])
+local b = 3 + 5 * n
+local call_id = ARGV[b]
+
+-- The same call again: its first reply, without the dependents to tell (their re-check
+-- finds them).
+local replay = call_id and remembered(call_id)
+if replay then
+  local leased, words = string.match(replay, '^([^;]*);(.*)$')
+  local results = {}
+  for word in string.gmatch(words or '', '[^,]+') do
+    if word == 'succeeded' or word == 'cancelled' then
+      results[#results + 1] = { 1, word }
+    else
+      results[#results + 1] = { 0, word }
+    end
+  end
+  return { results, {}, held_leases(call_id, leased or ''), 0, 0 }
+end
+
 local results, runs, outputs, numbers = {}, {}, {}, {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[3 + 5 * i] end
 begin_batch()
@@ -60,4 +88,17 @@ call_chunked('HSET', K.output, outputs)
 stat_times('run', runs)
 settle()
 flush()
-return { results, NOTIFY }
+if not call_id then return { results, NOTIFY } end
+
+local leases, wait_ms, capped, leased = {}, -1, 0, nil
+local want = tonumber(ARGV[b + 2]) or 0
+if want > 0 then
+  leases, wait_ms, capped, leased = lease_jobs(ARGV[b + 1], call_id, want, tonumber(ARGV[b + 3]),
+    tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]))
+end
+if call_id ~= '' then
+  local words = {}
+  for i, result in ipairs(results) do words[i] = result[2] end
+  remember(call_id, (leased or '') .. ';' .. table.concat(words, ','))
+end
+return { results, NOTIFY, leases, wait_ms, capped }

@@ -540,6 +540,192 @@ local function remember(id, reply)
 end
 
 ---------------------------------------------------------------------------------------------
+-- Leasing (`lease`, and `complete` asked to lease the next jobs in the same call).
+
+-- The earliest score of a sorted set (ms), or nil when it is empty.
+local function first_due(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then return tonumber(first[2]) end
+  return nil
+end
+
+-- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
+-- still holds, as lease_jobs returns them.
+local function held_leases(call_id, numbers)
+  local leases = {}
+  for number in string.gmatch(numbers, '%d+') do
+    local record = load(number)
+    if record and record.state == 'running'
+      and record.token == call_id .. ':' .. number .. ':' .. int(record.attempt) then
+      leases[#leases + 1] = {
+        tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
+        record.token, redis.call('HGET', K.input, number) or '',
+      }
+    end
+  end
+  return leases
+end
+
+-- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
+-- lease.lua for what happens on the way). Returns the leases, wait_ms, capped (as `lease`
+-- answers them) and the numbers leased, comma-separated (nil when nothing could be leased),
+-- for the caller to remember under its call id.
+local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
+  local leased_numbers = nil
+  -- (1) Forget finished jobs whose retention is over.
+  forget_expired()
+
+  -- (2) Promote scheduled jobs that are due (looked for only when the earliest is).
+  local scheduled_due = first_due(K.scheduled)
+  if scheduled_due and scheduled_due <= NOW then
+    for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
+      redis.call('ZREM', K.scheduled, number)
+      local record = load(number)
+      if record then
+        make_ready(number, record)
+        save(number, record)
+      end
+    end
+    scheduled_due = first_due(K.scheduled)
+  end
+
+  -- (3) Reclaim jobs whose worker stopped renewing the lease (when the earliest lease has
+  -- expired).
+  local leased_due = first_due(K.leased)
+  local expired = {}
+  if leased_due and leased_due <= NOW then
+    expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))
+  end
+  for _, number in ipairs(expired) do
+    redis.call('ZREM', K.leased, number)
+    local record = load(number)
+    if record then
+      stat_count('failures')
+      local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+      if unconfirmed then
+        add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
+        record.attempt = record.attempt - 1
+        record.given_back = (record.given_back or 0) + 1
+      else
+        add_history(record, 'lease-lost', nil, nil)
+      end
+      record.unconfirmed = nil
+      if record.cancel_requested_ms then
+        finish(number, record, 'cancelled',
+          { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' })
+      elseif unconfirmed or record.attempt < record.max_attempts then
+        record.worker, record.token, record.lease_until_ms = nil, nil, nil
+        stat_count('retries')
+        make_ready(number, record)
+        save(number, record)
+      else
+        finish(number, record, 'failed',
+          { class = 'lease-lost', message = 'the worker running the job stopped renewing its lease' })
+      end
+    end
+  end
+  if #expired > 0 then leased_due = first_due(K.leased) end
+  if #SETTLE > 0 then
+    settle()
+    scheduled_due = first_due(K.scheduled) -- a dependent may have been scheduled
+  end
+
+  -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
+  local allowed = want
+  local capped = 0
+  local rate_wait = -1
+  if config('paused') == '1' then allowed = 0 end
+  local cap = tonumber(config('concurrency') or '0')
+  if cap > 0 and allowed > 0 then
+    local room = cap - redis.call('ZCARD', K.leased)
+    if room < allowed then
+      allowed = math.max(room, 0)
+      if redis.call('ZCARD', K.ready) > allowed then capped = 1 end
+    end
+  end
+  local rate_limit = tonumber(config('rate_limit') or '0')
+  local rate_interval = tonumber(config('rate_interval_ms') or '0')
+  if rate_limit > 0 and rate_interval > 0 then
+    redis.call('ZREMRANGEBYSCORE', K.rate, '-inf', NOW - rate_interval)
+    local room = rate_limit - redis.call('ZCARD', K.rate)
+    if room < allowed then
+      allowed = math.max(room, 0)
+      if redis.call('ZCARD', K.ready) > allowed then
+        local oldest = redis.call('ZRANGE', K.rate, 0, 0, 'WITHSCORES')
+        if #oldest > 0 then rate_wait = math.max(0, tonumber(oldest[2]) + rate_interval - NOW) end
+      end
+    end
+  end
+
+  local leases = {}
+  local waits = {}
+  if allowed > 0 then
+    local popped = redis.call('ZPOPMIN', K.ready, int(allowed))
+    -- ZPOPMIN answers member, score, member, score, ...
+    local numbers = {}
+    for i = 1, #popped, 2 do numbers[#numbers + 1] = popped[i] end
+    -- One call per key for all the jobs, not one per job.
+    local records = load_many(numbers)
+    local inputs = {}
+    if #numbers > 0 then inputs = redis.call('HMGET', K.input, unpack(numbers)) end
+    local saves, leased, rated = {}, {}, {}
+    local lease_until, now = int(NOW + lease_ms), int(NOW)
+    for i, number in ipairs(numbers) do
+      local record = records[number]
+      if record then
+        -- 0 means "the function's default": the first worker to lease the job fixes it.
+        if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
+        if record.max_attempts == 0 then
+          record.max_attempts = record.attempt + default_max_attempts
+          record.default_attempts = true
+        end
+        waits[#waits + 1] = NOW - (record.ready_ms or record.created_ms)
+        record.state = 'running'
+        record.ready_ms = nil
+        record.attempt = record.attempt + 1
+        record.started_ms = NOW
+        record.worker = worker
+        record.token = token_prefix .. ':' .. number .. ':' .. int(record.attempt)
+        record.lease_until_ms = NOW + lease_ms
+        record.unconfirmed = true
+        record.progress = nil
+        saves[#saves + 1] = number
+        saves[#saves + 1] = cjson.encode(record)
+        leased[#leased + 1] = lease_until
+        leased[#leased + 1] = number
+        rated[#rated + 1] = now
+        rated[#rated + 1] = record.token
+        -- The `start` event, built without cjson: it is sent for every job.
+        redis.call('PUBLISH', K.events,
+          '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. int(record.attempt) .. '}')
+        leases[#leases + 1] = {
+          tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
+          record.token, inputs[i] or '',
+        }
+      end
+    end
+    call_chunked('HSET', K.jobs, saves)
+    call_chunked('ZADD', K.leased, leased)
+    leased_numbers = table.concat(numbers, ',')
+    if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
+  end
+
+  stat_times('wait', waits)
+
+  -- (5) Tell the caller when to come back.
+  -- The leases just made expire NOW + lease_ms, no earlier than those before them.
+  if #leases > 0 and (not leased_due or NOW + lease_ms < leased_due) then leased_due = NOW + lease_ms end
+  local next_due = -1
+  for _, due in ipairs({ scheduled_due or -1, leased_due or -1 }) do
+    if due >= 0 and (next_due < 0 or due < next_due) then next_due = due end
+  end
+  local wait_ms = -1
+  if next_due >= 0 then wait_ms = math.max(0, next_due - NOW) end
+  if rate_wait >= 0 and (wait_ms < 0 or rate_wait < wait_ms) then wait_ms = rate_wait end
+  return leases, wait_ms, capped, leased_numbers
+end
+
+---------------------------------------------------------------------------------------------
 -- The start of every call: its keys, function name and time, and a clean slate (the
 -- library's locals outlive a call; Redis runs one call at a time).
 local function begin(keys, args)
