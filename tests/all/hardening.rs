@@ -989,6 +989,35 @@ async fn a_completion_whose_reply_is_lost_is_answered_the_same() {
     );
 }
 
+/// What Redis keeps to answer an `enqueue` sent again is forgotten once the client has the
+/// reply (its next call on the function says so): a steady producer leaves one entry, not
+/// one per call for ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_kept_for_calls_sent_again_are_forgotten_once_answered() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("producer");
+    for _ in 0..5 {
+        let batch: Vec<(&[u8], EnqueueOptions)> =
+            (0..10).map(|_| (&b"x"[..], EnqueueOptions::default())).collect();
+        client.enqueue_many(&f, &batch).await.unwrap();
+    }
+    let mut conn = redis.raw().await;
+    let keys = wasmgear_proto::keys::FunctionKeys::new(&f);
+    let kept: u64 = redis::cmd("HLEN")
+        .arg(keys.calls())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let expiring: u64 = redis::cmd("ZCARD")
+        .arg(keys.calls_expiry())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!((kept, expiring), (1, 1), "only the last call's reply is kept");
+    assert_eq!(client.queue(&f).await.unwrap().queued, 50);
+}
+
 /// The status of job `id` once it ended (a minute at most).
 async fn ended(client: &Client, id: &JobId) -> JobStatus {
     client

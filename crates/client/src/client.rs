@@ -270,6 +270,7 @@ pub struct Client {
     registered: Arc<Mutex<HashSet<FunctionName>>>,
     pub(crate) subscriber: Subscriber,
     watches: Arc<Watches>,
+    answered: scripts::Answered,
 }
 
 impl Client {
@@ -283,6 +284,7 @@ impl Client {
             conn,
             max_input_bytes: MAX_INPUT_BYTES,
             registered: Arc::default(),
+            answered: scripts::Answered::default(),
         })
     }
 
@@ -353,7 +355,8 @@ impl Client {
         }
         let mut call = scripts::on_function(&scripts::ENQUEUE, function);
         // The call id makes the call safe to send again when its reply is lost.
-        call.arg(super::source::random_hex(12)).arg(jobs.len());
+        let call_id = super::source::random_hex(12);
+        call.arg(&call_id).arg(jobs.len());
         for (input, options) in jobs {
             let ms = |d: Duration| d.as_millis() as u64;
             call.arg(options.priority.value())
@@ -368,6 +371,7 @@ impl Client {
                 .arg(json_list(&options.after))
                 .arg(*input);
         }
+        self.answered.tell(function, &mut call);
         let rows: Vec<(u64, i64, Vec<String>)> =
             connection::invoke_retrying("enqueue", &self.conn, &call)
                 .await
@@ -378,6 +382,7 @@ impl Client {
                         _ => QueueError::Redis(e),
                     }
                 })?;
+        self.answered.note(function, call_id);
         // Listed for operators once something was written (a refused batch leaves no trace).
         self.register(function).await?;
         let mut enqueued = Vec::with_capacity(rows.len());

@@ -240,3 +240,42 @@ mod tests {
         assert_eq!(super::library_version().len(), 40);
     }
 }
+
+/// Per function, the ids of calls (`enqueue`, `lease`, `complete`) whose replies came: the
+/// next `enqueue` or `complete` on that function tells Redis to forget what it kept to
+/// answer them if they were sent again, so that what is kept stays small however fast calls
+/// come (otherwise each is kept for 10 minutes).
+#[derive(Clone, Default)]
+pub(crate) struct Answered(
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<FunctionName, Vec<String>>>>,
+);
+
+impl Answered {
+    /// The most ids kept per function; older ones are forgotten by Redis when their time is up.
+    const MAX: usize = 1024;
+
+    /// Notes that call `id` on `function` was answered.
+    pub(crate) fn note(&self, function: &FunctionName, id: String) {
+        let mut answered = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ids = answered.entry(function.clone()).or_default();
+        if ids.len() >= Self::MAX {
+            ids.remove(0);
+        }
+        ids.push(id);
+    }
+
+    /// Adds to `call` how many ids of `function`'s answered calls follow, and the ids (taken:
+    /// each is told once).
+    pub(crate) fn tell(&self, function: &FunctionName, call: &mut FunctionCall) {
+        let ids = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(function)
+            .unwrap_or_default();
+        call.arg(ids.len());
+        for id in &ids {
+            call.arg(id);
+        }
+    }
+}

@@ -109,6 +109,7 @@ struct Completer {
     conn: Connection,
     worker_id: String,
     hints: Hints,
+    answered: scripts::Answered,
 }
 
 /// The most `complete` calls on their way at once: a second is sent while the first is
@@ -185,6 +186,7 @@ impl Completer {
             .arg(ttl.as_millis() as u64)
             .arg(next.map_or(0, |n| n.default_timeout_ms))
             .arg(next.map_or(0, |n| n.default_max_attempts));
+        self.answered.tell(function, &mut call);
         let events = lock_hints(&self.hints)
             .get(function)
             .map_or(0, |hint| hint.events);
@@ -203,6 +205,7 @@ impl Completer {
                 return;
             }
         };
+        self.answered.note(function, call_id);
         if want > 0 {
             record_lease(
                 &self.hints,
@@ -350,6 +353,7 @@ pub struct WorkerQueue {
     listening: Arc<AtomicBool>,
     /// The functions listened to, in the order given.
     served: std::sync::Mutex<Vec<FunctionName>>,
+    answered: scripts::Answered,
     cancel_requests: broadcast::Sender<CancelRequest>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
@@ -372,6 +376,7 @@ impl WorkerQueue {
             hints: Hints::default(),
             listening: Arc::default(),
             served: std::sync::Mutex::default(),
+            answered: scripts::Answered::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
@@ -572,6 +577,9 @@ impl WorkerQueue {
                 }
                 Err(error) => return Err(error.into()),
             };
+            if !rows.is_empty() {
+                self.answered.note(function, token_prefix.clone());
+            }
             record_lease(
                 &self.hints,
                 function,
@@ -711,6 +719,7 @@ impl WorkerQueue {
                 conn: self.conn.clone(),
                 worker_id: self.worker_id.clone(),
                 hints: self.hints.clone(),
+                answered: self.answered.clone(),
             };
             let task = tokio::spawn(send_completions(completer, receiver));
             (sender, TaskGuard(task))

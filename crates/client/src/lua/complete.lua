@@ -21,6 +21,9 @@
 --       results, and the leases it made that are still held
 --   b+1 worker id; b+2 the most jobs to lease (0: none); b+3 lease duration, ms; b+4 and
 --   b+5 the default timeout (ms) and attempts, as `lease` ARGV[5] to ARGV[7]
+--   b+6 k, then k ids of earlier calls whose replies the caller has: their remembered
+--       replies are forgotten now rather than after 10 minutes (so that what is kept for
+--       calls sent again stays small however fast jobs go)
 --
 -- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
 -- dropped (see `cancel`).
@@ -42,9 +45,10 @@ local call_id = ARGV[b]
 -- finds them).
 local replay = call_id and remembered(call_id)
 if replay then
-  local leased, words = string.match(replay, '^([^;]*);(.*)$')
+  local leased, letters = string.match(replay, '^([^;]*);(.*)$')
   local results = {}
-  for word in string.gmatch(words or '', '[^,]+') do
+  for letter in string.gmatch(letters or '', '.') do
+    local word = REPLY_WORDS[letter]
     if word == 'succeeded' or word == 'cancelled' then
       results[#results + 1] = { 1, word }
     else
@@ -90,6 +94,8 @@ settle()
 flush()
 if not call_id then return { results, NOTIFY } end
 
+forget_replies(ARGV, b + 6)
+
 local leases, wait_ms, capped, leased = {}, -1, 0, nil
 local want = tonumber(ARGV[b + 2]) or 0
 if want > 0 then
@@ -97,8 +103,9 @@ if want > 0 then
     tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]))
 end
 if call_id ~= '' then
-  local words = {}
-  for i, result in ipairs(results) do words[i] = result[2] end
-  remember(call_id, (leased or '') .. ';' .. table.concat(words, ','))
+  -- The results in one letter each: s(ucceeded), c(ancelled), x (stale), m(issing).
+  local letters = {}
+  for i, result in ipairs(results) do letters[i] = REPLY_LETTERS[result[2]] end
+  remember(call_id, (leased or '') .. ';' .. table.concat(letters))
 end
 return { results, NOTIFY, leases, wait_ms, capped }

@@ -18,6 +18,8 @@
 --   +8  tags              '' or a JSON array of strings
 --   +9  after             '' or a JSON array of job ids ('G:N') that must succeed first
 --   +10 input             bytes
+-- Then, optionally, k and k ids of earlier calls on this function whose replies the caller
+-- has: what was kept to answer them again is forgotten now (as for `complete`).
 --
 -- A job with dependencies waits (state `waiting`) until all of them have succeeded.
 -- Dependencies in this function are linked here; those in other functions are returned for
@@ -57,7 +59,10 @@ end
 -- Check every job before writing anything, so a batch is all or nothing. The dependencies
 -- in this function are kept (not forgotten by the housekeeping below) while this call runs.
 local TAGS, AFTER, depended = {}, {}, {}
-if not n or n < 0 or #ARGV ~= FIRST - 1 + FIELDS * n then
+local ACKED = FIRST + FIELDS * (n or 0)
+local acked = tonumber(ARGV[ACKED] or '0')
+if not n or n < 0 or not acked or acked < 0
+  or (#ARGV ~= ACKED - 1 and #ARGV ~= ACKED + acked) then
   return redis.error_reply('BADJOB job 1: the call does not carry ' .. tostring(n) .. ' jobs of ' .. FIELDS .. ' fields')
 end
 for i = 0, n - 1 do
@@ -229,5 +234,6 @@ call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
+forget_replies(ARGV, ACKED)
 remember(call_id, cjson.encode(results))
 return results

@@ -539,6 +539,17 @@ local function remember(id, reply)
   redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id)
 end
 
+-- Forgets the replies kept for calls the caller says it has the replies of: args[at] is
+-- how many ids follow (absent: none).
+local function forget_replies(args, at)
+  local ids = {}
+  for i = 1, tonumber(args[at] or '0') or 0 do ids[i] = args[at + i] end
+  if #ids > 0 then
+    redis.call('HDEL', K.calls, unpack(ids))
+    redis.call('ZREM', K.calls_exp, unpack(ids))
+  end
+end
+
 ---------------------------------------------------------------------------------------------
 -- Leasing (`lease`, and `complete` asked to lease the next jobs in the same call).
 
@@ -548,6 +559,10 @@ local function first_due(key)
   if #first > 0 then return tonumber(first[2]) end
   return nil
 end
+
+-- `complete`'s results as remembered for a call sent again: one letter each.
+local REPLY_LETTERS = { succeeded = 's', cancelled = 'c', stale = 'x', missing = 'm' }
+local REPLY_WORDS = { s = 'succeeded', c = 'cancelled', x = 'stale', m = 'missing' }
 
 -- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
 -- still holds, as lease_jobs returns them.
@@ -568,8 +583,8 @@ end
 
 -- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
 -- lease.lua for what happens on the way). Returns the leases, wait_ms, capped (as `lease`
--- answers them) and the numbers leased, comma-separated (nil when nothing could be leased),
--- for the caller to remember under its call id.
+-- answers them) and the numbers leased, comma-separated, for the caller to remember under
+-- its call id (nil when nothing was leased: such a call need not be remembered).
 local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
   local leased_numbers = nil
   -- (1) Forget finished jobs whose retention is over.
@@ -706,7 +721,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
-    leased_numbers = table.concat(numbers, ',')
+    if #leases > 0 then leased_numbers = table.concat(numbers, ',') end
     if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
   end
 
