@@ -998,8 +998,9 @@ async fn replies_kept_for_calls_sent_again_are_forgotten_once_answered() {
     let client = redis.client().await;
     let f = function("producer");
     for _ in 0..5 {
-        let batch: Vec<(&[u8], EnqueueOptions)> =
-            (0..10).map(|_| (&b"x"[..], EnqueueOptions::default())).collect();
+        let batch: Vec<(&[u8], EnqueueOptions)> = (0..10)
+            .map(|_| (&b"x"[..], EnqueueOptions::default()))
+            .collect();
         client.enqueue_many(&f, &batch).await.unwrap();
     }
     let mut conn = redis.raw().await;
@@ -1014,7 +1015,11 @@ async fn replies_kept_for_calls_sent_again_are_forgotten_once_answered() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!((kept, expiring), (1, 1), "only the last call's reply is kept");
+    assert_eq!(
+        (kept, expiring),
+        (1, 1),
+        "only the last call's reply is kept"
+    );
     assert_eq!(client.queue(&f).await.unwrap().queued, 50);
 }
 
