@@ -11,6 +11,58 @@ use crate::support::{TestRedis, eventually, function};
 
 const TTL: Duration = Duration::from_secs(30);
 
+/// A `complete` whose lease part is malformed (from another client) is refused before it
+/// writes anything: the job is still running, with no output, and a good call then works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_completion_changes_nothing() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let id = client
+        .enqueue(&f, b"in", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), "worker").await.unwrap();
+    let lease = queue
+        .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
+        .await
+        .unwrap()
+        .remove(0);
+    let keys = wasmgear_proto::keys::FunctionKeys::new(&f).all();
+    let mut conn = redis.raw().await;
+    let refused: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+        .arg("wg1_complete")
+        .arg(keys.len())
+        .arg(&keys[..])
+        .arg(f.as_str())
+        .arg(1)
+        .arg(id.seq)
+        .arg(&lease.token)
+        .arg("out")
+        .arg("")
+        .arg("")
+        .arg("call-1")
+        .arg("worker")
+        .arg(1)
+        .arg("soon")
+        .arg(1000)
+        .arg(3)
+        .query_async(&mut conn)
+        .await;
+    let error = refused.unwrap_err();
+    assert_eq!(error.code(), Some("BADARGS"), "{error}");
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Running);
+    assert_eq!(status.output, None);
+    assert_eq!(
+        queue
+            .complete(&lease, b"out", &AttemptNotes::default())
+            .await
+            .unwrap(),
+        Completion::Accepted(JobState::Succeeded)
+    );
+}
+
 /// A completion is accepted once; a second one, or one after the lease was taken over
 /// by another worker, is refused and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,6 +58,13 @@ if replay then
   return { results, {}, held_leases(call_id, leased or ''), 0, 0 }
 end
 
+-- The lease part is checked before anything is written: a call refused changes nothing.
+local want = tonumber(ARGV[b + 2] or '0')
+if call_id and (not want or (want > 0 and not (tonumber(ARGV[b + 3] or '')
+    and tonumber(ARGV[b + 4] or '') and tonumber(ARGV[b + 5] or '')))) then
+  return redis.error_reply('BADARGS complete: the jobs to lease need a count, a lease duration and two defaults, all numbers')
+end
+
 local results, runs, outputs, numbers = {}, {}, {}, {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[3 + 5 * i] end
 begin_batch()
@@ -97,7 +104,6 @@ if not call_id then return { results, NOTIFY } end
 forget_replies(ARGV, b + 6)
 
 local leases, wait_ms, capped, leased = {}, -1, 0, nil
-local want = tonumber(ARGV[b + 2]) or 0
 if want > 0 then
   leases, wait_ms, capped, leased = lease_jobs(ARGV[b + 1], call_id, want, tonumber(ARGV[b + 3]),
     tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]))
