@@ -158,8 +158,8 @@ async fn send_completions(
 }
 
 impl Completer {
-    /// Completes `group` (jobs of `function`) in one call, leasing in it one job for each
-    /// completion that asked for its next.
+    /// Completes `group` (jobs of `function`) in one call, leasing in it the jobs each
+    /// completion asked for next, and answers each completion with its result and its jobs.
     async fn send(&self, function: &FunctionName, group: Vec<PendingCompletion>) {
         let mut call = scripts::on_function(&scripts::COMPLETE, function);
         call.arg(group.len());

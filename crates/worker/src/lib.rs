@@ -704,14 +704,11 @@ impl<S: JobSource> Node<S> {
             }
         };
         let keep = async {
-            // The first beat is due a third of the TTL after the lease was made (a job leased
-            // ahead may have waited a little). (No timer is awaited on a short job's path: a
+            // The first beat is due a third of the TTL from now: the lease is fresh, or was
+            // held ahead for at most a quarter of the TTL ([`HOLD_AHEAD_MAX`]), which leaves
+            // it well before the fence's notice. (No timer is awaited on a short job's path: a
             // timer costs a millisecond of tokio's clock.)
-            let made = lease.expires.checked_sub(ttl);
-            let mut next_beat = made.map_or_else(
-                || tokio::time::Instant::now() + period,
-                |made| tokio::time::Instant::from_std(made) + period,
-            );
+            let mut next_beat = tokio::time::Instant::now() + period;
             let mut next_report = tokio::time::Instant::now();
             let lost = |why: &str| {
                 tracing::warn!("{why}: stopping the job");

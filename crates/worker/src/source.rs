@@ -60,8 +60,8 @@ pub trait JobSource: Send + Sync + 'static {
 
     /// Finishes the job as [`JobSource::complete`] does and may, in the same round trip,
     /// lease up to `next.max` more jobs of its function for the slot it frees (`next` says
-    /// with which defaults, `ttl` for how long). The source decides whether to (it keeps functions and
-    /// sources served in turn); by default it does not.
+    /// with which defaults, `ttl` for how long). The source decides whether to (it keeps
+    /// functions and sources served in turn); by default it does not.
     fn complete_and_lease(
         &self,
         lease: &Lease,
