@@ -45,8 +45,10 @@ type Report = std::pin::Pin<Box<dyn Future<Output = (Vec<Lease>, usize)> + Send>
 
 /// The longest a job leased ahead waits in its slot (at most a quarter of the lease): once
 /// the job before it has run this long, it is handed back for another slot or worker to
-/// take. Only a job that ran for less than half of it leases one ahead.
-pub const HOLD_AHEAD_MAX: Duration = Duration::from_secs(1);
+/// take. Only a job that ran for less than half of it leases one ahead. Short: a job held
+/// ahead only bridges a round trip to Redis, and a job handed back more than once (Redis
+/// gives the oldest ready job first) must still start well within a lease.
+pub const HOLD_AHEAD_MAX: Duration = Duration::from_millis(100);
 
 /// A job that has stopped running, to be reported.
 struct Finished {
@@ -105,7 +107,7 @@ struct Node<S> {
     /// worker may hold two leases of the same job), with their cancel signals.
     running: Mutex<HashMap<String, (JobId, CancelSignal)>>,
     slot_freed: tokio::sync::Notify,
-    /// Shutdown has begun: a finished job's slot leases nothing more.
+    /// Shutdown has begun: a finished job's result leases nothing more.
     stopping_leases: std::sync::atomic::AtomicBool,
 }
 
@@ -493,17 +495,11 @@ impl<S: JobSource> Node<S> {
                     None => break,
                 }
             };
-            let (lease, plugin, in_flight) = match prepared.take() {
-                Some((plugin, in_flight)) => (lease, plugin, in_flight),
-                None => {
-                    let Some(lease) = self.ready_to_start(lease).await else {
-                        continue;
-                    };
-                    let plugin = self.registry.get(&lease.info.id.function);
-                    let in_flight = plugin.as_ref().map(|p| p.start_job());
-                    (lease, plugin, in_flight)
-                }
-            };
+            let (plugin, in_flight) = prepared.take().unwrap_or_else(|| {
+                let plugin = self.registry.get(&lease.info.id.function);
+                let in_flight = plugin.as_ref().map(|p| p.start_job());
+                (plugin, in_flight)
+            });
             let function = lease.info.id.function.clone();
             let limited = plugin
                 .as_ref()
@@ -570,19 +566,7 @@ impl<S: JobSource> Node<S> {
         self.slot_freed.notify_one();
     }
 
-    /// A job leased ahead, about to start; handed back instead if shutdown has begun.
-    async fn ready_to_start(&self, lease: Lease) -> Option<Lease> {
-        if self
-            .stopping_leases
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            self.hand_back(vec![lease]).await;
-            return None;
-        }
-        Some(lease)
-    }
-
-    /// Hands back jobs leased ahead that will not start here (unrun, their attempt not
+    /// Hands back jobs leased ahead that waited too long here (unrun, their attempt not
     /// counted), so that another slot or worker takes them at once.
     async fn hand_back(&self, leases: Vec<Lease>) {
         for lease in leases {
@@ -705,7 +689,7 @@ impl<S: JobSource> Node<S> {
         };
         let keep = async {
             // The first beat is due a third of the TTL from now: the lease is fresh, or was
-            // held ahead for at most a quarter of the TTL ([`HOLD_AHEAD_MAX`]), which leaves
+            // held ahead for at most a quarter of the TTL (see `HOLD_AHEAD_MAX`), which leaves
             // it well before the fence's notice. (No timer is awaited on a short job's path: a
             // timer costs a millisecond of tokio's clock.)
             let mut next_beat = tokio::time::Instant::now() + period;
