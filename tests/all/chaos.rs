@@ -437,9 +437,12 @@ impl EventLog {
         tokio::spawn(async move {
             let mut messages = pubsub.into_on_message();
             while let Some(message) = messages.next().await {
-                let event = serde_json::from_slice(message.get_payload_bytes())
-                    .unwrap_or(serde_json::Value::Null);
-                log.lock().unwrap().push(event);
+                // One event, or an array of the events of one call.
+                match serde_json::from_slice(message.get_payload_bytes()) {
+                    Ok(serde_json::Value::Array(events)) => log.lock().unwrap().extend(events),
+                    Ok(event) => log.lock().unwrap().push(event),
+                    Err(_) => log.lock().unwrap().push(serde_json::Value::Null),
+                }
             }
         });
     }

@@ -242,3 +242,60 @@ async fn a_wait_outlasts_a_redis_restart() {
     assert_eq!(status.output.as_deref(), Some(&b"patient"[..]));
     worker.stop().await;
 }
+
+/// A call that creates, starts or finishes many jobs publishes their events together, in
+/// order, at most 1000 to a message; waits and the event stream read each of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_of_one_call_come_together_and_each_is_read() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let echo = function("echo");
+    let channel = FunctionKeys::new(&echo).events();
+    let subscriber = Subscriber::new(redis::Client::open(redis.url()).unwrap());
+    let mut raw = subscriber.open();
+    raw.subscribe(Topic::Channel(channel.clone()))
+        .await
+        .unwrap();
+    let mut stream = Box::pin(client.events(Some(&echo)).await.unwrap());
+
+    let jobs = 2500;
+    let batch: Vec<(&[u8], EnqueueOptions)> = (0..jobs)
+        .map(|_| (&b"x"[..], EnqueueOptions::default()))
+        .collect();
+    let ids = client.enqueue_many(&echo, &batch).await.unwrap();
+    let mut sizes = Vec::new();
+    let mut created = Vec::new();
+    while created.len() < jobs {
+        match next(&mut raw).await {
+            Delivery::Message(message) => {
+                let events = Event::parse_message(&message.payload);
+                sizes.push(events.len());
+                created.extend(events.into_iter().map(|(event, _)| match event {
+                    Event::Create { id } => id,
+                    other => panic!("expected create events, got {other:?}"),
+                }));
+            }
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+    assert_eq!(sizes, [1000, 1000, 500], "events per message");
+    assert_eq!(created, ids, "one create event per job, in order");
+    for id in &ids {
+        let event = tokio::time::timeout(BOUND, stream.next())
+            .await
+            .expect("an event within the bound")
+            .expect("the stream goes on");
+        assert_eq!(event.event, Event::Create { id: id.clone() });
+        assert_eq!(event.json, format!(r#"{{"event":"create","id":"{id}"}}"#));
+    }
+
+    // A worker finishing and starting jobs several at a time: every wait hears its job's end.
+    let mut options = TestWorkerOptions::default();
+    options.config.concurrency = 8;
+    let worker = TestWorker::start_with(&redis, &["echo"], options).await;
+    let waits = ids.iter().map(|id| client.wait(id, Some(BOUND), |_| {}));
+    for status in futures_util::future::join_all(waits).await {
+        assert_eq!(status.unwrap().record.state, JobState::Succeeded);
+    }
+    worker.stop().await;
+}

@@ -376,14 +376,17 @@ impl Client {
                     }
                 };
                 let function = FunctionKeys::function_of_events(&message.channel)?;
-                let json = String::from_utf8_lossy(&message.payload).into_owned();
-                let event = Event::parse(json.as_bytes())?;
-                Some(FunctionEvent {
-                    function,
-                    event,
-                    json,
-                })
-            }))
+                let events: Vec<FunctionEvent> = Event::parse_message(&message.payload)
+                    .into_iter()
+                    .map(|(event, json)| FunctionEvent {
+                        function: function.clone(),
+                        event,
+                        json: json.to_string(),
+                    })
+                    .collect();
+                Some(futures_util::stream::iter(events))
+            })
+            .flatten())
     }
 
     /// Adds (`add`) or removes tags of job `id`; returns its tags afterwards.

@@ -81,10 +81,15 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
     lua.push_str(&wasmgear_proto::limits::lua_constants());
     lua.push_str(include_str!("lua/lib.lua"));
     for f in ALL {
-        let begin = if f.on_queue {
-            "begin(KEYS, ARGV)\n"
+        // A function on one function's queue starts with begin() and, once its body has
+        // returned, writes what the call gathered (end_call: statistics, events).
+        let (begin, end) = if f.on_queue {
+            (
+                "begin(KEYS, ARGV)\nlocal reply = (function()\n",
+                "\nend)()\nend_call()\nreturn reply\n",
+            )
         } else {
-            ""
+            ("", "")
         };
         let flags = if f.read_only {
             ", flags = { 'no-writes' }"
@@ -92,7 +97,7 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
             ""
         };
         lua.push_str(&format!(
-            "\nredis.register_function{{ function_name = '{}', callback = function(KEYS, ARGV)\n{begin}{}\nend{flags} }}\n",
+            "\nredis.register_function{{ function_name = '{}', callback = function(KEYS, ARGV)\n{begin}{}{end}\nend{flags} }}\n",
             f.name, f.body
         ));
     }

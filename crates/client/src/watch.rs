@@ -119,11 +119,10 @@ async fn route(mut subscription: Subscription, mut commands: mpsc::UnboundedRece
             delivery = subscription.next() => match delivery {
                 None => return,
                 Some(Delivery::Message(message)) => {
-                    let Some(event) = Event::parse(&message.payload) else {
-                        continue;
-                    };
-                    if let Some(waits) = event.job().and_then(|id| routes.get_mut(id)) {
-                        waits.retain(|(_, events)| events.send(Seen::Event(event.clone())).is_ok());
+                    for (event, _) in Event::parse_message(&message.payload) {
+                        if let Some(waits) = event.job().and_then(|id| routes.get_mut(id)) {
+                            waits.retain(|(_, events)| events.send(Seen::Event(event.clone())).is_ok());
+                        }
                     }
                 }
                 Some(Delivery::Lost) => tell_all(&mut routes, || Seen::Lost),

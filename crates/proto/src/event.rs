@@ -104,6 +104,29 @@ impl Event {
     pub fn parse(payload: &[u8]) -> Option<Event> {
         serde_json::from_slice(payload).ok()
     }
+
+    /// Reads one published message: an event's JSON object, or a JSON array of events (a
+    /// call that creates, starts or finishes several jobs publishes their events together,
+    /// in order). Each event comes with its JSON as published; what is not an event is
+    /// left out.
+    pub fn parse_message(payload: &[u8]) -> Vec<(Event, &str)> {
+        let Ok(text) = std::str::from_utf8(payload) else {
+            return Vec::new();
+        };
+        if !text.trim_start().starts_with('[') {
+            return Event::parse(payload)
+                .map(|event| (event, text))
+                .into_iter()
+                .collect();
+        }
+        let Ok(items) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text) else {
+            return Vec::new();
+        };
+        items
+            .into_iter()
+            .filter_map(|raw| Some((Event::parse(raw.get().as_bytes())?, raw.get())))
+            .collect()
+    }
 }
 
 /// An event and the function on whose channel it came.
@@ -173,7 +196,23 @@ mod tests {
             );
         }
         assert_eq!(Event::parse(b"not json"), None);
+        assert!(Event::parse_message(b"not json").is_empty());
         assert_eq!(Event::parse(br#"{"event":"start","id":"nocolon"}"#), None);
+    }
+
+    #[test]
+    fn a_message_carries_one_event_or_an_array_of_them_in_order() {
+        let one = r#"{"event":"create","id":"echo:7"}"#;
+        let got = Event::parse_message(one.as_bytes());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1, one);
+        let many = r#"[{"event":"finish","id":"echo:7","state":"succeeded"}, {"event":"start","id":"echo:8","attempt":1},"junk",{"event":"create","id":"echo:9"}]"#;
+        let got = Event::parse_message(many.as_bytes());
+        let kinds: Vec<_> = got.iter().map(|(e, _)| e.kind()).collect();
+        assert_eq!(kinds, ["finish", "start", "create"]);
+        assert_eq!(got[1].1, r#"{"event":"start","id":"echo:8","attempt":1}"#);
+        assert!(Event::parse_message(b"[{\"event\":").is_empty());
+        assert!(Event::parse_message(b"[]").is_empty());
     }
 
     #[test]

@@ -144,7 +144,7 @@ for i = 0, n - 1 do
     ready[#ready + 1] = number
     inputs[#inputs + 1] = number
     inputs[#inputs + 1] = ARGV[a + 10]
-    redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
+    EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
     wake_workers()
     results[#results + 1] = { tonumber(number), 1, {} }
   else
@@ -224,7 +224,7 @@ for i = 0, n - 1 do
       inputs[#inputs + 1] = number
       inputs[#inputs + 1] = ARGV[a + 10]
       -- Built without cjson: sent for every job.
-      redis.call('PUBLISH', K.events, '{"event":"create","id":"' .. FN .. ':' .. number .. '"}')
+      EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
       wake_workers()
       results[#results + 1] = { tonumber(number), 1, links }
     end

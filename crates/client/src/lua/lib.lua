@@ -179,11 +179,31 @@ local function wake_workers()
   redis.call('PUBLISH', K.work, 'work')
 end
 
+-- The call's events (JSON texts), published together when it ends (publish_events): one
+-- message per event costs a command each (and, on Redis Cluster, a message to every node).
+local EVENTS = {}
+-- The most events one message carries (a bulk enqueue creates many jobs).
+local EVENTS_PER_MESSAGE = 1000
+
+-- Publishes the call's events in order: a lone event as its JSON object, more as JSON
+-- arrays of at most EVENTS_PER_MESSAGE events.
+local function publish_events()
+  if #EVENTS == 1 then
+    redis.call('PUBLISH', K.events, EVENTS[1])
+  else
+    for first = 1, #EVENTS, EVENTS_PER_MESSAGE do
+      local last = math.min(first + EVENTS_PER_MESSAGE - 1, #EVENTS)
+      redis.call('PUBLISH', K.events, '[' .. table.concat(EVENTS, ',', first, last) .. ']')
+    end
+  end
+  EVENTS = {}
+end
+
 -- What each event means to the function's workers.
 local WAKES = { create = true, ready = true, retry = true, config = true }
 
 local function publish(event)
-  redis.call('PUBLISH', K.events, cjson.encode(event))
+  EVENTS[#EVENTS + 1] = cjson.encode(event)
   if WAKES[event.event] then
     wake_workers()
   elseif event.event == 'cancel' then
@@ -197,7 +217,7 @@ end
 -- The `finish` event, built without cjson (it is sent for every job; ids and states need
 -- no escaping beyond what the function name already forbids).
 local function publish_finish(number, state)
-  redis.call('PUBLISH', K.events, '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}')
+  EVENTS[#EVENTS + 1] = '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}'
   if capped_function() then wake_workers() end
 end
 
@@ -256,10 +276,12 @@ end
 -- for good).
 
 local STAT_KINDS = { 'wait', 'run' }
+local STAT_COUNTERS = { 'failures', 'retries', 'failed' }
 
 -- Every field one day can have, so a day can be forgotten with one HDEL.
 local function stat_fields(day)
-  local fields = { day .. ':failures', day .. ':retries', day .. ':failed' }
+  local fields = {}
+  for _, name in ipairs(STAT_COUNTERS) do fields[#fields + 1] = day .. ':' .. name end
   for _, kind in ipairs(STAT_KINDS) do
     local p = day .. ':' .. kind .. ':'
     for _, name in ipairs({ 'count', 'mean', 'vk' }) do fields[#fields + 1] = p .. name end
@@ -281,63 +303,98 @@ local function stat_bucket(ms)
   return 'd' .. int_once(math.min(math.floor(s / 86400), 30))
 end
 
-local stats_day = nil
--- Today's field prefix; on the first write of a new day, forgets days past STATS_DAYS.
-local function stats_prefix()
-  if stats_day then return stats_day .. ':' end
-  stats_day = math.floor(NOW / DAY_MS)
-  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= stats_day then
-    local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
-    if days[#days] ~= stats_day then
-      days[#days + 1] = stats_day
-      while #days > STATS_DAYS do
-        redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
-      end
-      redis.call('HSET', K.stats, 'days', cjson.encode(days))
-    end
-    redis.call('HSET', K.stats, 'today', stats_day)
-  end
-  return stats_day .. ':'
-end
+-- What the call adds to the statistics, written together by stats_flush() at its end:
+-- kind -> durations (ms), and name -> how many.
+local STAT_SAMPLES, STAT_COUNTS = {}, {}
 
--- Adds the durations `samples` (ms) to today's `kind` statistics with two commands, however
--- many there are: one HMGET of the count, mean, squared deviations and the buckets the
--- samples fall in, one HSET of their new values. The batch's count, mean and squared
--- deviations merge into the stored ones (Chan et al.).
+-- Adds the durations `samples` (ms) to today's `kind` statistics (at the end of the call).
 local function stat_times(kind, samples)
-  local n_b = #samples
-  if n_b == 0 then return end
-  local sum, buckets, names = 0, {}, {}
-  for i = 1, n_b do
-    if samples[i] < 0 then samples[i] = 0 end
-    sum = sum + samples[i]
-    local bucket = stat_bucket(samples[i])
-    if not buckets[bucket] then names[#names + 1] = bucket end
-    buckets[bucket] = (buckets[bucket] or 0) + 1
-  end
-  local mean_b, m2_b = sum / n_b, 0
-  for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
-  local p = stats_prefix() .. kind .. ':'
-  local fields = { p .. 'count', p .. 'mean', p .. 'vk' }
-  for _, bucket in ipairs(names) do fields[#fields + 1] = p .. bucket end
-  local old = redis.call('HMGET', K.stats, unpack(fields))
-  local n_a = tonumber(old[1] or '0')
-  local mean_a, m2_a = tonumber(old[2] or '0'), tonumber(old[3] or '0')
-  local n = n_a + n_b
-  local delta = mean_b - mean_a
-  local mean = mean_a + delta * n_b / n
-  local vk = m2_a + m2_b + delta * delta * n_a * n_b / n
-  local writes = { fields[1], int(n), fields[2], tostring(mean), fields[3], tostring(vk) }
-  for i, bucket in ipairs(names) do
-    writes[#writes + 1] = fields[3 + i]
-    writes[#writes + 1] = int(tonumber(old[3 + i] or '0') + buckets[bucket])
-  end
-  redis.call('HSET', K.stats, unpack(writes))
+  local list = STAT_SAMPLES[kind] or {}
+  for i = 1, #samples do list[#list + 1] = samples[i] end
+  STAT_SAMPLES[kind] = list
 end
 
 local function stat_time(kind, ms) stat_times(kind, { ms }) end
 
-local function stat_count(name) redis.call('HINCRBY', K.stats, stats_prefix() .. name, '1') end
+local function stat_count(name) STAT_COUNTS[name] = (STAT_COUNTS[name] or 0) + 1 end
+
+-- On the first write of a new day: forgets the days past STATS_DAYS.
+local function stats_new_day(day)
+  local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
+  if days[#days] == day then return end
+  days[#days + 1] = day
+  while #days > STATS_DAYS do
+    redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
+  end
+  redis.call('HSET', K.stats, 'days', cjson.encode(days))
+end
+
+-- Writes what the call added to the statistics with two commands however much it is: one
+-- HMGET of today's number, then of the count, mean, squared deviations and the buckets the
+-- samples fall in for each kind, and of the counters; one HSET of their new values. A
+-- batch's count, mean and squared deviations merge into the stored ones (Chan et al.).
+local function stats_flush()
+  local day = math.floor(NOW / DAY_MS)
+  local prefix = int(day) .. ':'
+  local fields, merges = { 'today' }, {}
+  for _, kind in ipairs(STAT_KINDS) do
+    local samples = STAT_SAMPLES[kind]
+    if samples and #samples > 0 then
+      local n_b, sum, buckets, names = #samples, 0, {}, {}
+      for i = 1, n_b do
+        if samples[i] < 0 then samples[i] = 0 end
+        sum = sum + samples[i]
+        local bucket = stat_bucket(samples[i])
+        if not buckets[bucket] then names[#names + 1] = bucket end
+        buckets[bucket] = (buckets[bucket] or 0) + 1
+      end
+      local mean_b, m2_b = sum / n_b, 0
+      for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
+      local p = prefix .. kind .. ':'
+      merges[#merges + 1] = { at = #fields + 1, n = n_b, mean = mean_b, m2 = m2_b, names = names, buckets = buckets }
+      fields[#fields + 1] = p .. 'count'
+      fields[#fields + 1] = p .. 'mean'
+      fields[#fields + 1] = p .. 'vk'
+      for _, bucket in ipairs(names) do fields[#fields + 1] = p .. bucket end
+    end
+  end
+  local counted, counts = #fields + 1, STAT_COUNTS
+  local counters = {}
+  for _, name in ipairs(STAT_COUNTERS) do
+    if counts[name] then
+      counters[#counters + 1] = name
+      fields[#fields + 1] = prefix .. name
+    end
+  end
+  STAT_SAMPLES, STAT_COUNTS = {}, {}
+  if #fields == 1 then return end
+  local old = redis.call('HMGET', K.stats, unpack(fields))
+  local writes = {}
+  if tonumber(old[1] or '-1') ~= day then
+    stats_new_day(day)
+    writes[1], writes[2] = 'today', int(day)
+  end
+  for _, m in ipairs(merges) do
+    local n_a = tonumber(old[m.at] or '0')
+    local mean_a, m2_a = tonumber(old[m.at + 1] or '0'), tonumber(old[m.at + 2] or '0')
+    local n = n_a + m.n
+    local delta = m.mean - mean_a
+    local mean = mean_a + delta * m.n / n
+    local vk = m2_a + m.m2 + delta * delta * n_a * m.n / n
+    for _, w in ipairs({ fields[m.at], int(n), fields[m.at + 1], tostring(mean), fields[m.at + 2], tostring(vk) }) do
+      writes[#writes + 1] = w
+    end
+    for i, bucket in ipairs(m.names) do
+      writes[#writes + 1] = fields[m.at + 2 + i]
+      writes[#writes + 1] = int(tonumber(old[m.at + 2 + i] or '0') + m.buckets[bucket])
+    end
+  end
+  for i, name in ipairs(counters) do
+    writes[#writes + 1] = fields[counted + i - 1]
+    writes[#writes + 1] = int(tonumber(old[counted + i - 1] or '0') + counts[name])
+  end
+  redis.call('HSET', K.stats, unpack(writes))
+end
 
 ---------------------------------------------------------------------------------------------
 -- Finishing jobs, and what that does to the jobs depending on them.
@@ -711,8 +768,8 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         rated[#rated + 1] = now
         rated[#rated + 1] = record.token
         -- The `start` event, built without cjson: it is sent for every job.
-        redis.call('PUBLISH', K.events,
-          '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. int(record.attempt) .. '}')
+        EVENTS[#EVENTS + 1] =
+          '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. int(record.attempt) .. '}'
         leases[#leases + 1] = {
           tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
           record.token, inputs[i] or '',
@@ -755,7 +812,15 @@ local function begin(keys, args)
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}
-  CONFIG, CAPPED, WOKEN, stats_day, SETTLE, NOTIFY = nil, nil, false, nil, {}, {}
+  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY = nil, nil, false, {}, {}
+  STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
+end
+
+-- The end of every call (after its body has returned): the statistics and events it
+-- gathered are written.
+local function end_call()
+  stats_flush()
+  publish_events()
 end
 
 ---------------------------------------------------------------------------------------------
