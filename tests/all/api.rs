@@ -402,8 +402,9 @@ async fn an_idle_worker_asks_only_the_function_that_got_work() {
     worker.stop().await;
 }
 
-/// A worker finishing jobs one at a time reports each job and leases the next in one call:
-/// one script call per job at steady state, not a `complete` and a `lease`.
+/// A worker running one job at a time reports finished jobs and leases the next in one
+/// call, several at a time when the jobs are short: well under one script call per job at
+/// steady state, not a `complete` and a `lease` per job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_job_leases_the_next_in_the_same_call() {
     let redis = TestRedis::start();
@@ -436,13 +437,15 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
         assert_eq!(status.record.attempt, 1, "{id} ran once");
     }
     let calls = (fcall_calls(&mut conn).await - before) as f64 / jobs as f64;
-    // A `lease` and a `complete` per job would be 2; the worker also loads the library,
-    // advertises itself and re-checks links now and then.
-    assert!(calls < 1.4, "{calls:.2} script calls per job");
+    // A `lease` and a `complete` per job would be 2, a `complete` leasing the next job 1.
+    // Jobs this short are leased several ahead (AHEAD_MAX), so that each call reports and
+    // leases several: well under one call per job (0.17 when written), although the
+    // worker also loads the library, advertises itself and re-checks links now and then.
+    assert!(calls < 0.5, "{calls:.2} script calls per job");
     // A call's events (the `finish` of the job it reports, the `start` of the one it
     // leases) go out in one message: one PUBLISH per call, not one per event.
     let publishes = (command_calls(&mut conn, "publish").await - published) as f64 / jobs as f64;
-    assert!(publishes < 1.4, "{publishes:.2} PUBLISH per job");
+    assert!(publishes < 0.5, "{publishes:.2} PUBLISH per job");
     // Each call writes the wait time of the jobs it leased and the run time of those it
     // completed together: every one is counted once.
     let today = (std::time::SystemTime::now()

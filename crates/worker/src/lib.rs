@@ -44,11 +44,17 @@ const MAX_LEASE_CALLS: usize = 2;
 type Report = std::pin::Pin<Box<dyn Future<Output = (Vec<Lease>, usize)> + Send>>;
 
 /// The longest a job leased ahead waits in its slot (at most a quarter of the lease): once
-/// the job before it has run this long, it is handed back for another slot or worker to
-/// take. Only a job that ran for less than half of it leases one ahead. Short: a job held
-/// ahead only bridges a round trip to Redis, and a job handed back more than once (Redis
+/// it has waited this long, it and those behind it are handed back for another slot or
+/// worker to take. Only a job that ran for less than half of it leases ahead. Short: jobs
+/// held ahead only bridge round trips to Redis, and a job handed back more than once (Redis
 /// gives the oldest ready job first) must still start well within a lease.
 pub const HOLD_AHEAD_MAX: Duration = Duration::from_millis(100);
+
+/// The most jobs a slot runs or holds at once, the one running included. A slot whose jobs
+/// are short keeps as many as would run in a quarter of [`HOLD_AHEAD_MAX`] (two at least):
+/// it never waits on Redis, and each `complete` call reports and leases several jobs, which
+/// costs Redis far less per job than one at a time.
+pub const AHEAD_MAX: usize = 16;
 
 /// A job that has stopped running, to be reported.
 struct Finished {
@@ -467,10 +473,10 @@ impl<S: JobSource> Node<S> {
     /// theirs, one at a time, for as long as the source hands them (see
     /// [`JobSource::complete_and_lease`]); frees the slot when none is left.
     ///
-    /// A short job asks for two: the next one and one more that waits here, so that the
-    /// slot goes on at once when a job ends while the result and the next lease make their
-    /// round trip together. A job waiting here is handed back if the one before it runs
-    /// long (see [`HOLD_AHEAD_MAX`]): it never waits behind a long job, its lease running.
+    /// A short job asks for the next one and more that wait here (see [`AHEAD_MAX`]), so
+    /// that the slot goes on at once when a job ends while the results and the next leases
+    /// make their round trips. Jobs waiting here are handed back once the oldest has waited
+    /// [`HOLD_AHEAD_MAX`]: none waits behind a long job, its lease running.
     async fn serve_slot(
         self: Arc<Self>,
         first: Lease,
@@ -479,17 +485,20 @@ impl<S: JobSource> Node<S> {
     ) {
         let mut permit = Some(permit);
         let mut prepared = Some(prepared);
-        let mut queue = std::collections::VecDeque::from([first]);
+        // The jobs to run here, each with when it came: a job waits here at most `hold`.
+        let hold = HOLD_AHEAD_MAX.min(self.config.lease_ttl / 4);
+        let mut queue = std::collections::VecDeque::from([(first, tokio::time::Instant::now())]);
         // Reports on their way, each answering the jobs it leased and how many it asked for.
         let mut reports: FuturesUnordered<Report> = FuturesUnordered::new();
         // Jobs the reports on their way may bring.
         let mut asked = 0;
         loop {
-            let Some(lease) = queue.pop_front() else {
+            let Some((lease, _)) = queue.pop_front() else {
                 match reports.next().await {
                     Some((leases, wanted)) => {
                         asked -= wanted;
-                        queue.extend(leases);
+                        let now = tokio::time::Instant::now();
+                        queue.extend(leases.into_iter().map(|lease| (lease, now)));
                         continue;
                     }
                     None => break,
@@ -507,22 +516,23 @@ impl<S: JobSource> Node<S> {
             let span =
                 tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
             let started = tokio::time::Instant::now();
-            let hold_until = started + HOLD_AHEAD_MAX.min(self.config.lease_ttl / 4);
             let run = self.run_attempt(lease, plugin).instrument(span.clone());
             tokio::pin!(run);
-            // Reports that come back while the job runs add to the queue; once it has run
-            // long, what waits there is handed back.
+            // Reports that come back while the job runs add to the queue; once the oldest
+            // job there has waited `hold`, what waits there is handed back.
             let finished = loop {
+                let hand_back_at = queue.front().map(|(_, came)| *came + hold);
                 tokio::select! {
                     finished = &mut run => break finished,
                     Some((leases, wanted)) = reports.next(), if !reports.is_empty() => {
                         asked -= wanted;
-                        queue.extend(leases);
+                        let now = tokio::time::Instant::now();
+                        queue.extend(leases.into_iter().map(|lease| (lease, now)));
                     }
-                    () = tokio::time::sleep_until(hold_until), if !queue.is_empty() => {}
+                    () = tokio::time::sleep_until(hand_back_at.unwrap_or(started)), if hand_back_at.is_some() => {}
                 }
-                if !queue.is_empty() && tokio::time::Instant::now() >= hold_until {
-                    let held: Vec<Lease> = queue.drain(..).collect();
+                if hand_back_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                    let held: Vec<Lease> = queue.drain(..).map(|(lease, _)| lease).collect();
                     let node = self.clone();
                     reports.push(Box::pin(async move {
                         node.hand_back(held).await;
@@ -532,8 +542,17 @@ impl<S: JobSource> Node<S> {
             };
             // A plugin limiting its own concurrency gets no job ahead: its jobs are recorded
             // one strictly after the other.
-            let short = started.elapsed() < (hold_until - started) / 2;
-            let target = if !limited && short { 2 } else { 1 };
+            let ran = started.elapsed();
+            let target = if limited || ran >= hold / 2 {
+                1
+            } else {
+                // The more the shorter the job: as many as would run in a quarter of the
+                // hold, two at least and AHEAD_MAX at most.
+                let fit = (hold / 4).as_nanos() / ran.as_nanos().max(1);
+                usize::try_from(fit)
+                    .unwrap_or(AHEAD_MAX)
+                    .clamp(2, AHEAD_MAX)
+            };
             let pending = queue.len() + asked;
             let next = match (&finished.outcome, finished.cancelled) {
                 (Outcome::Succeeded(_), None) if pending < target => {

@@ -512,22 +512,36 @@ async fn shutdown_waits_the_grace_then_hands_the_job_back() {
     assert!(beats_during >= 2, "{:?}", fake.calls());
 }
 
-/// A short job leases two with its result: the next, and one that waits its turn. When the
-/// job before it runs long, the one waiting is handed back after 100 ms (it must not wait
-/// behind a long job, its lease running out), and a job that ran long asks for one only.
-#[tokio::test(start_paused = true)]
-async fn short_jobs_lease_one_ahead_which_is_handed_back_behind_a_long_one() {
+/// A node with one slot and a 30 s lease on a fake that leases with results, holding `jobs`.
+fn one_slot_leasing_with_results(
+    jobs: &[(u64, &str)],
+) -> (
+    Arc<Fake>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+) {
     let config = WorkerConfig {
         concurrency: 1,
         lease_ttl: Duration::from_secs(30),
         ..WorkerConfig::default()
     };
-    let (fake, stop, node, _dir) = start(config, |fake| {
+    start(config, |fake| {
         fake.state.lock().unwrap().lease_with_results = true;
-        fake.push(1, "sleep 0");
-        fake.push(2, "sleep 25");
-        fake.push(3, "sleep 0");
-    });
+        for (seq, input) in jobs {
+            fake.push(*seq, input);
+        }
+    })
+}
+
+/// A short job leases several with its result: the next, and more that wait their turn (as
+/// many as AHEAD_MAX for a job that took no time). When the job before them runs long, those
+/// waiting are handed back after 100 ms (they must not wait behind a long job, their
+/// leases running out), and a job that ran long asks for one only.
+#[tokio::test(start_paused = true)]
+async fn short_jobs_lease_one_ahead_which_is_handed_back_behind_a_long_one() {
+    let (fake, stop, node, _dir) =
+        one_slot_leasing_with_results(&[(1, "sleep 0"), (2, "sleep 25"), (3, "sleep 0")]);
     until("job 2 completed", &fake, |calls| {
         calls
             .iter()
@@ -535,7 +549,10 @@ async fn short_jobs_lease_one_ahead_which_is_handed_back_behind_a_long_one() {
     })
     .await;
     let calls: Vec<Call> = fake.calls().into_iter().map(|(_, c)| c).collect();
-    assert!(calls.contains(&Call::CompleteAndLease(1, 2)), "{calls:?}");
+    assert!(
+        calls.contains(&Call::CompleteAndLease(1, wasmgear_worker::AHEAD_MAX)),
+        "{calls:?}"
+    );
     assert!(
         calls.contains(&Call::CompleteAndLease(2, 1)),
         "job 2 ran 25 s: nothing ahead: {calls:?}"
@@ -570,7 +587,7 @@ async fn shutdown_hands_back_a_job_leased_ahead() {
     until("jobs 2 and 3 leased with job 1's result", &fake, |calls| {
         calls
             .iter()
-            .any(|(_, c)| *c == Call::CompleteAndLease(1, 2))
+            .any(|(_, c)| *c == Call::CompleteAndLease(1, wasmgear_worker::AHEAD_MAX))
     })
     .await;
     stop.send(()).unwrap();
@@ -584,4 +601,37 @@ async fn shutdown_hands_back_a_job_leased_ahead() {
             .any(|c| matches!(c, Call::CompleteAndLease(3, _) | Call::Complete(3))),
         "{calls:?}"
     );
+}
+
+/// Jobs held ahead wait at most 100 ms in all, however short each job before them: jobs of
+/// 40 ms each lease nothing more while three wait, and the fourth, still waiting 100 ms
+/// after it came, is handed back (not run at 120 ms, its lease running all the while).
+#[tokio::test(start_paused = true)]
+async fn jobs_held_ahead_are_handed_back_once_they_have_waited_100_ms() {
+    let (fake, stop, node, _dir) = one_slot_leasing_with_results(&[
+        (1, "sleep 0"),
+        (2, "sleepms 40"),
+        (3, "sleepms 40"),
+        (4, "sleepms 40"),
+        (5, "sleepms 40"),
+    ]);
+    until("job 5 handed back", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Release(5))
+    })
+    .await;
+    let calls: Vec<Call> = fake.calls().into_iter().map(|(_, c)| c).collect();
+    assert!(
+        calls.contains(&Call::CompleteAndLease(1, wasmgear_worker::AHEAD_MAX)),
+        "{calls:?}"
+    );
+    let released = fake.times_of(|c| *c == Call::Release(5));
+    assert!((secs(released[0]) - 0.1).abs() < 0.03, "{released:?}");
+    for seq in 2..=3 {
+        assert!(
+            calls.contains(&Call::Complete(seq)),
+            "job {seq} ran: {calls:?}"
+        );
+    }
+    stop.send(()).unwrap();
+    node.await.unwrap();
 }

@@ -121,6 +121,11 @@ fn hostile(_job: &Job, input: String) -> Result<Vec<u8>, JobError> {
             std::thread::sleep(std::time::Duration::from_secs(seconds as u64));
             Ok(format!("slept {seconds} s").into_bytes())
         }
+        "sleepms" => {
+            let ms = number(mode, arg)?;
+            std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            Ok(format!("slept {ms} ms").into_bytes())
+        }
         "retry" => Err(JobError::retry("E".repeat(number(mode, arg)?))),
         "progress" => {
             let n = arg
