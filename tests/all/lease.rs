@@ -509,3 +509,57 @@ async fn the_common_enqueue_writes_the_record_the_general_path_does() {
         ]
     );
 }
+
+/// The cap on finished jobs holds however many jobs one call finishes: a `complete` that
+/// reports 250 jobs of a function keeping 3 leaves 3 once the next jobs are leased with it
+/// (the housekeeping forgets at least as many as the call finished, not a fixed 100).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_call_finishing_many_jobs_keeps_the_cap() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("capped");
+    client
+        .configure(&f, &[wasmgear_client::Setting::KeepFinished(Some(3))])
+        .await
+        .unwrap();
+    let jobs = 250;
+    let ids = client
+        .enqueue_many(&f, &vec![(&b""[..], EnqueueOptions::default()); jobs + 1])
+        .await
+        .unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), "worker").await.unwrap();
+    let leases = queue
+        .lease(&[LeaseRequest::new(f.clone())], jobs, TTL)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), jobs);
+    let keys = wasmgear_proto::keys::FunctionKeys::new(&f).all();
+    let mut call = redis::cmd("FCALL");
+    call.arg("wg1_complete")
+        .arg(keys.len())
+        .arg(&keys[..])
+        .arg(f.as_str())
+        .arg(jobs);
+    for lease in &leases {
+        call.arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .arg("")
+            .arg("")
+            .arg("");
+    }
+    // The lease part: one more job.
+    call.arg("call-1")
+        .arg("worker")
+        .arg(1)
+        .arg(30_000)
+        .arg(1000)
+        .arg(3);
+    let _: redis::Value = call.query_async(&mut redis.raw().await).await.unwrap();
+    let q = client.queue(&f).await.unwrap();
+    assert_eq!((q.succeeded, q.running), (3, 1), "{q:?}");
+    let mut kept = 0;
+    for id in &ids[..jobs] {
+        kept += usize::from(client.status(id).await.is_ok());
+    }
+    assert_eq!(kept, 3, "records of finished jobs kept");
+}

@@ -399,6 +399,9 @@ end
 ---------------------------------------------------------------------------------------------
 -- Finishing jobs, and what that does to the jobs depending on them.
 
+-- How many jobs the call has finished so far.
+local FINISHED = 0
+
 -- Dependents in this function still to be told about a finished job: {number, dep_id, state}.
 local SETTLE = {}
 -- Dependents in other functions to be told by the caller (it runs `resolve` on their
@@ -417,6 +420,7 @@ end
 -- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
 -- told.
 local function finish(number, record, state, err, from)
+  FINISHED = FINISHED + 1
   if from and PENDING then
     PENDING_ZREM[from] = PENDING_ZREM[from] or {}
     table.insert(PENDING_ZREM[from], number)
@@ -561,13 +565,16 @@ end
 -- except those in `keep` (a set of numbers the calling script still reads).
 local function forget_expired(keep)
   keep = keep or {}
-  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
+  -- At least as many as the call has finished, so that a call finishing many jobs (a
+  -- worker reporting hundreds at once) does not outrun the cap.
+  local most = BATCH + FINISHED
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(most))) do
     if not keep[number] and not still_needed(number) then forget(number) end
   end
   local cap = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
   local excess = redis.call('ZCARD', K.expires) - cap
   if excess > 0 then
-    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess, BATCH) - 1)) do
+    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess, most) - 1)) do
       if not keep[number] and not still_needed(number) then forget(number) end
     end
   end
@@ -812,7 +819,7 @@ local function begin(keys, args)
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}
-  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY = nil, nil, false, {}, {}
+  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED = nil, nil, false, {}, {}, 0
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
 
