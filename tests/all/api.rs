@@ -339,21 +339,7 @@ async fn delayed_jobs_and_retries_run_when_due() {
 
 /// How many `FCALL`s the Redis behind `conn` has served.
 async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    command_calls(conn, "fcall").await
-}
-
-/// How many times the server has run `command` (inside scripts too: INFO commandstats).
-async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
-        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    crate::support::command_calls(conn, "fcall").await
 }
 
 /// An idle worker serving many functions picks a job up with one lease call, not one call
@@ -417,16 +403,16 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
         .iter()
         .map(|input| (&input[..], EnqueueOptions::default()))
         .collect();
-    let published = command_calls(&mut conn, "publish").await;
+    let published = crate::support::command_calls(&mut conn, "publish").await;
     let ids = client.enqueue_many(&echo, &batch).await.unwrap();
     // The bulk's `create` events go out together (with the workers' wake-up).
-    let enqueue_publishes = command_calls(&mut conn, "publish").await - published;
+    let enqueue_publishes = crate::support::command_calls(&mut conn, "publish").await - published;
     assert!(
         enqueue_publishes <= 2,
         "{enqueue_publishes} PUBLISH for one enqueue call"
     );
     let before = fcall_calls(&mut conn).await;
-    let published = command_calls(&mut conn, "publish").await;
+    let published = crate::support::command_calls(&mut conn, "publish").await;
     let mut options = crate::support::TestWorkerOptions::default();
     options.config.concurrency = 1;
     let worker = TestWorker::start_with(&redis, &["echo"], options).await;
@@ -444,7 +430,8 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
     assert!(calls < 0.5, "{calls:.2} script calls per job");
     // A call's events (the `finish` of the job it reports, the `start` of the one it
     // leases) go out in one message: one PUBLISH per call, not one per event.
-    let publishes = (command_calls(&mut conn, "publish").await - published) as f64 / jobs as f64;
+    let publishes = (crate::support::command_calls(&mut conn, "publish").await - published) as f64
+        / jobs as f64;
     assert!(publishes < 0.5, "{publishes:.2} PUBLISH per job");
     // Each call writes the wait time of the jobs it leased and the run time of those it
     // completed together: every one is counted once.

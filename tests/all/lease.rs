@@ -512,7 +512,8 @@ async fn the_common_enqueue_writes_the_record_the_general_path_does() {
 
 /// The cap on finished jobs holds however many jobs one call finishes: a `complete` that
 /// reports 250 jobs of a function keeping 3 leaves 3 once the next jobs are leased with it
-/// (the housekeeping forgets at least as many as the call finished, not a fixed 100).
+/// (the housekeeping forgets at least as many as the call finished, not a fixed 100, with
+/// one command per key for all of them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_call_finishing_many_jobs_keeps_the_cap() {
     let redis = TestRedis::start();
@@ -554,7 +555,12 @@ async fn one_call_finishing_many_jobs_keeps_the_cap() {
         .arg(30_000)
         .arg(1000)
         .arg(3);
-    let _: redis::Value = call.query_async(&mut redis.raw().await).await.unwrap();
+    let mut conn = redis.raw().await;
+    let deletes = crate::support::command_calls(&mut conn, "hdel").await;
+    let _: redis::Value = call.query_async(&mut conn).await.unwrap();
+    // One HDEL per hash for all the jobs forgotten, not one per job and hash.
+    let deletes = crate::support::command_calls(&mut conn, "hdel").await - deletes;
+    assert!(deletes <= 8, "{deletes} HDEL for one call");
     let q = client.queue(&f).await.unwrap();
     assert_eq!((q.succeeded, q.running), (3, 1), "{q:?}");
     let mut kept = 0;

@@ -577,3 +577,17 @@ pub fn json(output: &Output) -> serde_json::Value {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
     serde_json::from_str(&stdout(output)).unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
 }
+
+/// How many times the server has run `command` (inside scripts too: INFO commandstats).
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|fields| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

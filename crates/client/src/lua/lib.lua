@@ -533,32 +533,41 @@ local function settle()
   SETTLE = {}
 end
 
--- Deletes a finished job and everything kept about it.
-local function forget(number)
-  local record = load(number)
-  if record then
-    for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
-    if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
-      unfinish(number, record)
+-- Deletes finished jobs `numbers` and everything kept about them, with one call per key
+-- however many they are (tags and failure groups aside), except those that must outlive
+-- their retention because dependents in other functions have not been told of their end
+-- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
+local function forget_finished(numbers)
+  if #numbers == 0 then return end
+  local records = load_many(numbers)
+  local gone, later, uncounted = {}, {}, {}
+  for _, number in ipairs(numbers) do
+    local record = records[number]
+    if record and record.untold and NOW - (record.finished_ms or NOW) < UNTOLD_MAX_MS then
+      later[#later + 1] = int_once(NOW + RELINK_MAX_MS)
+      later[#later + 1] = number
+    else
+      gone[#gone + 1] = number
+      if record then
+        for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
+        local state = record.state
+        if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
+          uncounted[state] = (uncounted[state] or 0) + 1
+          if state == 'failed' then
+            local group = record.group or 'unknown'
+            redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
+            uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
+          end
+        end
+      end
     end
   end
-  redis.call('HDEL', K.jobs, number)
-  redis.call('HDEL', K.input, number)
-  redis.call('HDEL', K.output, number)
-  redis.call('HDEL', K.logs, number)
-  redis.call('ZREM', K.expires, number)
-end
-
--- Whether finished job `number` must outlive its retention because dependents in other
--- functions have not been told of its end (for at most UNTOLD_MAX_MS); if so, it is looked
--- at again in RELINK_MAX_MS.
-local function still_needed(number)
-  local record = load(number)
-  if record and record.untold and NOW - (record.finished_ms or NOW) < UNTOLD_MAX_MS then
-    redis.call('ZADD', K.expires, int(NOW + RELINK_MAX_MS), number)
-    return true
+  call_chunked('ZADD', K.expires, later)
+  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs }) do call_chunked('HDEL', key, gone) end
+  call_chunked('ZREM', K.expires, gone)
+  for field, n in pairs(uncounted) do
+    if redis.call('HINCRBY', K.counts, field, int(-n)) <= 0 then redis.call('HDEL', K.counts, field) end
   end
-  return false
 end
 
 -- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap,
@@ -568,16 +577,22 @@ local function forget_expired(keep)
   -- At least as many as the call has finished, so that a call finishing many jobs (a
   -- worker reporting hundreds at once) does not outrun the cap.
   local most = BATCH + FINISHED
+  local due, seen = {}, {}
   for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(most))) do
-    if not keep[number] and not still_needed(number) then forget(number) end
-  end
-  local cap = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
-  local excess = redis.call('ZCARD', K.expires) - cap
-  if excess > 0 then
-    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess, most) - 1)) do
-      if not keep[number] and not still_needed(number) then forget(number) end
+    if not keep[number] then
+      due[#due + 1] = number
+      seen[number] = true
     end
   end
+  local cap = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
+  -- Those going now no longer count against the cap.
+  local excess = redis.call('ZCARD', K.expires) - #due - cap
+  if excess > 0 then
+    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess + #due, most) - 1)) do
+      if not keep[number] and not seen[number] then due[#due + 1] = number end
+    end
+  end
+  forget_finished(due)
 end
 
 ---------------------------------------------------------------------------------------------
