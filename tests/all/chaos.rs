@@ -155,7 +155,7 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
     let mut conn = redis.raw().await;
 
     // Every job succeeded, with its own output, one accepted completion and one `finish`.
-    let records: HashMap<u64, String> = redis::cmd("HGETALL")
+    let jobs: u64 = redis::cmd("HLEN")
         .arg(keys.jobs())
         .query_async(&mut conn)
         .await
@@ -165,9 +165,10 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(records.len(), total, "jobs in Redis");
+    assert_eq!(jobs as usize, total, "jobs in Redis");
     for (id, want) in &expected {
-        let record: JobRecord = serde_json::from_str(&records[&id.seq]).unwrap();
+        let record: JobRecord =
+            serde_json::from_str(&redis.record_json(&id.function, id.seq).await.unwrap()).unwrap();
         assert_eq!(record.state, JobState::Succeeded, "{id}");
         let accepted = record
             .history
@@ -322,24 +323,21 @@ async fn held_by(redis: &TestRedis, keys: &FunctionKeys, pid: u32) -> Vec<JobId>
     if leased.is_empty() {
         return Vec::new();
     }
-    let records: Vec<Option<String>> = redis::cmd("HMGET")
-        .arg(keys.jobs())
-        .arg(&leased)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
     let mark = format!("-{pid}-");
-    leased
-        .into_iter()
-        .zip(records)
-        .filter_map(|(seq, record)| {
-            let record: JobRecord = serde_json::from_str(&record?).ok()?;
-            record.worker?.contains(&mark).then(|| JobId {
+    let mut held = Vec::new();
+    for seq in leased {
+        let Some(record) = redis.record_json(&function("chaos"), seq).await else {
+            continue;
+        };
+        let record: JobRecord = serde_json::from_str(&record).unwrap();
+        if record.worker.is_some_and(|worker| worker.contains(&mark)) {
+            held.push(JobId {
                 function: function("chaos"),
                 seq,
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    held
 }
 
 /// Milliseconds since the Unix epoch.

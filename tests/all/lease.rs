@@ -11,23 +11,34 @@ use crate::support::{TestRedis, eventually, function};
 
 const TTL: Duration = Duration::from_secs(30);
 
+/// Enqueues one `echo` job and leases it as worker `worker`.
+async fn one_leased(
+    redis: &TestRedis,
+    client: &wasmgear_client::Client,
+    worker: &str,
+) -> (wasmgear_proto::JobId, WorkerQueue, wasmgear_proto::Lease) {
+    let f = function("echo");
+    let id = client
+        .enqueue(&f, b"in", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), worker).await.unwrap();
+    let lease = queue
+        .lease(&[LeaseRequest::new(f)], 1, TTL)
+        .await
+        .unwrap()
+        .remove(0);
+    (id, queue, lease)
+}
+
 /// A `complete` whose lease part is malformed (from another client) is refused before it
 /// writes anything: the job is still running, with no output, and a good call then works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_completion_changes_nothing() {
     let redis = TestRedis::start();
     let client = redis.client().await;
-    let f = function("echo");
-    let id = client
-        .enqueue(&f, b"in", &EnqueueOptions::default())
-        .await
-        .unwrap();
-    let queue = WorkerQueue::connect(&redis.url(), "worker").await.unwrap();
-    let lease = queue
-        .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
-        .await
-        .unwrap()
-        .remove(0);
+    let (id, queue, lease) = one_leased(&redis, &client, "worker").await;
+    let f = id.function.clone();
     let keys = wasmgear_proto::keys::FunctionKeys::new(&f).all();
     let mut conn = redis.raw().await;
     let refused: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
@@ -61,6 +72,188 @@ async fn a_malformed_completion_changes_nothing() {
             .unwrap(),
         Completion::Accepted(JobState::Succeeded)
     );
+}
+
+/// The raw record of job `seq` of `function` in `wg:{F}:jobs`.
+async fn raw_record(
+    redis: &TestRedis,
+    function: &wasmgear_proto::FunctionName,
+    seq: u64,
+) -> String {
+    redis::cmd("HGET")
+        .arg(wasmgear_proto::keys::FunctionKeys::new(function).jobs())
+        .arg(seq)
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap()
+}
+
+/// A plain job (no tags, uniq key, dependencies...) lives its whole life in the record's hot
+/// fields: enqueue, lease and complete write no JSON part (the record ends with the
+/// separator), and the attempt that succeeded is read back as the last entry of its
+/// history, with its worker and plugin version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_job_is_leased_and_completed_in_its_hot_fields() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let id = client
+        .enqueue(&f, b"in", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert!(raw_record(&redis, &f, id.seq).await.ends_with('|'));
+    let queue = WorkerQueue::connect(&redis.url(), "worker-1")
+        .await
+        .unwrap();
+    let lease = queue
+        .lease(&[LeaseRequest::new(f.clone())], 1, TTL)
+        .await
+        .unwrap()
+        .remove(0);
+    let running = raw_record(&redis, &f, id.seq).await;
+    assert!(
+        running.starts_with("running|") && running.ends_with('|'),
+        "{running}"
+    );
+    let notes = AttemptNotes {
+        log: String::new(),
+        plugin_version: Some("abc123".into()),
+    };
+    assert_eq!(
+        queue.complete(&lease, b"out", &notes).await.unwrap(),
+        Completion::Accepted(JobState::Succeeded)
+    );
+    let done = raw_record(&redis, &f, id.seq).await;
+    assert!(
+        done.starts_with("succeeded|") && done.ends_with('|'),
+        "{done}"
+    );
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Succeeded);
+    assert_eq!(status.record.worker, None, "a finished job names no worker");
+    assert_eq!(status.output.as_deref(), Some(&b"out"[..]));
+    let [attempt] = &status.record.history[..] else {
+        panic!("one attempt: {:?}", status.record.history)
+    };
+    assert_eq!(attempt.attempt, 1);
+    assert_eq!(attempt.outcome, "succeeded");
+    assert_eq!(attempt.worker.as_deref(), Some("worker-1"));
+    assert_eq!(attempt.version.as_deref(), Some("abc123"));
+    assert_eq!(attempt.started_ms, status.record.started_ms);
+    assert_eq!(Some(attempt.ended_ms), status.record.finished_ms);
+}
+
+/// Records written in the former layout (one JSON object, as before the hot fields were
+/// kept apart) are still leased, renewed, completed, failed and read: jobs queued before an
+/// upgrade are served by the new scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_the_former_layout_are_still_served() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let tagged_options = EnqueueOptions {
+        tags: vec!["t".into()],
+        max_attempts: Some(2),
+        ..EnqueueOptions::default()
+    };
+    let plain = client
+        .enqueue(&f, b"plain", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let tagged = client
+        .enqueue(&f, b"tagged", &tagged_options)
+        .await
+        .unwrap();
+    let mut conn = redis.raw().await;
+    for seq in [plain.seq, tagged.seq] {
+        let json = redis.record_json(&f, seq).await.unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(wasmgear_proto::keys::FunctionKeys::new(&f).jobs())
+            .arg(seq)
+            .arg(&json)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(raw_record(&redis, &f, seq).await.starts_with('{'));
+    }
+    let queue = WorkerQueue::connect(&redis.url(), "worker").await.unwrap();
+    let mut leases = queue
+        .lease(&[LeaseRequest::new(f.clone())], 2, TTL)
+        .await
+        .unwrap();
+    leases.sort_by_key(|l| l.info.id.seq);
+    let [p, t] = &leases[..] else {
+        panic!("two leases: {leases:?}")
+    };
+    assert_eq!((p.input.as_slice(), p.info.attempt), (&b"plain"[..], 1));
+    assert_eq!(
+        (t.input.as_slice(), t.info.max_attempts),
+        (&b"tagged"[..], 2)
+    );
+    assert_eq!(queue.heartbeat(p, TTL).await.unwrap(), LeaseStatus::Held);
+    assert_eq!(
+        queue
+            .complete(p, b"out", &AttemptNotes::default())
+            .await
+            .unwrap(),
+        Completion::Accepted(JobState::Succeeded)
+    );
+    let failure = JobFailure::new(ErrorClass::Trap, "once");
+    assert_eq!(
+        queue
+            .fail(t, &failure, &AttemptNotes::default())
+            .await
+            .unwrap(),
+        Completion::Accepted(JobState::Scheduled)
+    );
+    let plain = client.status(&plain).await.unwrap();
+    assert_eq!(plain.record.state, JobState::Succeeded);
+    assert_eq!(plain.record.history.len(), 1);
+    assert_eq!(plain.output.as_deref(), Some(&b"out"[..]));
+    let tagged = client.status(&tagged).await.unwrap();
+    assert_eq!(tagged.record.state, JobState::Scheduled);
+    assert_eq!(tagged.record.tags, vec!["t".to_string()]);
+    assert_eq!(tagged.record.history[0].outcome, "trap");
+}
+
+/// Worker ids, call ids and plugin versions are kept in the record's hot fields, so they may
+/// not hold its separator: a call with one is refused before it changes anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_holding_the_record_separator_are_refused() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let (id, queue, lease) = one_leased(&redis, &client, "worker").await;
+    let queued = client
+        .enqueue(&id.function, b"in", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let bad = WorkerQueue::connect(&redis.url(), "bad|worker")
+        .await
+        .unwrap();
+    let error = bad
+        .lease(&[LeaseRequest::new(id.function.clone())], 1, TTL)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("must not contain '|'"),
+        "{error}"
+    );
+    assert_eq!(
+        client.status(&queued).await.unwrap().record.state,
+        JobState::Queued
+    );
+    let notes = AttemptNotes {
+        log: String::new(),
+        plugin_version: Some("v|1".into()),
+    };
+    let error = queue.complete(&lease, b"out", &notes).await.unwrap_err();
+    assert!(
+        error.to_string().contains("must not contain '|'"),
+        "{error}"
+    );
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Running);
+    assert_eq!(status.output, None);
 }
 
 /// A completion is accepted once; a second one, or one after the lease was taken over
@@ -458,7 +651,6 @@ async fn the_common_enqueue_writes_the_record_the_general_path_does() {
     };
     let tagged = client.enqueue(&f, b"b", &tagged_options).await.unwrap();
 
-    let mut conn = redis.raw().await;
     let record = |raw: String| -> serde_json::Map<String, serde_json::Value> {
         let mut map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(&raw).unwrap();
@@ -470,13 +662,7 @@ async fn the_common_enqueue_writes_the_record_the_general_path_does() {
     };
     let mut raws = Vec::new();
     for seq in [plain.seq, tagged.seq] {
-        let raw: String = redis::cmd("HGET")
-            .arg("wg:{shape}:jobs")
-            .arg(seq)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        raws.push(raw);
+        raws.push(redis.record_json(&f, seq).await.unwrap());
     }
     let tagged_raw = raws.pop().unwrap();
     let plain_raw = raws.pop().unwrap();

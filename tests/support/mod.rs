@@ -118,6 +118,23 @@ impl TestRedis {
             .await
             .expect("connect to redis")
     }
+
+    /// Job `seq` of `function` as the library's `get` answers it: the record as JSON (what
+    /// clients read, whatever layout `jobs` keeps it in), or `None` when there is no such
+    /// job. The library must be loaded (a client has connected).
+    pub async fn record_json(&self, function: &FunctionName, seq: u64) -> Option<String> {
+        let keys = wasmgear_proto::keys::FunctionKeys::new(function).all();
+        let reply: Option<(String, Option<Vec<u8>>)> = redis::cmd("FCALL")
+            .arg("wg1_get")
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(function.as_str())
+            .arg(seq)
+            .query_async(&mut self.raw().await)
+            .await
+            .expect("FCALL get");
+        reply.map(|(record, _)| record)
+    }
 }
 
 impl Drop for TestRedis {

@@ -405,20 +405,11 @@ impl Client {
 
     /// Refuses a dependency that does not exist or has already failed.
     async fn check_dependency(&self, dependency: &JobId) -> Result<()> {
-        let raw: Option<String> = redis::cmd("HGET")
-            .arg(FunctionKeys::new(&dependency.function).jobs())
-            .arg(dependency.seq)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        let Some(raw) = raw else {
+        let Some((record, _)) = self.get(dependency).await? else {
             return Err(QueueError::BadOption(format!(
                 "dependency {dependency} does not exist (never enqueued, or its retention is over)"
             )));
         };
-        let record: JobRecord = serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
-            id: dependency.clone(),
-            reason: e.to_string(),
-        })?;
         if matches!(record.state, JobState::Failed | JobState::Cancelled) {
             return Err(QueueError::BadOption(format!(
                 "dependency {dependency} has already {}, so the job could never run",
@@ -426,6 +417,22 @@ impl Client {
             )));
         }
         Ok(())
+    }
+
+    /// Job `id`'s record and output (`get`), or `None` when there is no such job.
+    async fn get(&self, id: &JobId) -> Result<Option<(JobRecord, Option<Vec<u8>>)>> {
+        let mut call = scripts::on_function(&scripts::GET, &id.function);
+        call.arg(id.seq);
+        let reply: Option<(String, Option<Vec<u8>>)> =
+            call.invoke_async(&mut self.conn.clone()).await?;
+        let Some((raw, output)) = reply else {
+            return Ok(None);
+        };
+        let record = serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
+            id: id.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Some((record, output)))
     }
 
     /// Adds `function` to the directory of functions (once per client).
@@ -494,18 +501,10 @@ impl Client {
 
     /// Everything known about job `id`.
     pub async fn status(&self, id: &JobId) -> Result<JobStatus> {
-        let keys = FunctionKeys::new(&id.function);
-        let mut conn = self.conn.clone();
-        let (raw, output): (Option<String>, Option<Vec<u8>>) = redis::pipe()
-            .hget(keys.jobs(), id.seq)
-            .hget(keys.output(), id.seq)
-            .query_async(&mut conn)
-            .await?;
-        let raw = raw.ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
-        let record: JobRecord = serde_json::from_str(&raw).map_err(|e| QueueError::Corrupt {
-            id: id.clone(),
-            reason: e.to_string(),
-        })?;
+        let (record, output) = self
+            .get(id)
+            .await?
+            .ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
         Ok(JobStatus {
             id: id.clone(),
             record,

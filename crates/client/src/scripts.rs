@@ -64,6 +64,7 @@ functions! {
     RETRY = "retry", true, false;
     CONFIGURE = "configure", true, false;
     PRIORITY = "priority", true, false;
+    GET = "get", true, true;
     ADVERTISE = "advertise", false, false;
     ROLLCALL = "rollcall", false, false;
     WORKERS = "workers", false, true;
@@ -190,7 +191,12 @@ impl FunctionCall {
     }
 
     fn command(&self) -> Cmd {
-        let mut cmd = redis::cmd("FCALL");
+        // A read-only function may run on a replica.
+        let mut cmd = redis::cmd(if self.function.read_only {
+            "FCALL_RO"
+        } else {
+            "FCALL"
+        });
         cmd.arg(self.function.name).arg(self.keys.len());
         for key in &self.keys {
             cmd.arg(key);

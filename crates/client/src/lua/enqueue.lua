@@ -126,6 +126,8 @@ local function canonical(text)
   return value
 end
 local now = int(NOW)
+-- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
+local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
 for i = 0, n - 1 do
   local a = FIRST + FIELDS * i
@@ -136,10 +138,10 @@ for i = 0, n - 1 do
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
     records[#records + 1] = number
-    records[#records + 1] = '{"state":"queued","attempt":0,"priority":' .. canonical(ARGV[a])
-      .. ',"max_attempts":' .. canonical(ARGV[a + 1]) .. ',"timeout_ms":' .. canonical(ARGV[a + 2])
-      .. ',"retention_ms":' .. canonical(ARGV[a + 3]) .. ',"failed_retention_ms":' .. canonical(ARGV[a + 4])
-      .. ',"created_ms":' .. now .. ',"ready_ms":' .. now .. '}'
+    -- (lib.lua, job records: queued, attempt 0, created and ready now, no other field.)
+    records[#records + 1] = 'queued|' .. canonical(ARGV[a]) .. '|0|' .. canonical(ARGV[a + 1]) .. '|'
+      .. canonical(ARGV[a + 2]) .. '|' .. canonical(ARGV[a + 3]) .. '|' .. canonical(ARGV[a + 4]) .. '|'
+      .. now .. '|' .. now .. QUEUED_TAIL
     ready[#ready + 1] = int((PRIORITY_BASE - number_of(ARGV[a])) * NUMBER_SPAN + tonumber(number))
     ready[#ready + 1] = number
     inputs[#inputs + 1] = number

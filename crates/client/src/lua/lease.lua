@@ -23,7 +23,8 @@
 -- the worker died at once) gives its attempt back, at most max_attempts times per job.
 --
 -- Returns: {leases, wait_ms, capped, notify}: leases is an array, each {number, attempt,
---          max_attempts, timeout_ms, created_ms, token, input}; wait_ms is how long until
+--          max_attempts, timeout_ms, created_ms, token, input} (the numbers as decimal
+--          strings); wait_ms is how long until
 --          the next scheduled job falls due, lease expires or rate-limit slot frees (-1:
 --          nothing pending), so an idle worker knows when to call again; capped is 1 when
 --          the concurrency cap held back ready jobs (call again when a job finishes);
@@ -31,6 +32,9 @@
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
 
 local token_prefix = ARGV[3]
+if not (fits_record(token_prefix) and fits_record(ARGV[2])) then
+  return redis.error_reply("BADARGS lease: a call id or worker id must not contain '|'")
+end
 
 -- The same call again: the leases it made that are still held, and nothing more.
 local replay = remembered(token_prefix)

@@ -86,16 +86,122 @@ end
 
 local function pad(number) return string.format('%013d', tonumber(number)) end
 
--- Records saved by a batch (begin_batch) and written together by flush(): number -> record.
+---------------------------------------------------------------------------------------------
+-- Job records. A record in `jobs` is its hot fields, the ones leasing and completing read
+-- and write, in a fixed order, each followed by '|', then the job's other fields as a JSON
+-- object ('' when it has none, as most jobs):
+--
+--   state|priority|attempt|max_attempts|timeout_ms|retention_ms|failed_retention_ms|
+--   created_ms|ready_ms|run_at_ms|started_ms|lease_until_ms|finished_ms|unconfirmed|
+--   default_attempts|worker|token|version|OTHERS
+--
+-- Numbers are decimal integers and flags '1', each '' when absent. So leasing and completing
+-- a job are string operations: no JSON decoding or encoding, and no number formatting but
+-- for the fields that change (Lua formats a number with printf's %.14g; cjson's encoding of
+-- a record's numbers was the largest single cost of a job in Redis). `version` is the plugin
+-- version of the attempt that succeeded: a `succeeded` record that still names its worker
+-- (the hot path leaves it) has that attempt as the last entry of its history, implied, not
+-- written (`get` adds it). A record written as one JSON object (before this layout) is
+-- still read, and written back in this layout. Clients read records with `get` (JSON).
+local RECORD_FIELDS = {
+  'state', 'priority', 'attempt', 'max_attempts', 'timeout_ms', 'retention_ms',
+  'failed_retention_ms', 'created_ms', 'ready_ms', 'run_at_ms', 'started_ms', 'lease_until_ms',
+  'finished_ms', 'unconfirmed', 'default_attempts', 'worker', 'token', 'version',
+}
+-- Positions of the fields the hot paths use.
+local R_STATE, R_ATTEMPT, R_MAX_ATTEMPTS, R_TIMEOUT, R_RETENTION = 1, 3, 4, 5, 6
+local R_CREATED, R_READY, R_RUN_AT, R_STARTED, R_LEASE_UNTIL, R_FINISHED = 8, 9, 10, 11, 12, 13
+local R_UNCONFIRMED, R_DEFAULT_ATTEMPTS, R_WORKER, R_TOKEN, R_VERSION, R_OTHERS = 14, 15, 16, 17, 18, 19
+-- Each field's kind: n(umber), f(lag) or s(tring).
+local RECORD_KINDS = { 's', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'f', 'f', 's', 's', 's' }
+local RECORD_HOT = {}
+for i = 1, #RECORD_FIELDS do RECORD_HOT[RECORD_FIELDS[i]] = i end
+-- (Built with a loop: the library's load has no `string` table.)
+local RECORD_PATTERN = '^'
+for _ = 1, #RECORD_FIELDS do RECORD_PATTERN = RECORD_PATTERN .. '([^|]*)|' end
+RECORD_PATTERN = RECORD_PATTERN .. '(.*)$'
+
+-- The fields of record text `raw` as a table of strings, by position (nil when `raw` is
+-- not in this layout).
+local function record_fields(raw)
+  local fields = { string.match(raw, RECORD_PATTERN) }
+  if #fields == 0 then return nil end
+  return fields
+end
+
+-- A record's text from its fields by position.
+local function record_text(fields) return table.concat(fields, '|') end
+
+-- A record as a table (what the scripts other than the hot paths work with).
+local function decode(raw)
+  local fields = record_fields(raw)
+  if not fields then
+    -- The former layout: one JSON object.
+    local ok, record = pcall(cjson.decode, raw)
+    if ok and type(record) == 'table' then return record end
+    error('wasmgear: a job record of ' .. FN .. ' is neither a record nor JSON: ' .. string.sub(raw, 1, 60))
+  end
+  local record = {}
+  if fields[R_OTHERS] ~= '' then record = cjson.decode(fields[R_OTHERS]) end
+  for i, name in ipairs(RECORD_FIELDS) do
+    local value = fields[i]
+    if value ~= '' then
+      local kind = RECORD_KINDS[i]
+      if kind == 'n' then
+        record[name] = tonumber(value)
+      elseif kind == 'f' then
+        record[name] = true
+      else
+        record[name] = value
+      end
+    end
+  end
+  return record
+end
+
+-- A record's text from the table.
+local function encode(record)
+  local fields, others = {}, nil
+  for i, name in ipairs(RECORD_FIELDS) do
+    local value = record[name]
+    if value == nil or value == false then
+      fields[i] = ''
+    elseif RECORD_KINDS[i] == 'n' then
+      fields[i] = int_once(value)
+    elseif RECORD_KINDS[i] == 'f' then
+      fields[i] = '1'
+    else
+      fields[i] = value
+    end
+  end
+  for name, value in pairs(record) do
+    if not RECORD_HOT[name] then
+      others = others or {}
+      others[name] = value
+    end
+  end
+  fields[R_OTHERS] = (others and cjson.encode(others)) or ''
+  return record_text(fields)
+end
+
+-- The fields of record text `raw` by position, whatever layout it was written in.
+local function fields_of(raw) return record_fields(raw) or record_fields(encode(decode(raw))) end
+
+-- Whether text `s` can be a hot field (worker ids, call ids and plugin versions are).
+local function fits_record(s) return not string.find(s, '|', 1, true) end
+
+-- Records saved by a batch (begin_batch) and written together by flush(): number -> record
+-- (a table), and number -> record text (written by the hot paths).
 local PENDING = nil
+local PENDING_TEXT = {}
 -- The batch's other writes, made together by flush(): members to remove per sorted set,
 -- expiry score/member pairs, count increments per field.
 local PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, {}, {}
 
 local function load(number)
   if PENDING and PENDING[number] then return PENDING[number] end
-  local raw = redis.call('HGET', K.jobs, number)
-  if raw then return cjson.decode(raw) end
+  local raw = PENDING_TEXT[number] or redis.call('HGET', K.jobs, number)
+  if raw then return decode(raw) end
   return nil
 end
 
@@ -108,7 +214,7 @@ local function load_many(numbers)
     if PENDING and PENDING[number] then
       records[number] = PENDING[number]
     elseif raws[i] then
-      records[number] = cjson.decode(raws[i])
+      records[number] = decode(raws[i])
     end
   end
   return records
@@ -117,8 +223,9 @@ end
 local function save(number, record)
   if PENDING then
     PENDING[number] = record
+    PENDING_TEXT[number] = nil
   else
-    redis.call('HSET', K.jobs, number, cjson.encode(record))
+    redis.call('HSET', K.jobs, number, encode(record))
   end
 end
 
@@ -146,11 +253,15 @@ local function flush()
     local fields = {}
     for number, record in pairs(PENDING) do
       fields[#fields + 1] = number
-      fields[#fields + 1] = cjson.encode(record)
+      fields[#fields + 1] = encode(record)
+    end
+    for number, text in pairs(PENDING_TEXT) do
+      fields[#fields + 1] = number
+      fields[#fields + 1] = text
     end
     call_chunked('HSET', K.jobs, fields)
   end
-  PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = nil, {}, {}, {}
+  PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = nil, {}, {}, {}, {}
 end
 
 -- The function's settings, read with one call the first time a script asks for one.
@@ -419,7 +530,9 @@ end
 -- or nil): out of the set it was in (`from`, or else every set it could be in), kept until
 -- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
 -- told.
-local function finish(number, record, state, err, from)
+-- What ending a job in `state` does outside its record: out of `from` (or every set it
+-- could be in), into the expiry set for `keep` ms, counted, announced.
+local function finished(number, state, keep, from)
   FINISHED = FINISHED + 1
   if from and PENDING then
     PENDING_ZREM[from] = PENDING_ZREM[from] or {}
@@ -429,12 +542,6 @@ local function finish(number, record, state, err, from)
   else
     for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
   end
-  record.state = state
-  record.finished_ms = NOW
-  record.run_at_ms = nil
-  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
-  if err then record.error = err elseif state == 'succeeded' then record.error = nil end
-  local keep = retention_of(record)
   if PENDING then
     PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int_once(NOW + keep)
     PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
@@ -443,6 +550,17 @@ local function finish(number, record, state, err, from)
     redis.call('ZADD', K.expires, int(NOW + keep), number)
     redis.call('HINCRBY', K.counts, state, '1')
   end
+  publish_finish(number, state)
+end
+
+local function finish(number, record, state, err, from)
+  record.state = state
+  record.finished_ms = NOW
+  record.run_at_ms = nil
+  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
+  record.version = nil
+  if err then record.error = err elseif state == 'succeeded' then record.error = nil end
+  finished(number, state, retention_of(record), from)
   if state == 'failed' then
     local group = (record.error and record.error.class) or 'unknown'
     record.group = group
@@ -469,7 +587,6 @@ local function finish(number, record, state, err, from)
     end
   end
   save(number, record)
-  publish_finish(number, state)
 end
 
 -- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
@@ -539,10 +656,14 @@ end
 -- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
 local function forget_finished(numbers)
   if #numbers == 0 then return end
-  local records = load_many(numbers)
+  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
   local gone, later, uncounted = {}, {}, {}
-  for _, number in ipairs(numbers) do
-    local record = records[number]
+  for i, number in ipairs(numbers) do
+    local raw = raws[i]
+    -- A record without other fields (it ends with '|') has no tags, failure group or
+    -- dependents to tell: its state is all there is to read.
+    local state = raw and string.byte(raw, -1) == 124 and string.match(raw, '^(%a+)|')
+    local record = raw and not state and decode(raw)
     if record and record.untold and NOW - (record.finished_ms or NOW) < UNTOLD_MAX_MS then
       later[#later + 1] = int_once(NOW + RELINK_MAX_MS)
       later[#later + 1] = number
@@ -550,15 +671,15 @@ local function forget_finished(numbers)
       gone[#gone + 1] = number
       if record then
         for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
-        local state = record.state
-        if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
-          uncounted[state] = (uncounted[state] or 0) + 1
-          if state == 'failed' then
-            local group = record.group or 'unknown'
-            redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
-            uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
-          end
+        state = record.state
+        if state == 'failed' then
+          local group = record.group or 'unknown'
+          redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
+          uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
         end
+      end
+      if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
+        uncounted[state] = (uncounted[state] or 0) + 1
       end
     end
   end
@@ -648,12 +769,12 @@ local REPLY_WORDS = { s = 'succeeded', c = 'cancelled', x = 'stale', m = 'missin
 local function held_leases(call_id, numbers)
   local leases = {}
   for number in string.gmatch(numbers, '%d+') do
-    local record = load(number)
-    if record and record.state == 'running'
-      and record.token == call_id .. ':' .. number .. ':' .. int(record.attempt) then
+    local raw = redis.call('HGET', K.jobs, number)
+    local f = raw and fields_of(raw)
+    if f and f[R_STATE] == 'running' and f[R_TOKEN] == call_id .. ':' .. number .. ':' .. f[R_ATTEMPT] then
       leases[#leases + 1] = {
-        tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
-        record.token, redis.call('HGET', K.input, number) or '',
+        number, f[R_ATTEMPT], f[R_MAX_ATTEMPTS], f[R_TIMEOUT], f[R_CREATED], f[R_TOKEN],
+        redis.call('HGET', K.input, number) or '',
       }
     end
   end
@@ -759,42 +880,49 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     local numbers = {}
     for i = 1, #popped, 2 do numbers[#numbers + 1] = popped[i] end
     -- One call per key for all the jobs, not one per job.
-    local records = load_many(numbers)
-    local inputs = {}
-    if #numbers > 0 then inputs = redis.call('HMGET', K.input, unpack(numbers)) end
+    local raws, inputs = {}, {}
+    if #numbers > 0 then
+      raws = redis.call('HMGET', K.jobs, unpack(numbers))
+      inputs = redis.call('HMGET', K.input, unpack(numbers))
+    end
     local saves, leased, rated = {}, {}, {}
     local lease_until, now = int(NOW + lease_ms), int(NOW)
+    local default_timeout = int(default_timeout_ms)
     for i, number in ipairs(numbers) do
-      local record = records[number]
-      if record then
-        -- 0 means "the function's default": the first worker to lease the job fixes it.
-        if record.timeout_ms == 0 then record.timeout_ms = default_timeout_ms end
-        if record.max_attempts == 0 then
-          record.max_attempts = record.attempt + default_max_attempts
-          record.default_attempts = true
+      local raw = raws[i]
+      if raw then
+        local f = fields_of(raw)
+        if f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"progress"', 1, true) then
+          -- The last attempt's progress is not this one's.
+          local record = decode(raw)
+          record.progress = nil
+          f = record_fields(encode(record))
         end
-        waits[#waits + 1] = NOW - (record.ready_ms or record.created_ms)
-        record.state = 'running'
-        record.ready_ms = nil
-        record.attempt = record.attempt + 1
-        record.started_ms = NOW
-        record.worker = worker
-        record.token = token_prefix .. ':' .. number .. ':' .. int(record.attempt)
-        record.lease_until_ms = NOW + lease_ms
-        record.unconfirmed = true
-        record.progress = nil
+        local attempt = tonumber(f[R_ATTEMPT]) + 1
+        -- 0 means "the function's default": the first worker to lease the job fixes it.
+        if f[R_TIMEOUT] == '0' then f[R_TIMEOUT] = default_timeout end
+        if f[R_MAX_ATTEMPTS] == '0' then
+          f[R_MAX_ATTEMPTS] = int_once(attempt - 1 + default_max_attempts)
+          f[R_DEFAULT_ATTEMPTS] = '1'
+        end
+        local ready = f[R_READY]
+        if ready == '' then ready = f[R_CREATED] end
+        waits[#waits + 1] = NOW - tonumber(ready)
+        local attempt_text = int_once(attempt)
+        local token = token_prefix .. ':' .. number .. ':' .. attempt_text
+        f[R_STATE], f[R_ATTEMPT], f[R_READY], f[R_STARTED] = 'running', attempt_text, '', now
+        f[R_LEASE_UNTIL], f[R_UNCONFIRMED], f[R_WORKER], f[R_TOKEN] = lease_until, '1', worker, token
+        f[R_VERSION] = ''
         saves[#saves + 1] = number
-        saves[#saves + 1] = cjson.encode(record)
+        saves[#saves + 1] = record_text(f)
         leased[#leased + 1] = lease_until
         leased[#leased + 1] = number
         rated[#rated + 1] = now
-        rated[#rated + 1] = record.token
+        rated[#rated + 1] = token
         -- The `start` event, built without cjson: it is sent for every job.
-        EVENTS[#EVENTS + 1] =
-          '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. int(record.attempt) .. '}'
+        EVENTS[#EVENTS + 1] = '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. attempt_text .. '}'
         leases[#leases + 1] = {
-          tonumber(number), record.attempt, record.max_attempts, record.timeout_ms, record.created_ms,
-          record.token, inputs[i] or '',
+          number, attempt_text, f[R_MAX_ATTEMPTS], f[R_TIMEOUT], f[R_CREATED], token, inputs[i] or '',
         }
       end
     end
@@ -833,7 +961,7 @@ local function begin(keys, args)
   FN = args[1]
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  INTS, PENDING, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}
+  INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
   CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED = nil, nil, false, {}, {}, 0
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
