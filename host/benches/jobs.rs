@@ -10,6 +10,9 @@
 //! 4. Redis memory per queued and per finished job (32-byte input and output);
 //! 5. plugins: loading with a cold and a warm compile cache, and the time from a new plugin
 //!    file written into a watched directory to the first job served by it.
+//!
+//! `WASMGEAR_BENCH_ONLY=per_job,queue` runs only those sections (per_job, end_to_end,
+//! queue, memory, reload).
 
 mod common;
 
@@ -31,12 +34,29 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // WASMGEAR_BENCH_ONLY=per_job,queue runs some sections: per_job, end_to_end, queue,
+    // memory, reload.
+    let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
+    let wanted = |section: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s == section))
+    };
     rt.block_on(async {
-        per_job().await;
-        end_to_end().await;
-        queue_alone().await;
-        redis_memory().await;
-        reload_and_cache().await;
+        if wanted("per_job") {
+            per_job().await;
+        }
+        if wanted("end_to_end") {
+            end_to_end().await;
+        }
+        if wanted("queue") {
+            queue_alone().await;
+        }
+        if wanted("memory") {
+            redis_memory().await;
+        }
+        if wanted("reload") {
+            reload_and_cache().await;
+        }
     });
 }
 

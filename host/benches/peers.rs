@@ -628,6 +628,23 @@ fn server_cpu_us(port: u16) -> f64 {
         * 1e6
 }
 
+/// The CPU time this process has used so far (user + system, from /proc/self/stat, in
+/// clock ticks of 10 ms), in µs: with the worker node in this process, what a drained job
+/// costs the worker (the bench's own polling aside).
+fn own_cpu_us() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which is in parentheses): utime and stime are the
+    // 12th and 13th of them.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: f64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<f64>().ok())
+        .sum();
+    ticks * 10_000.0
+}
+
 async fn client_conn(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .unwrap()
@@ -763,20 +780,23 @@ async fn queue_numbers(
                 .await
                 .unwrap();
         }
-        let before = (command_stats(port), server_cpu_us(port));
+        let before = (command_stats(port), server_cpu_us(port), own_cpu_us());
         let rate = drain(url, plugins.path(), &echo, plan.jobs, concurrency).await;
-        let after = (command_stats(port), server_cpu_us(port));
+        let after = (command_stats(port), server_cpu_us(port), own_cpu_us());
+        let per_job = |before: f64, after: f64| (after - before) / plan.jobs as f64;
         calls_per_job = Some((
-            (after.0 - before.0) as f64 / plan.jobs as f64,
-            (after.1 - before.1) / plan.jobs as f64,
+            per_job(before.0 as f64, after.0 as f64),
+            per_job(before.1, after.1),
+            per_job(before.2, after.2),
         ));
         if std::env::var_os("WASMGEAR_BENCH_PROFILE").is_some() {
             print_command_profile(port, plan.jobs);
         }
         println!(
-            "[bench] drain c={concurrency}: {rate:.0} jobs/s, Redis {:.2} commands and {:.1} µs CPU per job",
-            (after.0 - before.0) as f64 / plan.jobs as f64,
-            (after.1 - before.1) / plan.jobs as f64
+            "[bench] drain c={concurrency}: {rate:.0} jobs/s, Redis {:.2} commands and {:.1} µs CPU per job, worker {:.1} µs CPU per job",
+            per_job(before.0 as f64, after.0 as f64),
+            per_job(before.1, after.1),
+            per_job(before.2, after.2),
         );
         for (mode, label) in [
             ("inprocess", "in-process"),
@@ -799,7 +819,7 @@ async fn queue_numbers(
             ));
         }
     }
-    if let Some((calls, usec)) = calls_per_job {
+    if let Some((calls, usec, worker_usec)) = calls_per_job {
         rows.push(row(
             "Redis commands (inner ones included) and Redis CPU per job (last drain)",
             format!("{calls:.2} commands, {usec:.1} µs"),
@@ -807,6 +827,15 @@ async fn queue_numbers(
             format!(
                 "→ at most {:.0} jobs/s on one Redis core",
                 1e6 / usec.max(0.001)
+            ),
+        ));
+        rows.push(row(
+            "the worker node's CPU per job (last drain: instance, Redis client, tasks)",
+            format!("{worker_usec:.1} µs"),
+            "",
+            format!(
+                "→ at most {:.0} jobs/s on one core",
+                1e6 / worker_usec.max(0.001)
             ),
         ));
     }
