@@ -44,7 +44,7 @@
 local K, FN, NOW
 
 -- Priority is the high part of the ready score and the job number the low part, so
--- ZPOPMIN takes the highest priority first and, within a priority, the oldest job.
+-- the lowest score is the highest priority first and, within a priority, the oldest job.
 local PRIORITY_BASE = 1000
 local NUMBER_SPAN = 1099511627776 -- 2^40
 -- The most expired jobs, due jobs or lost leases one call deals with.
@@ -875,10 +875,11 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   local leases = {}
   local waits = {}
   if allowed > 0 then
-    local popped = redis.call('ZPOPMIN', K.ready, int(allowed))
-    -- ZPOPMIN answers member, score, member, score, ...
-    local numbers = {}
-    for i = 1, #popped, 2 do numbers[#numbers + 1] = popped[i] end
+    -- The first jobs by rank, then removed by rank: ZPOPMIN would answer their scores too,
+    -- each formatted as a float.
+    local last = int(allowed - 1)
+    local numbers = redis.call('ZRANGE', K.ready, '0', last)
+    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', last) end
     -- One call per key for all the jobs, not one per job.
     local raws, inputs = {}, {}
     if #numbers > 0 then
