@@ -574,6 +574,84 @@ async fn statistics_are_kept_per_day() {
     assert_eq!((yesterday.wait.count, yesterday.failed), (0, 0));
 }
 
+/// The sum of squared times is a whole number until it would pass what Redis' integers
+/// hold; then it goes on as a float, and the call that crossed the line still succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sum_of_squares_goes_on_as_a_float_past_integers() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let hand = Hand::connect(&redis.url(), "hand").await;
+    let f = function("long");
+    let today = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400) as i64;
+    let squares = format!("{today}:run:squares");
+    let stats_key = wasmgear_proto::keys::FunctionKeys::new(&f).stats();
+    let _: () = redis::cmd("HSET")
+        .arg(&stats_key)
+        .arg(&squares)
+        .arg(i64::MAX - 10)
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap();
+    client
+        .enqueue(&f, b"", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let lease = hand.take(&f, 1).await.pop().unwrap();
+    // A run of at least 10 ms: its square passes what is left below 2^63.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    hand.succeed(&lease, b"").await;
+    let stored: String = redis::cmd("HGET")
+        .arg(&stats_key)
+        .arg(&squares)
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap();
+    // Past i64::MAX: no longer an integer Redis could have incremented.
+    assert!(stored.parse::<i64>().is_err(), "{stored}");
+    assert!(
+        stored.parse::<f64>().unwrap() >= i64::MAX as f64,
+        "{stored}"
+    );
+    assert_eq!(client.stats(&f, today).await.unwrap().run.count, 1);
+}
+
+/// Days are read whether their times were kept as sums (count, sum, squares: what the
+/// scripts write) or, as earlier versions wrote them, as Welford's running mean and sum of
+/// squared deviations; both give the same mean and standard deviation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_of_both_layouts_are_read() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("report");
+    // Three runs of 100, 200 and 300 ms: mean 200, variance (100² + 0 + 100²) / 2.
+    let _: () = redis::cmd("HSET")
+        .arg(wasmgear_proto::keys::FunctionKeys::new(&f).stats())
+        .arg(&[
+            ("100:run:count", "3"),
+            ("100:run:sum", "600"),
+            ("100:run:squares", "140000"),
+            ("100:run:s0", "3"),
+            ("99:run:count", "3"),
+            ("99:run:mean", "200"),
+            ("99:run:vk", "20000"),
+            ("99:run:s0", "3"),
+        ])
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap();
+    for day in [100, 99] {
+        let run = client.stats(&f, day).await.unwrap().run;
+        assert_eq!(run.count, 3, "day {day}");
+        assert_eq!(run.mean_ms, 200.0, "day {day}");
+        assert_eq!(run.std_dev_ms, 100.0, "day {day}");
+        assert_eq!(run.histogram, vec![("s0".to_string(), 3)], "day {day}");
+    }
+}
+
 /// The overview counts each function's jobs by where they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_overview_counts_jobs_by_state() {

@@ -530,7 +530,21 @@ impl Client {
         };
         let times = |kind: &str| {
             let count = number(&format!("{kind}:count")) as u64;
-            let vk = number(&format!("{kind}:vk"));
+            // Sums (`sum`, `squares`), or, for days written by earlier versions, Welford's
+            // running mean and sum of squared deviations (`mean`, `vk`).
+            let (mean_ms, vk) = match field(&format!("{kind}:sum")) {
+                Some(_) if count > 0 => {
+                    let n = count as f64;
+                    let sum = number(&format!("{kind}:sum"));
+                    let squares = number(&format!("{kind}:squares"));
+                    (sum / n, squares - sum * sum / n)
+                }
+                Some(_) => (0.0, 0.0),
+                None => (
+                    number(&format!("{kind}:mean")),
+                    number(&format!("{kind}:vk")),
+                ),
+            };
             // Buckets in time order: s before m before h before d, then by number.
             let mut buckets = Vec::new();
             for (name, value) in &all {
@@ -544,7 +558,8 @@ impl Client {
                 let Some(order) = bucket.chars().next().and_then(|unit| "smhd".find(unit)) else {
                     continue;
                 };
-                // (`mean` starts with `m` but is no bucket: its rest is no number.)
+                // (`mean`, `sum` and `squares` start with a unit letter but are no
+                // buckets: their rest is no number.)
                 let (Ok(n), Ok(count)) = (bucket[1..].parse::<u64>(), value.parse::<u64>()) else {
                     continue;
                 };
@@ -556,7 +571,7 @@ impl Client {
             let histogram = buckets.into_iter().map(|(_, b, c)| (b, c)).collect();
             TimeStats {
                 count,
-                mean_ms: number(&format!("{kind}:mean")),
+                mean_ms,
                 std_dev_ms: if count > 1 {
                     (vk / (count - 1) as f64).max(0.0).sqrt()
                 } else {

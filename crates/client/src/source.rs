@@ -14,7 +14,7 @@ use super::connection::{self, Connection};
 use super::keys::{FunctionKeys, WorkerListKeys};
 use super::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use super::{QueueError, Result, links, scripts};
-use wasmgear_proto::WorkerAd;
+use wasmgear_proto::{JobState, WorkerAd};
 
 use crate::job::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, Lease,
@@ -74,9 +74,53 @@ struct NextLease {
     default_max_attempts: u32,
 }
 
-/// One leased job as `lease` and `complete` answer it: number, attempt, max attempts,
-/// timeout (ms), enqueue time (ms), token, input.
+/// One leased job: number, attempt, max attempts, timeout (ms), enqueue time (ms), token,
+/// input.
 type LeaseRow = (u64, u32, u32, u64, u64, String, Vec<u8>);
+
+/// The leases of a `lease` or `complete` reply: per job, one string
+/// `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN`, then its input.
+struct LeaseRows(Vec<LeaseRow>);
+
+impl redis::FromRedisValue for LeaseRows {
+    fn from_redis_value(value: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
+        let items: Vec<Vec<u8>> = redis::FromRedisValue::from_redis_value(value)?;
+        let bad = |row: &[u8]| {
+            redis::ParsingError::from(format!(
+                "a lease row is not NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN: {:?}",
+                String::from_utf8_lossy(row)
+            ))
+        };
+        let mut rows = Vec::with_capacity(items.len() / 2);
+        let mut items = items.into_iter();
+        while let Some(row) = items.next() {
+            let input = items.next().ok_or_else(|| bad(&row))?;
+            let text = std::str::from_utf8(&row).map_err(|_| bad(&row))?;
+            let mut fields = text.splitn(6, '|');
+            let mut number = || fields.next().and_then(|f| f.parse::<u64>().ok());
+            let (Some(seq), Some(attempt), Some(max_attempts), Some(timeout_ms), Some(created_ms)) =
+                (number(), number(), number(), number(), number())
+            else {
+                return Err(bad(&row));
+            };
+            let token = fields
+                .next()
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| bad(&row))?;
+            let narrow = |n: u64| u32::try_from(n).map_err(|_| bad(&row));
+            rows.push((
+                seq,
+                narrow(attempt)?,
+                narrow(max_attempts)?,
+                timeout_ms,
+                created_ms,
+                token.to_string(),
+                input,
+            ));
+        }
+        Ok(LeaseRows(rows))
+    }
+}
 
 /// The lease of `function`'s job `row`, made by a call sent at `sent`.
 fn lease_of(
@@ -102,6 +146,23 @@ fn lease_of(
         expires: sent + ttl,
         ttl,
     }
+}
+
+/// A result of `complete`, one letter: s(ucceeded), c(ancelled), x (stale) or m(issing).
+fn completion_of(letter: u8) -> redis::RedisResult<Completion> {
+    Ok(match letter {
+        b's' => Completion::Accepted(JobState::Succeeded),
+        b'c' => Completion::Accepted(JobState::Cancelled),
+        b'x' => Completion::Stale,
+        b'm' => Completion::Missing,
+        _ => {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "complete answered an unknown result",
+                char::from(letter).to_string(),
+            )));
+        }
+    })
 }
 
 /// What the completion sender shares with the queue.
@@ -193,10 +254,10 @@ impl Completer {
         let now = tokio::time::Instant::now();
         let sent = std::time::Instant::now();
         // Per job (code, state); the dependents to tell; the leases; wait_ms; capped.
-        type Reply = (Vec<(i64, String)>, Vec<String>, Vec<LeaseRow>, i64, i64);
+        type Reply = (Vec<u8>, Vec<String>, LeaseRows, i64, i64);
         let reply: redis::RedisResult<Reply> =
             connection::invoke_retrying("complete", &self.conn, &call).await;
-        let (results, notify, rows, wait_ms, capped) = match reply {
+        let (results, notify, LeaseRows(rows), wait_ms, capped) = match reply {
             Ok(reply) => reply,
             Err(e) => {
                 for p in group {
@@ -227,7 +288,7 @@ impl Completer {
         for (p, result) in group.into_iter().zip(results) {
             let want = p.next.as_ref().map_or(0, |n| n.want);
             let next: Vec<Lease> = leases.by_ref().take(want).collect();
-            let _ = p.reply.send(completion(result).map(|c| (c, next)));
+            let _ = p.reply.send(completion_of(result).map(|c| (c, next)));
         }
     }
 }
@@ -566,9 +627,9 @@ impl WorkerQueue {
                 .arg(request.default_max_attempts);
             // The token prefix is the call's id: sent again after a lost reply, the call
             // returns the leases it made instead of making more (and orphaning the first).
-            let reply: redis::RedisResult<(Vec<LeaseRow>, i64, i64, Vec<String>)> =
+            let reply: redis::RedisResult<(LeaseRows, i64, i64, Vec<String>)> =
                 connection::invoke_retrying("lease", &self.conn, &call).await;
-            let (rows, wait_ms, capped, notify) = match reply {
+            let (LeaseRows(rows), wait_ms, capped, notify) = match reply {
                 Ok(reply) => reply,
                 // The leases taken from the functions before this one are held: run them.
                 Err(error) if !leases.is_empty() => {

@@ -29,9 +29,9 @@
 -- dropped (see `cancel`).
 --
 -- Returns: {results, notify}, or with a call id {results, notify, leases, wait_ms, capped}:
---          results has one {1, STATE} (accepted: 'succeeded', or 'cancelled' as above) or
---          {0, reason} (refused: 'missing', no such job, or 'stale', the token does not
---          hold the job's lease) per job, in order; notify lists dependents in other
+--          results is one letter per job, in order: s (succeeded) or c (cancelled, as
+--          above) for an accepted result, x (stale: the token does not hold the job's lease)
+--          or m (missing: no such job) for one refused; notify lists dependents in other
 --          functions to tell (see lib.lua); leases, wait_ms and capped are as `lease`
 --          answers them.
 -- Publishes: `finish` with the final state for each; `ready` for each dependent that may
@@ -46,16 +46,7 @@ local call_id = ARGV[b]
 local replay = call_id and remembered(call_id)
 if replay then
   local leased, letters = string.match(replay, '^([^;]*);(.*)$')
-  local results = {}
-  for letter in string.gmatch(letters or '', '.') do
-    local word = REPLY_WORDS[letter]
-    if word == 'succeeded' or word == 'cancelled' then
-      results[#results + 1] = { 1, word }
-    else
-      results[#results + 1] = { 0, word }
-    end
-  end
-  return { results, {}, held_leases(call_id, leased or ''), 0, 0 }
+  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0 }
 end
 
 -- The lease part is checked before anything is written: a call refused changes nothing.
@@ -87,10 +78,10 @@ for i = 0, n - 1 do
   local raw = raws[i + 1]
   local f = raw and fields_of(raw)
   if not f then
-    results[#results + 1] = { 0, 'missing' }
+    results[#results + 1] = 'm'
   elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
     -- (A job named twice in one call is completed once.)
-    results[#results + 1] = { 0, 'stale' }
+    results[#results + 1] = 'x'
   elseif f[R_OTHERS] == '' then
     -- The common job: no cancel asked for, no uniq key, dependents, history or anything
     -- else to update. Its record is rewritten as text; the attempt that succeeded is the
@@ -104,7 +95,7 @@ for i = 0, n - 1 do
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    results[#results + 1] = { 1, 'succeeded' }
+    results[#results + 1] = 's'
   else
     seen[number] = true
     local record = decode(raw)
@@ -115,13 +106,13 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
-      results[#results + 1] = { 1, 'cancelled' }
+      results[#results + 1] = 'c'
     else
       add_history(record, 'succeeded', nil, ARGV[a + 4])
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
-      results[#results + 1] = { 1, 'succeeded' }
+      results[#results + 1] = 's'
     end
   end
 end
@@ -129,6 +120,8 @@ call_chunked('HSET', K.output, outputs)
 stat_times('run', runs)
 settle()
 flush()
+-- The results in one letter each: s(ucceeded), c(ancelled), x (stale), m(issing).
+results = table.concat(results)
 if not call_id then return { results, NOTIFY } end
 
 forget_replies(ARGV, b + 6)
@@ -139,9 +132,6 @@ if want > 0 then
     tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]))
 end
 if call_id ~= '' then
-  -- The results in one letter each: s(ucceeded), c(ancelled), x (stale), m(issing).
-  local letters = {}
-  for i, result in ipairs(results) do letters[i] = REPLY_LETTERS[result[2]] end
-  remember(call_id, (leased or '') .. ';' .. table.concat(letters))
+  remember(call_id, (leased or '') .. ';' .. results)
 end
 return { results, NOTIFY, leases, wait_ms, capped }

@@ -22,11 +22,12 @@
 -- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
 -- the worker died at once) gives its attempt back, at most max_attempts times per job.
 --
--- Returns: {leases, wait_ms, capped, notify}: leases is an array, each {number, attempt,
---          max_attempts, timeout_ms, created_ms, token, input} (the numbers as decimal
---          strings); wait_ms is how long until
---          the next scheduled job falls due, lease expires or rate-limit slot frees (-1:
---          nothing pending), so an idle worker knows when to call again; capped is 1 when
+-- Returns: {leases, wait_ms, capped, notify}: leases is a flat array of two entries per
+--          leased job: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN' (decimal
+--          numbers; the token is last and holds no '|'), then its input; wait_ms is, when fewer jobs were leased than asked for, how long
+--          until the next scheduled job falls due, lease expires or rate-limit slot frees
+--          (-1: nothing pending), so an idle worker knows when to call again (0 when as
+--          many were leased as asked for: there may be more); capped is 1 when
 --          the concurrency cap held back ready jobs (call again when a job finishes);
 --          notify lists dependents in other functions to tell (see lib.lua).
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.

@@ -382,9 +382,10 @@ local function add_history(record, outcome, message, version)
 end
 
 ---------------------------------------------------------------------------------------------
--- Statistics (qless): per day, wait and run times as count, mean, variance (Welford's
--- streaming `vk`) and a histogram; failures (failed attempts), retries, failed (jobs failed
--- for good).
+-- Statistics (qless): per day, wait and run times as count, sum and sum of squares (mean
+-- and variance follow) and a histogram; failures (failed attempts), retries, failed (jobs
+-- failed for good). Every field is a sum, so a call adds to it without reading it first
+-- (days written before sums were kept have `mean` and `vk`, Welford's; readers take both).
 
 local STAT_KINDS = { 'wait', 'run' }
 local STAT_COUNTERS = { 'failures', 'retries', 'failed' }
@@ -395,7 +396,7 @@ local function stat_fields(day)
   for _, name in ipairs(STAT_COUNTERS) do fields[#fields + 1] = day .. ':' .. name end
   for _, kind in ipairs(STAT_KINDS) do
     local p = day .. ':' .. kind .. ':'
-    for _, name in ipairs({ 'count', 'mean', 'vk' }) do fields[#fields + 1] = p .. name end
+    for _, name in ipairs({ 'count', 'sum', 'squares', 'mean', 'vk' }) do fields[#fields + 1] = p .. name end
     for i = 0, 59 do fields[#fields + 1] = p .. 's' .. i end
     for i = 1, 59 do fields[#fields + 1] = p .. 'm' .. i end
     for i = 1, 23 do fields[#fields + 1] = p .. 'h' .. i end
@@ -440,71 +441,45 @@ local function stats_new_day(day)
   redis.call('HSET', K.stats, 'days', cjson.encode(days))
 end
 
--- Writes what the call added to the statistics with two commands however much it is: one
--- HMGET of today's number, then of the count, mean, squared deviations and the buckets the
--- samples fall in for each kind, and of the counters; one HSET of their new values. A
--- batch's count, mean and squared deviations merge into the stored ones (Chan et al.).
+-- Writes what the call added to the statistics: for each kind, HINCRBY of today's count,
+-- sum (ms), sum of squares (ms²) and each histogram bucket hit; HINCRBY of the counters.
+-- No field is read, and no number is formatted as a float.
 local function stats_flush()
+  local samples_of, counts = STAT_SAMPLES, STAT_COUNTS
+  STAT_SAMPLES, STAT_COUNTS = {}, {}
+  if not next(samples_of) and not next(counts) then return end
   local day = math.floor(NOW / DAY_MS)
   local prefix = int(day) .. ':'
-  local fields, merges = { 'today' }, {}
+  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= day then
+    stats_new_day(day)
+    redis.call('HSET', K.stats, 'today', int(day))
+  end
   for _, kind in ipairs(STAT_KINDS) do
-    local samples = STAT_SAMPLES[kind]
+    local samples = samples_of[kind]
     if samples and #samples > 0 then
-      local n_b, sum, buckets, names = #samples, 0, {}, {}
-      for i = 1, n_b do
-        if samples[i] < 0 then samples[i] = 0 end
-        sum = sum + samples[i]
-        local bucket = stat_bucket(samples[i])
-        if not buckets[bucket] then names[#names + 1] = bucket end
+      local sum, squares, buckets = 0, 0, {}
+      for i = 1, #samples do
+        local ms = math.max(samples[i], 0)
+        sum = sum + ms
+        squares = squares + ms * ms
+        local bucket = stat_bucket(ms)
         buckets[bucket] = (buckets[bucket] or 0) + 1
       end
-      local mean_b, m2_b = sum / n_b, 0
-      for i = 1, n_b do m2_b = m2_b + (samples[i] - mean_b) ^ 2 end
       local p = prefix .. kind .. ':'
-      merges[#merges + 1] = { at = #fields + 1, n = n_b, mean = mean_b, m2 = m2_b, names = names, buckets = buckets }
-      fields[#fields + 1] = p .. 'count'
-      fields[#fields + 1] = p .. 'mean'
-      fields[#fields + 1] = p .. 'vk'
-      for _, bucket in ipairs(names) do fields[#fields + 1] = p .. bucket end
+      redis.call('HINCRBY', K.stats, p .. 'count', int(#samples))
+      redis.call('HINCRBY', K.stats, p .. 'sum', int(sum))
+      -- The squares as a whole number while they fit in one (HINCRBYFLOAT formats a long
+      -- double, which costs Redis more than the rest of the statistics): past 2^53, or once
+      -- the stored sum would pass 2^63 (HINCRBY refuses and changes nothing), as a float.
+      local squares_field = p .. 'squares'
+      local added = squares < 2 ^ 53 and redis.pcall('HINCRBY', K.stats, squares_field, int(squares))
+      if not added or type(added) == 'table' then
+        redis.call('HINCRBYFLOAT', K.stats, squares_field, string.format('%.0f', squares))
+      end
+      for bucket, n in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, int(n)) end
     end
   end
-  local counted, counts = #fields + 1, STAT_COUNTS
-  local counters = {}
-  for _, name in ipairs(STAT_COUNTERS) do
-    if counts[name] then
-      counters[#counters + 1] = name
-      fields[#fields + 1] = prefix .. name
-    end
-  end
-  STAT_SAMPLES, STAT_COUNTS = {}, {}
-  if #fields == 1 then return end
-  local old = redis.call('HMGET', K.stats, unpack(fields))
-  local writes = {}
-  if tonumber(old[1] or '-1') ~= day then
-    stats_new_day(day)
-    writes[1], writes[2] = 'today', int(day)
-  end
-  for _, m in ipairs(merges) do
-    local n_a = tonumber(old[m.at] or '0')
-    local mean_a, m2_a = tonumber(old[m.at + 1] or '0'), tonumber(old[m.at + 2] or '0')
-    local n = n_a + m.n
-    local delta = m.mean - mean_a
-    local mean = mean_a + delta * m.n / n
-    local vk = m2_a + m.m2 + delta * delta * n_a * m.n / n
-    for _, w in ipairs({ fields[m.at], int(n), fields[m.at + 1], tostring(mean), fields[m.at + 2], tostring(vk) }) do
-      writes[#writes + 1] = w
-    end
-    for i, bucket in ipairs(m.names) do
-      writes[#writes + 1] = fields[m.at + 2 + i]
-      writes[#writes + 1] = int(tonumber(old[m.at + 2 + i] or '0') + m.buckets[bucket])
-    end
-  end
-  for i, name in ipairs(counters) do
-    writes[#writes + 1] = fields[counted + i - 1]
-    writes[#writes + 1] = int(tonumber(old[counted + i - 1] or '0') + counts[name])
-  end
-  redis.call('HSET', K.stats, unpack(writes))
+  for name, n in pairs(counts) do redis.call('HINCRBY', K.stats, prefix .. name, int(n)) end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -753,16 +728,13 @@ end
 ---------------------------------------------------------------------------------------------
 -- Leasing (`lease`, and `complete` asked to lease the next jobs in the same call).
 
--- The earliest score of a sorted set (ms), or nil when it is empty.
-local function first_due(key)
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if #first > 0 then return tonumber(first[2]) end
-  return nil
-end
 
--- `complete`'s results as remembered for a call sent again: one letter each.
-local REPLY_LETTERS = { succeeded = 's', cancelled = 'c', stale = 'x', missing = 'm' }
-local REPLY_WORDS = { s = 'succeeded', c = 'cancelled', x = 'stale', m = 'missing' }
+-- A lease as `lease` answers it: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN',
+-- from the leased record's fields (one string rather than six replies per job).
+local function lease_row(number, f)
+  return number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
+    .. f[R_CREATED] .. '|' .. f[R_TOKEN]
+end
 
 -- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
 -- still holds, as lease_jobs returns them.
@@ -772,45 +744,35 @@ local function held_leases(call_id, numbers)
     local raw = redis.call('HGET', K.jobs, number)
     local f = raw and fields_of(raw)
     if f and f[R_STATE] == 'running' and f[R_TOKEN] == call_id .. ':' .. number .. ':' .. f[R_ATTEMPT] then
-      leases[#leases + 1] = {
-        number, f[R_ATTEMPT], f[R_MAX_ATTEMPTS], f[R_TIMEOUT], f[R_CREATED], f[R_TOKEN],
-        redis.call('HGET', K.input, number) or '',
-      }
+      leases[#leases + 1] = lease_row(number, f)
+      leases[#leases + 1] = redis.call('HGET', K.input, number) or ''
     end
   end
   return leases
 end
 
 -- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
--- lease.lua for what happens on the way). Returns the leases, wait_ms, capped (as `lease`
--- answers them) and the numbers leased, comma-separated, for the caller to remember under
+-- lease.lua for what happens on the way). Returns the leases (row and input of each, one
+-- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
 -- its call id (nil when nothing was leased: such a call need not be remembered).
 local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
   local leased_numbers = nil
   -- (1) Forget finished jobs whose retention is over.
   forget_expired()
 
-  -- (2) Promote scheduled jobs that are due (looked for only when the earliest is).
-  local scheduled_due = first_due(K.scheduled)
-  if scheduled_due and scheduled_due <= NOW then
-    for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))) do
-      redis.call('ZREM', K.scheduled, number)
-      local record = load(number)
-      if record then
-        make_ready(number, record)
-        save(number, record)
-      end
+  -- (2) Promote scheduled jobs that are due.
+  local now = int(NOW)
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.scheduled, number)
+    local record = load(number)
+    if record then
+      make_ready(number, record)
+      save(number, record)
     end
-    scheduled_due = first_due(K.scheduled)
   end
 
-  -- (3) Reclaim jobs whose worker stopped renewing the lease (when the earliest lease has
-  -- expired).
-  local leased_due = first_due(K.leased)
-  local expired = {}
-  if leased_due and leased_due <= NOW then
-    expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))
-  end
+  -- (3) Reclaim jobs whose worker stopped renewing the lease.
+  local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
   for _, number in ipairs(expired) do
     redis.call('ZREM', K.leased, number)
     local record = load(number)
@@ -839,11 +801,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       end
     end
   end
-  if #expired > 0 then leased_due = first_due(K.leased) end
-  if #SETTLE > 0 then
-    settle()
-    scheduled_due = first_due(K.scheduled) -- a dependent may have been scheduled
-  end
+  if #SETTLE > 0 then settle() end
 
   -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
   local allowed = want
@@ -872,7 +830,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
   end
 
-  local leases = {}
+  local leases, leased_count = {}, 0
   local waits = {}
   if allowed > 0 then
     -- The first jobs by rank, then removed by rank: ZPOPMIN would answer their scores too,
@@ -887,7 +845,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       inputs = redis.call('HMGET', K.input, unpack(numbers))
     end
     local saves, leased, rated = {}, {}, {}
-    local lease_until, now = int(NOW + lease_ms), int(NOW)
+    local lease_until = int(NOW + lease_ms)
     local default_timeout = int(default_timeout_ms)
     for i, number in ipairs(numbers) do
       local raw = raws[i]
@@ -922,29 +880,34 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         rated[#rated + 1] = token
         -- The `start` event, built without cjson: it is sent for every job.
         EVENTS[#EVENTS + 1] = '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. attempt_text .. '}'
-        leases[#leases + 1] = {
-          number, attempt_text, f[R_MAX_ATTEMPTS], f[R_TIMEOUT], f[R_CREATED], token, inputs[i] or '',
-        }
+        leases[#leases + 1] = lease_row(number, f)
+        leases[#leases + 1] = inputs[i] or ''
+        leased_count = leased_count + 1
       end
     end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
-    if #leases > 0 then leased_numbers = table.concat(numbers, ',') end
+    if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
     if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
   end
 
   stat_times('wait', waits)
 
-  -- (5) Tell the caller when to come back.
-  -- The leases just made expire NOW + lease_ms, no earlier than those before them.
-  if #leases > 0 and (not leased_due or NOW + lease_ms < leased_due) then leased_due = NOW + lease_ms end
-  local next_due = -1
-  for _, due in ipairs({ scheduled_due or -1, leased_due or -1 }) do
-    if due >= 0 and (next_due < 0 or due < next_due) then next_due = due end
+  -- (5) Tell the caller when to come back: when the call leased as many as it could, at
+  -- once (0); otherwise when the next scheduled job or lease falls due, or the rate limit
+  -- frees a slot (-1: nothing pending).
+  local wait_ms = 0
+  if leased_count < want then
+    wait_ms = -1
+    for _, key in ipairs({ K.scheduled, K.leased }) do
+      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      if #first > 0 then
+        local due = math.max(0, tonumber(first[2]) - NOW)
+        if wait_ms < 0 or due < wait_ms then wait_ms = due end
+      end
+    end
+    if rate_wait >= 0 and (wait_ms < 0 or rate_wait < wait_ms) then wait_ms = rate_wait end
   end
-  local wait_ms = -1
-  if next_due >= 0 then wait_ms = math.max(0, next_due - NOW) end
-  if rate_wait >= 0 and (wait_ms < 0 or rate_wait < wait_ms) then wait_ms = rate_wait end
   return leases, wait_ms, capped, leased_numbers
 end
 
