@@ -595,7 +595,7 @@ async fn the_function_library_is_loaded_again_where_it_is_missing_or_different()
         let mut conn = conn.clone();
         async move {
             redis::cmd("FCALL")
-                .arg("wg1_version")
+                .arg("wg2_version")
                 .arg(0)
                 .query_async::<String>(&mut conn)
                 .await
@@ -619,7 +619,7 @@ async fn the_function_library_is_loaded_again_where_it_is_missing_or_different()
     let _: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg("#!lua name=wasmgear_v1\nredis.register_function('wg1_version', function() return 'other' end)")
+        .arg("#!lua name=wasmgear_v2\nredis.register_function('wg2_version', function() return 'other' end)")
         .query_async(&mut conn)
         .await
         .unwrap();

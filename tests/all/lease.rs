@@ -39,25 +39,24 @@ async fn a_malformed_completion_changes_nothing() {
     let client = redis.client().await;
     let (id, queue, lease) = one_leased(&redis, &client, "worker").await;
     let f = id.function.clone();
-    let keys = wasmgear_proto::keys::FunctionKeys::new(&f).all();
+    let keys = wasmgear_client::queue_keys("complete", &f).unwrap();
     let mut conn = redis.raw().await;
     let refused: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
-        .arg("wg1_complete")
+        .arg("wg2_complete")
         .arg(keys.len())
         .arg(&keys[..])
         .arg(f.as_str())
+        .arg(5)
+        .arg(&[
+            "call", "call-1", "worker", "worker", "lease", "1", "ttl", "soon",
+        ])
+        .arg(&["timeout", "1000", "attempts", "3"])
         .arg(1)
         .arg(id.seq)
         .arg(&lease.token)
         .arg("out")
         .arg("")
         .arg("")
-        .arg("call-1")
-        .arg("worker")
-        .arg(1)
-        .arg("soon")
-        .arg(1000)
-        .arg(3)
         .query_async(&mut conn)
         .await;
     let error = refused.unwrap_err();
@@ -254,6 +253,87 @@ async fn ids_holding_the_record_separator_are_refused() {
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Running);
     assert_eq!(status.output, None);
+}
+
+/// Another client speaks the calling convention directly: `enqueue` takes the call's
+/// options, then each job's named options before its input (a plain job is `0` and its
+/// input), with the keys the function declares; options it does not know, or given twice,
+/// are refused before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_takes_named_options() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("named");
+    let keys = wasmgear_client::queue_keys("enqueue", &f).unwrap();
+    let mut conn = redis.raw().await;
+    let enqueue = |call: &str, jobs: &[&[&str]]| {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg("wg2_enqueue")
+            .arg(keys.len())
+            .arg(&keys[..])
+            .arg(f.as_str())
+            .arg(1)
+            .arg("call")
+            .arg(call)
+            .arg(jobs.len());
+        for job in jobs {
+            cmd.arg(job);
+        }
+        cmd
+    };
+    let (numbers, created, links): (Vec<u64>, String, Vec<String>) = enqueue(
+        "call-1",
+        &[
+            &["0", "plain"],
+            &[
+                "4", "priority", "7", "tag", "a", "tag", "b", "uniq", "u1", "tagged",
+            ],
+            &["1", "uniq", "u1", "joins"],
+        ],
+    )
+    .query_async(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        (numbers, created.as_str(), links.len()),
+        (vec![1, 2, 2], "110", 0)
+    );
+    let tagged = client
+        .status(&wasmgear_proto::JobId {
+            function: f.clone(),
+            seq: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(tagged.record.priority, 7);
+    assert_eq!(tagged.record.tags, vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(tagged.record.uniq.as_deref(), Some("u1"));
+
+    for (job, why) in [
+        (&["1", "colour", "red", "x"][..], "unknown option colour"),
+        (
+            &["2", "delay", "1", "delay", "2", "x"][..],
+            "option delay is given twice",
+        ),
+        (&["1", "delay", "soon", "x"][..], "delay is not a number"),
+        (&["2", "delay", "x"][..], "the call ends before it"),
+    ] {
+        let error = enqueue("call-2", &[&["0", "fine"], job])
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), Some("BADJOB"), "{error}");
+        assert!(
+            error.to_string().contains(&format!("job 2: {why}")),
+            "{error}"
+        );
+    }
+    let seq: u64 = redis::cmd("GET")
+        .arg(wasmgear_proto::keys::FunctionKeys::new(&f).seq())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(seq, 2, "refused calls wrote nothing");
 }
 
 /// A completion is accepted once; a second one, or one after the lease was taken over
@@ -720,12 +800,18 @@ async fn one_call_finishing_many_jobs_keeps_the_cap() {
         .await
         .unwrap();
     assert_eq!(leases.len(), jobs);
-    let keys = wasmgear_proto::keys::FunctionKeys::new(&f).all();
+    let keys = wasmgear_client::queue_keys("complete", &f).unwrap();
     let mut call = redis::cmd("FCALL");
-    call.arg("wg1_complete")
+    call.arg("wg2_complete")
         .arg(keys.len())
         .arg(&keys[..])
         .arg(f.as_str())
+        // The lease part: one more job.
+        .arg(6)
+        .arg(&[
+            "call", "call-1", "worker", "worker", "lease", "1", "ttl", "30000",
+        ])
+        .arg(&["timeout", "1000", "attempts", "3"])
         .arg(jobs);
     for lease in &leases {
         call.arg(lease.info.id.seq)
@@ -734,13 +820,6 @@ async fn one_call_finishing_many_jobs_keeps_the_cap() {
             .arg("")
             .arg("");
     }
-    // The lease part: one more job.
-    call.arg("call-1")
-        .arg("worker")
-        .arg(1)
-        .arg(30_000)
-        .arg(1000)
-        .arg(3);
     let mut conn = redis.raw().await;
     let deletes = crate::support::command_calls(&mut conn, "hdel").await;
     let _: redis::Value = call.query_async(&mut conn).await.unwrap();

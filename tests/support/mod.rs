@@ -123,9 +123,9 @@ impl TestRedis {
     /// clients read, whatever layout `jobs` keeps it in), or `None` when there is no such
     /// job. The library must be loaded (a client has connected).
     pub async fn record_json(&self, function: &FunctionName, seq: u64) -> Option<String> {
-        let keys = wasmgear_proto::keys::FunctionKeys::new(function).all();
+        let keys = wasmgear_client::queue_keys("get", function).unwrap();
         let reply: Option<(String, Option<Vec<u8>>)> = redis::cmd("FCALL")
-            .arg("wg1_get")
+            .arg("wg2_get")
             .arg(keys.len())
             .arg(&keys)
             .arg(function.as_str())

@@ -29,10 +29,12 @@ pub struct Service {
 }
 
 /// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(25 * 3600);
+pub const DEFAULT_RETENTION: Duration =
+    Duration::from_millis(wasmgear_proto::limits::DEFAULT_RETENTION_MS);
 /// How long a failed job is kept when the client does not say: a week, so that someone
 /// can look at it and retry it.
-pub const DEFAULT_FAILED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub const DEFAULT_FAILED_RETENTION: Duration =
+    Duration::from_millis(wasmgear_proto::limits::DEFAULT_FAILED_RETENTION_MS);
 /// The most tags one job may have.
 pub const MAX_TAGS: usize = 32;
 /// The most dependencies one job may have.
@@ -356,23 +358,51 @@ impl Client {
         let mut call = scripts::on_function(&scripts::ENQUEUE, function);
         // The call id makes the call safe to send again when its reply is lost.
         let call_id = super::source::random_hex(12);
-        call.arg(&call_id).arg(jobs.len());
-        for (input, options) in jobs {
-            let ms = |d: Duration| d.as_millis() as u64;
-            call.arg(options.priority.value())
-                .arg(options.max_attempts.unwrap_or(0))
-                .arg(options.timeout.map_or(0, |t| ms(t).max(1)))
-                .arg(ms(options.retention))
-                .arg(ms(options.failed_retention))
-                .arg(ms(options.delay))
-                .arg(options.at.map(system_time_ms).unwrap_or(0))
-                .arg(options.uniq.as_deref().unwrap_or(""))
-                .arg(json_list(&options.tags))
-                .arg(json_list(&options.after))
-                .arg(*input);
+        let acked = self.answered.take(function);
+        call.arg(1 + acked.len()).option("call", &call_id);
+        for id in &acked {
+            call.option("acked", id);
         }
-        self.answered.tell(function, &mut call);
-        let rows: Vec<(u64, i64, Vec<String>)> =
+        call.arg(jobs.len());
+        for (input, options) in jobs {
+            // Only what differs from the defaults goes: a plain job is "0" and its input.
+            let ms = |d: Duration| d.as_millis() as u64;
+            let mut named: Vec<(&str, String)> = Vec::new();
+            if options.priority.value() != 0 {
+                named.push(("priority", options.priority.value().to_string()));
+            }
+            if let Some(attempts) = options.max_attempts {
+                named.push(("attempts", attempts.to_string()));
+            }
+            if let Some(timeout) = options.timeout {
+                named.push(("timeout", ms(timeout).max(1).to_string()));
+            }
+            if options.retention != DEFAULT_RETENTION {
+                named.push(("retention", ms(options.retention).to_string()));
+            }
+            if options.failed_retention != DEFAULT_FAILED_RETENTION {
+                named.push(("failed_retention", ms(options.failed_retention).to_string()));
+            }
+            if !options.delay.is_zero() {
+                named.push(("delay", ms(options.delay).to_string()));
+            }
+            if let Some(at) = options.at {
+                named.push(("at", system_time_ms(at).to_string()));
+            }
+            if let Some(uniq) = &options.uniq {
+                named.push(("uniq", uniq.clone()));
+            }
+            named.extend(options.tags.iter().map(|tag| ("tag", tag.clone())));
+            named.extend(options.after.iter().map(|id| ("after", id.to_string())));
+            call.arg(named.len());
+            for (name, value) in &named {
+                call.option(name, value);
+            }
+            call.arg(*input);
+        }
+        // Per job its number; one character per job, 1 if it is new; pairs of a job's
+        // position and a dependency in another function to link.
+        let (numbers, created, links): (Vec<u64>, Vec<u8>, Vec<String>) =
             connection::invoke_retrying("enqueue", &self.conn, &call)
                 .await
                 .map_err(|e| {
@@ -385,20 +415,37 @@ impl Client {
         self.answered.note(function, call_id);
         // Listed for operators once something was written (a refused batch leaves no trace).
         self.register(function).await?;
-        let mut enqueued = Vec::with_capacity(rows.len());
-        for (seq, created, pending_links) in rows {
-            let id = JobId {
-                function: function.clone(),
-                seq,
+        let mut enqueued: Vec<Enqueued> = numbers
+            .into_iter()
+            .enumerate()
+            .map(|(i, seq)| Enqueued {
+                id: JobId {
+                    function: function.clone(),
+                    seq,
+                },
+                created: created.get(i) == Some(&b'1'),
+            })
+            .collect();
+        for pair in links.chunks(2) {
+            let [position, dependency] = pair else {
+                return Err(QueueError::Redis(redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "enqueue answered links that are not pairs",
+                ))));
             };
-            for dependency in pending_links {
-                let dependency: JobId = dependency.parse()?;
-                links::link(&self.conn, &id, &dependency).await?;
-            }
-            enqueued.push(Enqueued {
-                id,
-                created: created == 1,
-            });
+            let job = position
+                .parse::<usize>()
+                .ok()
+                .and_then(|p| enqueued.get_mut(p.wrapping_sub(1)))
+                .ok_or_else(|| {
+                    QueueError::Redis(redis::RedisError::from((
+                        redis::ErrorKind::UnexpectedReturnType,
+                        "enqueue answered a link for a job it was not given",
+                        position.clone(),
+                    )))
+                })?;
+            let dependency: JobId = dependency.parse()?;
+            links::link(&self.conn, &job.id, &dependency).await?;
         }
         Ok(enqueued)
     }
@@ -626,7 +673,7 @@ impl Client {
     /// How many live workers serve `function` (GearMonkey's roll call).
     pub async fn live_workers(&self, function: &FunctionName) -> Result<u64> {
         Ok(scripts::ROLLCALL
-            .key(FunctionKeys::new(function).workers())
+            .with_keys(&[FunctionKeys::new(function).workers()])
             .arg("")
             .arg(0)
             .invoke_async(&mut self.conn.clone())
@@ -667,8 +714,7 @@ impl Client {
     /// Every live worker and what it advertises.
     pub async fn workers(&self) -> Result<Vec<LiveWorker>> {
         let entries: Vec<(String, String, u64)> = scripts::WORKERS
-            .key(WorkerListKeys::expiry())
-            .key(WorkerListKeys::info())
+            .with_keys(&[WorkerListKeys::expiry(), WorkerListKeys::info()])
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(entries
@@ -702,13 +748,6 @@ impl Client {
 }
 
 /// A JSON array of `items`' text, or '' when there are none.
-fn json_list<T: ToString>(items: &[T]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    serde_json::to_string(&items.iter().map(T::to_string).collect::<Vec<_>>()).unwrap_or_default()
-}
-
 /// Milliseconds since the Unix epoch of `time` (0 before 1970).
 fn system_time_ms(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)

@@ -15,7 +15,7 @@ pub mod connection;
 mod links;
 pub mod redis_server;
 mod scripts;
-pub use scripts::library;
+pub use scripts::{library, queue_keys};
 pub mod source;
 pub mod subscriber;
 mod watch;

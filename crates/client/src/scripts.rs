@@ -1,20 +1,24 @@
-//! The Redis Functions library every state change runs in: `wasmgear_v1`, loaded once per
+//! The Redis Functions library every state change runs in: `wasmgear_v2`, loaded once per
 //! server (every primary of a cluster) with `FUNCTION LOAD` and called with `FCALL`.
 //!
 //! The library is assembled here from the Lua files in `lua/`: the shared constants
-//! ([`wasmgear_proto::limits::lua_constants`]), `lib.lua` (the KEYS layout and the helpers,
+//! ([`wasmgear_proto::limits::lua_constants`]), `lib.lua` (the key names and the helpers,
 //! built once when the library loads), then each operation's file as the body of a
-//! registered function `wg1_NAME(KEYS, ARGV)`. Functions on one function's queue start with
-//! `begin(KEYS, ARGV)` and are called through [`on_function`].
+//! registered function `wg2_NAME(KEYS, ARGV)`. A function on one function's queue declares
+//! here the keys it may touch, in the order a caller passes them; its body starts with
+//! `begin(KEYS, ARGV, keys_NAME)` (`keys_NAME` names its keys: `K.jobs`...), and it is
+//! called through [`on_function`].
 //!
-//! The `1` in the names is the version of the calling convention (keys, arguments and replies,
-//! PROTOCOL.md). A change that breaks it gets new names (`wasmgear_v2`, `wg2_`), so workers of
-//! both versions can share a server while a fleet is upgraded; within a version, the library
-//! loaded last wins, and `wg1_version` says which one is loaded (the SHA-1 of its text).
+//! The `2` in the names is the version of the calling convention (keys, arguments and
+//! replies, PROTOCOL.md). A change that breaks it gets new names (`wasmgear_v3`, `wg3_`), so
+//! workers of both versions can share a server while a fleet is upgraded; within a version,
+//! the library loaded last wins, and `wg2_version` says which one is loaded (the SHA-1 of
+//! its text).
 
 use std::sync::LazyLock;
 
 use redis::{Cmd, FromRedisValue, ToRedisArgs};
+use wasmgear_proto::keys::QueueKey::{self, *};
 
 use super::connection::Connection;
 use super::keys::FunctionKeys;
@@ -22,23 +26,25 @@ use crate::job::FunctionName;
 
 /// One operation of the library.
 pub(crate) struct Function {
-    /// The registered name, `wg1_...`.
-    name: &'static str,
+    /// The operation's name: its Lua file, and `wg2_NAME` registered.
+    file: &'static str,
     /// The Lua file whose text is the function's body.
     body: &'static str,
-    /// Whether the body works on one function's keys (starts with `begin`).
-    on_queue: bool,
-    /// Whether it only reads (registered `no-writes`).
+    /// For a function on one function's queue, the keys it declares (it may touch no
+    /// other), in the order the caller passes them; `None` for the others, whose callers
+    /// pass the keys their headers name.
+    queue_keys: Option<&'static [QueueKey]>,
+    /// Whether it only reads (registered `no-writes`, called with `FCALL_RO`).
     read_only: bool,
 }
 
 macro_rules! functions {
-    ($($name:ident = $file:literal, $on_queue:expr, $read_only:expr;)*) => {
+    ($($name:ident = $file:literal, $keys:expr, $read_only:expr;)*) => {
         $(
             pub(crate) static $name: Function = Function {
-                name: concat!("wg1_", $file),
+                file: $file,
                 body: include_str!(concat!("lua/", $file, ".lua")),
-                on_queue: $on_queue,
+                queue_keys: $keys,
                 read_only: $read_only,
             };
         )*
@@ -47,33 +53,57 @@ macro_rules! functions {
     };
 }
 
+/// What ending a job may touch (`finish`: the sets it leaves, its expiry, counts, failure
+/// group, uniq key; its dependents made ready, scheduled or cancelled in turn; statistics
+/// and events).
+const ENDS: &[QueueKey] = &[
+    Jobs, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Failed, Counts, Stats, Config,
+    Events, Work,
+];
+/// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
+const LEASING: &[QueueKey] = &[
+    Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged, Failed,
+    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp,
+];
+
 functions! {
-    ENQUEUE = "enqueue", true, false;
-    LEASE = "lease", true, false;
-    HEARTBEAT = "heartbeat", true, false;
-    PROGRESS = "progress", true, false;
-    COMPLETE = "complete", true, false;
-    FAIL = "fail", true, false;
-    RELEASE = "release", true, false;
-    CANCEL = "cancel", true, false;
-    LINK = "link", true, false;
-    RESOLVE = "resolve", true, false;
-    TOLD = "told", true, false;
-    RECHECK = "recheck", true, false;
-    TAG = "tag", true, false;
-    RETRY = "retry", true, false;
-    CONFIGURE = "configure", true, false;
-    PRIORITY = "priority", true, false;
-    GET = "get", true, true;
-    ADVERTISE = "advertise", false, false;
-    ROLLCALL = "rollcall", false, false;
-    WORKERS = "workers", false, true;
+    ENQUEUE = "enqueue", Some(&[
+        Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Waiting, Expires, Uniq, Tagged, Failed,
+        Counts, Stats, Config, Events, Work, Calls, CallsExp,
+    ]), false;
+    LEASE = "lease", Some(LEASING), false;
+    HEARTBEAT = "heartbeat", Some(&[Jobs, Leased, Stats, Events]), false;
+    PROGRESS = "progress", Some(&[Jobs, Stats, Config, Events, Work]), false;
+    COMPLETE = "complete", Some(LEASING), false;
+    FAIL = "fail", Some(ENDS), false;
+    RELEASE = "release", Some(ENDS), false;
+    CANCEL = "cancel", Some(&[
+        Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
+        Failed, Counts, Stats, Config, Events, Work,
+    ]), false;
+    LINK = "link", Some(&[Jobs, Stats, Events]), false;
+    RESOLVE = "resolve", Some(ENDS), false;
+    TOLD = "told", Some(&[Jobs, Expires, Stats, Events]), false;
+    RECHECK = "recheck", Some(&[Jobs, Waiting, Stats, Events]), false;
+    TAG = "tag", Some(&[Jobs, Tagged, Stats, Events]), false;
+    RETRY = "retry", Some(&[
+        Jobs, Ready, Scheduled, Waiting, Expires, Uniq, Failed, Counts, Stats, Config, Events,
+        Work,
+    ]), false;
+    CONFIGURE = "configure", Some(&[Stats, Config, Events, Work]), false;
+    PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events]), false;
+    GET = "get", Some(&[Jobs, Output, Stats, Events]), true;
+    ADVERTISE = "advertise", None, false;
+    ROLLCALL = "rollcall", None, false;
+    WORKERS = "workers", None, true;
 }
 
 /// The library's name in `FUNCTION LIST`.
-const LIBRARY_NAME: &str = "wasmgear_v1";
+const LIBRARY_NAME: &str = "wasmgear_v2";
+/// The prefix of its functions' names.
+const PREFIX: &str = "wg2_";
 /// The function that answers the loaded library's SHA-1.
-const VERSION_FUNCTION: &str = "wg1_version";
+const VERSION_FUNCTION: &str = "wg2_version";
 
 /// The whole library, ending with its version function, and the SHA-1 of the text before it
 /// (what the version function answers).
@@ -84,13 +114,28 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
     for f in ALL {
         // A function on one function's queue starts with begin() and, once its body has
         // returned, writes what the call gathered (end_call: statistics, events).
-        let (begin, end) = if f.on_queue {
-            (
-                "begin(KEYS, ARGV)\nlocal reply = (function()\n",
-                "\nend)()\nend_call()\nreturn reply\n",
-            )
-        } else {
-            ("", "")
+        let (names, begin, end) = match f.queue_keys {
+            Some(keys) => {
+                // K by name, built by one table constructor (sized at once).
+                let fields: Vec<String> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| format!("{} = keys[{}]", k.lua_name(), i + 1))
+                    .collect();
+                (
+                    format!(
+                        "local function keys_{}(keys) return {{ {} }} end\n",
+                        f.file,
+                        fields.join(", ")
+                    ),
+                    format!(
+                        "begin(KEYS, ARGV, keys_{})\nlocal reply = (function()\n",
+                        f.file
+                    ),
+                    "\nend)()\nend_call()\nreturn reply\n",
+                )
+            }
+            None => (String::new(), String::new(), ""),
         };
         let flags = if f.read_only {
             ", flags = { 'no-writes' }"
@@ -98,8 +143,8 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
             ""
         };
         lua.push_str(&format!(
-            "\nredis.register_function{{ function_name = '{}', callback = function(KEYS, ARGV)\n{begin}{}{end}\nend{flags} }}\n",
-            f.name, f.body
+            "\n{names}redis.register_function{{ function_name = '{PREFIX}{}', callback = function(KEYS, ARGV)\n{begin}{}{end}\nend{flags} }}\n",
+            f.file, f.body
         ));
     }
     let sha = redis::Script::new(&lua).get_hash().to_string();
@@ -114,7 +159,16 @@ pub fn library() -> &'static str {
     &SOURCE.0
 }
 
-/// The SHA-1 of this build's library (what `wg1_version` answers once it is loaded).
+/// The keys a call of the library's function `name` (`enqueue`, `lease`...) on `function`'s
+/// queue takes, in order: what another client passes (`None` for a name that is not a
+/// function on one function's queue).
+pub fn queue_keys(name: &str, function: &FunctionName) -> Option<Vec<String>> {
+    let f = ALL.iter().find(|f| f.file == name)?;
+    let keys = FunctionKeys::new(function);
+    Some(f.queue_keys?.iter().map(|&k| keys.get(k)).collect())
+}
+
+/// The SHA-1 of this build's library (what `wg2_version` answers once it is loaded).
 fn library_version() -> &'static str {
     &SOURCE.1
 }
@@ -153,58 +207,40 @@ fn is_missing_function(error: &redis::RedisError) -> bool {
 }
 
 impl Function {
-    /// A call of this function; add its keys and arguments.
-    pub(crate) fn call(&'static self) -> FunctionCall {
-        FunctionCall {
-            function: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+    /// A call of this function with `keys`; add its arguments.
+    pub(crate) fn with_keys<T: ToRedisArgs>(&'static self, keys: &[T]) -> FunctionCall {
+        let mut cmd = self.fcall(keys.len());
+        for key in keys {
+            cmd.arg(key);
         }
+        FunctionCall { cmd }
     }
 
-    /// A call of this function with `key` as its first key.
-    pub(crate) fn key<T: ToRedisArgs>(&'static self, key: T) -> FunctionCall {
-        let mut call = self.call();
-        call.key(key);
-        call
+    /// `FCALL NAME NUMKEYS`, to which the keys and arguments are added.
+    fn fcall(&self, keys: usize) -> Cmd {
+        // A read-only function may run on a replica.
+        let mut cmd = redis::cmd(if self.read_only { "FCALL_RO" } else { "FCALL" });
+        cmd.arg(format!("{PREFIX}{}", self.file)).arg(keys);
+        cmd
     }
 }
 
 /// A prepared `FCALL`: the function, its keys and its arguments.
 pub(crate) struct FunctionCall {
-    function: &'static Function,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    cmd: Cmd,
 }
 
 impl FunctionCall {
-    /// Adds a key (they go before the arguments, whenever they are added).
-    pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        self.keys.extend(key.to_redis_args());
-        self
-    }
-
     /// Adds an argument.
     pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.args.extend(arg.to_redis_args());
+        self.cmd.arg(arg);
         self
     }
 
-    fn command(&self) -> Cmd {
-        // A read-only function may run on a replica.
-        let mut cmd = redis::cmd(if self.function.read_only {
-            "FCALL_RO"
-        } else {
-            "FCALL"
-        });
-        cmd.arg(self.function.name).arg(self.keys.len());
-        for key in &self.keys {
-            cmd.arg(key);
-        }
-        for arg in &self.args {
-            cmd.arg(arg);
-        }
-        cmd
+    /// Adds named option `name` with `value`.
+    pub(crate) fn option<T: ToRedisArgs>(&mut self, name: &str, value: T) -> &mut Self {
+        self.cmd.arg(name).arg(value);
+        self
     }
 
     /// Sends the call; where the library is not loaded, loads it and sends the call again.
@@ -212,11 +248,10 @@ impl FunctionCall {
         &self,
         conn: &mut Connection,
     ) -> redis::RedisResult<T> {
-        let cmd = self.command();
-        match cmd.query_async(conn).await {
+        match self.cmd.query_async(conn).await {
             Err(e) if is_missing_function(&e) => {
                 load_library(conn).await?;
-                cmd.query_async(conn).await
+                self.cmd.query_async(conn).await
             }
             result => result,
         }
@@ -224,31 +259,141 @@ impl FunctionCall {
 }
 
 /// Prepares a call of `function` (one of the functions on a queue) on the keys of queue
-/// `name`, with the name as its first argument; add the function's own arguments after it.
+/// `name` it declares, with the name as its first argument; add the function's own
+/// arguments after it.
 pub(crate) fn on_function(function: &'static Function, name: &FunctionName) -> FunctionCall {
-    let mut call = function.call();
-    for key in FunctionKeys::new(name).all() {
-        call.key(key);
+    let declared = function.queue_keys.unwrap_or_default();
+    let mut cmd = function.fcall(declared.len());
+    // Each key written into the command from one buffer (they are on every call's path).
+    let mut key = FunctionKeys::new(name).get(QueueKey::Seq);
+    let base = key.len() - QueueKey::Seq.suffix().len();
+    for k in declared {
+        key.truncate(base);
+        key.push_str(k.suffix());
+        cmd.arg(key.as_bytes());
     }
-    call.arg(name.as_str());
-    call
+    cmd.arg(name.as_str());
+    FunctionCall { cmd }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
     #[test]
     fn the_library_registers_every_function_with_its_version() {
         let lua = super::library();
-        assert!(lua.starts_with("#!lua name=wasmgear_v1\n"));
+        assert!(lua.starts_with("#!lua name=wasmgear_v2\n"));
         for f in super::ALL {
             assert!(
-                lua.contains(&format!("function_name = '{}'", f.name)),
+                lua.contains(&format!("function_name = 'wg2_{}'", f.file)),
                 "{}",
-                f.name
+                f.file
             );
         }
         assert!(lua.contains(&format!("return '{}'", super::library_version())));
         assert_eq!(super::library_version().len(), 40);
+    }
+
+    /// The `K.name` keys used in `text`, and the names of `helpers` it calls.
+    fn uses(text: &str, helpers: &BTreeSet<String>) -> (BTreeSet<String>, BTreeSet<String>) {
+        let word = |rest: &str| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        };
+        let keys = text
+            .match_indices("K.")
+            .filter(|(at, _)| {
+                !text[..*at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+            .map(|(at, _)| word(&text[at + 2..]))
+            .collect();
+        let calls = helpers
+            .iter()
+            .filter(|h| {
+                text.match_indices(&format!("{h}(")).any(|(at, _)| {
+                    !text[..at]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+            })
+            .cloned()
+            .collect();
+        (keys, calls)
+    }
+
+    /// Every function declares every key its code may reach, through lib.lua's helpers
+    /// too (a key it has not declared is nil in `K`: the call would fail), and its file's
+    /// header names them in the order callers pass them.
+    #[test]
+    fn every_function_declares_the_keys_its_code_reaches() {
+        let lib = include_str!("lua/lib.lua");
+        // lib.lua's helpers: `local function NAME(` up to the `end` that closes it.
+        let mut bodies = BTreeMap::new();
+        let mut current: Option<(String, String)> = None;
+        for line in lib.lines() {
+            if let Some(rest) = line.strip_prefix("local function ") {
+                let name: String = rest.chars().take_while(|c| *c != '(').collect();
+                current = Some((name, String::new()));
+            }
+            if let Some((_, body)) = current.as_mut() {
+                body.push_str(line);
+                body.push('\n');
+            }
+            let closes =
+                line == "end" || (line.starts_with("local function ") && line.ends_with(" end"));
+            if closes && let Some((name, body)) = current.take() {
+                bodies.insert(name, body);
+            }
+        }
+        let helpers: BTreeSet<String> = bodies.keys().cloned().collect();
+        assert!(
+            helpers.contains("finish") && helpers.contains("lease_jobs"),
+            "{helpers:?}"
+        );
+        let direct: BTreeMap<&String, _> =
+            bodies.iter().map(|(n, b)| (n, uses(b, &helpers))).collect();
+        let reach = |text: &str| {
+            let (mut keys, calls) = uses(text, &helpers);
+            let mut todo: Vec<String> = calls
+                .into_iter()
+                .chain(["begin".into(), "end_call".into()])
+                .collect();
+            let mut seen = BTreeSet::new();
+            while let Some(helper) = todo.pop() {
+                if seen.insert(helper.clone()) {
+                    let (k, c) = &direct[&helper];
+                    keys.extend(k.iter().cloned());
+                    todo.extend(c.iter().cloned());
+                }
+            }
+            keys
+        };
+        for f in super::ALL {
+            let Some(declared) = f.queue_keys else {
+                continue;
+            };
+            let names: Vec<&str> = declared.iter().map(|k| k.lua_name()).collect();
+            let declared_set: BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
+            let reached = reach(f.body);
+            let missing: Vec<&String> = reached.difference(&declared_set).collect();
+            assert!(
+                missing.is_empty(),
+                "{} reaches {missing:?} without declaring them",
+                f.file
+            );
+            let header = format!("-- KEYS: {}\n", names.join(" "));
+            assert!(
+                f.body.contains(&header),
+                "{}.lua's header should say {header:?}",
+                f.file
+            );
+        }
     }
 }
 
@@ -275,18 +420,13 @@ impl Answered {
         ids.push(id);
     }
 
-    /// Adds to `call` how many ids of `function`'s answered calls follow, and the ids (taken:
-    /// each is told once).
-    pub(crate) fn tell(&self, function: &FunctionName, call: &mut FunctionCall) {
-        let ids = self
-            .0
+    /// The ids of `function`'s answered calls, to tell with the next call (taken: each is
+    /// told once).
+    pub(crate) fn take(&self, function: &FunctionName) -> Vec<String> {
+        self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(function)
-            .unwrap_or_default();
-        call.arg(ids.len());
-        for id in &ids {
-            call.arg(id);
-        }
+            .unwrap_or_default()
     }
 }

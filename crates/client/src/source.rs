@@ -223,14 +223,6 @@ impl Completer {
     /// completion asked for next, and answers each completion with its result and its jobs.
     async fn send(&self, function: &FunctionName, group: Vec<PendingCompletion>) {
         let mut call = scripts::on_function(&scripts::COMPLETE, function);
-        call.arg(group.len());
-        for p in &group {
-            call.arg(p.seq)
-                .arg(&p.token)
-                .arg(&p.output)
-                .arg(&p.log)
-                .arg(&p.version);
-        }
         // The call id makes the call safe to send again: a resent call gets the first
         // one's results and leases.
         let call_id = format!("{}/{}", self.worker_id, random_hex(8));
@@ -241,13 +233,28 @@ impl Completer {
             .sum();
         let next = group.iter().find_map(|p| p.next.as_ref());
         let ttl = next.map_or(Duration::ZERO, |n| n.ttl);
-        call.arg(&call_id)
-            .arg(&self.worker_id)
-            .arg(want)
-            .arg(ttl.as_millis() as u64)
-            .arg(next.map_or(0, |n| n.default_timeout_ms))
-            .arg(next.map_or(0, |n| n.default_max_attempts));
-        self.answered.tell(function, &mut call);
+        let acked = self.answered.take(function);
+        let leasing = next.filter(|_| want > 0);
+        call.arg(1 + acked.len() + if leasing.is_some() { 5 } else { 0 })
+            .option("call", &call_id);
+        if let Some(next) = leasing {
+            call.option("lease", want)
+                .option("worker", &self.worker_id)
+                .option("ttl", ttl.as_millis() as u64)
+                .option("timeout", next.default_timeout_ms)
+                .option("attempts", next.default_max_attempts);
+        }
+        for id in &acked {
+            call.option("acked", id);
+        }
+        call.arg(group.len());
+        for p in &group {
+            call.arg(p.seq)
+                .arg(&p.token)
+                .arg(&p.output)
+                .arg(&p.log)
+                .arg(&p.version);
+        }
         let events = lock_hints(&self.hints)
             .get(function)
             .map_or(0, |hint| hint.events);
@@ -534,8 +541,7 @@ impl WorkerQueue {
         let ttl_ms = ttl.as_millis() as u64;
         let ad = serde_json::to_string(ad).unwrap_or_default();
         let _: i64 = scripts::ADVERTISE
-            .key(WorkerListKeys::expiry())
-            .key(WorkerListKeys::info())
+            .with_keys(&[WorkerListKeys::expiry(), WorkerListKeys::info()])
             .arg(&self.worker_id)
             .arg(&ad)
             .arg(ttl_ms)
@@ -543,7 +549,7 @@ impl WorkerQueue {
             .await?;
         for function in functions {
             let _: i64 = scripts::ROLLCALL
-                .key(FunctionKeys::new(function).workers())
+                .with_keys(&[FunctionKeys::new(function).workers()])
                 .arg(&self.worker_id)
                 .arg(ttl_ms)
                 .invoke_async(&mut self.conn.clone())
@@ -556,7 +562,7 @@ impl WorkerQueue {
     pub async fn leave(&self, functions: &[FunctionName]) -> Result<()> {
         for function in functions {
             let _: i64 = scripts::ROLLCALL
-                .key(FunctionKeys::new(function).workers())
+                .with_keys(&[FunctionKeys::new(function).workers()])
                 .arg(&self.worker_id)
                 .arg(0)
                 .invoke_async(&mut self.conn.clone())

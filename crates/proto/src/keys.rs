@@ -9,6 +9,91 @@ use crate::job::FunctionName;
 /// The prefix of every key wasmgear writes.
 pub const PREFIX: &str = "wg";
 
+/// A key (or channel) of one function's queue, as the library's functions declare the keys
+/// they take (each its own list, in its own order: see `crates/client/src/scripts.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKey {
+    /// `seq`: the last job number handed out.
+    Seq,
+    /// `jobs`: number → job record.
+    Jobs,
+    /// `input`: number → input bytes.
+    Input,
+    /// `output`: number → output bytes.
+    Output,
+    /// `logs`: number → the job's log.
+    Logs,
+    /// `ready`: queued jobs.
+    Ready,
+    /// `scheduled`: jobs waiting for a time.
+    Scheduled,
+    /// `leased`: running jobs by lease expiry.
+    Leased,
+    /// `waiting`: jobs waiting on dependencies.
+    Waiting,
+    /// `expires`: finished jobs by when they are forgotten.
+    Expires,
+    /// `uniq`: uniq key → holder.
+    Uniq,
+    /// `tagged`: tag index.
+    Tagged,
+    /// `failed`: failure groups.
+    Failed,
+    /// `counts`: finished jobs kept, per state and group.
+    Counts,
+    /// `stats`: daily statistics.
+    Stats,
+    /// `config`: the function's settings.
+    Config,
+    /// `rate`: the rate-limit window.
+    Rate,
+    /// `events`: the events channel.
+    Events,
+    /// `work`: the workers' channel.
+    Work,
+    /// `calls`: replies kept for calls sent again.
+    Calls,
+    /// `calls-exp`: when those are forgotten.
+    CallsExp,
+}
+
+impl QueueKey {
+    /// The key's name in the Lua functions (`K.NAME`).
+    pub fn lua_name(self) -> &'static str {
+        match self {
+            QueueKey::CallsExp => "calls_exp",
+            other => other.suffix(),
+        }
+    }
+
+    /// The last part of the key's name, after `wg:{F}:`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            QueueKey::Seq => "seq",
+            QueueKey::Jobs => "jobs",
+            QueueKey::Input => "input",
+            QueueKey::Output => "output",
+            QueueKey::Logs => "logs",
+            QueueKey::Ready => "ready",
+            QueueKey::Scheduled => "scheduled",
+            QueueKey::Leased => "leased",
+            QueueKey::Waiting => "waiting",
+            QueueKey::Expires => "expires",
+            QueueKey::Uniq => "uniq",
+            QueueKey::Tagged => "tagged",
+            QueueKey::Failed => "failed",
+            QueueKey::Counts => "counts",
+            QueueKey::Stats => "stats",
+            QueueKey::Config => "config",
+            QueueKey::Rate => "rate",
+            QueueKey::Events => "events",
+            QueueKey::Work => "work",
+            QueueKey::Calls => "calls",
+            QueueKey::CallsExp => "calls-exp",
+        }
+    }
+}
+
 /// The keys of one function's queue.
 #[derive(Debug, Clone)]
 pub struct FunctionKeys {
@@ -118,31 +203,9 @@ impl FunctionKeys {
             .strip_suffix("}:events")?;
         FunctionName::new(name).ok()
     }
-    /// Every key the function's scripts take, in the order `lua/lib.lua` names them.
-    pub fn all(&self) -> [String; 21] {
-        [
-            self.seq(),
-            self.jobs(),
-            self.input(),
-            self.output(),
-            self.logs(),
-            self.ready(),
-            self.scheduled(),
-            self.leased(),
-            self.waiting(),
-            self.expires(),
-            self.uniq(),
-            self.tagged(),
-            self.failed(),
-            self.counts(),
-            self.stats(),
-            self.config(),
-            self.rate(),
-            self.events(),
-            self.work(),
-            self.calls(),
-            self.calls_expiry(),
-        ]
+    /// The key `key` of the function.
+    pub fn get(&self, key: QueueKey) -> String {
+        self.key(key.suffix())
     }
     /// Sorted set: the live workers serving the function, scored by membership expiry (ms).
     pub fn workers(&self) -> String {
@@ -187,7 +250,11 @@ mod tests {
     #[test]
     fn every_key_of_a_function_shares_its_hash_tag() {
         let keys = FunctionKeys::new(&FunctionName::new("echo").unwrap());
-        for key in keys.all().into_iter().chain([keys.workers()]) {
+        for key in [QueueKey::Seq, QueueKey::CallsExp, QueueKey::Events]
+            .map(|k| keys.get(k))
+            .into_iter()
+            .chain([keys.workers(), keys.calls_expiry()])
+        {
             assert!(key.starts_with("wg:{echo}:"), "{key}");
         }
         assert_eq!(

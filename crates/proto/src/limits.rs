@@ -12,6 +12,13 @@ pub const JOB_LOG_BYTES: u64 = 256 * 1024;
 /// Days of statistics kept per function (qless' stats-history).
 pub const STATS_DAYS: u64 = 30;
 
+/// How long a finished job is kept when the client does not say, ms (GearMonkey's 25 hours).
+pub const DEFAULT_RETENTION_MS: u64 = 25 * 3600 * 1000;
+
+/// How long a failed job is kept when the client does not say, ms: a week, so that someone
+/// can look at it and retry it.
+pub const DEFAULT_FAILED_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
     [
@@ -19,6 +26,8 @@ pub fn lua_constants() -> String {
         ("MAX_LOG", JOB_LOG_BYTES),
         ("STATS_DAYS", STATS_DAYS),
         ("DAY_MS", crate::units::DAY_MS),
+        ("DEFAULT_RETENTION_MS", DEFAULT_RETENTION_MS),
+        ("DEFAULT_FAILED_RETENTION_MS", DEFAULT_FAILED_RETENTION_MS),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -36,6 +45,10 @@ mod tests {
         );
         assert!(lua.contains("local MAX_LOG = 262144\n"), "{lua}");
         assert!(lua.contains("local DAY_MS = 86400000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 4);
+        assert!(
+            lua.contains("local DEFAULT_RETENTION_MS = 90000000\n"),
+            "{lua}"
+        );
+        assert_eq!(lua.lines().count(), 6);
     }
 }

@@ -4,7 +4,8 @@
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
 -- Returns: {1, 'cancelled', notify} when the job was waiting and is now cancelled (notify:

@@ -6,74 +6,93 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
--- ARGV[2]  n, how many jobs follow; then for each job i (0-based), at 3 + 5*i:
---   +0 job number
---   +1 lease token
---   +2 output bytes
---   +3 this attempt's log lines (text, may be empty)
---   +4 the version (content hash) of the plugin that ran the attempt ('' if unknown)
---
--- Then, optionally, at b = 3 + 5*n (the next jobs, leased in the same call: at steady state
--- a worker's only round trip per job):
---   b+0 call id: the token prefix of the leases made, as `lease` ARGV[3]. The same call sent
---       again within 10 minutes (its reply was lost) is answered as the first was: the same
---       results, and the leases it made that are still held
---   b+1 worker id; b+2 the most jobs to lease (0: none); b+3 lease duration, ms; b+4 and
---   b+5 the default timeout (ms) and attempts, as `lease` ARGV[5] to ARGV[7]
---   b+6 k, then k ids of earlier calls whose replies the caller has: their remembered
---       replies are forgotten now rather than after 10 minutes (so that what is kept for
---       calls sent again stays small however fast jobs go)
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- ARGV[1]  the function name
+-- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
+--   call      the call's id. With it, the same call sent again within 10 minutes (its reply
+--             was lost) is answered as the first was: the same results, and the leases it
+--             made that are still held; it is also the token prefix of those leases
+--   lease     the most jobs of the function to lease in the same call for the caller
+--             (0: none; at steady state a worker's only round trip per job); leasing
+--             needs `call`, `worker`, `ttl`, `timeout` and `attempts`, as `lease` takes them
+--   worker    the worker id recorded on the jobs leased
+--   ttl       the lease duration, ms
+--   timeout   the timeout (ms) given to leased jobs enqueued without one
+--   attempts  the attempts given to leased jobs enqueued without a number
+--   acked     the id of an earlier call on this function whose reply the caller has: what
+--             was kept to answer it again is forgotten now rather than after 10 minutes
+--             (so that what is kept for calls sent again stays small however fast jobs
+--             go; may repeat)
+-- Then n, how many jobs follow, and for each job:
+--   job number, lease token, output bytes, this attempt's log lines (text, may be empty),
+--   the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
 -- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
 -- dropped (see `cancel`).
 --
--- Returns: {results, notify}, or with a call id {results, notify, leases, wait_ms, capped}:
---          results is one letter per job, in order: s (succeeded) or c (cancelled, as
---          above) for an accepted result, x (stale: the token does not hold the job's lease)
---          or m (missing: no such job) for one refused; notify lists dependents in other
---          functions to tell (see lib.lua); leases, wait_ms and capped are as `lease`
---          answers them.
+-- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
+--          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
+--          (stale: the token does not hold the job's lease) or m (missing: no such job)
+--          for one refused; notify lists dependents in other functions to tell (see
+--          lib.lua); leases, wait_ms and capped are as `lease` answers them (none, -1, 0
+--          when the call leases nothing). Or the error reply `BADARGS complete: ...`,
+--          having written nothing.
 -- Publishes: `finish` with the final state for each; `ready` for each dependent that may
 --            now run; `start` for each job leased.
 
-local n = tonumber(ARGV[2])
-local b = 3 + 5 * n
-local call_id = ARGV[b]
+local function refuse(why) return redis.error_reply('BADARGS complete: ' .. why) end
+
+-- Everything is checked before anything is written: a call refused changes nothing.
+local m = tonumber(ARGV[2] or '')
+if not m or m < 0 or 3 + 2 * m > #ARGV then
+  return refuse('ARGV[2] must count the options of the call that follow')
+end
+local LEASE_OPTIONS = { lease = true, worker = true, ttl = true, timeout = true, attempts = true }
+local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true, lease = true, worker = true,
+  ttl = true, timeout = true, attempts = true }, { acked = true })
+if not call then return refuse(why) end
+local call_id = call.call or ''
+local want = tonumber(call.lease or '0')
+if not want then return refuse('lease is not a number: ' .. call.lease) end
+if want > 0 then
+  for name in pairs(LEASE_OPTIONS) do
+    if not call[name] then return refuse('leasing needs the option ' .. name) end
+  end
+  for _, name in ipairs({ 'ttl', 'timeout', 'attempts' }) do
+    if not tonumber(call[name]) then return refuse(name .. ' is not a number: ' .. call[name]) end
+  end
+  if call_id == '' then return refuse('leasing needs the option call') end
+end
+if not (fits_call_id(call_id) and fits_call_id(call.worker or '')) then return refuse(CALL_ID_RULE) end
+
+local FIRST = 4 + 2 * m
+local n = tonumber(ARGV[FIRST - 1] or '')
+if not n or n < 0 or #ARGV ~= FIRST - 1 + 5 * n then
+  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow, 5 arguments each')
+end
+-- Plugin versions go into records as they are: they must not hold the separator.
+for i = 0, n - 1 do
+  if not fits_record(ARGV[FIRST + 5 * i + 4]) then
+    return refuse("a plugin version must not contain '|'")
+  end
+end
 
 -- The same call again: its first reply, without the dependents to tell (their re-check
 -- finds them).
-local replay = call_id and remembered(call_id)
+local replay = remembered(call_id)
 if replay then
   local leased, letters = string.match(replay, '^([^;]*);(.*)$')
   return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0 }
 end
 
--- The lease part is checked before anything is written: a call refused changes nothing.
-local want = tonumber(ARGV[b + 2] or '0')
-if call_id and (not want or (want > 0 and not (tonumber(ARGV[b + 3] or '')
-    and tonumber(ARGV[b + 4] or '') and tonumber(ARGV[b + 5] or '')))) then
-  return redis.error_reply('BADARGS complete: the jobs to lease need a count, a lease duration and two defaults, all numbers')
-end
-if call_id and want > 0 and not (fits_record(call_id) and fits_record(ARGV[b + 1] or '')) then
-  return redis.error_reply("BADARGS complete: a call id or worker id must not contain '|'")
-end
-
--- Plugin versions go into records as they are: they must not hold the separator.
-for i = 0, n - 1 do
-  if not fits_record(ARGV[3 + 5 * i + 4]) then
-    return redis.error_reply("BADARGS complete: a plugin version must not contain '|'")
-  end
-end
-
 local results, runs, outputs, numbers = {}, {}, {}, {}
-for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[3 + 5 * i] end
+for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[FIRST + 5 * i] end
 begin_batch()
 local raws = {}
 if n > 0 then raws = redis.call('HMGET', K.jobs, unpack(numbers)) end
 local seen, now = {}, int(NOW)
 for i = 0, n - 1 do
-  local a = 3 + 5 * i
+  local a = FIRST + 5 * i
   local number, token = ARGV[a], ARGV[a + 1]
   local raw = raws[i + 1]
   local f = raw and fields_of(raw)
@@ -122,14 +141,12 @@ settle()
 flush()
 -- The results in one letter each: s(ucceeded), c(ancelled), x (stale), m(issing).
 results = table.concat(results)
-if not call_id then return { results, NOTIFY } end
-
-forget_replies(ARGV, b + 6)
+forget_replies(call.acked)
 
 local leases, wait_ms, capped, leased = {}, -1, 0, nil
 if want > 0 then
-  leases, wait_ms, capped, leased = lease_jobs(ARGV[b + 1], call_id, want, tonumber(ARGV[b + 3]),
-    tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]))
+  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, tonumber(call.ttl),
+    tonumber(call.timeout), tonumber(call.attempts))
 end
 if call_id ~= '' then
   remember(call_id, (leased or '') .. ';' .. results)

@@ -1,6 +1,7 @@
 -- configure: set or clear settings of one function's queue, shared by all workers.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2..] pairs of setting and value; an empty value clears the setting:
 --   paused            '1': workers lease none of the function's jobs (enqueueing goes on)
 --   concurrency       the most jobs running at once, over all workers

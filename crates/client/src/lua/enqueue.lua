@@ -1,41 +1,44 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
--- ARGV[2]  call id: unique per call ('' for none); the same call sent again within 10
---          minutes (its reply was lost) gets the first reply and adds nothing
--- ARGV[3]  n, how many jobs follow; then for each job i (0-based), at 4 + 11*i:
---   +0  priority          integer -1000..1000, higher runs first
---   +1  max attempts      integer >= 1; 0: the serving plugin's default, fixed at the first lease
---   +2  timeout           ms the job may run; 0: the serving plugin's default
---   +3  retention         ms a finished job's record is kept
---   +4  failed retention  ms a failed job's record is kept (the longer of the two applies)
---   +5  delay             ms before the job may run (0: ready now)
---   +6  at                ms since the epoch (Redis clock) before which the job may not run;
---                         0: none. Must not be in the past.
---   +7  uniq              '' or a key: while an unfinished job of this function holds the
---                         key, enqueueing another with it returns that job instead
---   +8  tags              '' or a JSON array of strings
---   +9  after             '' or a JSON array of job ids ('G:N') that must succeed first
---   +10 input             bytes
--- Then, optionally, k and k ids of earlier calls on this function whose replies the caller
--- has: what was kept to answer them again is forgotten now (as for `complete`).
+-- KEYS: seq jobs input output logs ready scheduled waiting expires uniq tagged failed counts stats config events work calls calls_exp
+-- ARGV[1]  the function name
+-- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
+--   call              the call's id, unique per call: the same call sent again within 10
+--                     minutes (its reply was lost) gets the first reply and adds nothing
+--   acked             the id of an earlier call on this function whose reply the caller
+--                     has: what was kept to answer it again is forgotten now (as for
+--                     `complete`; may repeat)
+-- Then n, how many jobs follow, and for each job: k, then k options of the job, NAME VALUE
+-- pairs (each at most once, but `tag` and `after`), then its input. An option left out
+-- takes its default:
+--   priority          integer -1000..1000, higher runs first (0)
+--   attempts          integer >= 1; 0: the serving plugin's default, fixed at the first
+--                     lease (0)
+--   timeout           ms the job may run; 0: the serving plugin's default (0)
+--   retention         ms a finished job's record is kept (DEFAULT_RETENTION_MS, 25 hours)
+--   failed_retention  ms a failed job's record is kept; the longer of the two applies
+--                     (DEFAULT_FAILED_RETENTION_MS, 7 days)
+--   delay             ms before the job may run (0: ready now)
+--   at                ms since the epoch (Redis clock) before which the job may not run;
+--                     must not be in the past (none)
+--   uniq              a key: while an unfinished job of this function holds it, enqueueing
+--                     another with it returns that job instead (none)
+--   tag               a tag of the job (may repeat)
+--   after             the id ('G:N') of a job that must succeed first (may repeat)
 --
 -- A job with dependencies waits (state `waiting`) until all of them have succeeded.
 -- Dependencies in this function are linked here; those in other functions are returned for
 -- the caller to link (`link` on their function, then `resolve` here when one has already
 -- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
--- Returns: one {number, created, links} per job, in the order given: created is 1 for a new
---          job, 0 when the uniq key returned an unfinished job; links lists the dependencies
---          in other functions the caller must link. Or the error reply `BADJOB job I: ...`,
---          having written nothing.
+-- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
+--          character per job, '1' for a new job, '0' when its uniq key returned an
+--          unfinished job; links, pairs of a job's position in the call (1-based) and a
+--          dependency in another function the caller must link. Or the error reply
+--          `BADJOB job I: ...` (`BADJOB call: ...` for the call's own options), having
+--          written nothing.
 -- Publishes: `create` for each new job.
-
-local call_id = ARGV[2]
-local n = tonumber(ARGV[3])
-local FIELDS = 11
-local FIRST = 4
 
 local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
 
@@ -43,47 +46,60 @@ local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
 end
 
+-- The call's options.
+local m = tonumber(ARGV[2] or '')
+if not m or m < 0 or 3 + 2 * m > #ARGV then
+  return redis.error_reply('BADJOB call: ARGV[2] must count the options of the call that follow')
+end
+local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true }, { acked = true })
+if not call then return redis.error_reply('BADJOB call: ' .. why) end
+local call_id = call.call or ''
+if not fits_call_id(call_id) then return redis.error_reply('BADJOB call: ' .. CALL_ID_RULE) end
+
 local replay = remembered(call_id)
-if replay then return cjson.decode(replay) end
-
--- A JSON array of strings, or nil and why not.
-local function strings(text)
-  local ok, list = pcall(cjson.decode, text)
-  if not ok or type(list) ~= 'table' then return nil, 'is not a JSON array' end
-  for _, item in ipairs(list) do
-    if type(item) ~= 'string' then return nil, 'holds something other than strings' end
-  end
-  return list
+if replay then
+  -- Remembered as 'N,N,...;CREATED;POSITION,DEPENDENCY,...'.
+  local numbers, created, links = string.match(replay, '^([^;]*);([^;]*);(.*)$')
+  local reply = { {}, created or '', {} }
+  for number in string.gmatch(numbers or '', '[^,]+') do reply[1][#reply[1] + 1] = number end
+  for item in string.gmatch(links or '', '[^,]+') do reply[3][#reply[3] + 1] = item end
+  return reply
 end
 
--- Check every job before writing anything, so a batch is all or nothing. The dependencies
--- in this function are kept (not forgotten by the housekeeping below) while this call runs.
-local TAGS, AFTER, depended = {}, {}, {}
-local ACKED = FIRST + FIELDS * (n or 0)
-local acked = tonumber(ARGV[ACKED] or '0')
-if not n or n < 0 or not acked or acked < 0
-  or (#ARGV ~= ACKED - 1 and #ARGV ~= ACKED + acked) then
-  return redis.error_reply('BADJOB job 1: the call does not carry ' .. tostring(n) .. ' jobs of ' .. FIELDS .. ' fields')
+-- Each job's options (nil: all defaults) and where its input is. Every job is checked
+-- before anything is written, so a batch is all or nothing. The dependencies in this
+-- function are kept (not forgotten by the housekeeping below) while this call runs.
+local JOB_OPTIONS = {
+  priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
+  delay = true, at = true, uniq = true,
+}
+local JOB_LISTS = { tag = true, after = true }
+local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at' }
+local n_at = 3 + 2 * m
+local n = tonumber(ARGV[n_at] or '')
+if not n or n < 0 then
+  return redis.error_reply('BADJOB call: ARGV[' .. n_at .. '] must count the jobs that follow')
 end
+local OPTIONS, INPUT_AT, depended = {}, {}, {}
+local at_arg = n_at + 1
 for i = 0, n - 1 do
-  local a = FIRST + FIELDS * i
-  for f = 0, 6 do
-    if not tonumber(ARGV[a + f]) then return bad(i, 'field ' .. f .. ' is not a number: ' .. ARGV[a + f]) end
+  local k = tonumber(ARGV[at_arg] or '')
+  if not k or k < 0 or at_arg + 2 * k + 1 > #ARGV then
+    return bad(i, 'the call ends before it (each job is k, k option pairs and its input)')
   end
-  local at = tonumber(ARGV[a + 6])
-  if at > 0 and at < NOW then
-    return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
-  end
-  if ARGV[a + 8] ~= '' then
-    local tags, why = strings(ARGV[a + 8])
-    if not tags then return bad(i, 'the tags ' .. why) end
-    TAGS[i] = tags
-  end
-  if ARGV[a + 9] ~= '' then
-    local after, why = strings(ARGV[a + 9])
-    if not after then return bad(i, 'the dependencies ' .. why) end
-    AFTER[i] = after
-    for _, dep in ipairs(after) do
+  if k > 0 then
+    local options, why = named_options(ARGV, at_arg + 1, at_arg + 2 * k, JOB_OPTIONS, JOB_LISTS)
+    if not options then return bad(i, why) end
+    for _, name in ipairs(NUMERIC) do
+      if options[name] and not tonumber(options[name]) then
+        return bad(i, name .. ' is not a number: ' .. options[name])
+      end
+    end
+    local at = tonumber(options.at or '0')
+    if at > 0 and at < NOW then
+      return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+    end
+    for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
       if not fn then return bad(i, 'dependency ' .. dep .. ' is not a job id (FUNCTION:NUMBER)') end
       if fn == FN then
@@ -97,7 +113,13 @@ for i = 0, n - 1 do
         depended[number] = true
       end
     end
+    OPTIONS[i] = options
   end
+  INPUT_AT[i] = at_arg + 2 * k + 1
+  at_arg = at_arg + 2 * k + 2
+end
+if at_arg ~= #ARGV + 1 then
+  return redis.error_reply('BADJOB call: ' .. (#ARGV - at_arg + 1) .. ' arguments after the last job')
 end
 
 forget_expired(depended)
@@ -105,7 +127,7 @@ forget_expired(depended)
 -- Records and inputs are written together at the end (flush), one call per key.
 begin_batch()
 local inputs, ready, records = {}, {}, {}
-local results = {}
+local numbers, created, links = {}, {}, {}
 
 -- A bulk call gives the same options over and over: each distinct value is parsed once.
 local NUMBERS, CANONICAL = {}, {}
@@ -126,62 +148,73 @@ local function canonical(text)
   return value
 end
 local now = int(NOW)
+local NO_OPTIONS = {}
+local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), int(DEFAULT_FAILED_RETENTION_MS)
 -- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
 local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
 for i = 0, n - 1 do
-  local a = FIRST + FIELDS * i
-  local uniq = ARGV[a + 7]
-  local existing = nil
-  if uniq == '' and ARGV[a + 8] == '' and ARGV[a + 9] == '' and ARGV[a + 5] == '0' and ARGV[a + 6] == '0' then
+  local options = OPTIONS[i] or NO_OPTIONS
+  local input = ARGV[INPUT_AT[i]]
+  local priority = options.priority or '0'
+  local attempts = options.attempts or '0'
+  local timeout = options.timeout or '0'
+  local retention = options.retention or DEFAULT_RETENTION
+  local failed_retention = options.failed_retention or DEFAULT_FAILED_RETENTION
+  local delay = number_of(options.delay or '0')
+  local at = number_of(options.at or '0')
+  local uniq = options.uniq
+  if not uniq and not options.tag and not options.after and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
     records[#records + 1] = number
     -- (lib.lua, job records: queued, attempt 0, created and ready now, no other field.)
-    records[#records + 1] = 'queued|' .. canonical(ARGV[a]) .. '|0|' .. canonical(ARGV[a + 1]) .. '|'
-      .. canonical(ARGV[a + 2]) .. '|' .. canonical(ARGV[a + 3]) .. '|' .. canonical(ARGV[a + 4]) .. '|'
+    records[#records + 1] = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
+      .. canonical(timeout) .. '|' .. canonical(retention) .. '|' .. canonical(failed_retention) .. '|'
       .. now .. '|' .. now .. QUEUED_TAIL
-    ready[#ready + 1] = int((PRIORITY_BASE - number_of(ARGV[a])) * NUMBER_SPAN + tonumber(number))
+    ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
     ready[#ready + 1] = number
     inputs[#inputs + 1] = number
-    inputs[#inputs + 1] = ARGV[a + 10]
+    inputs[#inputs + 1] = input
     EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
     wake_workers()
-    results[#results + 1] = { tonumber(number), 1, {} }
+    numbers[#numbers + 1] = number
+    created[#created + 1] = '1'
   else
-    if uniq ~= '' then
+    local existing = nil
+    if uniq then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
         local held = load(holder)
-        if held and not final(held.state) then existing = tonumber(holder) end
+        if held and not final(held.state) then existing = holder end
       end
     end
     if existing then
-      results[#results + 1] = { existing, 0, {} }
+      numbers[#numbers + 1] = existing
+      created[#created + 1] = '0'
     else
       local number = int(redis.call('INCR', K.seq))
       local record = {
-        priority = tonumber(ARGV[a]),
+        priority = number_of(priority),
         attempt = 0,
-        max_attempts = tonumber(ARGV[a + 1]),
-        timeout_ms = tonumber(ARGV[a + 2]),
-        retention_ms = tonumber(ARGV[a + 3]),
-        failed_retention_ms = tonumber(ARGV[a + 4]),
+        max_attempts = number_of(attempts),
+        timeout_ms = number_of(timeout),
+        retention_ms = number_of(retention),
+        failed_retention_ms = number_of(failed_retention),
         created_ms = NOW,
       }
-      local run_at = NOW + tonumber(ARGV[a + 5])
-      local at = tonumber(ARGV[a + 6])
+      local run_at = NOW + delay
       if at > run_at then run_at = at end
       -- Kept for good (a retry runs the job no earlier either).
       if run_at > NOW then record.not_before_ms = run_at end
-      if uniq ~= '' then
+      if uniq then
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
-      if ARGV[a + 8] ~= '' then
+      if options.tag then
         local tags = {}
-        for _, tag in ipairs(TAGS[i]) do
+        for _, tag in ipairs(options.tag) do
           if not contains(tags, tag) then
             tags[#tags + 1] = tag
             redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
@@ -189,25 +222,24 @@ for i = 0, n - 1 do
         end
         record.tags = list_or_nil(tags)
       end
-      local after, waiting_on, links = {}, {}, {}
-      if ARGV[a + 9] ~= '' then
-        for _, dep in ipairs(AFTER[i]) do
-          if not contains(after, dep) then
-            after[#after + 1] = dep
-            local fn, dep_number = split_id(dep)
-            if fn == FN then
-              local dep_record = load(dep_number)
-              if dep_record.state ~= 'succeeded' then
-                local dependents = dep_record.dependents or {}
-                dependents[#dependents + 1] = id_of(number)
-                dep_record.dependents = dependents
-                save(dep_number, dep_record)
-                waiting_on[#waiting_on + 1] = dep
-              end
-            else
+      local after, waiting_on = {}, {}
+      for _, dep in ipairs(options.after or {}) do
+        if not contains(after, dep) then
+          after[#after + 1] = dep
+          local fn, dep_number = split_id(dep)
+          if fn == FN then
+            local dep_record = load(dep_number)
+            if dep_record.state ~= 'succeeded' then
+              local dependents = dep_record.dependents or {}
+              dependents[#dependents + 1] = id_of(number)
+              dep_record.dependents = dependents
+              save(dep_number, dep_record)
               waiting_on[#waiting_on + 1] = dep
-              links[#links + 1] = dep
             end
+          else
+            waiting_on[#waiting_on + 1] = dep
+            links[#links + 1] = int(i + 1)
+            links[#links + 1] = dep
           end
         end
       end
@@ -224,11 +256,12 @@ for i = 0, n - 1 do
       end
       save(number, record)
       inputs[#inputs + 1] = number
-      inputs[#inputs + 1] = ARGV[a + 10]
+      inputs[#inputs + 1] = input
       -- Built without cjson: sent for every job.
       EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
       wake_workers()
-      results[#results + 1] = { tonumber(number), 1, links }
+      numbers[#numbers + 1] = number
+      created[#created + 1] = '1'
     end
   end
 end
@@ -236,6 +269,7 @@ call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
-forget_replies(ARGV, ACKED)
-remember(call_id, cjson.encode(results))
-return results
+forget_replies(call.acked)
+created = table.concat(created)
+remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
+return { numbers, created, links }

@@ -6,7 +6,8 @@
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
 -- ARGV[4]  error class (`guest-error`, `trap`, `timed-out`, ...), the failure group

@@ -2,7 +2,8 @@
 -- are kept in `jobs` is this library's business (lib.lua, job records): clients read them
 -- here.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs output stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
 -- Returns: {record, output} (output false unless the job succeeded and is kept), or false

@@ -1,6 +1,7 @@
 -- heartbeat: extend the lease of a running job.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs leased stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
 -- ARGV[4]  new lease duration from now, ms

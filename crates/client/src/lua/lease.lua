@@ -8,7 +8,8 @@
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
 --          also the call's id: the same call sent again within 10 minutes (its reply was
@@ -33,8 +34,11 @@
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
 
 local token_prefix = ARGV[3]
-if not (fits_record(token_prefix) and fits_record(ARGV[2])) then
-  return redis.error_reply("BADARGS lease: a call id or worker id must not contain '|'")
+if #ARGV ~= 7 or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
+  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers')
+end
+if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2])) then
+  return redis.error_reply('BADARGS lease: ' .. CALL_ID_RULE)
 end
 
 -- The same call again: the leases it made that are still held, and nothing more.

@@ -1,41 +1,44 @@
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
--- below are built then, not on every call. Each such function takes the same KEYS, in this
--- order, and the function name as ARGV[1]; its body starts with begin(KEYS, ARGV), which
--- sets K, FN and NOW and clears what the previous call left (keys.rs builds the list:
--- FunctionKeys::all).
+-- below are built then, not on every call. Each such function declares the keys it may
+-- touch, by name (scripts.rs lists them, in the order the caller passes them: the `KEYS:`
+-- line of each file's header), and takes the function name as ARGV[1]; its body starts
+-- with begin(KEYS, ARGV, keys_NAME), which sets K (K.jobs, K.calls_exp, ...: keys_NAME,
+-- built by scripts.rs, names the function's KEYS), FN and NOW and clears what the previous
+-- call left. A key a function has not declared is nil in K.
 --
--- KEYS[1]   wg:{F}:seq        string  the last job number handed out
--- KEYS[2]   wg:{F}:jobs       hash    number -> job record (JSON)
--- KEYS[3]   wg:{F}:input      hash    number -> input bytes
--- KEYS[4]   wg:{F}:output     hash    number -> output bytes of a succeeded job
--- KEYS[5]   wg:{F}:logs       hash    number -> the job's log (newest 256 KiB)
--- KEYS[6]   wg:{F}:ready      zset    queued jobs, scored by priority, then number
--- KEYS[7]   wg:{F}:scheduled  zset    scheduled jobs, scored by the time they become ready (ms)
--- KEYS[8]   wg:{F}:leased     zset    running jobs, scored by lease expiry (ms)
--- KEYS[9]   wg:{F}:waiting    zset    jobs waiting on dependencies, scored by when to re-check
---                                     their links to other functions (ms)
--- KEYS[10]  wg:{F}:expires    zset    finished jobs, scored by when their record is deleted (ms)
--- KEYS[11]  wg:{F}:uniq       hash    uniq key -> number of the unfinished job holding it
--- KEYS[12]  wg:{F}:tagged     zset    'TAG\0NUMBER' (NUMBER zero-padded to 13 digits), score 0
--- KEYS[13]  wg:{F}:failed     zset    'GROUP\0NUMBER' of each retained failed job, score 0
--- KEYS[14]  wg:{F}:counts     hash    retained finished jobs: succeeded, failed, cancelled,
---                                     failed:GROUP
--- KEYS[15]  wg:{F}:stats      hash    'DAY:FIELD' -> daily statistics (DAY: days since 1970)
--- KEYS[16]  wg:{F}:config     hash    paused, concurrency, rate_limit, rate_interval_ms,
---                                     keep_finished
--- KEYS[17]  wg:{F}:rate       zset    lease tokens inside the rate-limit window, scored by
---                                     lease time (ms)
--- KEYS[18]  wg:{F}:events     channel (not a key; named here so one place builds it): every
---                                     event of every job, JSON, for clients and operators
--- KEYS[19]  wg:{F}:work       channel (not a key): what the function's workers need to hear,
---                                     `work` (jobs may have become runnable; at most once per
---                                     call) or `cancel ID` (a running job's cancellation)
--- KEYS[20]  wg:{F}:calls      hash    call id -> the reply of an `enqueue` or `lease` call,
---                                     so that a call sent again (its reply was lost) is
---                                     answered the same instead of applied twice
--- KEYS[21]  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
+-- The keys of function F (keys.rs builds the names):
+-- seq        wg:{F}:seq        string  the last job number handed out
+-- jobs       wg:{F}:jobs       hash    number -> job record (see "Job records" below)
+-- input      wg:{F}:input      hash    number -> input bytes
+-- output     wg:{F}:output     hash    number -> output bytes of a succeeded job
+-- logs       wg:{F}:logs       hash    number -> the job's log (newest 256 KiB)
+-- ready      wg:{F}:ready      zset    queued jobs, scored by priority, then number
+-- scheduled  wg:{F}:scheduled  zset    scheduled jobs, scored by the time they become ready (ms)
+-- leased     wg:{F}:leased     zset    running jobs, scored by lease expiry (ms)
+-- waiting    wg:{F}:waiting    zset    jobs waiting on dependencies, scored by when to
+--                                      re-check their links to other functions (ms)
+-- expires    wg:{F}:expires    zset    finished jobs, scored by when their record is deleted (ms)
+-- uniq       wg:{F}:uniq       hash    uniq key -> number of the unfinished job holding it
+-- tagged     wg:{F}:tagged     zset    'TAG\0NUMBER' (NUMBER zero-padded to 13 digits), score 0
+-- failed     wg:{F}:failed     zset    'GROUP\0NUMBER' of each retained failed job, score 0
+-- counts     wg:{F}:counts     hash    retained finished jobs: succeeded, failed, cancelled,
+--                                      failed:GROUP
+-- stats      wg:{F}:stats      hash    'DAY:FIELD' -> daily statistics (DAY: days since 1970)
+-- config     wg:{F}:config     hash    paused, concurrency, rate_limit, rate_interval_ms,
+--                                      keep_finished
+-- rate       wg:{F}:rate       zset    lease tokens inside the rate-limit window, scored by
+--                                      lease time (ms)
+-- events     wg:{F}:events     channel (not a key; named here so one place builds it): every
+--                                      event of every job, JSON, for clients and operators
+-- work       wg:{F}:work       channel (not a key): what the function's workers need to hear,
+--                                      `work` (jobs may have become runnable; at most once per
+--                                      call) or `cancel ID` (a running job's cancellation)
+-- calls      wg:{F}:calls      hash    call id -> the reply of an `enqueue`, `lease` or
+--                                      `complete` call, so that a call sent again (its reply
+--                                      was lost) is answered the same instead of applied twice
+-- calls_exp  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
 --
 -- ARGV[1]   the function name F
 
@@ -189,6 +192,30 @@ local function fields_of(raw) return record_fields(raw) or record_fields(encode(
 
 -- Whether text `s` can be a hot field (worker ids, call ids and plugin versions are).
 local function fits_record(s) return not string.find(s, '|', 1, true) end
+local function fits_call_id(s) return fits_record(s) end
+local CALL_ID_RULE = "a call id or worker id must not contain '|'"
+
+-- The named options in args[from..to], NAME VALUE pairs, as name -> value; a name in
+-- `lists` may repeat, its values gathered in order (name -> list). Returns nil and why for
+-- a name that is neither in `known` nor in `lists`, a name given twice, or an odd count.
+local function named_options(args, from, to, known, lists)
+  if (to - from + 1) % 2 ~= 0 then return nil, 'options come in NAME VALUE pairs' end
+  local options = {}
+  for i = from, to, 2 do
+    local name, value = args[i], args[i + 1]
+    if lists and lists[name] then
+      local list = options[name] or {}
+      list[#list + 1] = value
+      options[name] = list
+    elseif known[name] then
+      if options[name] then return nil, 'option ' .. name .. ' is given twice' end
+      options[name] = value
+    else
+      return nil, 'unknown option ' .. tostring(name)
+    end
+  end
+  return options
+end
 
 -- Records saved by a batch (begin_batch) and written together by flush(): number -> record
 -- (a table), and number -> record text (written by the hot paths).
@@ -714,12 +741,10 @@ local function remember(id, reply)
   redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id)
 end
 
--- Forgets the replies kept for calls the caller says it has the replies of: args[at] is
--- how many ids follow (absent: none).
-local function forget_replies(args, at)
-  local ids = {}
-  for i = 1, tonumber(args[at] or '0') or 0 do ids[i] = args[at + i] end
-  if #ids > 0 then
+-- Forgets the replies kept for calls `ids` (a list, or nil), whose replies the caller says
+-- it has.
+local function forget_replies(ids)
+  if ids and #ids > 0 then
     redis.call('HDEL', K.calls, unpack(ids))
     redis.call('ZREM', K.calls_exp, unpack(ids))
   end
@@ -914,14 +939,8 @@ end
 ---------------------------------------------------------------------------------------------
 -- The start of every call: its keys, function name and time, and a clean slate (the
 -- library's locals outlive a call; Redis runs one call at a time).
-local function begin(keys, args)
-  K = {
-    seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5],
-    ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9],
-    expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13],
-    counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18],
-    work = keys[19], calls = keys[20], calls_exp = keys[21],
-  }
+local function begin(keys, args, named)
+  K = named(keys)
   FN = args[1]
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

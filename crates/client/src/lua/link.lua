@@ -1,7 +1,9 @@
 -- link: make a job of another function wait on a job of this one (a dependency across
 -- functions, the first of two steps; see `enqueue`). Idempotent.
 --
--- KEYS: the function's keys (lib.lua), of the dependency's function. ARGV[1]: its name.
+-- KEYS: jobs stats events
+--          (of the dependency's function)
+-- ARGV[1]  the dependency's function name
 -- ARGV[2]  the dependency's number here
 -- ARGV[3]  the dependent job's id ('G:M')
 --

@@ -1,7 +1,8 @@
 -- priority: change the priority of a job that has not started (qless' priority). A queued
 -- job moves to its new place in the ready set at once.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs ready stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  the new priority, -1000..1000
 --

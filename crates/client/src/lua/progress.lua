@@ -1,6 +1,7 @@
 -- progress: store a running job's latest progress and publish it.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
 -- ARGV[4]  units done (a decimal whole number, 0 to 2^64-1)

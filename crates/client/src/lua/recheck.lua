@@ -4,7 +4,8 @@
 -- re-check pushed further out (30 s, doubling, at most hourly) here, so repeated calls
 -- move on; entries of the waiting set without a waiting job behind them are removed.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs waiting stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  the most jobs to hand out
 --
 -- Returns: {looked, due}: how many entries of the waiting set it looked at (fewer than asked

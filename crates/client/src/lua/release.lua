@@ -3,7 +3,8 @@
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
 --

@@ -1,7 +1,8 @@
 -- resolve: tell a waiting job of this function what became of one of its dependencies in
 -- another function (the second step; see `enqueue` and `link`). Idempotent.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  the waiting job's number
 -- ARGV[3]  the dependency's id ('G:N')
 -- ARGV[4]  the dependency's state: 'succeeded' (the job runs once all its dependencies

@@ -4,7 +4,8 @@
 -- waits again for those of its dependencies (`after`) that have not succeeded. Jobs that
 -- were cancelled because this one failed stay cancelled.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
 --          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
 --          (oldest first)

@@ -1,6 +1,7 @@
 -- tag: add tags to a job or remove them (qless' tag add/remove).
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs tagged stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  'add' or 'remove'
 -- ARGV[4..] the tags

@@ -4,7 +4,8 @@
 -- retention (at most 7 days), so that a dependent whose news was lost still finds it when
 -- it re-checks its links. Idempotent.
 --
--- KEYS: the function's keys (lib.lua). ARGV[1]: the function name.
+-- KEYS: jobs expires stats events
+-- ARGV[1]  the function name
 -- ARGV[2]  the finished job's number
 -- ARGV[3]  the dependent's id ('G:M')
 --
