@@ -151,6 +151,25 @@ async fn progress_is_observed_in_order() {
     worker.stop().await;
 }
 
+/// A job that reports progress and ends at once (no pause: it finishes within its first
+/// poll, when the worker sets no lease keeper for a job that reported nothing) still has
+/// its last report stored before it finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_of_a_job_that_ends_at_once_is_kept() {
+    let redis = TestRedis::start();
+    let worker = TestWorker::start(&redis, &["count"]).await;
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("count"), b"3 0", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    assert_eq!(status.output.as_deref(), Some(&b"counted to 3"[..]));
+    let progress = status.record.progress.expect("the last progress report");
+    assert_eq!((progress.done, progress.total), (3, 3));
+    worker.stop().await;
+}
+
 /// A job for a function no worker serves stays queued (it is not lost or failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_for_an_unserved_function_waits() {

@@ -222,12 +222,23 @@ impl Runtime {
                 tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
             }
         };
-        let result = tokio::select! {
-            result = call => result,
-            () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
-                Err(stop_waiting(&stopped, Stopped::Deadline))
+        // Most jobs finish at the first poll (a guest that never waits in a host call and
+        // runs shorter than an epoch tick): those need no timer, which would be registered
+        // with tokio's timer wheel and taken out again for each job.
+        let result = {
+            let mut call = std::pin::pin!(call);
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+            match first {
+                std::task::Poll::Ready(result) => result,
+                std::task::Poll::Pending => tokio::select! {
+                    result = call => result,
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+                        Err(stop_waiting(&stopped, Stopped::Deadline))
+                    }
+                    () = hard_stop => Err(stop_waiting(&stopped, Stopped::Cancelled)),
+                },
             }
-            () = hard_stop => Err(stop_waiting(&stopped, Stopped::Cancelled)),
         };
 
         stdout.flush_partial();

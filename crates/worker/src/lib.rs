@@ -633,14 +633,30 @@ impl<S: JobSource> Node<S> {
                     progress: progress_tx,
                     lines: lines.clone(),
                 });
-                let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
                 let run =
                     self.runtime
                         .run(&plugin, &lease.info, &lease.input, hooks, cancel.clone());
-                // The keeper ends once the run has dropped the reporter and the last
-                // progress report is stored, so progress always lands before the finish.
-                let (outcome, ()) = tokio::join!(run, keeper);
-                outcome
+                let mut run = std::pin::pin!(run);
+                // A job that ends at its first poll without reporting progress needs no
+                // keeper (its lease is fresh): no heartbeat timers are set for it.
+                let first =
+                    std::future::poll_fn(|cx| std::task::Poll::Ready(run.as_mut().poll(cx))).await;
+                match first {
+                    std::task::Poll::Ready(outcome) if progress_rx.borrow().is_none() => outcome,
+                    first => {
+                        let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
+                        // The keeper ends once the run has dropped the reporter and the last
+                        // progress report is stored, so progress always lands before the
+                        // finish.
+                        match first {
+                            std::task::Poll::Ready(outcome) => {
+                                keeper.await;
+                                outcome
+                            }
+                            std::task::Poll::Pending => tokio::join!(run, keeper).0,
+                        }
+                    }
+                }
             }
         };
         self.running
