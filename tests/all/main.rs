@@ -13,6 +13,7 @@ mod commands;
 mod features;
 mod gearman;
 mod hardening;
+mod http;
 mod languages;
 mod lease;
 mod manifest;

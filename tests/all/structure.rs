@@ -49,6 +49,19 @@ fn the_client_never_compiles_wasmtime() {
 }
 
 #[test]
+fn the_http_api_never_compiles_wasmtime() {
+    assert_free_of(
+        "wasmgear-server",
+        &[
+            "wasmtime",
+            "cranelift",
+            "wasmgear-runtime",
+            "wasmgear-worker",
+        ],
+    );
+}
+
+#[test]
 fn the_runtime_never_talks_to_redis() {
     assert_free_of(
         "wasmgear-runtime",
@@ -74,10 +87,11 @@ fn the_vocabulary_does_no_io() {
 /// section says).
 #[test]
 fn our_crates_depend_one_way() {
-    let allowed: [(&str, &[&str]); 7] = [
+    let allowed: [(&str, &[&str]); 8] = [
         (
             "wasmgear",
             &[
+                "wasmgear-server",
                 "wasmgear-sources",
                 "wasmgear-worker",
                 "wasmgear-authoring",
@@ -99,6 +113,7 @@ fn our_crates_depend_one_way() {
             "wasmgear-worker",
             &["wasmgear-client", "wasmgear-runtime", "wasmgear-proto"],
         ),
+        ("wasmgear-server", &["wasmgear-client", "wasmgear-proto"]),
         ("wasmgear-authoring", &["wasmgear-proto"]),
         ("wasmgear-client", &["wasmgear-proto"]),
         ("wasmgear-runtime", &["wasmgear-proto"]),

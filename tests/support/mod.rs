@@ -473,12 +473,18 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts `wasmgear worker ARGS` with `env`, logging to a file.
     pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut all_args = vec!["worker"];
+        all_args.extend_from_slice(args);
+        WorkerProcess::spawn_command(&all_args, env)
+    }
+
+    /// Starts `wasmgear ARGS` (any long-running command: `serve`...) with `env`, logging
+    /// to a file.
+    pub fn spawn_command(all_args: &[&str], env: &[(&str, &str)]) -> Self {
         let log_dir = tempfile::tempdir().expect("temp dir");
         let log = log_dir.path().join("worker.log");
         let file = std::fs::File::create(&log).expect("log file");
-        let mut all_args = vec!["worker"];
-        all_args.extend_from_slice(args);
-        let child = command(&all_args, env)
+        let child = command(all_args, env)
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)

@@ -15,7 +15,7 @@ pub mod connection;
 mod links;
 pub mod redis_server;
 mod scripts;
-pub use scripts::{library, queue_keys};
+pub use scripts::{library, manifest, queue_keys};
 pub mod source;
 pub mod subscriber;
 mod watch;
@@ -90,6 +90,66 @@ pub enum QueueError {
     /// Waiting for a job ran out of time.
     #[error("gave up waiting for job {0} after the timeout")]
     WaitTimedOut(JobId),
+}
+
+/// What kind of failure a [`QueueError`] is, shared by every front end (the CLI's exit
+/// codes, the HTTP API's error classes and statuses, the other languages' exceptions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Bad input (a name, an option, a URL): nothing was changed.
+    BadInput,
+    /// No such job or function.
+    NotFound,
+    /// Redis cannot be reached, or is not Redis.
+    Unreachable,
+    /// Waiting ran out of time; the job goes on.
+    TimedOut,
+    /// Anything else (an error Redis answered, a corrupt record, no Functions support).
+    Failed,
+}
+
+impl ErrorClass {
+    /// Its name in the HTTP API's errors (`bad_input`, `not_found`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::BadInput => "bad_input",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::Unreachable => "unreachable",
+            ErrorClass::TimedOut => "timed_out",
+            ErrorClass::Failed => "failed",
+        }
+    }
+
+    /// The `wasmgear` CLI's exit code for it.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorClass::BadInput => 2,
+            ErrorClass::NotFound => 5,
+            ErrorClass::Unreachable => 6,
+            ErrorClass::TimedOut => 4,
+            ErrorClass::Failed => 1,
+        }
+    }
+}
+
+impl QueueError {
+    /// What kind of failure this is.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            QueueError::BadUrl { .. } | QueueError::BadOption(_) | QueueError::Name(_) => {
+                ErrorClass::BadInput
+            }
+            QueueError::NoSuchJob(_) | QueueError::NoSuchFunction(_) => ErrorClass::NotFound,
+            QueueError::Unreachable { .. } => ErrorClass::Unreachable,
+            QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
+                ErrorClass::Unreachable
+            }
+            QueueError::WaitTimedOut(_) => ErrorClass::TimedOut,
+            QueueError::Redis(_) | QueueError::Corrupt { .. } | QueueError::Library { .. } => {
+                ErrorClass::Failed
+            }
+        }
+    }
 }
 
 /// The result type of this module.

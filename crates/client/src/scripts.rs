@@ -168,6 +168,42 @@ pub fn queue_keys(name: &str, function: &FunctionName) -> Option<Vec<String>> {
     Some(f.queue_keys?.iter().map(|&k| keys.get(k)).collect())
 }
 
+/// What a client in another language needs besides the library's text, as JSON: the
+/// library's name, its functions' prefix, the SHA-1 `wg2_version` answers, how a queue key is
+/// named (`wg:{F}:` then the key's suffix), and for each function whether it only reads and
+/// the keys it takes, in order, by suffix (`null` for those taking the keys their headers
+/// name). The Python and Node clients ship it beside the library (`clients/*/protocol/`),
+/// checked against this build by a test.
+pub fn manifest() -> String {
+    let functions: serde_json::Map<String, serde_json::Value> = ALL
+        .iter()
+        .map(|f| {
+            let keys = f
+                .queue_keys
+                .map(|keys| keys.iter().map(|k| k.suffix()).collect::<Vec<_>>());
+            (
+                f.file.to_string(),
+                serde_json::json!({ "keys": keys, "read_only": f.read_only }),
+            )
+        })
+        .collect();
+    let manifest = serde_json::json!({
+        "library": LIBRARY_NAME,
+        "prefix": PREFIX,
+        "version": library_version(),
+        "key_prefix": "wg:{FUNCTION}:",
+        "functions_key": wasmgear_proto::keys::functions(),
+        "worker_list_keys": [
+            wasmgear_proto::keys::WorkerListKeys::expiry(),
+            wasmgear_proto::keys::WorkerListKeys::info(),
+        ],
+        "functions": functions,
+    });
+    let mut text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// The SHA-1 of this build's library (what `wg2_version` answers once it is loaded).
 fn library_version() -> &'static str {
     &SOURCE.1
@@ -293,6 +329,34 @@ mod tests {
         }
         assert!(lua.contains(&format!("return '{}'", super::library_version())));
         assert_eq!(super::library_version().len(), 40);
+    }
+
+    /// The Python and Node clients ship this build's library and manifest: a change to a
+    /// script without `WASMGEAR_BLESS=1 cargo test -p wasmgear-client` (which rewrites
+    /// them) fails here, so no client runs a protocol that drifted from the worker's.
+    #[test]
+    fn the_clients_ship_this_build_s_protocol() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients");
+        let bless = std::env::var_os("WASMGEAR_BLESS").is_some();
+        for client in ["python/wasmgear/protocol", "node/protocol"] {
+            let dir = root.join(client);
+            for (file, text) in [
+                ("wasmgear_v2.lua", super::library().to_string()),
+                ("manifest.json", super::manifest()),
+            ] {
+                let path = dir.join(file);
+                if bless {
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(&path, &text).unwrap();
+                }
+                let shipped = std::fs::read_to_string(&path).unwrap_or_default();
+                assert!(
+                    shipped == text,
+                    "{} is not this build's; run WASMGEAR_BLESS=1 cargo test -p wasmgear-client",
+                    path.display()
+                );
+            }
+        }
     }
 
     /// The `K.name` keys used in `text`, and the names of `helpers` it calls.

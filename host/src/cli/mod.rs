@@ -16,6 +16,7 @@ mod plugins;
 mod priority;
 mod queues;
 mod retry;
+mod serve;
 mod stats;
 mod status;
 mod wait;
@@ -149,6 +150,9 @@ enum Command {
     Bindings(author::BindingsArgs),
     /// Make a core WebAssembly module (C, Zig, AssemblyScript, ...) into a job component.
     Componentize(author::ComponentizeArgs),
+    /// Serve the HTTP API: enqueue, get, wait for and cancel jobs, follow events, list
+    /// queues, workers, failures and statistics (OpenAPI document at /openapi.json).
+    Serve(serve::ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
 }
@@ -158,6 +162,7 @@ impl Cli {
     pub async fn run(self) -> anyhow::Result<i32> {
         match self.command {
             Command::Worker(args) => worker::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
             Command::Enqueue(args) => enqueue::run(args).await,
             Command::Bulk(args) => bulk::run(args).await,
             Command::Status(args) => status::run(args).await,
@@ -230,20 +235,7 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
             return exit::UNREACHABLE;
         }
         if let Some(e) = cause.downcast_ref::<QueueError>() {
-            return match e {
-                QueueError::NoSuchJob(_) | QueueError::NoSuchFunction(_) => exit::NOT_FOUND,
-                QueueError::Unreachable { .. } => exit::UNREACHABLE,
-                QueueError::BadUrl { .. } | QueueError::BadOption(_) | QueueError::Name(_) => {
-                    exit::USAGE
-                }
-                QueueError::WaitTimedOut(_) => exit::TIMED_OUT,
-                QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
-                    exit::UNREACHABLE
-                }
-                QueueError::Redis(_) | QueueError::Corrupt { .. } | QueueError::Library { .. } => {
-                    exit::FAILED
-                }
-            };
+            return e.class().exit_code();
         }
     }
     exit::FAILED
@@ -322,5 +314,23 @@ pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
     line(headers.to_vec());
     for row in &rows {
         line(row.iter().map(String::as_str).collect());
+    }
+}
+
+#[cfg(test)]
+mod error_class_tests {
+    use wasmgear_client::ErrorClass;
+
+    /// Every front end's error classes are the CLI's exit codes.
+    #[test]
+    fn error_classes_are_the_cli_s_exit_codes() {
+        assert_eq!(ErrorClass::BadInput.exit_code(), super::exit::USAGE);
+        assert_eq!(ErrorClass::NotFound.exit_code(), super::exit::NOT_FOUND);
+        assert_eq!(
+            ErrorClass::Unreachable.exit_code(),
+            super::exit::UNREACHABLE
+        );
+        assert_eq!(ErrorClass::TimedOut.exit_code(), super::exit::TIMED_OUT);
+        assert_eq!(ErrorClass::Failed.exit_code(), super::exit::FAILED);
     }
 }

@@ -349,7 +349,7 @@ async fn supervise(server: Arc<RedisServer>, stop: tokio_util::sync::Cancellatio
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let terminate = async {

@@ -1,0 +1,271 @@
+// Type declarations of the wasmgear client (hand-written; the package is plain JavaScript).
+
+/// <reference types="node" />
+
+/** A job's state. */
+export type JobState =
+  | 'queued'
+  | 'scheduled'
+  | 'waiting'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled';
+
+/** A job's input: bytes, or text (sent as UTF-8). */
+export type Input = Buffer | Uint8Array | string;
+
+/** How a job is to be run; every option may be left out. */
+export interface EnqueueOptions {
+  /** -1000..1000 or low (-10), normal (0), high (10); higher runs first. Default 0. */
+  priority?: number | 'low' | 'normal' | 'high';
+  /** Milliseconds before the job may run (0..10 years). Not together with `at`. */
+  delayMs?: number;
+  /** The time before which the job may not run (on Redis' clock); not in the past. */
+  at?: Date;
+  /** Attempts in all, retries included (1..1000). Default: the serving plugin's. */
+  attempts?: number;
+  /** How long one attempt may run, ms (1 ms..10 years). Default: the serving plugin's. */
+  timeoutMs?: number;
+  /** How long the finished job is kept, ms (1 s..10 years). Default 25 hours. */
+  retentionMs?: number;
+  /** How long the job is kept if it failed, ms (0..10 years). Default 7 days. */
+  failedRetentionMs?: number;
+  /** While an unfinished job of the function holds this key, that job is returned instead. 1..200 bytes, no control characters. */
+  uniq?: string;
+  /** Up to 32 tags, each 1..200 bytes, no control characters. */
+  tags?: string[];
+  /** Up to 100 job ids (of any function) that must succeed first. */
+  after?: string[];
+}
+
+/** One job of `enqueueMany`: its input, and its options beside it. */
+export interface BatchItem extends EnqueueOptions {
+  input: Input;
+}
+
+/** A job handed to `enqueue`. */
+export interface Enqueued {
+  /** `FUNCTION:N`. */
+  id: string;
+  /** false: an unfinished job held the same uniq key, and that job's id is returned. */
+  created: boolean;
+}
+
+/** A progress report. `done` and `total` lose precision beyond 2^53 (the record holds them exactly). */
+export interface Progress {
+  /** Orders the job's reports over all its attempts. */
+  seq: number;
+  done: number;
+  /** 0 when unknown. */
+  total: number;
+  message?: string;
+}
+
+/** One ended attempt. */
+export interface Attempt {
+  attempt: number;
+  worker: string | null;
+  startedAt: Date | null;
+  endedAt: Date | null;
+  /** `succeeded`, the error class, `lease-lost` or `cancelled`. */
+  outcome: string;
+  message: string | null;
+  /** The content hash prefix of the plugin that ran it. */
+  version: string | null;
+}
+
+/** Everything known about a job (the record `wg2_get` answers, and its output). */
+export interface Job {
+  id: string;
+  function: string;
+  number: number;
+  state: JobState;
+  /** Whether the state is succeeded, failed or cancelled. */
+  final: boolean;
+  priority: number;
+  /** Attempts started so far. */
+  attempt: number;
+  /** Attempts allowed in all (0 until the first lease when left to the plugin's default). */
+  maxAttempts: number;
+  /** The last progress report of the current attempt. */
+  progress: Progress | null;
+  /** Progress reports over all attempts. */
+  progressSeq: number;
+  /** The last error: `class` is the failure group. */
+  error: { class: string; message: string } | null;
+  /** The output of a succeeded job. */
+  output: Buffer | null;
+  timeoutMs: number;
+  retentionMs: number | null;
+  failedRetentionMs: number | null;
+  uniq: string | null;
+  tags: string[];
+  /** The jobs it had to wait for. */
+  after: string[];
+  /** Those of them not yet succeeded. */
+  waitingOn: string[];
+  /** The jobs waiting for it. */
+  dependents: string[];
+  createdAt: Date | null;
+  runAt: Date | null;
+  notBefore: Date | null;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  cancelRequestedAt: Date | null;
+  history: Attempt[];
+  /** The record as the queue answered it (PROTOCOL.md, "The job record"). */
+  record: Record<string, unknown>;
+}
+
+export interface WaitOptions {
+  /** Give up after this long (WaitTimeoutError); the job goes on. Default: no limit. */
+  timeoutMs?: number;
+  /** Each progress report, in `seq` order, never one older than the last, per job. */
+  onProgress?: (progress: Progress, id: string) => void;
+}
+
+/** What `cancel` did. */
+export interface CancelOutcome {
+  /** cancelled: at once; cancelling: its worker was asked to stop it; already-ended: nothing changed. */
+  outcome: 'cancelled' | 'cancelling' | 'already-ended';
+  state: JobState;
+}
+
+/** One function's queue, as `wasmgear queues` shows it. */
+export interface QueueOverview {
+  function: string;
+  queued: number;
+  scheduled: number;
+  running: number;
+  waiting: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  /** Live workers serving the function. */
+  workers: number;
+  paused: boolean;
+}
+
+/** An event as published on `wg:{F}:events` (PROTOCOL.md, "Events"), with its function. */
+export interface QueueEvent {
+  function: string;
+  event: 'create' | 'start' | 'progress' | 'retry' | 'finish' | 'ready' | 'config' | 'cancel' | string;
+  id: string;
+  attempt?: number;
+  seq?: number;
+  done?: string | number;
+  total?: string | number;
+  message?: string;
+  at_ms?: number;
+  state?: JobState;
+  [field: string]: unknown;
+}
+
+/** The events of a function (or of all), as an async iterator. */
+export interface EventStream extends AsyncIterableIterator<QueueEvent> {
+  /** Resolves true once Redis confirmed the subscription (false: not now; it is made when the connection is back). */
+  ready: Promise<boolean>;
+  /** Ends the stream. */
+  close(): void;
+}
+
+export interface ConnectOptions {
+  /** Use Redis Cluster (default: asked of the server with `INFO cluster`). */
+  cluster?: boolean;
+  /** How long connecting may take, ms (default 5000). */
+  connectTimeoutMs?: number;
+  /** How long one command may wait for its reply, ms (default 10000). */
+  commandTimeoutMs?: number;
+  /** The largest input accepted, bytes (default 16 MiB). */
+  maxInputBytes?: number;
+  /** With a rediss:// URL: Node's TLS options, e.g. `{ca}` for a private certificate authority. */
+  tls?: import('node:tls').ConnectionOptions;
+}
+
+export class Client {
+  private constructor();
+  /** Connects to `redis://[USER:PASSWORD@]HOST:PORT[/DB]` (`rediss://` for TLS) and loads the protocol library if needed. */
+  static connect(url: string, opts?: ConnectOptions): Promise<Client>;
+  /** Whether the server is a Redis Cluster. */
+  readonly isCluster: boolean;
+  /** Enqueues one job of `fn`. */
+  enqueue(fn: string, input: Input, options?: EnqueueOptions): Promise<Enqueued>;
+  /** Enqueues many jobs of `fn`, all checked first, in calls of 1000 (each all or nothing). */
+  enqueueMany(fn: string, items: Array<Input | BatchItem>): Promise<Enqueued[]>;
+  /** Everything known about a job; NotFoundError when there is none. */
+  status(id: string): Promise<Job>;
+  /** The job's log (each attempt's lines, the newest 256 KiB). */
+  logs(id: string): Promise<string>;
+  /** Waits for one job: resolves with it if it succeeded; rejects JobFailedError, JobCancelledError or WaitTimeoutError. */
+  wait(id: string, options?: WaitOptions): Promise<Job>;
+  /** Waits for every job: resolves with them (in order) if all succeeded; else rejects (failed > timed out > cancelled). */
+  wait(ids: string[], options?: WaitOptions): Promise<Job[]>;
+  /** The events of `fn`, or of every function. */
+  events(fn?: string): EventStream;
+  /** Cancels a job. */
+  cancel(id: string): Promise<CancelOutcome>;
+  /** Runs a failed or cancelled job again; false when it had not ended so. */
+  retry(id: string): Promise<boolean>;
+  /** Every known function's queue, sorted by name. */
+  queues(): Promise<QueueOverview[]>;
+  /** Ends waits and event streams and closes the connections. */
+  close(): Promise<void>;
+}
+
+/** The limits options are checked against (those of the Rust client). */
+export const LIMITS: Readonly<{
+  MIN_PRIORITY: number;
+  MAX_PRIORITY: number;
+  MAX_TAGS: number;
+  MAX_DEPENDENCIES: number;
+  MAX_KEY_BYTES: number;
+  MAX_INPUT_BYTES: number;
+  MAX_ATTEMPTS: number;
+  MAX_DURATION_MS: number;
+  DEFAULT_RETENTION_MS: number;
+  DEFAULT_FAILED_RETENTION_MS: number;
+}>;
+
+/** Splits a job id `FUNCTION:N`; throws BadInputError when it is not one. */
+export function parseJobId(id: string): { id: string; function: string; number: number };
+/** Returns the function name if valid; throws BadInputError when it is not. */
+export function checkFunction(name: string): string;
+
+/** The base of this library's errors; `exitCode` is the `wasmgear` CLI's for the same trouble. */
+export class WasmgearError extends Error {
+  readonly exitCode: number;
+}
+/** Bad input (exit code 2); nothing was written. */
+export class BadInputError extends WasmgearError {
+  readonly exitCode: 2;
+}
+/** No such job (exit code 5). */
+export class NotFoundError extends WasmgearError {
+  readonly exitCode: 5;
+  readonly id?: string;
+}
+/** Redis cannot be reached (exit code 6). */
+export class UnreachableError extends WasmgearError {
+  readonly exitCode: 6;
+}
+/** A waited-for job failed (exit code 1). */
+export class JobFailedError extends WasmgearError {
+  readonly exitCode: 1;
+  /** The (first) failed job. */
+  readonly job: Job;
+  /** Per id waited for: its final Job, or its wait's error. */
+  readonly results: Array<Job | WasmgearError>;
+}
+/** A waited-for job was cancelled (exit code 3). */
+export class JobCancelledError extends WasmgearError {
+  readonly exitCode: 3;
+  readonly job: Job;
+  readonly results: Array<Job | WasmgearError>;
+}
+/** A wait ran out of time (exit code 4); the job goes on. */
+export class WaitTimeoutError extends WasmgearError {
+  readonly exitCode: 4;
+  readonly id: string;
+  readonly results?: Array<Job | WasmgearError>;
+}

@@ -1,0 +1,827 @@
+'use strict';
+
+const crypto = require('node:crypto');
+const Redis = require('ioredis');
+
+const protocol = require('./protocol');
+const { checkFunction, parseJobId } = require('./names');
+const { LIMITS, jobOptions, inputBytes } = require('./options');
+const { jobFrom, progressOf } = require('./job');
+const { Subscriber } = require('./subscriber');
+const {
+  WasmgearError,
+  BadInputError,
+  NotFoundError,
+  UnreachableError,
+  JobFailedError,
+  JobCancelledError,
+  WaitTimeoutError,
+} = require('./errors');
+
+/** How long connecting may take before Redis counts as unreachable (ms). */
+const CONNECT_TIMEOUT_MS = 5000;
+/** How long one command may wait for its reply (ms), as the Rust client. */
+const COMMAND_TIMEOUT_MS = 10000;
+/** How often `enqueue` is sent again (same call id) after a failure that may pass. */
+const RETRIES = 6;
+/** How many jobs go in one `enqueue` call of `enqueueMany`. */
+const CHUNK = 1000;
+/** How often a wait re-reads the record while it hears events (a safety net only). */
+const WAIT_RECHECK_MS = 5000;
+/** How often a wait re-reads the record while it cannot hear events. */
+const WAIT_POLL_MS = 500;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The URL with its password (or a lone user name, which Redis takes for one) hidden. */
+function redact(raw) {
+  try {
+    const url = new URL(raw);
+    if (url.password) url.password = '***';
+    else if (url.username) url.username = '***';
+    else return raw;
+    return url.toString();
+  } catch {
+    return '(a Redis URL)';
+  }
+}
+
+/** Whether a failed command may succeed when sent again (connection trouble, not a reply). */
+function isTransient(error) {
+  if (!error || error instanceof WasmgearError) return false;
+  if (error.name === 'MaxRetriesPerRequestError') return true;
+  const text = String(error.message || '');
+  return (
+    /Connection is closed|Command timed out|Stream isn't writeable|enableOfflineQueue|max retries per request|Failed to refresh slots cache|None of startup nodes|Cluster isn't ready/i.test(
+      text,
+    ) ||
+    /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|BUSY)\b/.test(text) ||
+    ['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'ENETUNREACH'].includes(
+      error.code,
+    )
+  );
+}
+
+function isMissingFunction(error) {
+  return /Function not found/i.test(String(error && error.message));
+}
+
+/** Why connecting failed, in words that say what to do. */
+function describe(error) {
+  const text = String((error && error.message) || error);
+  if (/ECONNREFUSED/.test(text) || (error && error.code === 'ECONNREFUSED')) {
+    return `connection refused: is redis-server running there? (${text})`;
+  }
+  if (/NOAUTH/.test(text)) {
+    return (
+      'the server wants a password: give it in the URL (redis://:PASSWORD@HOST:PORT or ' +
+      'redis://USER:PASSWORD@HOST:PORT)'
+    );
+  }
+  if (/certificate|self[- ]signed|CERT_/i.test(text)) {
+    return (
+      `${text}: the server's TLS certificate cannot be checked; give the certificate ` +
+      'authority that signed it with the connect option tls ({tls: {ca}})'
+    );
+  }
+  if (/WRONGPASS|password|authentication/i.test(text)) {
+    return 'the user or password in the URL was refused';
+  }
+  return `${text} (is the host right, and is it Redis, with TLS if the URL says rediss://?)`;
+}
+
+/**
+ * An error of a call, as this library's errors: script refusals (`BADJOB`, `BADARGS`) are
+ * bad input, `NOJOB` is not found, connection trouble is unreachable.
+ */
+function translate(error, url) {
+  if (error instanceof WasmgearError) return error;
+  const text = String((error && error.message) || error);
+  const refused = /^(BADJOB|BADARGS)\s*(.*)$/s.exec(text);
+  if (refused) return new BadInputError(refused[2] || text, { cause: error });
+  if (/^NOJOB\b/.test(text)) return new NotFoundError(text, { cause: error });
+  if (isTransient(error)) {
+    return new UnreachableError(`cannot reach Redis at ${url}: ${describe(error)}`, { cause: error });
+  }
+  return new WasmgearError(`redis error: ${text}`, { cause: error });
+}
+
+/** Runs `promise`, rejecting with `error()` if it takes longer than `ms`. */
+function within(promise, ms, error) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(error()), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A connection to a wasmgear queue for producers and operators: enqueue jobs, follow them,
+ * read their results, cancel and retry them, list the queues.
+ */
+class Client {
+  /** Use `Client.connect`. */
+  constructor(state) {
+    this.redis = state.redis;
+    this.isCluster = state.isCluster;
+    this.url = state.url;
+    this.maxInputBytes = state.maxInputBytes;
+    this.registered = new Set();
+    /** function -> call ids answered since the previous call on it (sent as `acked`). */
+    this.answered = new Map();
+    this.subscriber = new Subscriber(state.subscriberConnection);
+    this.closed = false;
+  }
+
+  /**
+   * Connects to the Redis at `url` (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`, `rediss://`
+   * for TLS), asks it whether it is part of a Redis Cluster (`INFO cluster`; or say so with
+   * `{cluster: true}`), and loads the wasmgear Functions library if it is not loaded.
+   */
+  static async connect(url, opts = {}) {
+    if (typeof url !== 'string') {
+      throw new BadInputError(
+        'invalid Redis URL: give a string redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS',
+      );
+    }
+    let parsed;
+    try {
+      parsed = new URL(url);
+    } catch {
+      parsed = null;
+    }
+    if (!parsed || !['redis:', 'rediss:'].includes(parsed.protocol) || !parsed.hostname) {
+      throw new BadInputError(
+        `invalid Redis URL ${JSON.stringify(redact(url))}: expected ` +
+          'redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS',
+      );
+    }
+    const known = ['cluster', 'connectTimeoutMs', 'commandTimeoutMs', 'maxInputBytes', 'tls'];
+    for (const name of Object.keys(opts)) {
+      if (!known.includes(name)) {
+        throw new BadInputError(
+          `unknown connect option ${JSON.stringify(name)} (known: ${known.join(', ')})`,
+        );
+      }
+    }
+    if (opts.tls !== undefined && (typeof opts.tls !== 'object' || opts.tls === null)) {
+      throw new BadInputError('invalid connect option tls: give an object of TLS options (e.g. {ca})');
+    }
+    if (opts.tls !== undefined && parsed.protocol !== 'rediss:') {
+      throw new BadInputError('invalid connect option tls: it needs a rediss:// URL');
+    }
+    for (const name of ['connectTimeoutMs', 'commandTimeoutMs', 'maxInputBytes']) {
+      const value = opts[name];
+      if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
+        throw new BadInputError(`invalid connect option ${name}: ${JSON.stringify(value)} is not a whole number > 0`);
+      }
+    }
+    const shown = redact(url);
+    const connectTimeout = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const commandTimeout = opts.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+    const maxInputBytes = opts.maxInputBytes ?? LIMITS.MAX_INPUT_BYTES;
+    protocol.load();
+    const options = {
+      lazyConnect: true,
+      connectTimeout,
+      commandTimeout,
+      maxRetriesPerRequest: 2,
+      retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+    };
+    if (opts.tls) options.tls = opts.tls;
+    const unreachable = (reason) => new UnreachableError(`cannot reach Redis at ${shown}: ${reason}`);
+    const seed = new Redis(url, options);
+    // ioredis says why a connection failed in an 'error' event; `connect()` only rejects
+    // with "Connection is closed".
+    let why = null;
+    seed.on('error', (error) => {
+      why = why || error;
+    });
+    let info;
+    try {
+      await within(seed.connect(), connectTimeout + 1000, () =>
+        unreachable(`no answer within ${connectTimeout} ms`),
+      );
+      info = await seed.info('cluster');
+    } catch (error) {
+      seed.disconnect();
+      if (error instanceof WasmgearError) throw error;
+      throw unreachable(describe(why || error));
+    }
+    if (!String(info).includes('cluster_enabled:')) {
+      seed.disconnect();
+      throw unreachable('it answered, but not like Redis (no cluster section in INFO)');
+    }
+    const isCluster = opts.cluster ?? /^cluster_enabled:1\s*$/m.test(String(info));
+    let redis = seed;
+    if (isCluster) {
+      seed.disconnect();
+      const redisOptions = {
+        username: decodeURIComponent(parsed.username) || undefined,
+        password: decodeURIComponent(parsed.password) || undefined,
+        connectTimeout,
+        commandTimeout,
+      };
+      if (parsed.protocol === 'rediss:') {
+        redisOptions.tls = { servername: parsed.hostname, ...(opts.tls || {}) };
+      }
+      redis = new Redis.Cluster([{ host: parsed.hostname, port: Number(parsed.port || 6379) }], {
+        lazyConnect: true,
+        redisOptions,
+        maxRedirections: 16,
+        clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+      });
+      redis.on('error', () => {});
+      try {
+        await within(redis.connect(), connectTimeout + 1000, () =>
+          unreachable(`the cluster did not answer within ${connectTimeout} ms`),
+        );
+      } catch (error) {
+        redis.disconnect();
+        if (error instanceof WasmgearError) throw error;
+        throw unreachable(describe(error));
+      }
+    }
+    // Pub/sub goes over a plain connection to the node given: in a cluster, PUBLISH reaches
+    // the subscribers of every node.
+    const subscriberConnection = () =>
+      new Redis(url, { ...options, lazyConnect: false, autoResubscribe: false });
+    const client = new Client({ redis, isCluster, url: shown, maxInputBytes, subscriberConnection });
+    try {
+      await client.ensureLibrary();
+    } catch (error) {
+      await client.close();
+      const text = String(error.message || error);
+      const hint = /unknown command/i.test(text)
+        ? ' (Redis 7.0 or newer is needed: it has Functions)'
+        : /NOPERM/i.test(text)
+          ? ' (the user needs the FUNCTION and FCALL commands)'
+          : '';
+      if (isTransient(error)) throw unreachable(describe(error));
+      throw new WasmgearError(
+        `the Redis at ${shown} cannot run wasmgear's function library: ${text}${hint}`,
+        { cause: error },
+      );
+    }
+    return client;
+  }
+
+  /** Loads the library unless some version of `wasmgear_v2` answers already. */
+  async ensureLibrary() {
+    const { manifest } = protocol.load();
+    try {
+      // Within v2, the library loaded last serves everyone: another SHA is left alone.
+      await this.redis.call('FCALL', `${manifest.prefix}version`, '0');
+      return;
+    } catch (error) {
+      if (!isMissingFunction(error)) throw error;
+    }
+    await this.loadLibrary();
+  }
+
+  /** `FUNCTION LOAD` of the shipped library, on every primary of a cluster. */
+  async loadLibrary() {
+    const { library } = protocol.load();
+    const nodes = this.isCluster ? this.redis.nodes('master') : [this.redis];
+    await Promise.all(
+      nodes.map(async (node) => {
+        try {
+          await node.call('FUNCTION', 'LOAD', library);
+        } catch (error) {
+          // Another client loaded it meanwhile.
+          if (!/already exists/i.test(String(error.message))) throw error;
+        }
+      }),
+    );
+  }
+
+  /**
+   * `FCALL wg2_NAME` on function `fn`'s keys; loads the library and sends it once more if
+   * the server answers that the function is not loaded (flushed or restarted).
+   */
+  async fcall(name, fn, args, { buffers = false } = {}) {
+    const call = protocol.callOn(name, fn);
+    return this.invoke(call.command, [call.name, call.keys.length, ...call.keys, fn, ...args], buffers);
+  }
+
+  /** Sends `command argv...`; once more after loading the library if it was not there. */
+  async invoke(command, argv, buffers = false) {
+    const send = () =>
+      buffers ? this.redis.callBuffer(command, ...argv) : this.redis.call(command, ...argv);
+    try {
+      return await send();
+    } catch (error) {
+      if (!isMissingFunction(error)) throw error;
+      await this.loadLibrary();
+      return send();
+    }
+  }
+
+  /** Runs `body`, giving its errors as this library's. */
+  async guard(body) {
+    if (this.closed) throw new WasmgearError('the client is closed');
+    try {
+      return await body();
+    } catch (error) {
+      throw translate(error, this.url);
+    }
+  }
+
+  /** Sends a call that is safe to send twice again while it fails in a way that may pass. */
+  async retrying(call) {
+    let pause = 50;
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await call();
+      } catch (error) {
+        if (attempt >= RETRIES || !isTransient(error) || this.closed) throw error;
+        await sleep(pause + Math.random() * pause);
+        pause = Math.min(pause * 2, 2000);
+      }
+    }
+  }
+
+  /**
+   * Enqueues one job of function `fn`. Returns its id and whether it is new (`created`
+   * false: an unfinished job held the same uniq key, and that job is returned).
+   */
+  async enqueue(fn, input, options) {
+    const [job] = await this.submit(fn, [[input, options]]);
+    return job;
+  }
+
+  /**
+   * Enqueues many jobs of function `fn`: each item is an input (Buffer or string) or an
+   * object `{input, ...options}`. Every job is checked before anything is written; the jobs
+   * go in calls of 1000, each all or nothing. Returns `{id, created}` per job, in order.
+   */
+  async enqueueMany(fn, items) {
+    if (!Array.isArray(items)) {
+      throw new BadInputError('enqueueMany takes an array of inputs or {input, ...options} objects');
+    }
+    return this.submit(
+      fn,
+      items.map((item) => {
+        const object =
+          item !== null && typeof item === 'object' && !Buffer.isBuffer(item) && !(item instanceof Uint8Array);
+        if (!object) return [item, undefined];
+        const { input, ...options } = item;
+        return [input, options];
+      }),
+    );
+  }
+
+  /** Enqueues `[input, options]` pairs of function `fn`. */
+  async submit(fn, pairs) {
+    return this.guard(async () => {
+      checkFunction(fn);
+      const now = Date.now();
+      const jobs = pairs.map(([input, options], i) => {
+        try {
+          return { input: inputBytes(input, this.maxInputBytes), ...jobOptions(options, now) };
+        } catch (error) {
+          if (error instanceof BadInputError && pairs.length > 1) {
+            error.message = `job ${i + 1} of the batch: ${error.message}`;
+          }
+          throw error;
+        }
+      });
+      if (jobs.length === 0) return [];
+      // Dependencies in `fn` are checked by the script; those in other functions here.
+      const checked = new Set();
+      for (const job of jobs) {
+        for (const dependency of job.after) {
+          if (dependency.fn === fn || checked.has(dependency.id)) continue;
+          await this.checkDependency(dependency);
+          checked.add(dependency.id);
+        }
+      }
+      const enqueued = [];
+      for (let from = 0; from < jobs.length; from += CHUNK) {
+        enqueued.push(...(await this.enqueueChunk(fn, jobs.slice(from, from + CHUNK), from)));
+      }
+      return enqueued;
+    });
+  }
+
+  /** One `wg2_enqueue` call; `offset` is the position of its first job in the batch. */
+  async enqueueChunk(fn, jobs, offset) {
+    const callId = crypto.randomBytes(12).toString('hex');
+    const acked = this.answered.get(fn) || [];
+    this.answered.delete(fn);
+    const args = [String(1 + acked.length), 'call', callId];
+    for (const id of acked) args.push('acked', id);
+    args.push(String(jobs.length));
+    for (const job of jobs) args.push(String(job.named.length / 2), ...job.named, job.input);
+    let reply;
+    try {
+      // The same call id: a call whose reply was lost is answered, not applied twice.
+      reply = await this.retrying(() => this.fcall('enqueue', fn, args));
+    } catch (error) {
+      this.answered.set(fn, [...acked, ...(this.answered.get(fn) || [])]);
+      const refused = /^BADJOB job (\d+): (.*)$/s.exec(String(error.message));
+      if (refused) {
+        // The script names the job by its place in this call: give its place in the batch,
+        // and the option concerned.
+        const detail = refused[2];
+        const hint = /^scheduled time/.test(detail)
+          ? ' (option at: give a time ahead of the queue clock)'
+          : /^dependency/.test(detail)
+            ? ' (option after)'
+            : '';
+        throw new BadInputError(
+          `invalid job option: job ${offset + Number(refused[1])}: ${detail}${hint}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    const answered = this.answered.get(fn) || [];
+    answered.push(callId);
+    this.answered.set(fn, answered);
+    // Listed for operators once something was written (a refused call leaves no trace).
+    await this.register(fn);
+    const [numbers, created, links] = reply;
+    const enqueued = numbers.map((number, i) => ({
+      id: `${fn}:${number}`,
+      created: String(created)[i] === '1',
+    }));
+    for (let i = 0; i + 1 < links.length; i += 2) {
+      const job = enqueued[Number(links[i]) - 1];
+      if (!job) throw new WasmgearError(`enqueue answered a link for job ${links[i]} it was not given`);
+      await this.link(job.id, parseJobId(String(links[i + 1])));
+    }
+    return enqueued;
+  }
+
+  /** Adds `fn` to the directory of functions (once per client). */
+  async register(fn) {
+    if (this.registered.has(fn)) return;
+    await this.redis.sadd(protocol.load().manifest.functions_key, fn);
+    this.registered.add(fn);
+  }
+
+  /** Refuses a dependency that does not exist or has already failed or been cancelled. */
+  async checkDependency(dependency) {
+    const found = await this.get(dependency);
+    if (!found) {
+      throw new BadInputError(
+        `invalid job option: dependency ${dependency.id} does not exist (never enqueued, or its retention is over)`,
+      );
+    }
+    if (found.record.state === 'failed' || found.record.state === 'cancelled') {
+      throw new BadInputError(
+        `invalid job option: dependency ${dependency.id} has already ${found.record.state}, so the job could never run`,
+      );
+    }
+  }
+
+  /** Links `dependentId` to `dependency` (a job of another function): the first step. */
+  async link(dependentId, dependency) {
+    const state = String(await this.fcall('link', dependency.fn, [dependency.number, dependentId]));
+    if (state !== 'pending') await this.deliver([dependentId, dependency.id, state]);
+  }
+
+  /**
+   * Runs `resolve` for each (dependent, dependency, state) triple of `notify`, and for those
+   * its replies name in turn; then `told` on the dependency's function.
+   */
+  async deliver(notify) {
+    const todo = [...notify].map(String);
+    while (todo.length >= 3) {
+      const state = todo.pop();
+      const dependencyId = todo.pop();
+      const dependentId = todo.pop();
+      let dependent;
+      try {
+        dependent = parseJobId(dependentId);
+      } catch {
+        continue;
+      }
+      const more = await this.fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
+      if (state !== 'pending') {
+        try {
+          const dependency = parseJobId(dependencyId);
+          await this.fcall('told', dependency.fn, [dependency.number, dependent.id]);
+        } catch (error) {
+          if (!(error instanceof BadInputError)) throw error;
+        }
+      }
+      todo.push(...(more || []).map(String));
+    }
+  }
+
+  /** `wg2_get`: the record and output of a parsed job id, or null. */
+  async get(job) {
+    const reply = await this.fcall('get', job.fn, [job.number], { buffers: true });
+    if (!reply) return null;
+    const [raw, output] = reply;
+    let record;
+    try {
+      record = JSON.parse(raw.toString('utf8'));
+    } catch (error) {
+      throw new WasmgearError(`job ${job.id} has a corrupt record: ${error.message}`);
+    }
+    return { record, output: output || null };
+  }
+
+  /** Everything known about job `id`; NotFoundError when there is no such job. */
+  async status(id) {
+    return this.guard(async () => {
+      const job = parseJobId(id);
+      const found = await this.get(job);
+      if (!found) {
+        throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+          id: job.id,
+        });
+      }
+      return jobFrom(job.id, found.record, found.output);
+    });
+  }
+
+  /**
+   * Job `id`'s log: what each attempt logged and printed (the newest 256 KiB); empty when
+   * it logged nothing or has not finished an attempt.
+   */
+  async logs(id) {
+    return this.guard(async () => {
+      const job = parseJobId(id);
+      const [[e1, exists], [e2, log]] = await this.redis
+        .pipeline()
+        .hexists(protocol.queueKey(job.fn, 'jobs'), job.number)
+        .hget(protocol.queueKey(job.fn, 'logs'), job.number)
+        .exec();
+      if (e1 || e2) throw e1 || e2;
+      if (!exists) {
+        throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+          id: job.id,
+        });
+      }
+      return log ?? '';
+    });
+  }
+
+  /**
+   * Waits until job `id` (or every job of an array of ids) has ended. Resolves with the Job
+   * (an array of Jobs for an array) when it succeeded (all did); rejects with
+   * JobFailedError when one failed, else WaitTimeoutError when a wait ran out of time, else
+   * JobCancelledError when one was cancelled (each error carries `results`: per id, its
+   * final Job or its wait's error). `onProgress(progress, id)` hears each job's progress
+   * reports in order, never one older than the last.
+   */
+  async wait(ids, options = {}) {
+    const many = Array.isArray(ids);
+    const { timeoutMs, onProgress } = options;
+    if (timeoutMs !== undefined && timeoutMs !== null) {
+      if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
+        throw new BadInputError(`invalid wait option: timeoutMs ${JSON.stringify(timeoutMs)} must be a number of ms >= 0`);
+      }
+    }
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new BadInputError('invalid wait option: onProgress must be a function');
+    }
+    const jobs = (many ? ids : [ids]).map((id) => parseJobId(id));
+    if (this.closed) throw new WasmgearError('the client is closed');
+    const deadline = typeof timeoutMs === 'number' ? Date.now() + timeoutMs : null;
+    const settled = await Promise.allSettled(jobs.map((job) => this.waitOne(job, deadline, onProgress)));
+    const results = settled.map((s) => (s.status === 'fulfilled' ? s.value : s.reason));
+    const other = settled.find(
+      (s) => s.status === 'rejected' && !(s.reason instanceof WaitTimeoutError),
+    );
+    if (other) throw other.reason;
+    const finished = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
+    const failed = finished.find((job) => job.state === 'failed');
+    if (failed) {
+      const why = failed.error ? `: ${failed.error.class}: ${failed.error.message}` : '';
+      throw new JobFailedError(`job ${failed.id} failed${why}`, { job: failed, results });
+    }
+    const timedOut = settled.find((s) => s.status === 'rejected');
+    if (timedOut) {
+      timedOut.reason.results = results;
+      throw timedOut.reason;
+    }
+    const cancelled = finished.find((job) => job.state === 'cancelled');
+    if (cancelled) {
+      const why = cancelled.error ? `: ${cancelled.error.message}` : '';
+      throw new JobCancelledError(`job ${cancelled.id} was cancelled${why}`, {
+        job: cancelled,
+        results,
+      });
+    }
+    return many ? finished : finished[0];
+  }
+
+  /** Waits for one job to end (any final state); subscribes first, then reads. */
+  async waitOne(job, deadline, onProgress) {
+    const watch = this.subscriber.watch(protocol.eventsChannel(job.fn), job.id);
+    const timedOut = () =>
+      new WaitTimeoutError(`gave up waiting for job ${job.id} after the timeout; it goes on`, {
+        id: job.id,
+      });
+    const left = () => (deadline === null ? Infinity : deadline - Date.now());
+    let lastSeq = 0;
+    const report = (progress) => {
+      if (!onProgress || !progress || progress.seq <= lastSeq) return;
+      lastSeq = progress.seq;
+      try {
+        onProgress(progress, job.id);
+      } catch {
+        // A callback's own error does not end the wait.
+      }
+    };
+    try {
+      // Subscribed first, then read: nothing that happens after the read is missed.
+      let hearing = await within(watch.subscribed, Math.max(0, Math.min(left(), COMMAND_TIMEOUT_MS)), () =>
+        false,
+      ).catch(() => false);
+      for (;;) {
+        let status;
+        try {
+          status = await this.status(job.id);
+        } catch (error) {
+          // Redis restarting or out of reach for a moment: a wait outlasts it (up to its
+          // timeout) rather than fail.
+          if (!(error instanceof UnreachableError) || this.closed) throw error;
+          const pause = Math.min(WAIT_POLL_MS, left());
+          if (pause <= 0) throw timedOut();
+          await sleep(pause);
+          continue;
+        }
+        if (status.progress && status.progressSeq > lastSeq) {
+          report({ ...status.progress, seq: status.progressSeq });
+        }
+        if (status.final) return status;
+        // Events until one says the job finished, the subscription is back after a loss,
+        // or nothing came for a while: then read the record again.
+        for (;;) {
+          const remaining = left();
+          if (remaining <= 0) throw timedOut();
+          const item = await watch.box.next(Math.min(hearing ? WAIT_RECHECK_MS : WAIT_POLL_MS, remaining));
+          if (item === null) {
+            if (this.closed) throw new WasmgearError(`the client was closed while waiting for job ${job.id}`);
+            break;
+          }
+          if (item.type === 'lost') {
+            hearing = false;
+          } else if (item.type === 'resubscribed') {
+            hearing = true;
+            break;
+          } else if (item.event.event === 'progress') {
+            report(progressOf(item.event, item.event.seq));
+          } else if (item.event.event === 'finish') {
+            break;
+          }
+        }
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  /**
+   * The events of function `fn` (of every function when none is given) as they are
+   * published: an async iterator of event objects (`{function, event, id, ...}`). Its
+   * `ready` promise resolves once the subscription is confirmed; `close()` (or leaving a
+   * `for await` loop) ends it. Events published while the connection is down are missed.
+   */
+  events(fn) {
+    if (this.closed) throw new WasmgearError('the client is closed');
+    const topic =
+      fn === undefined || fn === null
+        ? this.subscriber.stream('pattern', protocol.allEventsPattern())
+        : this.subscriber.stream('channel', protocol.eventsChannel(checkFunction(fn)));
+    const iterator = {
+      ready: topic.subscribed,
+      async next() {
+        for (;;) {
+          const item = await topic.box.next();
+          if (item === null) return { value: undefined, done: true };
+          if (item.type === 'event') return { value: item.event, done: false };
+        }
+      },
+      async return() {
+        topic.close();
+        return { value: undefined, done: true };
+      },
+      close() {
+        topic.close();
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+    return iterator;
+  }
+
+  /**
+   * Cancels job `id`: a queued, scheduled or waiting job at once (`cancelled`), a running
+   * one by asking its worker to stop it (`cancelling`: it ends `cancelled`). Resolves
+   * `{outcome: 'cancelled' | 'cancelling' | 'already-ended', state}`.
+   */
+  async cancel(id) {
+    return this.guard(async () => {
+      const job = parseJobId(id);
+      const [done, word, notify] = await this.fcall('cancel', job.fn, [job.number]);
+      await this.deliver(notify || []);
+      if (Number(done) === 1) {
+        return word === 'cancelled'
+          ? { outcome: 'cancelled', state: 'cancelled' }
+          : { outcome: 'cancelling', state: 'running' };
+      }
+      if (word === 'missing') {
+        throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+          id: job.id,
+        });
+      }
+      return { outcome: 'already-ended', state: String(word) };
+    });
+  }
+
+  /**
+   * Runs job `id` again if it failed or was cancelled, with as many attempts as it first
+   * had. Resolves whether it was queued again (false: it had not ended so).
+   */
+  async retry(id) {
+    return this.guard(async () => {
+      const job = parseJobId(id);
+      let reply;
+      try {
+        reply = await this.fcall('retry', job.fn, ['job', job.number]);
+      } catch (error) {
+        if (/^NOJOB\b/.test(String(error.message))) {
+          throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+            id: job.id,
+            cause: error,
+          });
+        }
+        throw error;
+      }
+      const [moved, links] = reply;
+      for (let i = 0; i + 1 < links.length; i += 2) {
+        await this.link(String(links[i]), parseJobId(String(links[i + 1])));
+      }
+      return moved.length > 0;
+    });
+  }
+
+  /**
+   * Every known function (sorted) with its jobs per state, live workers and whether it is
+   * paused, as `wasmgear queues` shows them.
+   */
+  async queues() {
+    return this.guard(async () => {
+      const { manifest } = protocol.load();
+      const names = (await this.redis.smembers(manifest.functions_key))
+        .filter((name) => /^[A-Za-z0-9_.-]{1,100}$/.test(name))
+        .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      const overviews = [];
+      for (const fn of names) {
+        const key = (suffix) => protocol.queueKey(fn, suffix);
+        const replies = await this.redis
+          .pipeline()
+          .zcard(key('ready'))
+          .zcard(key('scheduled'))
+          .zcard(key('leased'))
+          .zcard(key('waiting'))
+          .hgetall(key('counts'))
+          .hget(key('config'), 'paused')
+          .exec();
+        const failure = replies.find(([error]) => error);
+        if (failure) throw failure[0];
+        const [queued, scheduled, running, waiting, counts, paused] = replies.map(([, value]) => value);
+        const count = (state) => Math.max(0, Number((counts || {})[state] || 0));
+        // The roll call takes the key its header names, and counts with worker id ''.
+        const workers = await this.invoke('FCALL', [`${manifest.prefix}rollcall`, '1', key('workers'), '', '0']);
+        overviews.push({
+          function: fn,
+          queued: Number(queued),
+          scheduled: Number(scheduled),
+          running: Number(running),
+          waiting: Number(waiting),
+          succeeded: count('succeeded'),
+          failed: count('failed'),
+          cancelled: count('cancelled'),
+          workers: Number(workers),
+          paused: paused === '1',
+        });
+      }
+      return overviews;
+    });
+  }
+
+  /** Ends every wait and event stream and closes the connections. */
+  async close() {
+    if (this.closed) return;
+    this.closed = true;
+    await this.subscriber.close();
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}
+
+module.exports = { Client, isTransient, translate, redact };

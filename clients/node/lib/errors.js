@@ -1,0 +1,75 @@
+'use strict';
+
+/**
+ * The errors of the wasmgear client. Each carries `exitCode`, the exit code the `wasmgear`
+ * CLI gives for the same trouble, so that scripts can treat both alike.
+ */
+
+/** The base of every error this library throws. */
+class WasmgearError extends Error {
+  constructor(message, options = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = this.constructor.name;
+  }
+}
+WasmgearError.prototype.exitCode = 1;
+
+/** Bad input: an option out of range, a malformed name or id. Nothing was written. */
+class BadInputError extends WasmgearError {}
+BadInputError.prototype.exitCode = 2;
+
+/** No such job (never enqueued, or its retention is over). */
+class NotFoundError extends WasmgearError {
+  constructor(message, options = {}) {
+    super(message, options);
+    this.id = options.id;
+  }
+}
+NotFoundError.prototype.exitCode = 5;
+
+/** Redis cannot be reached, or what answered is not Redis. */
+class UnreachableError extends WasmgearError {}
+UnreachableError.prototype.exitCode = 6;
+
+/**
+ * A waited-for job ended `failed` (for several jobs: at least one did). `job` is the first
+ * such job; `results` holds, per id waited for, its final Job or the error of its wait.
+ */
+class JobFailedError extends WasmgearError {
+  constructor(message, options = {}) {
+    super(message, options);
+    this.job = options.job;
+    this.results = options.results;
+  }
+}
+JobFailedError.prototype.exitCode = 1;
+
+/** A waited-for job ended `cancelled` (and none failed). */
+class JobCancelledError extends WasmgearError {
+  constructor(message, options = {}) {
+    super(message, options);
+    this.job = options.job;
+    this.results = options.results;
+  }
+}
+JobCancelledError.prototype.exitCode = 3;
+
+/** A wait ran out of time; the job itself goes on. */
+class WaitTimeoutError extends WasmgearError {
+  constructor(message, options = {}) {
+    super(message, options);
+    this.id = options.id;
+    this.results = options.results;
+  }
+}
+WaitTimeoutError.prototype.exitCode = 4;
+
+module.exports = {
+  WasmgearError,
+  BadInputError,
+  NotFoundError,
+  UnreachableError,
+  JobFailedError,
+  JobCancelledError,
+  WaitTimeoutError,
+};

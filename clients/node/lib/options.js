@@ -1,0 +1,227 @@
+'use strict';
+
+const { BadInputError } = require('./errors');
+const { parseJobId } = require('./names');
+
+/** The limits the Rust client checks (crates/client/src/client.rs), the same here. */
+const LIMITS = Object.freeze({
+  MIN_PRIORITY: -1000,
+  MAX_PRIORITY: 1000,
+  MAX_TAGS: 32,
+  MAX_DEPENDENCIES: 100,
+  MAX_KEY_BYTES: 200,
+  MAX_INPUT_BYTES: 16 * 1024 * 1024,
+  MAX_ATTEMPTS: 1000,
+  /** The longest timeout, retention or delay: 10 years of 365 days, in ms. */
+  MAX_DURATION_MS: 10 * 365 * 24 * 3600 * 1000,
+  /** A finished job is kept 25 hours unless told otherwise. */
+  DEFAULT_RETENTION_MS: 25 * 3600 * 1000,
+  /** A failed job is kept 7 days unless told otherwise. */
+  DEFAULT_FAILED_RETENTION_MS: 7 * 24 * 3600 * 1000,
+});
+
+const PRIORITY_WORDS = { low: -10, normal: 0, high: 10 };
+
+const KNOWN = [
+  'priority',
+  'delayMs',
+  'at',
+  'attempts',
+  'timeoutMs',
+  'retentionMs',
+  'failedRetentionMs',
+  'uniq',
+  'tags',
+  'after',
+];
+
+// Unicode's control characters (category Cc), as Rust's `char::is_control`.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+function bad(text) {
+  return new BadInputError(`invalid job option: ${text}`);
+}
+
+/** Checks a uniq key or tag: 1 to 200 bytes of UTF-8, no control characters. */
+function checkKey(what, key) {
+  if (typeof key !== 'string') {
+    throw bad(`${what} ${JSON.stringify(key)} must be a string`);
+  }
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes === 0 || bytes > LIMITS.MAX_KEY_BYTES) {
+    throw bad(`${what} ${JSON.stringify(key)} must be 1 to ${LIMITS.MAX_KEY_BYTES} bytes long`);
+  }
+  if (CONTROL.test(key)) {
+    throw bad(`${what} ${JSON.stringify(key)} contains a control character`);
+  }
+  return key;
+}
+
+/** A whole number of ms in [min, max], or throws naming the option. */
+function wholeMs(name, value, min, max, range) {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    throw bad(`${name} ${JSON.stringify(value)} must be a whole number of milliseconds`);
+  }
+  if (value < min || value > max) {
+    throw bad(`${name} ${value} is out of range ${range}`);
+  }
+  return value;
+}
+
+/** The numeric priority of `priority` (a number or low, normal, high). */
+function priorityValue(priority) {
+  if (typeof priority === 'string') {
+    if (Object.prototype.hasOwnProperty.call(PRIORITY_WORDS, priority)) {
+      return PRIORITY_WORDS[priority];
+    }
+    if (!/^[+-]?[0-9]+$/.test(priority)) {
+      throw bad(`priority ${JSON.stringify(priority)} is neither low, normal, high nor a number`);
+    }
+    priority = Number(priority);
+  }
+  if (typeof priority !== 'number' || !Number.isInteger(priority)) {
+    throw bad(`priority ${JSON.stringify(priority)} is neither low, normal, high nor a whole number`);
+  }
+  if (priority < LIMITS.MIN_PRIORITY || priority > LIMITS.MAX_PRIORITY) {
+    throw bad(
+      `priority ${priority} is out of range ${LIMITS.MIN_PRIORITY}..=${LIMITS.MAX_PRIORITY}`,
+    );
+  }
+  return priority;
+}
+
+/**
+ * Checks a job's options as the Rust client's `EnqueueOptions::validate` does (same limits;
+ * `at` in the past is refused by the enqueue script, on Redis' clock) and returns them as
+ * the named options of `wg2_enqueue`: NAME VALUE pairs, only what differs from the
+ * defaults, in the order the Rust client sends them. Also returns the dependencies, parsed.
+ *
+ * @param {object|undefined} options
+ * @param {number} [nowMs] the local clock, for the far-future check of `at`
+ * @returns {{named: string[], after: {id: string, fn: string, number: string}[]}}
+ */
+function jobOptions(options, nowMs = Date.now()) {
+  if (options === undefined || options === null) return { named: [], after: [] };
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw bad(`the options must be an object, not ${JSON.stringify(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!KNOWN.includes(name) && options[name] !== undefined) {
+      throw bad(`unknown option ${JSON.stringify(name)} (known: ${KNOWN.join(', ')})`);
+    }
+  }
+  const o = options;
+  const named = [];
+  const priority = o.priority === undefined ? 0 : priorityValue(o.priority);
+
+  let attempts;
+  if (o.attempts !== undefined && o.attempts !== null) {
+    if (
+      typeof o.attempts !== 'number' ||
+      !Number.isInteger(o.attempts) ||
+      o.attempts < 1 ||
+      o.attempts > LIMITS.MAX_ATTEMPTS
+    ) {
+      throw bad(`attempts ${JSON.stringify(o.attempts)} is out of range 1..=${LIMITS.MAX_ATTEMPTS}`);
+    }
+    attempts = o.attempts;
+  }
+  let timeout;
+  if (o.timeoutMs !== undefined && o.timeoutMs !== null) {
+    timeout = wholeMs('timeoutMs', o.timeoutMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years');
+  }
+  let retention = LIMITS.DEFAULT_RETENTION_MS;
+  if (o.retentionMs !== undefined && o.retentionMs !== null) {
+    retention = wholeMs('retentionMs', o.retentionMs, 1000, LIMITS.MAX_DURATION_MS, '1s..=10 years');
+  }
+  let failedRetention = LIMITS.DEFAULT_FAILED_RETENTION_MS;
+  if (o.failedRetentionMs !== undefined && o.failedRetentionMs !== null) {
+    failedRetention = wholeMs(
+      'failedRetentionMs',
+      o.failedRetentionMs,
+      0,
+      LIMITS.MAX_DURATION_MS,
+      '0..=10 years',
+    );
+  }
+  let uniq;
+  if (o.uniq !== undefined && o.uniq !== null) uniq = checkKey('uniq', o.uniq);
+  let tags = [];
+  if (o.tags !== undefined && o.tags !== null) {
+    if (!Array.isArray(o.tags)) throw bad('tags must be an array of strings');
+    if (o.tags.length > LIMITS.MAX_TAGS) {
+      throw bad(`tags: ${o.tags.length} tags are more than the limit of ${LIMITS.MAX_TAGS}`);
+    }
+    tags = o.tags.map((tag) => checkKey('tag', tag));
+  }
+  let after = [];
+  if (o.after !== undefined && o.after !== null) {
+    if (!Array.isArray(o.after)) throw bad('after must be an array of job ids');
+    if (o.after.length > LIMITS.MAX_DEPENDENCIES) {
+      throw bad(
+        `after: ${o.after.length} dependencies are more than the limit of ${LIMITS.MAX_DEPENDENCIES}`,
+      );
+    }
+    after = o.after.map((id) => {
+      try {
+        return parseJobId(id, 'dependency (option after)');
+      } catch (e) {
+        throw bad(e.message);
+      }
+    });
+  }
+  let delay = 0;
+  if (o.delayMs !== undefined && o.delayMs !== null) {
+    delay = wholeMs('delayMs', o.delayMs, 0, LIMITS.MAX_DURATION_MS, '0..=10 years');
+  }
+  let at;
+  if (o.at !== undefined && o.at !== null) {
+    if (delay !== 0) throw bad('give delayMs or at (a time to run at), not both');
+    if (!(o.at instanceof Date) || Number.isNaN(o.at.getTime())) {
+      throw bad(`at must be a valid Date, not ${JSON.stringify(o.at)}`);
+    }
+    at = o.at.getTime();
+    if (at <= 0 || at > nowMs + LIMITS.MAX_DURATION_MS) {
+      throw bad('at (the time to run at) is before 1970 or more than 10 years ahead');
+    }
+  }
+
+  if (priority !== 0) named.push('priority', String(priority));
+  if (attempts !== undefined) named.push('attempts', String(attempts));
+  if (timeout !== undefined) named.push('timeout', String(timeout));
+  if (retention !== LIMITS.DEFAULT_RETENTION_MS) named.push('retention', String(retention));
+  if (failedRetention !== LIMITS.DEFAULT_FAILED_RETENTION_MS) {
+    named.push('failed_retention', String(failedRetention));
+  }
+  if (delay !== 0) named.push('delay', String(delay));
+  if (at !== undefined) named.push('at', String(at));
+  if (uniq !== undefined) named.push('uniq', uniq);
+  for (const tag of tags) named.push('tag', tag);
+  for (const dependency of after) named.push('after', dependency.id);
+  return { named, after };
+}
+
+/**
+ * The input as bytes: a Buffer (or any Uint8Array) as is, a string as UTF-8.
+ * @returns {Buffer}
+ */
+function inputBytes(input, maxBytes) {
+  let bytes;
+  if (Buffer.isBuffer(input)) bytes = input;
+  else if (input instanceof Uint8Array) bytes = Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  else if (typeof input === 'string') bytes = Buffer.from(input, 'utf8');
+  else if (input === undefined || input === null) bytes = Buffer.alloc(0);
+  else {
+    throw new BadInputError(
+      `invalid input: give a Buffer or a string, not ${typeof input} (JSON.stringify an object first)`,
+    );
+  }
+  if (bytes.length > maxBytes) {
+    throw new BadInputError(
+      `invalid input: ${bytes.length} bytes are larger than the limit of ${maxBytes} bytes`,
+    );
+  }
+  return bytes;
+}
+
+module.exports = { LIMITS, jobOptions, inputBytes, checkKey, priorityValue };

@@ -1,0 +1,2251 @@
+#!lua name=wasmgear_v2
+local DEFAULT_KEEP_FINISHED = 50000
+local MAX_LOG = 262144
+local STATS_DAYS = 30
+local DAY_MS = 86400000
+local DEFAULT_RETENTION_MS = 90000000
+local DEFAULT_FAILED_RETENTION_MS = 604800000
+-- lib.lua: what every function of the library working on one function's queue shares. The
+-- library (scripts.rs builds it: the constants, this file, then each operation's file as the
+-- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
+-- below are built then, not on every call. Each such function declares the keys it may
+-- touch, by name (scripts.rs lists them, in the order the caller passes them: the `KEYS:`
+-- line of each file's header), and takes the function name as ARGV[1]; its body starts
+-- with begin(KEYS, ARGV, keys_NAME), which sets K (K.jobs, K.calls_exp, ...: keys_NAME,
+-- built by scripts.rs, names the function's KEYS), FN and NOW and clears what the previous
+-- call left. A key a function has not declared is nil in K.
+--
+-- The keys of function F (keys.rs builds the names):
+-- seq        wg:{F}:seq        string  the last job number handed out
+-- jobs       wg:{F}:jobs       hash    number -> job record (see "Job records" below)
+-- input      wg:{F}:input      hash    number -> input bytes
+-- output     wg:{F}:output     hash    number -> output bytes of a succeeded job
+-- logs       wg:{F}:logs       hash    number -> the job's log (newest 256 KiB)
+-- ready      wg:{F}:ready      zset    queued jobs, scored by priority, then number
+-- scheduled  wg:{F}:scheduled  zset    scheduled jobs, scored by the time they become ready (ms)
+-- leased     wg:{F}:leased     zset    running jobs, scored by lease expiry (ms)
+-- waiting    wg:{F}:waiting    zset    jobs waiting on dependencies, scored by when to
+--                                      re-check their links to other functions (ms)
+-- expires    wg:{F}:expires    zset    finished jobs, scored by when their record is deleted (ms)
+-- uniq       wg:{F}:uniq       hash    uniq key -> number of the unfinished job holding it
+-- tagged     wg:{F}:tagged     zset    'TAG\0NUMBER' (NUMBER zero-padded to 13 digits), score 0
+-- failed     wg:{F}:failed     zset    'GROUP\0NUMBER' of each retained failed job, score 0
+-- counts     wg:{F}:counts     hash    retained finished jobs: succeeded, failed, cancelled,
+--                                      failed:GROUP
+-- stats      wg:{F}:stats      hash    'DAY:FIELD' -> daily statistics (DAY: days since 1970)
+-- config     wg:{F}:config     hash    paused, concurrency, rate_limit, rate_interval_ms,
+--                                      keep_finished
+-- rate       wg:{F}:rate       zset    lease tokens inside the rate-limit window, scored by
+--                                      lease time (ms)
+-- events     wg:{F}:events     channel (not a key; named here so one place builds it): every
+--                                      event of every job, JSON, for clients and operators
+-- work       wg:{F}:work       channel (not a key): what the function's workers need to hear,
+--                                      `work` (jobs may have become runnable; at most once per
+--                                      call) or `cancel ID` (a running job's cancellation)
+-- calls      wg:{F}:calls      hash    call id -> the reply of an `enqueue`, `lease` or
+--                                      `complete` call, so that a call sent again (its reply
+--                                      was lost) is answered the same instead of applied twice
+-- calls_exp  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
+--
+-- ARGV[1]   the function name F
+
+-- The call's keys by name, its function name, and the time it runs at: every time is Redis'
+-- clock, in ms since the Unix epoch. Set by begin().
+local K, FN, NOW
+
+-- Priority is the high part of the ready score and the job number the low part, so
+-- the lowest score is the highest priority first and, within a priority, the oldest job.
+local PRIORITY_BASE = 1000
+local NUMBER_SPAN = 1099511627776 -- 2^40
+-- The most expired jobs, due jobs or lost leases one call deals with.
+local BATCH = 100
+-- MAX_LOG (the newest bytes of a job's log kept), DEFAULT_KEEP_FINISHED (finished jobs kept
+-- when the config does not say), STATS_DAYS (days of statistics kept) and DAY_MS (a stats
+-- day) come before this file: the client prepends them from wasmgear_proto::limits.
+-- A waiting job's links to other functions are re-checked after 30 s, then ever less often
+-- (doubling, at most hourly): the safety net for a client that died while linking.
+local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
+-- A finished job with dependents in other functions that have not been told of its end
+-- (see `told`) outlives its retention until they are, for at most this long.
+local UNTOLD_MAX_MS = 7 * DAY_MS
+-- How long the reply of an `enqueue` or `lease` call is kept for the same call sent again.
+local CALL_MEMORY_MS = 600000
+
+local function id_of(number) return FN .. ':' .. number end
+
+-- A whole number as the string Redis is given: Lua would format a number argument with
+-- "%.17g", whose floating-point path costs more than the command itself.
+local function int(x) return string.format('%d', x) end
+
+-- The same, remembered for the call: for values a batch repeats (times, buckets).
+local INTS = {}
+local function int_once(x)
+  local s = INTS[x]
+  if not s then
+    s = int(x)
+    INTS[x] = s
+  end
+  return s
+end
+
+-- The function and number of job id 'F:N'.
+local function split_id(id)
+  local fn, number = string.match(id, '^(.*):(%d+)$')
+  return fn, number
+end
+
+local function pad(number) return string.format('%013d', tonumber(number)) end
+
+---------------------------------------------------------------------------------------------
+-- Job records. A record in `jobs` is its hot fields, the ones leasing and completing read
+-- and write, in a fixed order, each followed by '|', then the job's other fields as a JSON
+-- object ('' when it has none, as most jobs):
+--
+--   state|priority|attempt|max_attempts|timeout_ms|retention_ms|failed_retention_ms|
+--   created_ms|ready_ms|run_at_ms|started_ms|lease_until_ms|finished_ms|unconfirmed|
+--   default_attempts|worker|token|version|OTHERS
+--
+-- Numbers are decimal integers and flags '1', each '' when absent. So leasing and completing
+-- a job are string operations: no JSON decoding or encoding, and no number formatting but
+-- for the fields that change (Lua formats a number with printf's %.14g; cjson's encoding of
+-- a record's numbers was the largest single cost of a job in Redis). `version` is the plugin
+-- version of the attempt that succeeded: a `succeeded` record that still names its worker
+-- (the hot path leaves it) has that attempt as the last entry of its history, implied, not
+-- written (`get` adds it). A record written as one JSON object (before this layout) is
+-- still read, and written back in this layout. Clients read records with `get` (JSON).
+local RECORD_FIELDS = {
+  'state', 'priority', 'attempt', 'max_attempts', 'timeout_ms', 'retention_ms',
+  'failed_retention_ms', 'created_ms', 'ready_ms', 'run_at_ms', 'started_ms', 'lease_until_ms',
+  'finished_ms', 'unconfirmed', 'default_attempts', 'worker', 'token', 'version',
+}
+-- Positions of the fields the hot paths use.
+local R_STATE, R_ATTEMPT, R_MAX_ATTEMPTS, R_TIMEOUT, R_RETENTION = 1, 3, 4, 5, 6
+local R_CREATED, R_READY, R_RUN_AT, R_STARTED, R_LEASE_UNTIL, R_FINISHED = 8, 9, 10, 11, 12, 13
+local R_UNCONFIRMED, R_DEFAULT_ATTEMPTS, R_WORKER, R_TOKEN, R_VERSION, R_OTHERS = 14, 15, 16, 17, 18, 19
+-- Each field's kind: n(umber), f(lag) or s(tring).
+local RECORD_KINDS = { 's', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'n', 'f', 'f', 's', 's', 's' }
+local RECORD_HOT = {}
+for i = 1, #RECORD_FIELDS do RECORD_HOT[RECORD_FIELDS[i]] = i end
+-- (Built with a loop: the library's load has no `string` table.)
+local RECORD_PATTERN = '^'
+for _ = 1, #RECORD_FIELDS do RECORD_PATTERN = RECORD_PATTERN .. '([^|]*)|' end
+RECORD_PATTERN = RECORD_PATTERN .. '(.*)$'
+
+-- The fields of record text `raw` as a table of strings, by position (nil when `raw` is
+-- not in this layout).
+local function record_fields(raw)
+  local fields = { string.match(raw, RECORD_PATTERN) }
+  if #fields == 0 then return nil end
+  return fields
+end
+
+-- A record's text from its fields by position.
+local function record_text(fields) return table.concat(fields, '|') end
+
+-- A record as a table (what the scripts other than the hot paths work with).
+local function decode(raw)
+  local fields = record_fields(raw)
+  if not fields then
+    -- The former layout: one JSON object.
+    local ok, record = pcall(cjson.decode, raw)
+    if ok and type(record) == 'table' then return record end
+    error('wasmgear: a job record of ' .. FN .. ' is neither a record nor JSON: ' .. string.sub(raw, 1, 60))
+  end
+  local record = {}
+  if fields[R_OTHERS] ~= '' then record = cjson.decode(fields[R_OTHERS]) end
+  for i, name in ipairs(RECORD_FIELDS) do
+    local value = fields[i]
+    if value ~= '' then
+      local kind = RECORD_KINDS[i]
+      if kind == 'n' then
+        record[name] = tonumber(value)
+      elseif kind == 'f' then
+        record[name] = true
+      else
+        record[name] = value
+      end
+    end
+  end
+  return record
+end
+
+-- A record's text from the table.
+local function encode(record)
+  local fields, others = {}, nil
+  for i, name in ipairs(RECORD_FIELDS) do
+    local value = record[name]
+    if value == nil or value == false then
+      fields[i] = ''
+    elseif RECORD_KINDS[i] == 'n' then
+      fields[i] = int_once(value)
+    elseif RECORD_KINDS[i] == 'f' then
+      fields[i] = '1'
+    else
+      fields[i] = value
+    end
+  end
+  for name, value in pairs(record) do
+    if not RECORD_HOT[name] then
+      others = others or {}
+      others[name] = value
+    end
+  end
+  fields[R_OTHERS] = (others and cjson.encode(others)) or ''
+  return record_text(fields)
+end
+
+-- The fields of record text `raw` by position, whatever layout it was written in.
+local function fields_of(raw) return record_fields(raw) or record_fields(encode(decode(raw))) end
+
+-- Whether text `s` can be a hot field (worker ids, call ids and plugin versions are).
+local function fits_record(s) return not string.find(s, '|', 1, true) end
+local function fits_call_id(s) return fits_record(s) end
+local CALL_ID_RULE = "a call id or worker id must not contain '|'"
+
+-- The named options in args[from..to], NAME VALUE pairs, as name -> value; a name in
+-- `lists` may repeat, its values gathered in order (name -> list). Returns nil and why for
+-- a name that is neither in `known` nor in `lists`, a name given twice, or an odd count.
+local function named_options(args, from, to, known, lists)
+  if (to - from + 1) % 2 ~= 0 then return nil, 'options come in NAME VALUE pairs' end
+  local options = {}
+  for i = from, to, 2 do
+    local name, value = args[i], args[i + 1]
+    if lists and lists[name] then
+      local list = options[name] or {}
+      list[#list + 1] = value
+      options[name] = list
+    elseif known[name] then
+      if options[name] then return nil, 'option ' .. name .. ' is given twice' end
+      options[name] = value
+    else
+      return nil, 'unknown option ' .. tostring(name)
+    end
+  end
+  return options
+end
+
+-- Records saved by a batch (begin_batch) and written together by flush(): number -> record
+-- (a table), and number -> record text (written by the hot paths).
+local PENDING = nil
+local PENDING_TEXT = {}
+-- The batch's other writes, made together by flush(): members to remove per sorted set,
+-- expiry score/member pairs, count increments per field.
+local PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, {}, {}
+
+local function load(number)
+  if PENDING and PENDING[number] then return PENDING[number] end
+  local raw = PENDING_TEXT[number] or redis.call('HGET', K.jobs, number)
+  if raw then return decode(raw) end
+  return nil
+end
+
+-- Loads the records of `numbers` with one call: number -> record (absent: no such job).
+local function load_many(numbers)
+  local records = {}
+  if #numbers == 0 then return records end
+  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  for i, number in ipairs(numbers) do
+    if PENDING and PENDING[number] then
+      records[number] = PENDING[number]
+    elseif raws[i] then
+      records[number] = decode(raws[i])
+    end
+  end
+  return records
+end
+
+local function save(number, record)
+  if PENDING then
+    PENDING[number] = record
+    PENDING_TEXT[number] = nil
+  else
+    redis.call('HSET', K.jobs, number, encode(record))
+  end
+end
+
+-- From here on, saves and finish() bookkeeping gather in memory until flush(): one call per
+-- key for many jobs instead of one per job. load() sees the gathered records; a script
+-- using it must not read the jobs hash, expiries or counts directly before flushing
+-- (enqueue and complete do not).
+local function begin_batch() PENDING = {} end
+
+-- Calls `command key` with the flat list `args`, in chunks (Lua's unpack has a limit).
+local function call_chunked(command, key, args)
+  local i = 1
+  while i <= #args do
+    local last = math.min(i + 999, #args)
+    redis.call(command, key, unpack(args, i, last))
+    i = last + 1
+  end
+end
+
+local function flush()
+  for key, members in pairs(PENDING_ZREM) do call_chunked('ZREM', key, members) end
+  call_chunked('ZADD', K.expires, PENDING_EXPIRES)
+  for field, n in pairs(PENDING_COUNTS) do redis.call('HINCRBY', K.counts, field, int(n)) end
+  if PENDING then
+    local fields = {}
+    for number, record in pairs(PENDING) do
+      fields[#fields + 1] = number
+      fields[#fields + 1] = encode(record)
+    end
+    for number, text in pairs(PENDING_TEXT) do
+      fields[#fields + 1] = number
+      fields[#fields + 1] = text
+    end
+    call_chunked('HSET', K.jobs, fields)
+  end
+  PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = nil, {}, {}, {}, {}
+end
+
+-- The function's settings, read with one call the first time a script asks for one.
+local CONFIG = nil
+local function config(field)
+  if not CONFIG then
+    CONFIG = {}
+    local flat = redis.call('HGETALL', K.config)
+    for i = 1, #flat, 2 do CONFIG[flat[i]] = flat[i + 1] end
+  end
+  return CONFIG[field]
+end
+
+-- Whether the function has a concurrency cap (read once per call).
+local CAPPED = nil
+local function capped_function()
+  if CAPPED == nil then CAPPED = tonumber(config('concurrency') or '0') > 0 end
+  return CAPPED
+end
+
+-- Tells the function's workers that jobs may have become runnable: once per call is enough.
+local WOKEN = false
+local function wake_workers()
+  if WOKEN then return end
+  WOKEN = true
+  redis.call('PUBLISH', K.work, 'work')
+end
+
+-- The call's events (JSON texts), published together when it ends (publish_events): one
+-- message per event costs a command each (and, on Redis Cluster, a message to every node).
+local EVENTS = {}
+-- The most events one message carries (a bulk enqueue creates many jobs).
+local EVENTS_PER_MESSAGE = 1000
+
+-- Publishes the call's events in order: a lone event as its JSON object, more as JSON
+-- arrays of at most EVENTS_PER_MESSAGE events.
+local function publish_events()
+  if #EVENTS == 1 then
+    redis.call('PUBLISH', K.events, EVENTS[1])
+  else
+    for first = 1, #EVENTS, EVENTS_PER_MESSAGE do
+      local last = math.min(first + EVENTS_PER_MESSAGE - 1, #EVENTS)
+      redis.call('PUBLISH', K.events, '[' .. table.concat(EVENTS, ',', first, last) .. ']')
+    end
+  end
+  EVENTS = {}
+end
+
+-- What each event means to the function's workers.
+local WAKES = { create = true, ready = true, retry = true, config = true }
+
+local function publish(event)
+  EVENTS[#EVENTS + 1] = cjson.encode(event)
+  if WAKES[event.event] then
+    wake_workers()
+  elseif event.event == 'cancel' then
+    redis.call('PUBLISH', K.work, 'cancel ' .. event.id)
+  elseif event.event == 'finish' and capped_function() then
+    -- A job of a capped function ended: a worker held back by the cap may lease now.
+    wake_workers()
+  end
+end
+
+-- The `finish` event, built without cjson (it is sent for every job; ids and states need
+-- no escaping beyond what the function name already forbids).
+local function publish_finish(number, state)
+  EVENTS[#EVENTS + 1] = '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}'
+  if capped_function() then wake_workers() end
+end
+
+-- Lua's cjson reads an empty JSON array as an empty table; write such fields as absent.
+local function list_or_nil(list)
+  if list and #list > 0 then return list end
+  return nil
+end
+
+local function contains(list, value)
+  for _, v in ipairs(list or {}) do if v == value then return true end end
+  return false
+end
+
+-- Decrements a counter of `counts`, deleting it at zero so dead groups do not pile up.
+local function uncount(field)
+  if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
+end
+
+-- Puts a job in the ready set (state queued).
+local function make_ready(number, record)
+  record.state = 'queued'
+  record.run_at_ms = nil
+  record.ready_ms = NOW
+  redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
+end
+
+-- Puts a job in the scheduled set until `at` (state scheduled).
+local function make_scheduled(number, record, at)
+  record.state = 'scheduled'
+  record.run_at_ms = at
+  redis.call('ZADD', K.scheduled, int(at), number)
+end
+
+-- Appends an attempt's log to the job's log, keeping at most MAX_LOG bytes (the newest).
+local function append_log(number, attempt, text)
+  if text == '' then return end
+  local log = (redis.call('HGET', K.logs, number) or '') .. '--- attempt ' .. attempt .. ' ---\n' .. text
+  if #log > MAX_LOG then log = string.sub(log, #log - MAX_LOG + 1) end
+  redis.call('HSET', K.logs, number, log)
+end
+
+-- Records an ended attempt in the job's history.
+local function add_history(record, outcome, message, version)
+  local history = record.history or {}
+  history[#history + 1] = {
+    attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+    ended_ms = NOW, outcome = outcome, message = message, version = version,
+  }
+  record.history = history
+end
+
+---------------------------------------------------------------------------------------------
+-- Statistics (qless): per day, wait and run times as count, sum and sum of squares (mean
+-- and variance follow) and a histogram; failures (failed attempts), retries, failed (jobs
+-- failed for good). Every field is a sum, so a call adds to it without reading it first
+-- (days written before sums were kept have `mean` and `vk`, Welford's; readers take both).
+
+local STAT_KINDS = { 'wait', 'run' }
+local STAT_COUNTERS = { 'failures', 'retries', 'failed' }
+
+-- Every field one day can have, so a day can be forgotten with one HDEL.
+local function stat_fields(day)
+  local fields = {}
+  for _, name in ipairs(STAT_COUNTERS) do fields[#fields + 1] = day .. ':' .. name end
+  for _, kind in ipairs(STAT_KINDS) do
+    local p = day .. ':' .. kind .. ':'
+    for _, name in ipairs({ 'count', 'sum', 'squares', 'mean', 'vk' }) do fields[#fields + 1] = p .. name end
+    for i = 0, 59 do fields[#fields + 1] = p .. 's' .. i end
+    for i = 1, 59 do fields[#fields + 1] = p .. 'm' .. i end
+    for i = 1, 23 do fields[#fields + 1] = p .. 'h' .. i end
+    for i = 1, 30 do fields[#fields + 1] = p .. 'd' .. i end
+  end
+  return fields
+end
+
+-- The histogram bucket of a duration: seconds for the first minute, minutes for the first
+-- hour, hours for the first day, then days (the last bucket, d30, holds everything longer).
+local function stat_bucket(ms)
+  local s = ms / 1000
+  if s < 60 then return 's' .. int_once(math.floor(s)) end
+  if s < 3600 then return 'm' .. int_once(math.floor(s / 60)) end
+  if s < 86400 then return 'h' .. int_once(math.floor(s / 3600)) end
+  return 'd' .. int_once(math.min(math.floor(s / 86400), 30))
+end
+
+-- What the call adds to the statistics, written together by stats_flush() at its end:
+-- kind -> durations (ms), and name -> how many.
+local STAT_SAMPLES, STAT_COUNTS = {}, {}
+
+-- Adds the durations `samples` (ms) to today's `kind` statistics (at the end of the call).
+local function stat_times(kind, samples)
+  local list = STAT_SAMPLES[kind] or {}
+  for i = 1, #samples do list[#list + 1] = samples[i] end
+  STAT_SAMPLES[kind] = list
+end
+
+local function stat_time(kind, ms) stat_times(kind, { ms }) end
+
+local function stat_count(name) STAT_COUNTS[name] = (STAT_COUNTS[name] or 0) + 1 end
+
+-- On the first write of a new day: forgets the days past STATS_DAYS.
+local function stats_new_day(day)
+  local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
+  if days[#days] == day then return end
+  days[#days + 1] = day
+  while #days > STATS_DAYS do
+    redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
+  end
+  redis.call('HSET', K.stats, 'days', cjson.encode(days))
+end
+
+-- Writes what the call added to the statistics: for each kind, HINCRBY of today's count,
+-- sum (ms), sum of squares (ms²) and each histogram bucket hit; HINCRBY of the counters.
+-- No field is read, and no number is formatted as a float.
+local function stats_flush()
+  local samples_of, counts = STAT_SAMPLES, STAT_COUNTS
+  STAT_SAMPLES, STAT_COUNTS = {}, {}
+  if not next(samples_of) and not next(counts) then return end
+  local day = math.floor(NOW / DAY_MS)
+  local prefix = int(day) .. ':'
+  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= day then
+    stats_new_day(day)
+    redis.call('HSET', K.stats, 'today', int(day))
+  end
+  for _, kind in ipairs(STAT_KINDS) do
+    local samples = samples_of[kind]
+    if samples and #samples > 0 then
+      local sum, squares, buckets = 0, 0, {}
+      for i = 1, #samples do
+        local ms = math.max(samples[i], 0)
+        sum = sum + ms
+        squares = squares + ms * ms
+        local bucket = stat_bucket(ms)
+        buckets[bucket] = (buckets[bucket] or 0) + 1
+      end
+      local p = prefix .. kind .. ':'
+      redis.call('HINCRBY', K.stats, p .. 'count', int(#samples))
+      redis.call('HINCRBY', K.stats, p .. 'sum', int(sum))
+      -- The squares as a whole number while they fit in one (HINCRBYFLOAT formats a long
+      -- double, which costs Redis more than the rest of the statistics): past 2^53, or once
+      -- the stored sum would pass 2^63 (HINCRBY refuses and changes nothing), as a float.
+      local squares_field = p .. 'squares'
+      local added = squares < 2 ^ 53 and redis.pcall('HINCRBY', K.stats, squares_field, int(squares))
+      if not added or type(added) == 'table' then
+        redis.call('HINCRBYFLOAT', K.stats, squares_field, string.format('%.0f', squares))
+      end
+      for bucket, n in pairs(buckets) do redis.call('HINCRBY', K.stats, p .. bucket, int(n)) end
+    end
+  end
+  for name, n in pairs(counts) do redis.call('HINCRBY', K.stats, prefix .. name, int(n)) end
+end
+
+---------------------------------------------------------------------------------------------
+-- Finishing jobs, and what that does to the jobs depending on them.
+
+-- How many jobs the call has finished so far.
+local FINISHED = 0
+
+-- Dependents in this function still to be told about a finished job: {number, dep_id, state}.
+local SETTLE = {}
+-- Dependents in other functions to be told by the caller (it runs `resolve` on their
+-- function): a flat list of dependent id, dependency id, dependency state.
+local NOTIFY = {}
+
+-- How long a finished job's record is kept (ms): the longer retention for a failed job.
+local function retention_of(record)
+  local keep = record.retention_ms
+  if record.state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  return keep
+end
+
+-- Ends a job in `state` ('succeeded', 'failed' or 'cancelled') with `err` ({class, message}
+-- or nil): out of the set it was in (`from`, or else every set it could be in), kept until
+-- its retention is over, counted, its uniq key freed, its failure grouped, its dependents
+-- told.
+-- What ending a job in `state` does outside its record: out of `from` (or every set it
+-- could be in), into the expiry set for `keep` ms, counted, announced.
+local function finished(number, state, keep, from)
+  FINISHED = FINISHED + 1
+  if from and PENDING then
+    PENDING_ZREM[from] = PENDING_ZREM[from] or {}
+    table.insert(PENDING_ZREM[from], number)
+  elseif from then
+    redis.call('ZREM', from, number)
+  else
+    for _, key in ipairs({ K.ready, K.scheduled, K.leased, K.waiting }) do redis.call('ZREM', key, number) end
+  end
+  if PENDING then
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int_once(NOW + keep)
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
+    PENDING_COUNTS[state] = (PENDING_COUNTS[state] or 0) + 1
+  else
+    redis.call('ZADD', K.expires, int(NOW + keep), number)
+    redis.call('HINCRBY', K.counts, state, '1')
+  end
+  publish_finish(number, state)
+end
+
+local function finish(number, record, state, err, from)
+  record.state = state
+  record.finished_ms = NOW
+  record.run_at_ms = nil
+  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
+  record.version = nil
+  if err then record.error = err elseif state == 'succeeded' then record.error = nil end
+  finished(number, state, retention_of(record), from)
+  if state == 'failed' then
+    local group = (record.error and record.error.class) or 'unknown'
+    record.group = group
+    redis.call('ZADD', K.failed, 0, group .. '\0' .. pad(number))
+    redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
+    stat_count('failed')
+  end
+  if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
+    redis.call('HDEL', K.uniq, record.uniq)
+  end
+  for _, dependent in ipairs(record.dependents or {}) do
+    local fn, dependent_number = split_id(dependent)
+    if fn == FN then
+      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+    else
+      NOTIFY[#NOTIFY + 1] = dependent
+      NOTIFY[#NOTIFY + 1] = id_of(number)
+      NOTIFY[#NOTIFY + 1] = state
+      -- Kept until the caller says it told the dependent (`told`): if the caller dies
+      -- first, the dependent's re-check still finds this record.
+      local untold = record.untold or {}
+      if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+      record.untold = untold
+    end
+  end
+  save(number, record)
+end
+
+-- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
+-- its failure group.
+local function unfinish(number, record)
+  redis.call('ZREM', K.expires, number)
+  uncount(record.state)
+  if record.state == 'failed' then
+    local group = record.group or 'unknown'
+    redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
+    uncount('failed:' .. group)
+  end
+  record.group, record.finished_ms, record.error, record.cancel_requested_ms = nil, nil, nil, nil
+  record.progress = nil
+end
+
+-- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
+-- (the job runs once all its dependencies have succeeded), 'failed', 'cancelled' or
+-- 'missing' (the job is cancelled, naming the dependency), or 'pending' (still running; only
+-- pushes back the next re-check).
+local function resolve(number, dep_id, dep_state)
+  local record = load(number)
+  if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
+  if dep_state == 'pending' then
+    record.relinks = (record.relinks or 0) + 1
+    local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
+    redis.call('ZADD', K.waiting, int(NOW + wait), number)
+    save(number, record)
+    return
+  end
+  if dep_state == 'succeeded' then
+    local still = {}
+    for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
+    record.waiting_on = list_or_nil(still)
+    if record.waiting_on then save(number, record) return end
+    redis.call('ZREM', K.waiting, number)
+    record.relinks = nil
+    if record.run_at_ms and record.run_at_ms > NOW then
+      make_scheduled(number, record, record.run_at_ms)
+    else
+      make_ready(number, record)
+    end
+    save(number, record)
+    publish({ event = 'ready', id = id_of(number) })
+    return
+  end
+  local why = 'dependency ' .. dep_id .. ' ' .. dep_state
+  if dep_state == 'missing' then why = 'dependency ' .. dep_id .. ' no longer exists' end
+  finish(number, record, 'cancelled', { class = 'dependency', message = why })
+end
+
+-- Tells this function's dependents about finished jobs, until no more are left (a
+-- cancelled dependent may have dependents of its own).
+local function settle()
+  local i = 1
+  while i <= #SETTLE do
+    local item = SETTLE[i]
+    resolve(item[1], item[2], item[3])
+    i = i + 1
+  end
+  SETTLE = {}
+end
+
+-- Deletes finished jobs `numbers` and everything kept about them, with one call per key
+-- however many they are (tags and failure groups aside), except those that must outlive
+-- their retention because dependents in other functions have not been told of their end
+-- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
+local function forget_finished(numbers)
+  if #numbers == 0 then return end
+  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  local gone, later, uncounted = {}, {}, {}
+  for i, number in ipairs(numbers) do
+    local raw = raws[i]
+    -- A record without other fields (it ends with '|') has no tags, failure group or
+    -- dependents to tell: its state is all there is to read.
+    local state = raw and string.byte(raw, -1) == 124 and string.match(raw, '^(%a+)|')
+    local record = raw and not state and decode(raw)
+    if record and record.untold and NOW - (record.finished_ms or NOW) < UNTOLD_MAX_MS then
+      later[#later + 1] = int_once(NOW + RELINK_MAX_MS)
+      later[#later + 1] = number
+    else
+      gone[#gone + 1] = number
+      if record then
+        for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
+        state = record.state
+        if state == 'failed' then
+          local group = record.group or 'unknown'
+          redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
+          uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
+        end
+      end
+      if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
+        uncounted[state] = (uncounted[state] or 0) + 1
+      end
+    end
+  end
+  call_chunked('ZADD', K.expires, later)
+  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs }) do call_chunked('HDEL', key, gone) end
+  call_chunked('ZREM', K.expires, gone)
+  for field, n in pairs(uncounted) do
+    if redis.call('HINCRBY', K.counts, field, int(-n)) <= 0 then redis.call('HDEL', K.counts, field) end
+  end
+end
+
+-- Forgets finished jobs whose retention is over, and the oldest beyond the function's cap,
+-- except those in `keep` (a set of numbers the calling script still reads).
+local function forget_expired(keep)
+  keep = keep or {}
+  -- At least as many as the call has finished, so that a call finishing many jobs (a
+  -- worker reporting hundreds at once) does not outrun the cap.
+  local most = BATCH + FINISHED
+  local due, seen = {}, {}
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.expires, '-inf', int(NOW), 'LIMIT', '0', int(most))) do
+    if not keep[number] then
+      due[#due + 1] = number
+      seen[number] = true
+    end
+  end
+  local cap = tonumber(config('keep_finished') or DEFAULT_KEEP_FINISHED)
+  -- Those going now no longer count against the cap.
+  local excess = redis.call('ZCARD', K.expires) - #due - cap
+  if excess > 0 then
+    for _, number in ipairs(redis.call('ZRANGE', K.expires, 0, math.min(excess + #due, most) - 1)) do
+      if not keep[number] and not seen[number] then due[#due + 1] = number end
+    end
+  end
+  forget_finished(due)
+end
+
+---------------------------------------------------------------------------------------------
+-- Calls sent again: a client whose reply was lost (a timeout, a dropped connection, a
+-- cluster client re-sending after a reconnect) sends the same call with the same id, and
+-- gets the first reply instead of a second application.
+
+-- The stored reply of call `id` ('' for a call without an id), or nil.
+local function remembered(id)
+  if id == '' then return nil end
+  return redis.call('HGET', K.calls, id)
+end
+
+-- Stores `reply` (a string) as the reply of call `id`, and forgets replies past their time.
+local function remember(id, reply)
+  local old = redis.call('ZRANGEBYSCORE', K.calls_exp, '-inf', int(NOW), 'LIMIT', '0', int(BATCH))
+  if #old > 0 then
+    redis.call('HDEL', K.calls, unpack(old))
+    redis.call('ZREM', K.calls_exp, unpack(old))
+  end
+  if id == '' then return end
+  redis.call('HSET', K.calls, id, reply)
+  redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id)
+end
+
+-- Forgets the replies kept for calls `ids` (a list, or nil), whose replies the caller says
+-- it has.
+local function forget_replies(ids)
+  if ids and #ids > 0 then
+    redis.call('HDEL', K.calls, unpack(ids))
+    redis.call('ZREM', K.calls_exp, unpack(ids))
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- Leasing (`lease`, and `complete` asked to lease the next jobs in the same call).
+
+
+-- A lease as `lease` answers it: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN',
+-- from the leased record's fields (one string rather than six replies per job).
+local function lease_row(number, f)
+  return number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
+    .. f[R_CREATED] .. '|' .. f[R_TOKEN]
+end
+
+-- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
+-- still holds, as lease_jobs returns them.
+local function held_leases(call_id, numbers)
+  local leases = {}
+  for number in string.gmatch(numbers, '%d+') do
+    local raw = redis.call('HGET', K.jobs, number)
+    local f = raw and fields_of(raw)
+    if f and f[R_STATE] == 'running' and f[R_TOKEN] == call_id .. ':' .. number .. ':' .. f[R_ATTEMPT] then
+      leases[#leases + 1] = lease_row(number, f)
+      leases[#leases + 1] = redis.call('HGET', K.input, number) or ''
+    end
+  end
+  return leases
+end
+
+-- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
+-- lease.lua for what happens on the way). Returns the leases (row and input of each, one
+-- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
+-- its call id (nil when nothing was leased: such a call need not be remembered).
+local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
+  local leased_numbers = nil
+  -- (1) Forget finished jobs whose retention is over.
+  forget_expired()
+
+  -- (2) Promote scheduled jobs that are due.
+  local now = int(NOW)
+  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.scheduled, number)
+    local record = load(number)
+    if record then
+      make_ready(number, record)
+      save(number, record)
+    end
+  end
+
+  -- (3) Reclaim jobs whose worker stopped renewing the lease.
+  local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
+  for _, number in ipairs(expired) do
+    redis.call('ZREM', K.leased, number)
+    local record = load(number)
+    if record then
+      stat_count('failures')
+      local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+      if unconfirmed then
+        add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
+        record.attempt = record.attempt - 1
+        record.given_back = (record.given_back or 0) + 1
+      else
+        add_history(record, 'lease-lost', nil, nil)
+      end
+      record.unconfirmed = nil
+      if record.cancel_requested_ms then
+        finish(number, record, 'cancelled',
+          { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' })
+      elseif unconfirmed or record.attempt < record.max_attempts then
+        record.worker, record.token, record.lease_until_ms = nil, nil, nil
+        stat_count('retries')
+        make_ready(number, record)
+        save(number, record)
+      else
+        finish(number, record, 'failed',
+          { class = 'lease-lost', message = 'the worker running the job stopped renewing its lease' })
+      end
+    end
+  end
+  if #SETTLE > 0 then settle() end
+
+  -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
+  local allowed = want
+  local capped = 0
+  local rate_wait = -1
+  if config('paused') == '1' then allowed = 0 end
+  local cap = tonumber(config('concurrency') or '0')
+  if cap > 0 and allowed > 0 then
+    local room = cap - redis.call('ZCARD', K.leased)
+    if room < allowed then
+      allowed = math.max(room, 0)
+      if redis.call('ZCARD', K.ready) > allowed then capped = 1 end
+    end
+  end
+  local rate_limit = tonumber(config('rate_limit') or '0')
+  local rate_interval = tonumber(config('rate_interval_ms') or '0')
+  if rate_limit > 0 and rate_interval > 0 then
+    redis.call('ZREMRANGEBYSCORE', K.rate, '-inf', NOW - rate_interval)
+    local room = rate_limit - redis.call('ZCARD', K.rate)
+    if room < allowed then
+      allowed = math.max(room, 0)
+      if redis.call('ZCARD', K.ready) > allowed then
+        local oldest = redis.call('ZRANGE', K.rate, 0, 0, 'WITHSCORES')
+        if #oldest > 0 then rate_wait = math.max(0, tonumber(oldest[2]) + rate_interval - NOW) end
+      end
+    end
+  end
+
+  local leases, leased_count = {}, 0
+  local waits = {}
+  if allowed > 0 then
+    -- The first jobs by rank, then removed by rank: ZPOPMIN would answer their scores too,
+    -- each formatted as a float.
+    local last = int(allowed - 1)
+    local numbers = redis.call('ZRANGE', K.ready, '0', last)
+    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', last) end
+    -- One call per key for all the jobs, not one per job.
+    local raws, inputs = {}, {}
+    if #numbers > 0 then
+      raws = redis.call('HMGET', K.jobs, unpack(numbers))
+      inputs = redis.call('HMGET', K.input, unpack(numbers))
+    end
+    local saves, leased, rated = {}, {}, {}
+    local lease_until = int(NOW + lease_ms)
+    local default_timeout = int(default_timeout_ms)
+    for i, number in ipairs(numbers) do
+      local raw = raws[i]
+      if raw then
+        local f = fields_of(raw)
+        if f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"progress"', 1, true) then
+          -- The last attempt's progress is not this one's.
+          local record = decode(raw)
+          record.progress = nil
+          f = record_fields(encode(record))
+        end
+        local attempt = tonumber(f[R_ATTEMPT]) + 1
+        -- 0 means "the function's default": the first worker to lease the job fixes it.
+        if f[R_TIMEOUT] == '0' then f[R_TIMEOUT] = default_timeout end
+        if f[R_MAX_ATTEMPTS] == '0' then
+          f[R_MAX_ATTEMPTS] = int_once(attempt - 1 + default_max_attempts)
+          f[R_DEFAULT_ATTEMPTS] = '1'
+        end
+        local ready = f[R_READY]
+        if ready == '' then ready = f[R_CREATED] end
+        waits[#waits + 1] = NOW - tonumber(ready)
+        local attempt_text = int_once(attempt)
+        local token = token_prefix .. ':' .. number .. ':' .. attempt_text
+        f[R_STATE], f[R_ATTEMPT], f[R_READY], f[R_STARTED] = 'running', attempt_text, '', now
+        f[R_LEASE_UNTIL], f[R_UNCONFIRMED], f[R_WORKER], f[R_TOKEN] = lease_until, '1', worker, token
+        f[R_VERSION] = ''
+        saves[#saves + 1] = number
+        saves[#saves + 1] = record_text(f)
+        leased[#leased + 1] = lease_until
+        leased[#leased + 1] = number
+        rated[#rated + 1] = now
+        rated[#rated + 1] = token
+        -- The `start` event, built without cjson: it is sent for every job.
+        EVENTS[#EVENTS + 1] = '{"event":"start","id":"' .. FN .. ':' .. number .. '","attempt":' .. attempt_text .. '}'
+        leases[#leases + 1] = lease_row(number, f)
+        leases[#leases + 1] = inputs[i] or ''
+        leased_count = leased_count + 1
+      end
+    end
+    call_chunked('HSET', K.jobs, saves)
+    call_chunked('ZADD', K.leased, leased)
+    if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
+    if rate_limit > 0 and rate_interval > 0 then call_chunked('ZADD', K.rate, rated) end
+  end
+
+  stat_times('wait', waits)
+
+  -- (5) Tell the caller when to come back: when the call leased as many as it could, at
+  -- once (0); otherwise when the next scheduled job or lease falls due, or the rate limit
+  -- frees a slot (-1: nothing pending).
+  local wait_ms = 0
+  if leased_count < want then
+    wait_ms = -1
+    for _, key in ipairs({ K.scheduled, K.leased }) do
+      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      if #first > 0 then
+        local due = math.max(0, tonumber(first[2]) - NOW)
+        if wait_ms < 0 or due < wait_ms then wait_ms = due end
+      end
+    end
+    if rate_wait >= 0 and (wait_ms < 0 or rate_wait < wait_ms) then wait_ms = rate_wait end
+  end
+  return leases, wait_ms, capped, leased_numbers
+end
+
+---------------------------------------------------------------------------------------------
+-- The start of every call: its keys, function name and time, and a clean slate (the
+-- library's locals outlive a call; Redis runs one call at a time).
+local function begin(keys, args, named)
+  K = named(keys)
+  FN = args[1]
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
+  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED = nil, nil, false, {}, {}, 0
+  STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
+end
+
+-- The end of every call (after its body has returned): the statistics and events it
+-- gathered are written.
+local function end_call()
+  stats_flush()
+  publish_events()
+end
+
+---------------------------------------------------------------------------------------------
+-- The functions follow, each registered by scripts.rs with its file as the body.
+
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], calls = keys[18], calls_exp = keys[19] } end
+redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_enqueue)
+local reply = (function()
+-- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
+-- refused, none (every check is made before the first write).
+--
+-- KEYS: seq jobs input output logs ready scheduled waiting expires uniq tagged failed counts stats config events work calls calls_exp
+-- ARGV[1]  the function name
+-- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
+--   call              the call's id, unique per call: the same call sent again within 10
+--                     minutes (its reply was lost) gets the first reply and adds nothing
+--   acked             the id of an earlier call on this function whose reply the caller
+--                     has: what was kept to answer it again is forgotten now (as for
+--                     `complete`; may repeat)
+-- Then n, how many jobs follow, and for each job: k, then k options of the job, NAME VALUE
+-- pairs (each at most once, but `tag` and `after`), then its input. An option left out
+-- takes its default:
+--   priority          integer -1000..1000, higher runs first (0)
+--   attempts          integer >= 1; 0: the serving plugin's default, fixed at the first
+--                     lease (0)
+--   timeout           ms the job may run; 0: the serving plugin's default (0)
+--   retention         ms a finished job's record is kept (DEFAULT_RETENTION_MS, 25 hours)
+--   failed_retention  ms a failed job's record is kept; the longer of the two applies
+--                     (DEFAULT_FAILED_RETENTION_MS, 7 days)
+--   delay             ms before the job may run (0: ready now)
+--   at                ms since the epoch (Redis clock) before which the job may not run;
+--                     must not be in the past (none)
+--   uniq              a key: while an unfinished job of this function holds it, enqueueing
+--                     another with it returns that job instead (none)
+--   tag               a tag of the job (may repeat)
+--   after             the id ('G:N') of a job that must succeed first (may repeat)
+--
+-- A job with dependencies waits (state `waiting`) until all of them have succeeded.
+-- Dependencies in this function are linked here; those in other functions are returned for
+-- the caller to link (`link` on their function, then `resolve` here when one has already
+-- ended): a script touches one function only, so that it runs on Redis Cluster.
+--
+-- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
+--          character per job, '1' for a new job, '0' when its uniq key returned an
+--          unfinished job; links, pairs of a job's position in the call (1-based) and a
+--          dependency in another function the caller must link. Or the error reply
+--          `BADJOB job I: ...` (`BADJOB call: ...` for the call's own options), having
+--          written nothing.
+-- Publishes: `create` for each new job.
+
+local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
+
+local function bad(i, text)
+  return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
+end
+
+-- The call's options.
+local m = tonumber(ARGV[2] or '')
+if not m or m < 0 or 3 + 2 * m > #ARGV then
+  return redis.error_reply('BADJOB call: ARGV[2] must count the options of the call that follow')
+end
+local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true }, { acked = true })
+if not call then return redis.error_reply('BADJOB call: ' .. why) end
+local call_id = call.call or ''
+if not fits_call_id(call_id) then return redis.error_reply('BADJOB call: ' .. CALL_ID_RULE) end
+
+local replay = remembered(call_id)
+if replay then
+  -- Remembered as 'N,N,...;CREATED;POSITION,DEPENDENCY,...'.
+  local numbers, created, links = string.match(replay, '^([^;]*);([^;]*);(.*)$')
+  local reply = { {}, created or '', {} }
+  for number in string.gmatch(numbers or '', '[^,]+') do reply[1][#reply[1] + 1] = number end
+  for item in string.gmatch(links or '', '[^,]+') do reply[3][#reply[3] + 1] = item end
+  return reply
+end
+
+-- Each job's options (nil: all defaults) and where its input is. Every job is checked
+-- before anything is written, so a batch is all or nothing. The dependencies in this
+-- function are kept (not forgotten by the housekeeping below) while this call runs.
+local JOB_OPTIONS = {
+  priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
+  delay = true, at = true, uniq = true,
+}
+local JOB_LISTS = { tag = true, after = true }
+local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at' }
+local n_at = 3 + 2 * m
+local n = tonumber(ARGV[n_at] or '')
+if not n or n < 0 then
+  return redis.error_reply('BADJOB call: ARGV[' .. n_at .. '] must count the jobs that follow')
+end
+local OPTIONS, INPUT_AT, depended = {}, {}, {}
+local at_arg = n_at + 1
+for i = 0, n - 1 do
+  local k = tonumber(ARGV[at_arg] or '')
+  if not k or k < 0 or at_arg + 2 * k + 1 > #ARGV then
+    return bad(i, 'the call ends before it (each job is k, k option pairs and its input)')
+  end
+  if k > 0 then
+    local options, why = named_options(ARGV, at_arg + 1, at_arg + 2 * k, JOB_OPTIONS, JOB_LISTS)
+    if not options then return bad(i, why) end
+    for _, name in ipairs(NUMERIC) do
+      if options[name] and not tonumber(options[name]) then
+        return bad(i, name .. ' is not a number: ' .. options[name])
+      end
+    end
+    local at = tonumber(options.at or '0')
+    if at > 0 and at < NOW then
+      return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+    end
+    for _, dep in ipairs(options.after or {}) do
+      local fn, number = split_id(dep)
+      if not fn then return bad(i, 'dependency ' .. dep .. ' is not a job id (FUNCTION:NUMBER)') end
+      if fn == FN then
+        local record = load(number)
+        if not record then
+          return bad(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
+        end
+        if record.state == 'failed' or record.state == 'cancelled' then
+          return bad(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
+        end
+        depended[number] = true
+      end
+    end
+    OPTIONS[i] = options
+  end
+  INPUT_AT[i] = at_arg + 2 * k + 1
+  at_arg = at_arg + 2 * k + 2
+end
+if at_arg ~= #ARGV + 1 then
+  return redis.error_reply('BADJOB call: ' .. (#ARGV - at_arg + 1) .. ' arguments after the last job')
+end
+
+forget_expired(depended)
+
+-- Records and inputs are written together at the end (flush), one call per key.
+begin_batch()
+local inputs, ready, records = {}, {}, {}
+local numbers, created, links = {}, {}, {}
+
+-- A bulk call gives the same options over and over: each distinct value is parsed once.
+local NUMBERS, CANONICAL = {}, {}
+local function number_of(text)
+  local value = NUMBERS[text]
+  if value == nil then
+    value = tonumber(text)
+    NUMBERS[text] = value
+  end
+  return value
+end
+local function canonical(text)
+  local value = CANONICAL[text]
+  if value == nil then
+    value = int(number_of(text))
+    CANONICAL[text] = value
+  end
+  return value
+end
+local now = int(NOW)
+local NO_OPTIONS = {}
+local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), int(DEFAULT_FAILED_RETENTION_MS)
+-- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
+local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
+
+for i = 0, n - 1 do
+  local options = OPTIONS[i] or NO_OPTIONS
+  local input = ARGV[INPUT_AT[i]]
+  local priority = options.priority or '0'
+  local attempts = options.attempts or '0'
+  local timeout = options.timeout or '0'
+  local retention = options.retention or DEFAULT_RETENTION
+  local failed_retention = options.failed_retention or DEFAULT_FAILED_RETENTION
+  local delay = number_of(options.delay or '0')
+  local at = number_of(options.at or '0')
+  local uniq = options.uniq
+  if not uniq and not options.tag and not options.after and delay <= 0 and at <= 0 then
+    -- The common job (ready now; no uniq key, tags or dependencies): its record is
+    -- written out directly, the same fields the general path below gives it.
+    local number = int(redis.call('INCR', K.seq))
+    records[#records + 1] = number
+    -- (lib.lua, job records: queued, attempt 0, created and ready now, no other field.)
+    records[#records + 1] = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
+      .. canonical(timeout) .. '|' .. canonical(retention) .. '|' .. canonical(failed_retention) .. '|'
+      .. now .. '|' .. now .. QUEUED_TAIL
+    ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
+    ready[#ready + 1] = number
+    inputs[#inputs + 1] = number
+    inputs[#inputs + 1] = input
+    EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
+    wake_workers()
+    numbers[#numbers + 1] = number
+    created[#created + 1] = '1'
+  else
+    local existing = nil
+    if uniq then
+      local holder = redis.call('HGET', K.uniq, uniq)
+      if holder then
+        local held = load(holder)
+        if held and not final(held.state) then existing = holder end
+      end
+    end
+    if existing then
+      numbers[#numbers + 1] = existing
+      created[#created + 1] = '0'
+    else
+      local number = int(redis.call('INCR', K.seq))
+      local record = {
+        priority = number_of(priority),
+        attempt = 0,
+        max_attempts = number_of(attempts),
+        timeout_ms = number_of(timeout),
+        retention_ms = number_of(retention),
+        failed_retention_ms = number_of(failed_retention),
+        created_ms = NOW,
+      }
+      local run_at = NOW + delay
+      if at > run_at then run_at = at end
+      -- Kept for good (a retry runs the job no earlier either).
+      if run_at > NOW then record.not_before_ms = run_at end
+      if uniq then
+        record.uniq = uniq
+        redis.call('HSET', K.uniq, uniq, number)
+      end
+      if options.tag then
+        local tags = {}
+        for _, tag in ipairs(options.tag) do
+          if not contains(tags, tag) then
+            tags[#tags + 1] = tag
+            redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
+          end
+        end
+        record.tags = list_or_nil(tags)
+      end
+      local after, waiting_on = {}, {}
+      for _, dep in ipairs(options.after or {}) do
+        if not contains(after, dep) then
+          after[#after + 1] = dep
+          local fn, dep_number = split_id(dep)
+          if fn == FN then
+            local dep_record = load(dep_number)
+            if dep_record.state ~= 'succeeded' then
+              local dependents = dep_record.dependents or {}
+              dependents[#dependents + 1] = id_of(number)
+              dep_record.dependents = dependents
+              save(dep_number, dep_record)
+              waiting_on[#waiting_on + 1] = dep
+            end
+          else
+            waiting_on[#waiting_on + 1] = dep
+            links[#links + 1] = int(i + 1)
+            links[#links + 1] = dep
+          end
+        end
+      end
+      record.after = list_or_nil(after)
+      if #waiting_on > 0 then
+        record.state = 'waiting'
+        record.waiting_on = waiting_on
+        if run_at > NOW then record.run_at_ms = run_at end
+        redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
+      elseif run_at > NOW then
+        make_scheduled(number, record, run_at)
+      else
+        make_ready(number, record)
+      end
+      save(number, record)
+      inputs[#inputs + 1] = number
+      inputs[#inputs + 1] = input
+      -- Built without cjson: sent for every job.
+      EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
+      wake_workers()
+      numbers[#numbers + 1] = number
+      created[#created + 1] = '1'
+    end
+  end
+end
+call_chunked('HSET', K.jobs, records)
+call_chunked('ZADD', K.ready, ready)
+call_chunked('HSET', K.input, inputs)
+flush()
+forget_replies(call.acked)
+created = table.concat(created)
+remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
+return { numbers, created, links }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20] } end
+redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_lease)
+local reply = (function()
+-- lease: hand up to N runnable jobs of one function to a worker, atomically.
+--
+-- On the way it (1) forgets finished jobs whose retention is over (and the oldest beyond the
+-- function's cap), (2) moves scheduled jobs that are due to the ready set, and (3) reclaims
+-- jobs whose lease expired (their worker died): back to ready while attempts remain, else
+-- failed for good with class `lease-lost` (or cancelled, if a client asked for that while
+-- it ran). Then (4) it leases the best ready jobs, unless the function is paused, within
+-- the function's concurrency cap (jobs running at once, over all workers) and rate limit
+-- (leases per interval, over all workers).
+--
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- ARGV[1]  the function name
+-- ARGV[2]  worker id (recorded on the job)
+-- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
+--          also the call's id: the same call sent again within 10 minutes (its reply was
+--          lost) gets the leases of the first call that it still holds, and leases nothing new
+-- ARGV[4]  the most jobs to lease (>= 1)
+-- ARGV[5]  lease duration, ms
+-- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
+-- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
+--
+-- A lease counts as an attempt once the worker shows it has the job (a heartbeat, progress
+-- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
+-- the worker died at once) gives its attempt back, at most max_attempts times per job.
+--
+-- Returns: {leases, wait_ms, capped, notify}: leases is a flat array of two entries per
+--          leased job: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN' (decimal
+--          numbers; the token is last and holds no '|'), then its input; wait_ms is, when fewer jobs were leased than asked for, how long
+--          until the next scheduled job falls due, lease expires or rate-limit slot frees
+--          (-1: nothing pending), so an idle worker knows when to call again (0 when as
+--          many were leased as asked for: there may be more); capped is 1 when
+--          the concurrency cap held back ready jobs (call again when a job finishes);
+--          notify lists dependents in other functions to tell (see lib.lua).
+-- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
+
+local token_prefix = ARGV[3]
+if #ARGV ~= 7 or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
+  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers')
+end
+if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2])) then
+  return redis.error_reply('BADARGS lease: ' .. CALL_ID_RULE)
+end
+
+-- The same call again: the leases it made that are still held, and nothing more.
+local replay = remembered(token_prefix)
+if replay then return { held_leases(token_prefix, replay), 0, 0, {} } end
+
+local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, tonumber(ARGV[4]),
+  tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+if numbers then remember(token_prefix, numbers) end
+return { leases, wait_ms, capped, NOTIFY }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_heartbeat(keys) return { jobs = keys[1], leased = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_heartbeat', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_heartbeat)
+local reply = (function()
+-- heartbeat: extend the lease of a running job.
+--
+-- KEYS: jobs leased stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+-- ARGV[4]  new lease duration from now, ms
+--
+-- Returns: {expiry, cancel}: expiry is the new lease expiry (ms since the epoch, queue
+--          clock), or 0 when the token no longer holds the lease (the caller must stop the
+--          job: it belongs to no one or to someone else now); cancel is 1 when a client
+--          asked for the job to be cancelled (the caller should stop it), else 0.
+
+local number, token, lease_ms = ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+local record = load(number)
+if not record then return { 0, 0 } end
+if record.state ~= 'running' or record.token ~= token then return { 0, 0 } end
+
+record.lease_until_ms = NOW + lease_ms
+record.unconfirmed = nil -- the worker has the job: the attempt counts (see `lease`)
+save(number, record)
+redis.call('ZADD', K.leased, int(NOW + lease_ms), number)
+local cancel = 0
+if record.cancel_requested_ms then cancel = 1 end
+return { NOW + lease_ms, cancel }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_progress(keys) return { jobs = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5] } end
+redis.register_function{ function_name = 'wg2_progress', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_progress)
+local reply = (function()
+-- progress: store a running job's latest progress and publish it.
+--
+-- KEYS: jobs stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+-- ARGV[4]  units done (a decimal whole number, 0 to 2^64-1)
+-- ARGV[5]  units in all (0: unknown; same range)
+-- ARGV[6]  message ('' for none)
+--
+-- Returns: 1 when stored; 0 when the token does not hold the job's lease (nothing changes).
+-- Publishes: {"event":"progress","id":"F:N","seq":S,"done":"D","total":"T","message":M}
+--            (D and T as decimal strings), where
+--            S counts the job's progress reports from 1 over all attempts, so a reader can
+--            put them in order.
+
+local number, token = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record then return 0 end
+if record.state ~= 'running' or record.token ~= token then return 0 end
+
+-- progress_seq is never reset (not even by a retry), so readers can order reports.
+record.progress_seq = (record.progress_seq or 0) + 1
+record.unconfirmed = nil -- the worker has the job: the attempt counts (see `lease`)
+-- The counts stay the decimal strings they came as: a Lua number would lose digits past
+-- 2^53, and cjson would write 10^14 and more in exponent form.
+local progress = { seq = record.progress_seq, done = ARGV[4], total = ARGV[5] }
+if ARGV[6] ~= '' then progress.message = ARGV[6] end
+record.progress = progress
+save(number, record)
+publish({
+  event = 'progress', id = id_of(number), seq = progress.seq,
+  done = progress.done, total = progress.total, message = progress.message,
+})
+return 1
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20] } end
+redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_complete)
+local reply = (function()
+-- complete: store leased jobs' outputs and mark them succeeded, each exactly once. One call
+-- may complete many jobs of the function (a worker batches the jobs that end together).
+--
+-- Fenced by the lease token: a worker that no longer holds a job's lease (it expired and the
+-- job was reclaimed, or the job was already finished) is refused for that job, which
+-- changes nothing. Jobs waiting on a completed job run once their other dependencies have
+-- succeeded too.
+--
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- ARGV[1]  the function name
+-- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
+--   call      the call's id. With it, the same call sent again within 10 minutes (its reply
+--             was lost) is answered as the first was: the same results, and the leases it
+--             made that are still held; it is also the token prefix of those leases
+--   lease     the most jobs of the function to lease in the same call for the caller
+--             (0: none; at steady state a worker's only round trip per job); leasing
+--             needs `call`, `worker`, `ttl`, `timeout` and `attempts`, as `lease` takes them
+--   worker    the worker id recorded on the jobs leased
+--   ttl       the lease duration, ms
+--   timeout   the timeout (ms) given to leased jobs enqueued without one
+--   attempts  the attempts given to leased jobs enqueued without a number
+--   acked     the id of an earlier call on this function whose reply the caller has: what
+--             was kept to answer it again is forgotten now rather than after 10 minutes
+--             (so that what is kept for calls sent again stays small however fast jobs
+--             go; may repeat)
+-- Then n, how many jobs follow, and for each job:
+--   job number, lease token, output bytes, this attempt's log lines (text, may be empty),
+--   the version (content hash) of the plugin that ran the attempt ('' if unknown)
+--
+-- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
+-- dropped (see `cancel`).
+--
+-- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
+--          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
+--          (stale: the token does not hold the job's lease) or m (missing: no such job)
+--          for one refused; notify lists dependents in other functions to tell (see
+--          lib.lua); leases, wait_ms and capped are as `lease` answers them (none, -1, 0
+--          when the call leases nothing). Or the error reply `BADARGS complete: ...`,
+--          having written nothing.
+-- Publishes: `finish` with the final state for each; `ready` for each dependent that may
+--            now run; `start` for each job leased.
+
+local function refuse(why) return redis.error_reply('BADARGS complete: ' .. why) end
+
+-- Everything is checked before anything is written: a call refused changes nothing.
+local m = tonumber(ARGV[2] or '')
+if not m or m < 0 or 3 + 2 * m > #ARGV then
+  return refuse('ARGV[2] must count the options of the call that follow')
+end
+local LEASE_OPTIONS = { lease = true, worker = true, ttl = true, timeout = true, attempts = true }
+local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true, lease = true, worker = true,
+  ttl = true, timeout = true, attempts = true }, { acked = true })
+if not call then return refuse(why) end
+local call_id = call.call or ''
+local want = tonumber(call.lease or '0')
+if not want then return refuse('lease is not a number: ' .. call.lease) end
+if want > 0 then
+  for name in pairs(LEASE_OPTIONS) do
+    if not call[name] then return refuse('leasing needs the option ' .. name) end
+  end
+  for _, name in ipairs({ 'ttl', 'timeout', 'attempts' }) do
+    if not tonumber(call[name]) then return refuse(name .. ' is not a number: ' .. call[name]) end
+  end
+  if call_id == '' then return refuse('leasing needs the option call') end
+end
+if not (fits_call_id(call_id) and fits_call_id(call.worker or '')) then return refuse(CALL_ID_RULE) end
+
+local FIRST = 4 + 2 * m
+local n = tonumber(ARGV[FIRST - 1] or '')
+if not n or n < 0 or #ARGV ~= FIRST - 1 + 5 * n then
+  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow, 5 arguments each')
+end
+-- Plugin versions go into records as they are: they must not hold the separator.
+for i = 0, n - 1 do
+  if not fits_record(ARGV[FIRST + 5 * i + 4]) then
+    return refuse("a plugin version must not contain '|'")
+  end
+end
+
+-- The same call again: its first reply, without the dependents to tell (their re-check
+-- finds them).
+local replay = remembered(call_id)
+if replay then
+  local leased, letters = string.match(replay, '^([^;]*);(.*)$')
+  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0 }
+end
+
+local results, runs, outputs, numbers = {}, {}, {}, {}
+for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[FIRST + 5 * i] end
+begin_batch()
+local raws = {}
+if n > 0 then raws = redis.call('HMGET', K.jobs, unpack(numbers)) end
+local seen, now = {}, int(NOW)
+for i = 0, n - 1 do
+  local a = FIRST + 5 * i
+  local number, token = ARGV[a], ARGV[a + 1]
+  local raw = raws[i + 1]
+  local f = raw and fields_of(raw)
+  if not f then
+    results[#results + 1] = 'm'
+  elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
+    -- (A job named twice in one call is completed once.)
+    results[#results + 1] = 'x'
+  elseif f[R_OTHERS] == '' then
+    -- The common job: no cancel asked for, no uniq key, dependents, history or anything
+    -- else to update. Its record is rewritten as text; the attempt that succeeded is the
+    -- implied last entry of its history (lib.lua, job records).
+    seen[number] = true
+    runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
+    append_log(number, f[R_ATTEMPT], ARGV[a + 3])
+    f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
+    f[R_UNCONFIRMED], f[R_TOKEN], f[R_VERSION] = '', '', ARGV[a + 4]
+    PENDING_TEXT[number] = record_text(f)
+    outputs[#outputs + 1] = number
+    outputs[#outputs + 1] = ARGV[a + 2]
+    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
+    results[#results + 1] = 's'
+  else
+    seen[number] = true
+    local record = decode(raw)
+    runs[#runs + 1] = NOW - record.started_ms
+    append_log(number, record.attempt, ARGV[a + 3])
+    if record.cancel_requested_ms then
+      -- A cancel asked for while it ran wins: the output is dropped.
+      local why = 'cancelled while running; it finished anyway and its output was dropped'
+      add_history(record, 'cancelled', why, ARGV[a + 4])
+      finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      results[#results + 1] = 'c'
+    else
+      add_history(record, 'succeeded', nil, ARGV[a + 4])
+      outputs[#outputs + 1] = number
+      outputs[#outputs + 1] = ARGV[a + 2]
+      finish(number, record, 'succeeded', nil, K.leased)
+      results[#results + 1] = 's'
+    end
+  end
+end
+call_chunked('HSET', K.output, outputs)
+stat_times('run', runs)
+settle()
+flush()
+-- The results in one letter each: s(ucceeded), c(ancelled), x (stale), m(issing).
+results = table.concat(results)
+forget_replies(call.acked)
+
+local leases, wait_ms, capped, leased = {}, -1, 0, nil
+if want > 0 then
+  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, tonumber(call.ttl),
+    tonumber(call.timeout), tonumber(call.attempts))
+end
+if call_id ~= '' then
+  remember(call_id, (leased or '') .. ';' .. results)
+end
+return { results, NOTIFY, leases, wait_ms, capped }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+redis.register_function{ function_name = 'wg2_fail', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_fail)
+local reply = (function()
+-- fail: record a leased job's failure; retry it later or fail it for good, exactly once.
+--
+-- Fenced by the lease token like `complete`. A retryable failure with attempts left puts
+-- the job back as `scheduled` after the backoff; otherwise the job ends `failed`, in the
+-- failure group named by its error class (or `cancelled`, for class `cancelled` or when a
+-- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
+-- are cancelled.
+--
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+-- ARGV[4]  error class (`guest-error`, `trap`, `timed-out`, ...), the failure group
+-- ARGV[5]  error message
+-- ARGV[6]  1 if another attempt may succeed, else 0
+-- ARGV[7]  backoff before the next attempt, ms (chosen by the caller, jitter included)
+-- ARGV[8]  this attempt's log lines (text, may be empty)
+-- ARGV[9]  the version (content hash) of the plugin that ran the attempt ('' if unknown)
+--
+-- Returns: {1, state, notify} when accepted, state 'scheduled' (will retry), 'failed' or
+--          'cancelled' (notify: see lib.lua); {0, reason, {}} when refused ('missing' or
+--          'stale').
+-- Publishes: `finish` with the final state when the job ends; `retry` when it will run again.
+
+local number, token = ARGV[2], ARGV[3]
+local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
+local log_text, version = ARGV[8], ARGV[9]
+
+local record = load(number)
+if not record then return { 0, 'missing', {} } end
+if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
+
+add_history(record, class, message, version)
+stat_time('run', NOW - record.started_ms)
+stat_count('failures')
+record.error = { class = class, message = message }
+append_log(number, record.attempt, log_text)
+redis.call('ZREM', K.leased, number)
+
+if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
+  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
+  stat_count('retries')
+  make_scheduled(number, record, NOW + backoff_ms)
+  save(number, record)
+  publish({ event = 'retry', id = id_of(number), attempt = record.attempt, at_ms = NOW + backoff_ms })
+  return { 1, 'scheduled', {} }
+end
+
+local state = 'failed'
+if class == 'cancelled' or record.cancel_requested_ms then state = 'cancelled' end
+finish(number, record, state, record.error, K.leased)
+settle()
+return { 1, state, NOTIFY }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+redis.register_function{ function_name = 'wg2_release', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_release)
+local reply = (function()
+-- release: hand a leased job back unrun (the worker is shutting down), without counting
+-- the attempt. The job goes back to the ready set at its old place.
+--
+-- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
+--
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+--
+-- Returns: {1, 'queued', {}} when handed back, {1, 'cancelled', notify} when it ended
+--          cancelled (notify: see lib.lua); {0, 'stale', {}} / {0, 'missing', {}} when the
+--          token does not hold the job's lease.
+
+local number, token = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record then return { 0, 'missing', {} } end
+if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
+redis.call('ZREM', K.leased, number)
+
+if record.cancel_requested_ms then
+  finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled while running' })
+  settle()
+  return { 1, 'cancelled', NOTIFY }
+end
+
+record.attempt = record.attempt - 1
+record.worker, record.token, record.lease_until_ms, record.started_ms = nil, nil, nil, nil
+record.unconfirmed = nil
+record.progress = nil
+make_ready(number, record)
+save(number, record)
+publish({ event = 'ready', id = id_of(number) })
+return { 1, 'queued', {} }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17] } end
+redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_cancel)
+local reply = (function()
+-- cancel: stop a job. A queued, scheduled or waiting job is cancelled at once; a running
+-- job is flagged and its worker told (the `cancel` event; the heartbeat reply repeats it),
+-- it gives up its uniq key, and it ends `cancelled` however its worker reports it ended
+-- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
+-- cancelled job are cancelled too.
+--
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+--
+-- Returns: {1, 'cancelled', notify} when the job was waiting and is now cancelled (notify:
+--          see lib.lua); {1, 'cancelling', {}} when it is running and its worker has been
+--          asked to stop; {0, STATE, {}} when it had already ended in STATE; {0, 'missing', {}}
+--          when there is no such job.
+-- Publishes: `finish` (state `cancelled`) for a waiting job; `cancel` for a running one.
+
+local number = ARGV[2]
+
+forget_expired()
+local record = load(number)
+if not record then return { 0, 'missing', {} } end
+
+if record.state == 'queued' or record.state == 'scheduled' or record.state == 'waiting' then
+  finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled before it ran' })
+  settle()
+  return { 1, 'cancelled', NOTIFY }
+end
+
+if record.state == 'running' then
+  if not record.cancel_requested_ms then
+    record.cancel_requested_ms = NOW
+    -- A job being cancelled no longer holds its uniq key: an enqueue with the key from now
+    -- on makes a new job instead of joining one that will end cancelled.
+    if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
+      redis.call('HDEL', K.uniq, record.uniq)
+    end
+    save(number, record)
+  end
+  publish({ event = 'cancel', id = id_of(number) })
+  return { 1, 'cancelling', {} }
+end
+
+return { 0, record.state, {} }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
+redis.register_function{ function_name = 'wg2_link', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_link)
+local reply = (function()
+-- link: make a job of another function wait on a job of this one (a dependency across
+-- functions, the first of two steps; see `enqueue`). Idempotent.
+--
+-- KEYS: jobs stats events
+--          (of the dependency's function)
+-- ARGV[1]  the dependency's function name
+-- ARGV[2]  the dependency's number here
+-- ARGV[3]  the dependent job's id ('G:M')
+--
+-- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
+--          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
+--          when it already ended (the caller tells the dependent itself, with `resolve`), or
+--          'missing' when there is no such job.
+
+local number, dependent = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record then return 'missing' end
+if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+  return record.state
+end
+if not contains(record.dependents, dependent) then
+  local dependents = record.dependents or {}
+  dependents[#dependents + 1] = dependent
+  record.dependents = dependents
+  save(number, record)
+end
+return 'pending'
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_resolve)
+local reply = (function()
+-- resolve: tell a waiting job of this function what became of one of its dependencies in
+-- another function (the second step; see `enqueue` and `link`). Idempotent.
+--
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  the waiting job's number
+-- ARGV[3]  the dependency's id ('G:N')
+-- ARGV[4]  the dependency's state: 'succeeded' (the job runs once all its dependencies
+--          have), 'failed', 'cancelled' or 'missing' (the job is cancelled, naming the
+--          dependency), or 'pending' (nothing changes but the time of the next re-check)
+--
+-- Returns: notify, the dependents in other functions to tell in turn (see lib.lua).
+-- Publishes: `ready` when the job may now run, `finish` when it was cancelled.
+
+resolve(ARGV[2], ARGV[3], ARGV[4])
+settle()
+return NOTIFY
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_told(keys) return { jobs = keys[1], expires = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_told', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_told)
+local reply = (function()
+-- told: note that a dependent in another function has been told that this function's job
+-- ended (the last of the steps of a dependency across functions; see `link` and
+-- `resolve`). Until every such dependent has been told, the finished job outlives its
+-- retention (at most 7 days), so that a dependent whose news was lost still finds it when
+-- it re-checks its links. Idempotent.
+--
+-- KEYS: jobs expires stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  the finished job's number
+-- ARGV[3]  the dependent's id ('G:M')
+--
+-- Returns: 1 when the dependent was still to be told, else 0.
+
+local number, dependent = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record or not contains(record.untold, dependent) then return 0 end
+local left = {}
+for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
+record.untold = list_or_nil(left)
+save(number, record)
+if not record.untold and record.finished_ms then
+  -- Its stay may have been stretched for the dependent: back to its own retention.
+  redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+end
+return 1
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_recheck(keys) return { jobs = keys[1], waiting = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_recheck', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_recheck)
+local reply = (function()
+-- recheck: hand out the jobs of this function whose links to dependencies in other
+-- functions are due for a re-check (the safety net for a caller that died between the
+-- steps of a link; see `link`), on the queue's clock. Each job handed out has its next
+-- re-check pushed further out (30 s, doubling, at most hourly) here, so repeated calls
+-- move on; entries of the waiting set without a waiting job behind them are removed.
+--
+-- KEYS: jobs waiting stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  the most jobs to hand out
+--
+-- Returns: {looked, due}: how many entries of the waiting set it looked at (fewer than asked
+--          for: no more are due), and {number, dependencies} per job handed out,
+--          dependencies being the ids of the jobs of other functions it still waits on (the
+--          caller runs `link` for each and tells the job with `resolve` about those that have
+--          ended).
+
+local limit = tonumber(ARGV[2])
+
+local due = {}
+local entries = redis.call('ZRANGEBYSCORE', K.waiting, '-inf', int(NOW), 'LIMIT', '0', int(limit))
+for _, number in ipairs(entries) do
+  local record = load(number)
+  if not record or record.state ~= 'waiting' then
+    redis.call('ZREM', K.waiting, number)
+  else
+    record.relinks = (record.relinks or 0) + 1
+    local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
+    redis.call('ZADD', K.waiting, int(NOW + wait), number)
+    save(number, record)
+    local others = {}
+    for _, dep in ipairs(record.waiting_on or {}) do
+      if split_id(dep) ~= FN then others[#others + 1] = dep end
+    end
+    due[#due + 1] = { tonumber(number), others }
+  end
+end
+return { #entries, due }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_tag(keys) return { jobs = keys[1], tagged = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_tag', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_tag)
+local reply = (function()
+-- tag: add tags to a job or remove them (qless' tag add/remove).
+--
+-- KEYS: jobs tagged stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  'add' or 'remove'
+-- ARGV[4..] the tags
+--
+-- Returns: the job's tags afterwards, or the error reply `NOJOB` when there is no such job.
+
+local number, how = ARGV[2], ARGV[3]
+
+local record = load(number)
+if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
+local tags = record.tags or {}
+for i = 4, #ARGV do
+  local tag = ARGV[i]
+  if how == 'add' and not contains(tags, tag) then
+    tags[#tags + 1] = tag
+    redis.call('ZADD', K.tagged, 0, tag .. '\0' .. pad(number))
+  elseif how == 'remove' and contains(tags, tag) then
+    local kept = {}
+    for _, t in ipairs(tags) do if t ~= tag then kept[#kept + 1] = t end end
+    tags = kept
+    redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number))
+  end
+end
+record.tags = list_or_nil(tags)
+save(number, record)
+return tags
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12] } end
+redis.register_function{ function_name = 'wg2_retry', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_retry)
+local reply = (function()
+-- retry: run failed (or cancelled) jobs again, with as many attempts as they first had
+-- (qless' retry of a failure group), or the serving plugin's default again for a job
+-- enqueued without a number. A job runs no earlier than it was first scheduled for, and
+-- waits again for those of its dependencies (`after`) that have not succeeded. Jobs that
+-- were cancelled because this one failed stay cancelled.
+--
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
+--          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
+--          (oldest first)
+--
+-- Returns: {moved, links, looked}: moved lists the numbers of the jobs queued (or scheduled, or
+--          waiting) again (for 'job', an empty list when the job had not ended failed or
+--          cancelled); links is a flat list of dependent id, dependency id for dependencies
+--          in other functions the caller must link again (see `enqueue`). Or the error reply
+--          `NOJOB` when there is no such job, or `BADJOB` when a dependency in this function
+--          has failed, was cancelled or is gone (retry it first; nothing changes); looked
+--          is how many members of the group were looked at (fewer than ARGV[4]: the group
+--          has no more). Every job looked at leaves the group.
+-- Publishes: `retry` for each job.
+
+local LINKS = {}
+
+-- Whether the job has been leased: then every dependency had succeeded first, and it does
+-- not wait for them again (they may have been forgotten since).
+local function started(record)
+  return record.started_ms ~= nil
+end
+
+-- Why a job that never started cannot run (a dependency in this function that will never
+-- succeed), or nil.
+local function blocked(record)
+  if started(record) then return nil end
+  for _, dep in ipairs(record.after or {}) do
+    local fn, dep_number = split_id(dep)
+    if fn == FN then
+      local dep_record = load(dep_number)
+      if not dep_record then return 'dependency ' .. dep .. ' no longer exists' end
+      if dep_record.state == 'failed' or dep_record.state == 'cancelled' then
+        return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
+      end
+    end
+  end
+  return nil
+end
+
+local function requeue(number, record)
+  unfinish(number, record)
+  if record.default_attempts or record.max_attempts == 0 then
+    -- The serving plugin's default again, fixed by the next lease.
+    record.max_attempts = 0
+  else
+    record.first_attempts = record.first_attempts or record.max_attempts
+    record.max_attempts = record.attempt + math.max(record.first_attempts, 1)
+  end
+  if record.uniq and not redis.call('HGET', K.uniq, record.uniq) then
+    redis.call('HSET', K.uniq, record.uniq, number)
+  end
+  local waiting_on = {}
+  local deps = record.after or {}
+  if started(record) then deps = {} end
+  for _, dep in ipairs(deps) do
+    local fn, dep_number = split_id(dep)
+    if fn == FN then
+      local dep_record = load(dep_number)
+      if dep_record.state ~= 'succeeded' then
+        if not contains(dep_record.dependents, id_of(number)) then
+          local dependents = dep_record.dependents or {}
+          dependents[#dependents + 1] = id_of(number)
+          dep_record.dependents = dependents
+          save(dep_number, dep_record)
+        end
+        waiting_on[#waiting_on + 1] = dep
+      end
+    else
+      waiting_on[#waiting_on + 1] = dep
+      LINKS[#LINKS + 1] = id_of(number)
+      LINKS[#LINKS + 1] = dep
+    end
+  end
+  if #waiting_on > 0 then
+    record.state = 'waiting'
+    record.waiting_on = waiting_on
+    record.relinks = nil
+    if (record.not_before_ms or 0) > NOW then record.run_at_ms = record.not_before_ms end
+    redis.call('ZADD', K.waiting, int(NOW + RELINK_FIRST_MS), number)
+  elseif (record.not_before_ms or 0) > NOW then
+    make_scheduled(number, record, record.not_before_ms)
+  else
+    make_ready(number, record)
+  end
+  save(number, record)
+  publish({ event = 'retry', id = id_of(number), attempt = record.attempt, at_ms = NOW })
+end
+
+local moved, looked = {}, 0
+if ARGV[2] == 'job' then
+  local number = ARGV[3]
+  local record = load(number)
+  if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
+  if record.state == 'failed' or record.state == 'cancelled' then
+    local why = blocked(record)
+    if why then return redis.error_reply('BADJOB job ' .. id_of(number) .. ' cannot run: ' .. why) end
+    requeue(number, record)
+    moved[1] = tonumber(number)
+  end
+else
+  local group, limit = ARGV[3], tonumber(ARGV[4])
+  local members = redis.call('ZRANGEBYLEX', K.failed, '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, int(limit))
+  looked = #members
+  for _, member in ipairs(members) do
+    local number = tostring(tonumber(string.sub(member, #group + 2)))
+    local record = load(number)
+    -- A failed job has started (see `blocked`): it can always run again.
+    if record and record.state == 'failed' then
+      requeue(number, record)
+      moved[#moved + 1] = tonumber(number)
+    else
+      redis.call('ZREM', K.failed, member)
+    end
+  end
+end
+return { moved, LINKS, looked }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_configure(keys) return { stats = keys[1], config = keys[2], events = keys[3], work = keys[4] } end
+redis.register_function{ function_name = 'wg2_configure', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_configure)
+local reply = (function()
+-- configure: set or clear settings of one function's queue, shared by all workers.
+--
+-- KEYS: stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2..] pairs of setting and value; an empty value clears the setting:
+--   paused            '1': workers lease none of the function's jobs (enqueueing goes on)
+--   concurrency       the most jobs running at once, over all workers
+--   rate_limit        the most leases per rate_interval_ms, over all workers
+--   rate_interval_ms  the rate limit's window, ms
+--   keep_finished     the most finished jobs kept (oldest forgotten first); default 50000
+--
+-- Returns: the settings afterwards, as a flat list of setting, value.
+-- Publishes: `config`, so idle workers look again at once.
+
+for i = 2, #ARGV - 1, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('HDEL', K.config, ARGV[i])
+  else
+    redis.call('HSET', K.config, ARGV[i], ARGV[i + 1])
+  end
+end
+CONFIG = nil -- read again if asked
+publish({ event = 'config', id = '' })
+return redis.call('HGETALL', K.config)
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_priority(keys) return { jobs = keys[1], ready = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_priority', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_priority)
+local reply = (function()
+-- priority: change the priority of a job that has not started (qless' priority). A queued
+-- job moves to its new place in the ready set at once.
+--
+-- KEYS: jobs ready stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  the new priority, -1000..1000
+--
+-- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
+--          changes); {0, 'missing'} when there is no such job.
+
+local number, priority = ARGV[2], tonumber(ARGV[3])
+
+local record = load(number)
+if not record then return { 0, 'missing' } end
+if record.state ~= 'queued' and record.state ~= 'scheduled' and record.state ~= 'waiting' then
+  return { 0, record.state }
+end
+record.priority = priority
+if record.state == 'queued' then
+  redis.call('ZADD', K.ready, int((PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number)), number)
+end
+save(number, record)
+return { 1, record.state }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_get(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_get', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_get)
+local reply = (function()
+-- get: a job's record as JSON (the fields PROTOCOL.md lists), and its output. How records
+-- are kept in `jobs` is this library's business (lib.lua, job records): clients read them
+-- here.
+--
+-- KEYS: jobs output stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+--
+-- Returns: {record, output} (output false unless the job succeeded and is kept), or false
+--          when there is no such job.
+
+local number = ARGV[2]
+local raw = redis.call('HGET', K.jobs, number)
+if not raw then return false end
+local record = decode(raw)
+local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+if record.state == 'succeeded' and record.worker then
+  -- The attempt that succeeded, kept in the hot fields instead of the history.
+  local history = record.history or {}
+  history[#history + 1] = {
+    attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+    ended_ms = record.finished_ms, outcome = 'succeeded', version = record.version,
+  }
+  record.history = history
+end
+if final then record.worker = nil end
+record.version = nil
+return { cjson.encode(record), redis.call('HGET', K.output, number) }
+
+end)()
+end_call()
+return reply
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_advertise', callback = function(KEYS, ARGV)
+-- advertise: put a worker in the worker list (or take it out), and forget dead workers.
+--
+-- KEYS[1]  wg:{workers}:expiry  zset  worker id scored by when its entry expires (ms)
+-- KEYS[2]  wg:{workers}:info    hash  worker id -> what it advertises (JSON)
+--
+-- ARGV[1]  worker id
+-- ARGV[2]  the worker's advertisement (JSON: host, pid, version, functions, running, ...)
+-- ARGV[3]  how long the entry lives without a renewal, ms; 0 takes the worker out
+--
+-- Returns: how many workers are live after the change.
+
+local expiry_key, info_key = KEYS[1], KEYS[2]
+local id, ad, ttl_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', expiry_key, '-inf', now, 'LIMIT', 0, 100)) do
+  redis.call('ZREM', expiry_key, dead)
+  redis.call('HDEL', info_key, dead)
+end
+if ttl_ms > 0 then
+  redis.call('ZADD', expiry_key, now + ttl_ms, id)
+  redis.call('HSET', info_key, id, ad)
+else
+  redis.call('ZREM', expiry_key, id)
+  redis.call('HDEL', info_key, id)
+end
+return redis.call('ZCARD', expiry_key)
+
+end }
+
+redis.register_function{ function_name = 'wg2_rollcall', callback = function(KEYS, ARGV)
+-- rollcall: the live workers serving one function (GearMonkey's roll call). A worker joins
+-- (or renews), leaves, or a client only counts.
+--
+-- KEYS[1]  wg:{F}:workers  zset  worker id scored by when its membership expires (ms)
+--
+-- ARGV[1]  worker id; '' to only count
+-- ARGV[2]  how long the membership lives without a renewal, ms; 0 leaves
+--
+-- Returns: how many live workers serve the function after the change.
+
+local workers_key = KEYS[1]
+local id, ttl_ms = ARGV[1], tonumber(ARGV[2])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+redis.call('ZREMRANGEBYSCORE', workers_key, '-inf', now)
+if id ~= '' then
+  if ttl_ms > 0 then
+    redis.call('ZADD', workers_key, now + ttl_ms, id)
+  else
+    redis.call('ZREM', workers_key, id)
+  end
+end
+return redis.call('ZCARD', workers_key)
+
+end }
+
+redis.register_function{ function_name = 'wg2_workers', callback = function(KEYS, ARGV)
+-- workers: what every live worker advertises.
+--
+-- KEYS[1]  wg:{workers}:expiry  zset  worker id scored by when its entry expires (ms)
+-- KEYS[2]  wg:{workers}:info    hash  worker id -> its advertisement (JSON)
+--
+-- Returns: array of {id, advertisement, expires_ms} for the live workers, soonest expiry first.
+
+local expiry_key, info_key = KEYS[1], KEYS[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local live = {}
+local entries = redis.call('ZRANGEBYSCORE', expiry_key, now, '+inf', 'WITHSCORES')
+for i = 1, #entries, 2 do
+  local ad = redis.call('HGET', info_key, entries[i])
+  if ad then live[#live + 1] = { entries[i], ad, tonumber(entries[i + 1]) } end
+end
+return live
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return '4e27a92e646f7371ea8928fd4ef7df4a582ef020' end, flags = { 'no-writes' } }

@@ -1,0 +1,265 @@
+'use strict';
+
+/**
+ * What the integration tests run against: a real redis-server on a free port and a real
+ * `wasmgear worker` serving real plugins. Every wait here is for a condition, bounded.
+ */
+
+const { spawn, execFile } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const Redis = require('ioredis');
+
+const REPO = path.resolve(__dirname, '..', '..', '..');
+const BIN = process.env.WASMGEAR_BIN || path.join(REPO, 'target', 'debug', 'wasmgear');
+
+/** The directory of the built example plugins (WASMGEAR_PLUGINS, else the debug build). */
+function pluginsDir() {
+  if (process.env.WASMGEAR_PLUGINS) return process.env.WASMGEAR_PLUGINS;
+  const base = path.join(REPO, 'target', 'plugins', 'wasm32-wasip2');
+  const debug = path.join(base, 'debug');
+  if (fs.existsSync(path.join(debug, 'echo.wasm'))) return debug;
+  // Only a release build of the plugins: use it rather than fail.
+  return path.join(base, 'release');
+}
+
+/** A TCP port nothing listens on right now. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` (async, truthy when done) every `everyMs` until `timeoutMs`; throws `what`. */
+async function until(what, check, { timeoutMs = 30000, everyMs = 50 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (${last.message})` : ''}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+/** A child process whose output is kept, to wait on and to show when a test fails. */
+function launch(command, args, options = {}) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...options });
+  const output = { text: '' };
+  const keep = (chunk) => {
+    output.text += chunk.toString();
+    if (output.text.length > 1 << 20) output.text = output.text.slice(-(1 << 19));
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  // Should the test process end without its `after` hooks, its servers end with it.
+  const reap = () => child.kill('SIGKILL');
+  process.on('exit', reap);
+  const exited = new Promise((resolve) =>
+    child.on('exit', (code, signal) => {
+      process.off('exit', reap);
+      resolve({ code, signal });
+    }),
+  );
+  return { child, output, exited };
+}
+
+async function stop(proc) {
+  if (!proc || proc.child.exitCode !== null || proc.child.signalCode !== null) return;
+  proc.child.kill('SIGTERM');
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), 10000);
+  await proc.exited;
+  clearTimeout(timer);
+}
+
+/** Starts redis-server on a free port, answering PING. */
+async function startRedis(
+  extra = [],
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-redis-')),
+  port = undefined,
+) {
+  port = port ?? (await freePort());
+  const proc = launch('redis-server', [
+    '--port', String(port),
+    '--bind', '127.0.0.1',
+    '--save', '',
+    '--appendonly', 'no',
+    '--dir', dir,
+    ...extra,
+  ]);
+  const url = `redis://127.0.0.1:${port}`;
+  await until(`redis-server on port ${port} to answer PING`, async () => {
+    if (proc.child.exitCode !== null) throw new Error(`redis-server exited: ${proc.output.text}`);
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      return (await probe.ping()) === 'PONG';
+    } finally {
+      probe.disconnect();
+    }
+  });
+  return {
+    url,
+    port,
+    dir,
+    /** Resolves when the server has exited (e.g. after SHUTDOWN), keeping its directory. */
+    exited: proc.exited,
+    async stop() {
+      await stop(proc);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs a command to its end; resolves {code, stdout, stderr}. */
+function run(command, args, options = {}) {
+  return new Promise((resolve) => {
+    execFile(command, args, { env: { ...process.env, NO_COLOR: '1' }, ...options }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** Starts a Redis Cluster of `size` primaries (no replicas) on free ports, its slots all served. */
+async function startCluster(size = 3) {
+  const nodes = [];
+  const stopAll = async () => {
+    for (const node of nodes) await node.stop();
+  };
+  try {
+    for (let i = 0; i < size; i += 1) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-cluster-'));
+      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, 'nodes.conf')], dir));
+    }
+    const created = await run('redis-cli', [
+      '--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
+      '--cluster-replicas', '0', '--cluster-yes',
+    ]);
+    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+    for (const node of nodes) {
+      await until(`cluster node ${node.port} to be ok`, async () => {
+        const info = await run('redis-cli', ['-p', String(node.port), 'CLUSTER', 'INFO']);
+        return info.stdout.includes('cluster_state:ok');
+      }, { timeoutMs: 30000, everyMs: 100 });
+    }
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+  return { nodes, url: nodes[0].url, stop: stopAll };
+}
+
+/**
+ * Starts redis-server speaking TLS only, with a certificate for 127.0.0.1 signed by a
+ * certificate authority made for the test (`ca`, PEM).
+ */
+async function startTlsRedis() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-tls-'));
+  const file = (name) => path.join(dir, name);
+  fs.writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+  const steps = [
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '2', '-subj', '/CN=wasmgear test CA'],
+    ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1'],
+    ['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-out', file('server.crt'), '-days', '2', '-extfile', file('san.ext')],
+  ];
+  for (const args of steps) {
+    const result = await run('openssl', args);
+    if (result.code !== 0) throw new Error(`openssl ${args[0]} failed: ${result.stderr}`);
+  }
+  const port = await freePort();
+  const proc = launch('redis-server', [
+    '--port', '0',
+    '--tls-port', String(port),
+    '--bind', '127.0.0.1',
+    '--save', '',
+    '--appendonly', 'no',
+    '--dir', dir,
+    '--tls-cert-file', file('server.crt'),
+    '--tls-key-file', file('server.key'),
+    '--tls-ca-cert-file', file('ca.crt'),
+    '--tls-auth-clients', 'no',
+  ]);
+  const ca = fs.readFileSync(file('ca.crt'));
+  const url = `rediss://127.0.0.1:${port}`;
+  await until(`redis-server with TLS on port ${port} to answer PING`, async () => {
+    if (proc.child.exitCode !== null) throw new Error(`redis-server exited: ${proc.output.text}`);
+    const probe = new Redis(url, { tls: { ca }, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      return (await probe.ping()) === 'PONG';
+    } finally {
+      probe.disconnect();
+    }
+  });
+  return {
+    url,
+    port,
+    ca,
+    async stop() {
+      await stop(proc);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts `wasmgear worker` with copies of `plugins` (names without .wasm) until it says so. */
+async function startWorker(url, plugins, concurrency = 4) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-plugins-'));
+  const source = pluginsDir();
+  if (!fs.existsSync(BIN)) {
+    throw new Error(`no wasmgear binary at ${BIN}: build it (cargo build) or set WASMGEAR_BIN`);
+  }
+  for (const name of plugins) {
+    if (!fs.existsSync(path.join(source, `${name}.wasm`))) {
+      throw new Error(`no plugin ${name}.wasm in ${source}: build the example plugins or set WASMGEAR_PLUGINS`);
+    }
+  }
+  for (const name of plugins) {
+    fs.copyFileSync(path.join(source, `${name}.wasm`), path.join(dir, `${name}.wasm`));
+  }
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-home-'));
+  const proc = launch(
+    BIN,
+    ['worker', '--redis', url, '--plugins', dir, '--concurrency', String(concurrency)],
+    { env: { ...process.env, WASMGEAR_HOME: home, NO_COLOR: '1' } },
+  );
+  await until(
+    'the worker to say "worker started"',
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`the worker exited: ${proc.output.text}`);
+      return proc.output.text.includes('worker started');
+    },
+    { timeoutMs: 120000, everyMs: 100 },
+  );
+  return {
+    output: proc.output,
+    async stop() {
+      await stop(proc);
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs the wasmgear CLI; resolves {code, stdout, stderr}. */
+function cli(args) {
+  return run(BIN, args);
+}
+
+module.exports = { REPO, BIN, pluginsDir, freePort, until, startRedis, startTlsRedis, startCluster, startWorker, cli };

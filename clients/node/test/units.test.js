@@ -1,0 +1,129 @@
+'use strict';
+
+// The pieces that need no server: option checks and their wire form, ids, messages.
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { jobOptions, inputBytes, LIMITS } = require('../lib/options');
+const { parseMessage, Mailbox } = require('../lib/subscriber');
+const { parseJobId, checkFunction, BadInputError } = require('..');
+const protocol = require('../lib/protocol');
+
+describe('options', () => {
+  it('sends only what differs from the defaults, in the Rust client\'s order', () => {
+    assert.deepEqual(jobOptions(undefined), { named: [], after: [] });
+    assert.deepEqual(jobOptions({ priority: 'normal', retentionMs: LIMITS.DEFAULT_RETENTION_MS }).named, []);
+    const { named, after } = jobOptions(
+      {
+        after: ['b:2', 'a:01'],
+        tags: ['x', 'y'],
+        uniq: 'u',
+        at: new Date(2000000000000),
+        failedRetentionMs: 5000,
+        retentionMs: 2000,
+        timeoutMs: 7,
+        attempts: 3,
+        priority: 'high',
+      },
+      1999999999000,
+    );
+    assert.deepEqual(named, [
+      'priority', '10', 'attempts', '3', 'timeout', '7', 'retention', '2000',
+      'failed_retention', '5000', 'at', '2000000000000', 'uniq', 'u', 'tag', 'x', 'tag', 'y',
+      'after', 'b:2', 'after', 'a:1',
+    ]);
+    assert.deepEqual(after.map((d) => d.fn), ['b', 'a']);
+    assert.deepEqual(jobOptions({ delayMs: 5, priority: -3 }).named, ['priority', '-3', 'delay', '5']);
+    assert.deepEqual(jobOptions({ priority: '-1000' }).named, ['priority', '-1000']);
+  });
+
+  it('names the option out of range', () => {
+    const cases = [
+      [{ priority: 1.5 }, /priority 1.5/],
+      [{ attempts: '3' }, /attempts "3"/],
+      [{ timeoutMs: 1.5 }, /timeoutMs 1.5 must be a whole number/],
+      [{ failedRetentionMs: -1 }, /failedRetentionMs -1 is out of range/],
+      [{ uniq: 'é'.repeat(101) }, /uniq .* must be 1 to 200 bytes/],
+      [{ uniq: 'a\u0085b' }, /uniq .* contains a control character/],
+      [{ tags: 'x' }, /tags must be an array/],
+      [{ at: new Date(Date.now() + 11 * 365 * 24 * 3600 * 1000) }, /more than 10 years ahead/],
+      [{ at: new Date(NaN) }, /at must be a valid Date/],
+      [[], /options must be an object/],
+    ];
+    for (const [options, message] of cases) {
+      assert.throws(() => jobOptions(options), (error) => {
+        assert.ok(error instanceof BadInputError);
+        assert.equal(error.exitCode, 2);
+        assert.match(error.message, message);
+        return true;
+      });
+    }
+    assert.ok(jobOptions({ uniq: 'é'.repeat(100) }).named.includes('é'.repeat(100)));
+  });
+
+  it('takes inputs as bytes', () => {
+    assert.deepEqual(inputBytes('hé', 10), Buffer.from('hé'));
+    assert.deepEqual(inputBytes(new Uint8Array([1, 2]), 10), Buffer.from([1, 2]));
+    assert.deepEqual(inputBytes(undefined, 10), Buffer.alloc(0));
+    assert.throws(() => inputBytes(42, 10), /give a Buffer or a string/);
+    assert.throws(() => inputBytes('x'.repeat(11), 10), /11 bytes are larger than the limit of 10/);
+  });
+});
+
+describe('names', () => {
+  it('reads job ids and function names', () => {
+    assert.deepEqual(parseJobId('a.b-c_D:42'), { id: 'a.b-c_D:42', function: 'a.b-c_D', number: 42 });
+    for (const bad of ['a', 'a:', 'x:y:7', ':1', 'a:0', 'a:-1', 'a:1.5', 'a b:1', `${'f'.repeat(101)}:1`, 'a:18446744073709551616']) {
+      assert.throws(() => parseJobId(bad), BadInputError, bad);
+    }
+    assert.equal(checkFunction('f'.repeat(100)), 'f'.repeat(100));
+    assert.throws(() => checkFunction('é'), /invalid function name/);
+  });
+});
+
+describe('protocol', () => {
+  it('builds keys from the shipped manifest', () => {
+    const call = protocol.callOn('get', 'echo');
+    assert.equal(call.command, 'FCALL_RO');
+    assert.equal(call.name, 'wg2_get');
+    assert.deepEqual(call.keys, ['wg:{echo}:jobs', 'wg:{echo}:output', 'wg:{echo}:stats', 'wg:{echo}:events']);
+    const enqueue = protocol.callOn('enqueue', 'f');
+    assert.equal(enqueue.command, 'FCALL');
+    assert.equal(enqueue.keys.length, 19);
+    assert.equal(enqueue.keys.at(-1), 'wg:{f}:calls-exp');
+    assert.equal(protocol.allEventsPattern(), 'wg:{*}:events');
+    assert.equal(protocol.functionOfChannel('wg:{a.b}:events'), 'a.b');
+    assert.equal(protocol.functionOfChannel('wg:{a}:work'), undefined);
+    assert.match(protocol.load().library, /^#!lua name=wasmgear_v2/);
+  });
+});
+
+describe('messages', () => {
+  it('reads an event object, an array of events, and skips the rest', () => {
+    assert.deepEqual(parseMessage('{"event":"create","id":"a:1"}'), [{ event: 'create', id: 'a:1' }]);
+    assert.deepEqual(
+      parseMessage('[{"event":"create","id":"a:1"},{"event":"create","id":"a:2"},7,{"no":"event"}]'),
+      [{ event: 'create', id: 'a:1' }, { event: 'create', id: 'a:2' }],
+    );
+    assert.deepEqual(parseMessage('not json'), []);
+    assert.deepEqual(parseMessage('null'), []);
+  });
+
+  it('hands items over in order, with a timeout', async () => {
+    const box = new Mailbox();
+    box.push(1);
+    box.push(2);
+    assert.equal(await box.next(10), 1);
+    assert.equal(await box.next(10), 2);
+    assert.equal(await box.next(10), null);
+    const later = box.next(1000);
+    box.push(3);
+    assert.equal(await later, 3);
+    const pending = box.next();
+    box.close();
+    assert.equal(await pending, null);
+    box.push(4);
+    assert.equal(await box.next(), null);
+  });
+});

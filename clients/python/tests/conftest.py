@@ -1,0 +1,223 @@
+"""Fixtures: a real redis-server on a free port, and a real wasmgear worker running the example
+plugins (echo, count, fail). No mocks.
+
+WASMGEAR_BIN overrides the worker binary (default: the repository's target/debug/wasmgear);
+WASMGEAR_PLUGINS the directory of built plugins (default: target/plugins/wasm32-wasip2/debug,
+else .../release, whichever has echo.wasm).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import pytest
+import redis
+
+import wasmgear
+
+REPO = Path(__file__).resolve().parents[3]
+PLUGINS = ("echo", "count", "fail")
+
+
+def binary() -> Path:
+    path = Path(os.environ.get("WASMGEAR_BIN") or REPO / "target" / "debug" / "wasmgear")
+    if not path.is_file():
+        pytest.fail(f"the wasmgear binary {path} is missing: build it (cargo build) or set WASMGEAR_BIN")
+    return path
+
+
+def plugin_dir() -> Path:
+    if os.environ.get("WASMGEAR_PLUGINS"):
+        return Path(os.environ["WASMGEAR_PLUGINS"])
+    base = REPO / "target" / "plugins" / "wasm32-wasip2"
+    for profile in ("debug", "release"):
+        if (base / profile / "echo.wasm").is_file():
+            return base / profile
+    pytest.fail(f"no built plugins under {base}: build them or set WASMGEAR_PLUGINS")
+    raise AssertionError
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str, every: float = 0.02) -> object:
+    """Polls `condition` until it is truthy (returns it), failing after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+#: Every process the tests started, so that none outlives the session (pytest_sessionfinish),
+#: whatever failed on the way.
+STARTED: List[subprocess.Popen] = []
+
+
+def spawn(args: Sequence[str], **kwargs: object) -> subprocess.Popen:
+    process = subprocess.Popen(list(args), **kwargs)  # type: ignore[call-overload]
+    STARTED.append(process)
+    return process
+
+
+def end(process: subprocess.Popen, grace: float = 10) -> None:
+    """Stops `process` (TERM, then KILL after `grace` seconds) and reaps it."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for process in STARTED:
+        end(process, 5)
+
+
+def free_port(bus: bool = False) -> int:
+    """A free TCP port on 127.0.0.1; with `bus`, one whose cluster bus port (+10000) is free
+    too."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not bus:
+            return port
+        if port + 10000 < 65536:
+            try:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + 10000))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no free port found")
+
+
+class RedisServer:
+    def __init__(self, workdir: Path, port: int = 0, extra: Sequence[str] = ()) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log = open(workdir / "redis.log", "ab")
+        self.process = spawn(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(workdir), *extra],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        self.redis = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+        def up() -> bool:
+            if self.process.poll() is not None:
+                raise AssertionError(f"redis-server exited: {(workdir / 'redis.log').read_text()}")
+            try:
+                return bool(self.redis.ping())
+            except redis.ConnectionError:
+                return False
+
+        try:
+            wait_until(up, 15, "redis-server to answer PING")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.redis.close()
+        end(self.process)
+        self.log.close()
+
+
+class Worker:
+    def __init__(self, url: str, workdir: Path, plugins: Sequence[str] = PLUGINS,
+                 env: Optional[Dict[str, str]] = None) -> None:
+        folder = workdir / "plugins"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in plugins:
+            shutil.copy(plugin_dir() / f"{name}.wasm", folder / f"{name}.wasm")
+        self.log_path = workdir / "worker.log"
+        self.log = open(self.log_path, "wb")
+        self.process = spawn(
+            [str(binary()), "worker", "--redis", url, "--plugins", str(folder),
+             "--concurrency", "4"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "NO_COLOR": "1", "WASMGEAR_HOME": str(workdir / "home"),
+                 **(env or {})},
+        )
+
+        def started() -> bool:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the worker exited: {self.log_path.read_text()}")
+            return "worker started" in self.log_path.read_text(errors="replace")
+
+        try:
+            wait_until(started, 120, "the worker to start", every=0.1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        end(self.process, 20)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    s = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def worker(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    w = Worker(server.url, tmp_path_factory.mktemp("worker"))
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def url(server: RedisServer, worker: Worker) -> str:
+    """The URL of a Redis that a live worker serves (echo, count, fail)."""
+    return server.url
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[wasmgear.Client]:
+    c = wasmgear.Client.from_url(url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Iterator[RedisServer]:
+    """A fresh redis-server of its own, that no worker serves."""
+    s = RedisServer(tmp_path / "bare-redis")
+    yield s
+    s.stop()
+
+
+def cli(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Runs the wasmgear CLI against `url`."""
+    result = subprocess.run(
+        [str(binary()), *args, "--redis", url], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"wasmgear {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+def numsub(r: redis.Redis, channel: str) -> int:
+    reply: List = r.execute_command("PUBSUB", "NUMSUB", channel)
+    return int(reply[1])
+
+
+def events_channel(function: str) -> str:
+    return f"wg:{{{function}}}:events"

@@ -1,0 +1,61 @@
+"""wasmgear: enqueue jobs on a wasmgear queue (Redis) and follow them, from Python.
+
+The client speaks the queue's protocol directly over Redis (PROTOCOL.md in the wasmgear
+repository), calling the same Redis Functions library the workers use (shipped in
+`wasmgear/protocol/`).
+
+    from wasmgear import Client
+    client = Client.from_url("redis://127.0.0.1:6379")
+    job = client.enqueue("echo", b"hello")
+    print(client.wait(job.id).output)
+
+`AsyncClient` (asyncio) offers the same methods, awaited.
+"""
+
+from .aio import AsyncClient, AsyncEventStream
+from .client import Client, EventStream
+from .errors import (
+    BadInput,
+    JobCancelled,
+    JobFailed,
+    NotFound,
+    ProtocolError,
+    Unreachable,
+    WaitTimeout,
+    WasmgearError,
+)
+from .models import (
+    Attempt,
+    CancelResult,
+    Enqueued,
+    Event,
+    Job,
+    JobError,
+    Progress,
+    QueueInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsyncEventStream",
+    "Attempt",
+    "BadInput",
+    "CancelResult",
+    "Client",
+    "Enqueued",
+    "Event",
+    "EventStream",
+    "Job",
+    "JobCancelled",
+    "JobError",
+    "JobFailed",
+    "NotFound",
+    "Progress",
+    "ProtocolError",
+    "QueueInfo",
+    "Unreachable",
+    "WaitTimeout",
+    "WasmgearError",
+]

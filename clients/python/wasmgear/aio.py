@@ -1,0 +1,482 @@
+"""The asyncio client, on `redis.asyncio`: the same operations as `Client` (they are written
+once, in `_core`), awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Dict, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
+
+import redis.asyncio as aredis
+from redis import exceptions as rx
+
+from . import _core as core
+from .client import Input, Seconds, cluster_enabled, connection_kwargs, redact
+from .errors import BadInput, Unreachable
+from .models import CancelResult, Enqueued, Event, Job, QueueInfo
+
+log = logging.getLogger("wasmgear")
+
+T = TypeVar("T")
+
+
+def open_plain(url: str, kwargs: Dict[str, Any]) -> aredis.Redis:
+    try:
+        return aredis.Redis.from_url(url, **kwargs)
+    except ValueError as e:
+        raise BadInput(
+            f"bad Redis URL {redact(url)}: {e} (use redis://[USER:PASSWORD@]HOST:PORT[/DB], "
+            "rediss:// for TLS)"
+        ) from None
+
+
+async def _aclose(thing: Any) -> None:
+    """Closes a redis.asyncio client or pub/sub (`aclose` since redis-py 5.0.1, `close`
+    before)."""
+    closer = getattr(thing, "aclose", None) or thing.close
+    await closer()
+
+
+class _Listener:
+    """The client's one pub/sub connection, shared by all its waits (see the sync client's
+    listener): a task subscribes the channels the waits need and routes each event."""
+
+    def __init__(self, proto: core.Protocol, make_redis: Callable[[], aredis.Redis]) -> None:
+        self._router = core.Router(proto)
+        self._make_redis = make_redis
+        self._changed = asyncio.Event()
+        self._confirmed: Set[str] = set()
+        self._hearing: Set[int] = set()
+        self._todo: List[Tuple[str, List[str]]] = []
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._closed = False
+        self._lost = False
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def watch(self, ids: Sequence[str]) -> Tuple["asyncio.Queue[Any]", bool]:
+        sink: "asyncio.Queue[Any]" = asyncio.Queue()
+        new = self._router.add(ids, sink)
+        if new:
+            self._todo.append(("sub", new))
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        self._notify()
+        channels = self._router.channels_of(ids)
+        deadline = time.monotonic() + core.CONNECT_TIMEOUT
+        while not (self._closed or self._lost or all(c in self._confirmed for c in channels)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return sink, False
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                return sink, False
+        hearing = not self._lost and not self._closed
+        if hearing:
+            self._hearing.add(id(sink))
+        return sink, hearing
+
+    def unwatch(self, ids: Sequence[str], sink: "asyncio.Queue[Any]") -> None:
+        self._hearing.discard(id(sink))
+        gone = self._router.remove(ids, sink)
+        if gone:
+            self._confirmed.difference_update(gone)
+            self._todo.append(("unsub", gone))
+        self._notify()
+
+    def waiting(self) -> int:
+        """How many (job, wait) routes are registered (for tests and diagnostics)."""
+        return sum(len(s) for s in self._router.routes.values())
+
+    def hearing(self) -> int:
+        """How many waits started with their subscription confirmed (for tests)."""
+        return len(self._hearing)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._notify()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+
+    def _broadcast(self, signal: str) -> None:
+        for sink in self._router.sinks():
+            sink.put_nowait(signal)  # type: ignore[attr-defined]
+
+    async def _run(self) -> None:
+        pubsub: Any = None
+        try:
+            while not self._closed:
+                todo, self._todo = self._todo, []
+                channels = self._router.channels()
+                if not channels and not todo:
+                    changed = self._changed
+                    try:
+                        await asyncio.wait_for(changed.wait(), 1.0)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                try:
+                    if pubsub is None:
+                        pubsub = self._make_redis().pubsub()
+                        if channels:
+                            await pubsub.subscribe(*channels)
+                        todo = []  # every channel needed now is subscribed above
+                    for kind, chs in todo:
+                        if kind == "sub":
+                            await pubsub.subscribe(*chs)
+                        else:
+                            await pubsub.unsubscribe(*chs)
+                    if not channels:
+                        continue
+                    message = await pubsub.get_message(timeout=0.05)
+                    if message is not None:
+                        self._handle(message)
+                except Exception as e:  # noqa: BLE001 - whatever broke, reconnect; waits poll meanwhile
+                    was_lost, self._lost = self._lost, True
+                    self._confirmed.clear()
+                    self._notify()
+                    if not was_lost:
+                        log.warning("lost the events connection (%s); reconnecting", e)
+                        self._broadcast(core.LOST)
+                    try:
+                        if pubsub is not None:
+                            await _aclose(pubsub)
+                    except Exception:  # noqa: BLE001 - a broken connection may fail to close
+                        pass
+                    pubsub = None
+                    changed = self._changed
+                    try:
+                        await asyncio.wait_for(changed.wait(), core.WAIT_POLL)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            if pubsub is not None:
+                try:
+                    await _aclose(pubsub)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _handle(self, message: Dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = core.text(message.get("channel"))
+        if kind == "subscribe":
+            self._confirmed.add(channel)
+            if self._lost and all(c in self._confirmed for c in self._router.channels()):
+                self._lost = False
+                log.info("listening to events again (those published meanwhile were missed)")
+                self._broadcast(core.RESUBSCRIBED)
+            self._notify()
+        elif kind == "unsubscribe":
+            if channel not in self._router.refs:
+                self._confirmed.discard(channel)
+        elif kind == "message":
+            for sink, event in self._router.route(channel, message.get("data")):
+                sink.put_nowait(event)  # type: ignore[attr-defined]
+
+
+class AsyncEventStream:
+    """Events as they are published, from `AsyncClient.events`: `async for event in stream`
+    (forever) or `await stream.get(timeout)`; `await stream.aclose()` it, or use `async with`.
+    Subscribed once entered or first read."""
+
+    def __init__(self, client: "AsyncClient", function: Optional[str]) -> None:
+        self._client = client
+        self._function = function
+        self._buffer: List[Event] = []
+        self._pubsub: Any = None
+        self._closed = False
+
+    async def start(self) -> "AsyncEventStream":
+        """Subscribes (waiting for Redis' confirmation), if not done yet."""
+        if self._pubsub is None and not self._closed:
+            await self._subscribe()
+        return self
+
+    async def _subscribe(self) -> None:
+        proto = self._client._proto
+        pubsub = self._client._make_pubsub_redis().pubsub()
+        try:
+            if self._function is None:
+                await pubsub.psubscribe(proto.all_events_pattern())
+            else:
+                await pubsub.subscribe(proto.events_channel(self._function))
+            deadline = time.monotonic() + core.CONNECT_TIMEOUT
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Unreachable("Redis did not confirm the subscription to the events")
+                message = await pubsub.get_message(timeout=left)
+                if message and message.get("type") in ("subscribe", "psubscribe"):
+                    break
+        except BaseException:
+            await _aclose(pubsub)
+            raise
+        self._pubsub = pubsub
+
+    async def get(self, timeout: Optional[float] = None) -> Optional[Event]:
+        """The next event, or None when none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed:
+                return None
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                return None
+            try:
+                if self._pubsub is None:
+                    await self._subscribe()
+                message = await self._pubsub.get_message(timeout=left)
+            except (rx.ConnectionError, rx.TimeoutError, OSError, Unreachable) as e:
+                if self._pubsub is not None:
+                    log.warning("lost the connection to Redis (%s): events are missed until it is back", e)
+                    try:
+                        await _aclose(self._pubsub)
+                    except Exception:  # noqa: BLE001
+                        pass
+                    self._pubsub = None
+                await asyncio.sleep(min(core.WAIT_POLL, max(left, 0.01)))
+                continue
+            if message and message.get("type") in ("message", "pmessage"):
+                function = self._client._proto.function_of_channel(core.text(message["channel"]))
+                if function is not None:
+                    self._buffer.extend(core.parse_message(function, message["data"]))
+        return self._buffer.pop(0)
+
+    def __aiter__(self) -> "AsyncEventStream":
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self.get()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._pubsub is not None:
+            try:
+                await _aclose(self._pubsub)
+            finally:
+                self._pubsub = None
+
+    async def __aenter__(self) -> "AsyncEventStream":
+        try:
+            return await self.start()
+        except (rx.RedisError, OSError) as e:
+            raise core.map_error(e, self._client._url) from None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncClient:
+    """The asyncio client: `client = await AsyncClient.from_url(url)`, then the same methods
+    as `Client`, awaited. Close it with `await client.aclose()` (or `async with`)."""
+
+    def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], aredis.Redis],
+                 cluster: bool) -> None:
+        self._conn = conn
+        self._url = redact(url)
+        self._make_pubsub_redis = make_pubsub_redis
+        self._proto = core.protocol()
+        self._state = core.ClientState()
+        self._listener = _Listener(self._proto, make_pubsub_redis)
+        self.cluster = cluster
+
+    @classmethod
+    async def from_url(cls, url: str, *, cluster: Optional[bool] = None,
+                       **redis_kwargs: Any) -> "AsyncClient":
+        """Connects as `Client.from_url` does (awaited)."""
+        kwargs = {**connection_kwargs(), **redis_kwargs}
+        shown = redact(url)
+        seed = open_plain(url, kwargs)
+        try:
+            if cluster is None:
+                cluster = cluster_enabled(await seed.info("cluster"))
+            if cluster:
+                from redis.asyncio.cluster import RedisCluster
+
+                conn: Any = RedisCluster.from_url(url, **kwargs)
+                await conn.initialize()
+                await _aclose(seed)  # pub/sub opens its own connections to the seed node
+            else:
+                conn = seed
+            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster))
+            await client._ensure_library()
+        except Unreachable as e:
+            await _aclose(seed)
+            raise Unreachable(f"cannot reach Redis at {shown}: {e}") from None
+        except (rx.RedisError, OSError) as e:
+            await _aclose(seed)
+            raise core.map_error(e, shown) from None
+        return client
+
+    # --- running the shared operations ---
+
+    async def _execute(self, op: Any, receive: Any) -> Any:
+        if isinstance(op, core.Cmd):
+            return await self._conn.execute_command(*op.args)
+        if isinstance(op, core.LoadLibrary):
+            return await self._load_library()
+        if isinstance(op, core.Sleep):
+            await asyncio.sleep(op.seconds)
+            return None
+        if isinstance(op, core.Receive) and receive is not None:
+            return await receive(op.timeout)
+        raise TypeError(f"unknown operation {op!r}")
+
+    async def _drive(self, gen: core.Gen[T], receive: Any = None) -> T:
+        reply: Any = None
+        error: Optional[BaseException] = None
+        try:
+            while True:
+                try:
+                    op = gen.throw(error) if error is not None else gen.send(reply)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                reply, error = None, None
+                try:
+                    reply = await self._execute(op, receive)
+                except rx.RedisError as e:
+                    error = e
+        except (rx.RedisError, OSError) as e:
+            raise core.map_error(e, self._url) from None
+        finally:
+            gen.close()
+
+    def _nodes(self) -> List[Any]:
+        return list(self._conn.get_primaries()) if self.cluster else [None]
+
+    async def _on_node(self, node: Any, *args: Any) -> Any:
+        if node is None:
+            return await self._conn.execute_command(*args)
+        return await self._conn.execute_command(*args, target_nodes=node)
+
+    async def _load_library(self) -> None:
+        for node in self._nodes():
+            try:
+                await self._on_node(node, "FUNCTION", "LOAD", self._proto.library_text)
+                error = None
+            except rx.ResponseError as e:
+                error = e
+            core.load_ok(error)
+
+    async def _ensure_library(self) -> None:
+        for node in self._nodes():
+            try:
+                await self._on_node(node, "FCALL", self._proto.prefix + "version", 0)
+                error = None
+            except rx.ResponseError as e:
+                error = e
+            if core.version_action(error):
+                try:
+                    await self._on_node(node, "FUNCTION", "LOAD", self._proto.library_text)
+                    error = None
+                except rx.ResponseError as e:
+                    error = e
+                core.load_ok(error)
+
+    # --- the API (see Client for each method) ---
+
+    async def enqueue(
+        self,
+        function: str,
+        input: Input = b"",
+        *,
+        priority: Union[int, str] = 0,
+        delay: Optional[Seconds] = None,
+        at: Any = None,
+        attempts: Optional[int] = None,
+        timeout: Optional[Seconds] = None,
+        retention: Optional[Seconds] = None,
+        failed_retention: Optional[Seconds] = None,
+        uniq: Optional[str] = None,
+        tags: Sequence[str] = (),
+        after: Sequence[str] = (),
+    ) -> Enqueued:
+        options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
+                       timeout=timeout, retention=retention,
+                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after)
+        core.check_function(function)
+        specs = [core.job_spec(input, options)]
+        return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]
+
+    async def enqueue_many(
+        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, Dict[str, Any]]]],
+        **options: Any,
+    ) -> List[Enqueued]:
+        core.check_function(function)
+        specs = core.job_specs(jobs, options)
+        return await self._drive(core.enqueue(self._proto, self._state, function, specs))
+
+    async def status(self, id: str) -> Job:
+        return await self._drive(core.status(self._proto, id))
+
+    async def logs(self, id: str) -> str:
+        return await self._drive(core.logs(self._proto, id))
+
+    async def cancel(self, id: str) -> CancelResult:
+        return await self._drive(core.cancel(self._proto, id))
+
+    async def retry(self, id: str) -> bool:
+        return await self._drive(core.retry(self._proto, id))
+
+    async def queues(self) -> List[QueueInfo]:
+        return await self._drive(core.queues(self._proto))
+
+    @overload
+    async def wait(self, ids: str, timeout: Optional[Seconds] = None,  # type: ignore[overload-overlap]
+                   on_progress: Optional[core.ProgressCallback] = None, *,
+                   check: bool = True) -> Job: ...
+
+    @overload
+    async def wait(self, ids: Sequence[str], timeout: Optional[Seconds] = None,
+                   on_progress: Optional[core.ProgressCallback] = None, *,
+                   check: bool = True) -> List[Job]: ...
+
+    async def wait(self, ids: Union[str, Sequence[str]], timeout: Optional[Seconds] = None,
+                   on_progress: Optional[core.ProgressCallback] = None, *,
+                   check: bool = True) -> Union[Job, List[Job]]:
+        id_list, many = core.normalize_ids(ids)
+        seconds = core.timeout_seconds(timeout)
+        sink, hearing = await self._listener.watch(id_list)
+
+        async def receive(wait: float) -> Any:
+            try:
+                return await asyncio.wait_for(sink.get(), max(wait, 0))
+            except asyncio.TimeoutError:
+                return None
+
+        try:
+            jobs = await self._drive(
+                core.wait(self._proto, id_list, seconds, on_progress, hearing), receive
+            )
+        finally:
+            self._listener.unwatch(id_list, sink)
+        if check:
+            core.outcome(jobs, many)
+        return jobs if many else jobs[0]
+
+    def events(self, function: Optional[str] = None) -> AsyncEventStream:
+        """The events of `function` (of every function when None): `async with
+        client.events() as stream: async for event in stream: ...`."""
+        if function is not None:
+            core.check_function(function)
+        return AsyncEventStream(self, function)
+
+    async def aclose(self) -> None:
+        await self._listener.close()
+        await _aclose(self._conn)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

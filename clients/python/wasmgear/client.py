@@ -1,0 +1,545 @@
+"""The synchronous client, on redis-py's `redis.Redis` (or `RedisCluster`)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Callable, Dict, Set, TypeVar, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis import exceptions as rx
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from . import _core as core
+from .errors import BadInput, Unreachable, WasmgearError
+from .models import CancelResult, Enqueued, Event, Job, QueueInfo
+
+log = logging.getLogger("wasmgear")
+
+T = TypeVar("T")
+
+Input = Union[bytes, str]
+Seconds = Union[int, float, timedelta]
+
+
+def redact(url: str) -> str:
+    """`url` with its password (or a lone user name, which Redis takes for one) hidden."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a Redis URL)"
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    hidden = f"{user}:***" if colon else "***"
+    return urlunsplit(parts._replace(netloc=f"{hidden}@{host}"))
+
+
+def connection_kwargs() -> Dict[str, Any]:
+    """redis-py settings shared by both clients: bytes replies, the timeouts PROTOCOL.md
+    describes, and no retries of redis-py's own (the client retries what is safe to send
+    twice, with the same call id)."""
+    return {
+        "socket_timeout": core.RESPONSE_TIMEOUT,
+        "socket_connect_timeout": core.CONNECT_TIMEOUT,
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": False,
+    }
+
+
+def open_plain(url: str, kwargs: Dict[str, Any]) -> redis.Redis:
+    try:
+        return redis.Redis.from_url(url, **kwargs)
+    except ValueError as e:
+        raise BadInput(
+            f"bad Redis URL {redact(url)}: {e} (use redis://[USER:PASSWORD@]HOST:PORT[/DB], "
+            "rediss:// for TLS)"
+        ) from None
+
+
+def cluster_enabled(info: Any) -> bool:
+    """Whether `INFO cluster` says the server is part of a cluster."""
+    if isinstance(info, dict):
+        if "cluster_enabled" not in info:
+            raise Unreachable("it answered, but not like Redis (no cluster section in INFO)")
+        return str(info["cluster_enabled"]) == "1"
+    raise Unreachable("it answered, but not like Redis (no cluster section in INFO)")
+
+
+class _Listener:
+    """The client's one pub/sub connection, shared by all its waits: a thread subscribes the
+    channels the waits need (core.Router) and hands each event to the waits of its job.
+    When the connection drops it tells the waits (LOST), reconnects, subscribes again and
+    tells them (RESUBSCRIBED), so they re-read what they may have missed."""
+
+    def __init__(self, proto: core.Protocol, make_redis: Callable[[], redis.Redis]) -> None:
+        self._router = core.Router(proto)
+        self._make_redis = make_redis
+        self._cond = threading.Condition()
+        self._confirmed: Set[str] = set()
+        self._hearing: Set[int] = set()
+        self._todo: List[Tuple[str, List[str]]] = []
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        self._lost = False
+
+    def watch(self, ids: Sequence[str]) -> Tuple["queue.Queue[Any]", bool]:
+        """Routes the events of `ids` to a new queue; returns it and whether the
+        subscription is confirmed (so that nothing published from now on is missed)."""
+        sink: "queue.Queue[Any]" = queue.Queue()
+        with self._cond:
+            new = self._router.add(ids, sink)
+            if new:
+                self._todo.append(("sub", new))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="wasmgear-events", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+            channels = self._router.channels_of(ids)
+            ok = self._cond.wait_for(
+                lambda: self._closed
+                or self._lost
+                or all(c in self._confirmed for c in channels),
+                core.CONNECT_TIMEOUT,
+            )
+            hearing = bool(ok) and not self._lost and not self._closed
+            if hearing:
+                self._hearing.add(id(sink))
+            return sink, hearing
+
+    def unwatch(self, ids: Sequence[str], sink: "queue.Queue[Any]") -> None:
+        with self._cond:
+            self._hearing.discard(id(sink))
+            gone = self._router.remove(ids, sink)
+            if gone:
+                self._confirmed.difference_update(gone)
+                self._todo.append(("unsub", gone))
+            self._cond.notify_all()
+
+    def waiting(self) -> int:
+        """How many (job, wait) routes are registered (for tests and diagnostics)."""
+        with self._cond:
+            return sum(len(s) for s in self._router.routes.values())
+
+    def hearing(self) -> int:
+        """How many waits started with their subscription confirmed (for tests)."""
+        with self._cond:
+            return len(self._hearing)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+
+    def _broadcast(self, signal: str) -> None:
+        with self._cond:
+            sinks = self._router.sinks()
+        for sink in sinks:
+            sink.put(signal)  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        pubsub: Any = None
+        while True:
+            with self._cond:
+                if self._closed:
+                    break
+                todo, self._todo = self._todo, []
+                channels = self._router.channels()
+                if pubsub is not None and not channels and not todo:
+                    # Nothing to listen to: sleep until a wait needs a channel.
+                    self._cond.wait(1.0)
+                    continue
+            try:
+                if pubsub is None:
+                    pubsub = self._make_redis().pubsub()  # type: ignore[no-untyped-call]
+                    if channels:
+                        pubsub.subscribe(*channels)
+                    todo = []  # every channel needed now is subscribed above
+                    if not channels:
+                        continue
+                for kind, chs in todo:
+                    if kind == "sub":
+                        pubsub.subscribe(*chs)
+                    else:
+                        pubsub.unsubscribe(*chs)
+                message = pubsub.get_message(timeout=0.05)
+                if message is not None:
+                    self._handle(message)
+            except Exception as e:  # noqa: BLE001 - whatever broke, reconnect; waits poll meanwhile
+                with self._cond:
+                    was_lost, self._lost = self._lost, True
+                    self._confirmed.clear()
+                    self._cond.notify_all()
+                if not was_lost:
+                    log.warning("lost the events connection (%s); reconnecting", e)
+                    self._broadcast(core.LOST)
+                try:
+                    if pubsub is not None:
+                        pubsub.close()
+                except Exception:  # noqa: BLE001 - a broken connection may fail to close
+                    pass
+                pubsub = None
+                with self._cond:
+                    if not self._closed:
+                        self._cond.wait(core.WAIT_POLL)
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _handle(self, message: Dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = core.text(message.get("channel"))
+        if kind == "subscribe":
+            back = False
+            with self._cond:
+                self._confirmed.add(channel)
+                if self._lost and all(c in self._confirmed for c in self._router.channels()):
+                    self._lost = False
+                    back = True
+                self._cond.notify_all()
+            if back:
+                log.info("listening to events again (those published meanwhile were missed)")
+                self._broadcast(core.RESUBSCRIBED)
+        elif kind == "unsubscribe":
+            with self._cond:
+                if channel not in self._router.refs:
+                    self._confirmed.discard(channel)
+        elif kind == "message":
+            with self._cond:
+                pairs = self._router.route(channel, message.get("data"))
+            for sink, event in pairs:
+                sink.put(event)  # type: ignore[attr-defined]
+
+
+class EventStream:
+    """Events as they are published, from `Client.events`: iterate over it (forever), or
+    call `get(timeout)`; `close()` it (or use it as a context manager). Subscribed when
+    returned, so nothing published afterwards is missed. Events published while the
+    connection is down are missed (a warning is logged); the stream reconnects."""
+
+    def __init__(self, client: "Client", function: Optional[str]) -> None:
+        self._client = client
+        self._function = function
+        self._buffer: List[Event] = []
+        self._pubsub: Any = None
+        self._closed = False
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        proto = self._client._proto
+        pubsub = self._client._make_pubsub_redis().pubsub()  # type: ignore[no-untyped-call]
+        try:
+            if self._function is None:
+                pubsub.psubscribe(proto.all_events_pattern())
+            else:
+                pubsub.subscribe(proto.events_channel(self._function))
+            deadline = time.monotonic() + core.CONNECT_TIMEOUT
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Unreachable("Redis did not confirm the subscription to the events")
+                message = pubsub.get_message(timeout=left)
+                if message and message.get("type") in ("subscribe", "psubscribe"):
+                    break
+        except BaseException:
+            pubsub.close()
+            raise
+        self._pubsub = pubsub
+
+    def get(self, timeout: Optional[float] = None) -> Optional[Event]:
+        """The next event, or None when none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed:
+                return None
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                return None
+            try:
+                if self._pubsub is None:
+                    self._subscribe()
+                    log.info("listening to events again (those published meanwhile were missed)")
+                message = self._pubsub.get_message(timeout=left)
+            except (rx.ConnectionError, rx.TimeoutError, OSError, Unreachable) as e:
+                if self._pubsub is not None:
+                    log.warning("lost the connection to Redis (%s): events are missed until it is back", e)
+                    try:
+                        self._pubsub.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    self._pubsub = None
+                time.sleep(min(core.WAIT_POLL, max(left, 0.01)))
+                continue
+            if message and message.get("type") in ("message", "pmessage"):
+                function = self._client._proto.function_of_channel(core.text(message["channel"]))
+                if function is not None:
+                    self._buffer.extend(core.parse_message(function, message["data"]))
+        return self._buffer.pop(0)
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        event = self.get()
+        if event is None:
+            raise StopIteration
+        return event
+
+    def close(self) -> None:
+        self._closed = True
+        if self._pubsub is not None:
+            try:
+                self._pubsub.close()
+            finally:
+                self._pubsub = None
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Client:
+    """A connection to a wasmgear queue for producers and operators (thread-safe).
+
+    Make one with `Client.from_url("redis://127.0.0.1:6379")`; close it with `close()` or use
+    it as a context manager."""
+
+    def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], redis.Redis],
+                 cluster: bool) -> None:
+        self._conn = conn
+        self._url = redact(url)
+        self._make_pubsub_redis = make_pubsub_redis
+        self._proto = core.protocol()
+        self._state = core.ClientState()
+        self._listener = _Listener(self._proto, make_pubsub_redis)
+        self.cluster = cluster
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: Optional[bool] = None, **redis_kwargs: Any) -> "Client":
+        """Connects to the Redis at `url` (redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://
+        for TLS). Asks the server (`INFO cluster`) whether it is part of a Redis Cluster, and
+        then routes each call by its keys (`cluster=True`/`False` decides instead). Loads the
+        wasmgear library unless it is there. Extra keyword arguments go to redis-py."""
+        kwargs = {**connection_kwargs(), **redis_kwargs}
+        shown = redact(url)
+        seed = open_plain(url, kwargs)
+        try:
+            if cluster is None:
+                cluster = cluster_enabled(seed.info("cluster"))
+            if cluster:
+                from redis.cluster import RedisCluster
+
+                conn: Any = RedisCluster.from_url(url, **kwargs)
+                seed.close()  # pub/sub opens its own connections to the seed node
+            else:
+                conn = seed
+            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster))
+            client._ensure_library()
+        except Unreachable as e:
+            seed.close()
+            raise Unreachable(f"cannot reach Redis at {shown}: {e}") from None
+        except (rx.RedisError, OSError) as e:
+            seed.close()
+            raise core.map_error(e, shown) from None
+        return client
+
+    # --- running the shared operations ---
+
+    def _execute(self, op: Any, receive: Optional[Callable[[float], Any]]) -> Any:
+        if isinstance(op, core.Cmd):
+            return self._conn.execute_command(*op.args)
+        if isinstance(op, core.LoadLibrary):
+            return self._load_library()
+        if isinstance(op, core.Sleep):
+            time.sleep(op.seconds)
+            return None
+        if isinstance(op, core.Receive) and receive is not None:
+            return receive(op.timeout)
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _drive(self, gen: core.Gen[T], receive: Optional[Callable[[float], Any]] = None) -> T:
+        reply: Any = None
+        error: Optional[BaseException] = None
+        try:
+            while True:
+                try:
+                    op = gen.throw(error) if error is not None else gen.send(reply)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                reply, error = None, None
+                try:
+                    reply = self._execute(op, receive)
+                except rx.RedisError as e:
+                    error = e
+        except rx.RedisError as e:
+            raise core.map_error(e, self._url) from None
+        except OSError as e:
+            raise core.map_error(e, self._url) from None
+        finally:
+            gen.close()
+
+    def _nodes(self) -> List[Any]:
+        return list(self._conn.get_primaries()) if self.cluster else [None]
+
+    def _on_node(self, node: Any, *args: Any) -> Any:
+        if node is None:
+            return self._conn.execute_command(*args)
+        return self._conn.execute_command(*args, target_nodes=node)
+
+    def _load_library(self) -> None:
+        for node in self._nodes():
+            try:
+                self._on_node(node, "FUNCTION", "LOAD", self._proto.library_text)
+                error = None
+            except rx.ResponseError as e:
+                error = e
+            core.load_ok(error)
+
+    def _ensure_library(self) -> None:
+        for node in self._nodes():
+            try:
+                self._on_node(node, "FCALL", self._proto.prefix + "version", 0)
+                error = None
+            except rx.ResponseError as e:
+                error = e
+            if core.version_action(error):
+                try:
+                    self._on_node(node, "FUNCTION", "LOAD", self._proto.library_text)
+                    error = None
+                except rx.ResponseError as e:
+                    error = e
+                core.load_ok(error)
+
+    # --- the API ---
+
+    def enqueue(
+        self,
+        function: str,
+        input: Input = b"",
+        *,
+        priority: Union[int, str] = 0,
+        delay: Optional[Seconds] = None,
+        at: Any = None,
+        attempts: Optional[int] = None,
+        timeout: Optional[Seconds] = None,
+        retention: Optional[Seconds] = None,
+        failed_retention: Optional[Seconds] = None,
+        uniq: Optional[str] = None,
+        tags: Sequence[str] = (),
+        after: Sequence[str] = (),
+    ) -> Enqueued:
+        """Enqueues one job of `function` and returns its id (and whether it is new: False
+        when an unfinished job held the same `uniq` key). Raises BadInput, having written
+        nothing, for a bad option."""
+        options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
+                       timeout=timeout, retention=retention,
+                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after)
+        core.check_function(function)
+        specs = [core.job_spec(input, options)]
+        return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]
+
+    def enqueue_many(
+        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, Dict[str, Any]]]],
+        **options: Any,
+    ) -> List[Enqueued]:
+        """Enqueues many jobs of `function`: each an input, or an (input, options dict) pair
+        whose options (the keyword arguments of `enqueue`) add to `options`. Every job is
+        checked before any is sent. Up to 1000 jobs go in one atomic call; a bigger batch
+        takes several calls, and an error of a later call (see `enqueued` on the error)
+        leaves the earlier calls' jobs enqueued."""
+        core.check_function(function)
+        specs = core.job_specs(jobs, options)
+        return self._drive(core.enqueue(self._proto, self._state, function, specs))
+
+    def status(self, id: str) -> Job:
+        """Everything known about job `id` (NotFound when there is no such job)."""
+        return self._drive(core.status(self._proto, id))
+
+    def logs(self, id: str) -> str:
+        """Job `id`'s log: each attempt's log lines, stdout and stderr (the newest 256 KiB)."""
+        return self._drive(core.logs(self._proto, id))
+
+    def cancel(self, id: str) -> CancelResult:
+        """Cancels job `id`: a waiting one at once, a running one by asking its worker to stop
+        it (it then ends `cancelled`)."""
+        return self._drive(core.cancel(self._proto, id))
+
+    def retry(self, id: str) -> bool:
+        """Runs failed or cancelled job `id` again; False when it had not ended so."""
+        return self._drive(core.retry(self._proto, id))
+
+    def queues(self) -> List[QueueInfo]:
+        """Every known function's queue: jobs per state, live workers, paused."""
+        return self._drive(core.queues(self._proto))
+
+    @overload
+    def wait(self, ids: str, timeout: Optional[Seconds] = None,  # type: ignore[overload-overlap]
+             on_progress: Optional[core.ProgressCallback] = None, *, check: bool = True) -> Job: ...
+
+    @overload
+    def wait(self, ids: Sequence[str], timeout: Optional[Seconds] = None,
+             on_progress: Optional[core.ProgressCallback] = None, *,
+             check: bool = True) -> List[Job]: ...
+
+    def wait(self, ids: Union[str, Sequence[str]], timeout: Optional[Seconds] = None,
+             on_progress: Optional[core.ProgressCallback] = None, *,
+             check: bool = True) -> Union[Job, List[Job]]:
+        """Waits until job `ids` (or every job of a list) has ended and returns its final
+        status (a list for a list). Progress reports go to `on_progress(Progress)` in order.
+        Raises WaitTimeout after `timeout` (the jobs go on); with `check` (the default)
+        raises JobFailed when a job failed, else JobCancelled when one was cancelled (the
+        final statuses are on the error). All waits of a client, in any thread, share one
+        subscription."""
+        id_list, many = core.normalize_ids(ids)
+        seconds = core.timeout_seconds(timeout)
+        sink, hearing = self._listener.watch(id_list)
+
+        def receive(wait: float) -> Any:
+            try:
+                return sink.get(timeout=max(wait, 0))
+            except queue.Empty:
+                return None
+
+        try:
+            jobs = self._drive(core.wait(self._proto, id_list, seconds, on_progress, hearing), receive)
+        finally:
+            self._listener.unwatch(id_list, sink)
+        if check:
+            core.outcome(jobs, many)
+        return jobs if many else jobs[0]
+
+    def events(self, function: Optional[str] = None) -> EventStream:
+        """The events of `function` (of every function when None) as they are published."""
+        if function is not None:
+            core.check_function(function)
+        try:
+            return EventStream(self, function)
+        except (rx.RedisError, OSError) as e:
+            raise core.map_error(e, self._url) from None
+
+    def close(self) -> None:
+        self._listener.close()
+        self._conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["Client", "EventStream", "WasmgearError"]

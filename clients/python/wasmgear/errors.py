@@ -1,0 +1,91 @@
+"""The errors of the wasmgear client, each with the exit code the `wasmgear` CLI uses for it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import Enqueued, Job
+
+
+class WasmgearError(Exception):
+    """The base of every error this client raises. `exit_code` is the CLI's for the same case."""
+
+    exit_code: int = 1
+
+
+class BadInput(WasmgearError):
+    """A bad argument or option, refused before anything was written (CLI exit code 2).
+
+    When a bulk enqueue of several calls is refused by a later call, `enqueued` lists the jobs
+    that the earlier calls did write."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, enqueued: Optional[Sequence["Enqueued"]] = None) -> None:
+        super().__init__(message)
+        self.enqueued: List["Enqueued"] = list(enqueued or [])
+
+
+class NotFound(WasmgearError):
+    """No such job: never enqueued, or its retention is over (CLI exit code 5)."""
+
+    exit_code = 5
+
+
+class Unreachable(WasmgearError):
+    """Redis cannot be reached, refused the credentials, or is not Redis (CLI exit code 6).
+
+    `enqueued` lists the jobs that earlier calls of a bulk enqueue wrote before Redis went
+    away."""
+
+    exit_code = 6
+
+    def __init__(self, message: str, enqueued: Optional[Sequence["Enqueued"]] = None) -> None:
+        super().__init__(message)
+        self.enqueued: List["Enqueued"] = list(enqueued or [])
+
+
+class JobFailed(WasmgearError):
+    """`wait` saw a job end `failed` (CLI exit code 1). `job` is its final status (the first
+    failed one when several were waited for) and `jobs` every job waited for."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, job: "Job", jobs: Sequence["Job"] = ()) -> None:
+        super().__init__(message)
+        self.job = job
+        self.jobs: List["Job"] = list(jobs) or [job]
+
+
+class JobCancelled(WasmgearError):
+    """`wait` saw a job end `cancelled` (CLI exit code 3). `job` and `jobs` as for JobFailed."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, job: "Job", jobs: Sequence["Job"] = ()) -> None:
+        super().__init__(message)
+        self.job = job
+        self.jobs: List["Job"] = list(jobs) or [job]
+
+
+class WaitTimeout(WasmgearError):
+    """`wait` gave up after its timeout; the jobs go on (CLI exit code 4). `ids` are the jobs
+    that had not ended."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.ids: List[str] = list(ids)
+
+
+class ProtocolError(WasmgearError):
+    """Redis answered something this client cannot read (a corrupt record, a library of
+    another version), or a Redis error that is none of the above (CLI exit code 1)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, detail: Any = None) -> None:
+        super().__init__(message)
+        self.detail = detail

@@ -1,0 +1,383 @@
+//! The API's routes (listed in [`crate::ROUTES`], described in the OpenAPI document).
+
+use std::convert::Infallible;
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wasmgear_client::{
+    CancelOutcome, EnqueueOptions, FunctionName, JobId, JobStatus, Priority, QueueError,
+};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The most jobs one bulk request may carry (they are enqueued in one atomic call).
+pub(crate) const MAX_BULK_JOBS: usize = 10_000;
+/// How long a long poll waits when the request names no timeout.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// The longest a long poll may wait (proxies commonly cut idle requests at a minute).
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/functions/{function}/jobs", post(enqueue))
+        .route("/v1/functions/{function}/bulk", post(bulk))
+        .route("/v1/jobs/{id}", get(status))
+        .route("/v1/jobs/{id}/wait", get(wait))
+        .route("/v1/jobs/{id}/logs", get(logs))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/retry", post(retry))
+        .route("/v1/events", get(events))
+        .route("/v1/queues", get(queues))
+        .route("/v1/workers", get(workers))
+        .route("/v1/failures", get(failures))
+        .route("/v1/functions/{function}/stats", get(stats))
+}
+
+type ApiResult<T = Response> = Result<T, ApiError>;
+
+/// One job to enqueue: its input in one of three forms (none: empty input) and its options,
+/// each with the CLI's default when left out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobRequest {
+    /// The input as text (UTF-8).
+    input: Option<String>,
+    /// The input as base64 bytes.
+    input_base64: Option<String>,
+    /// The input as any JSON value (the job gets its compact JSON text).
+    input_json: Option<Value>,
+    priority: Option<i32>,
+    delay_ms: Option<u64>,
+    at_ms: Option<u64>,
+    attempts: Option<u32>,
+    timeout_ms: Option<u64>,
+    retention_ms: Option<u64>,
+    failed_retention_ms: Option<u64>,
+    uniq: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    after: Vec<String>,
+}
+
+impl JobRequest {
+    /// The input bytes and options, or what is wrong with them.
+    fn into_job(self) -> Result<(Vec<u8>, EnqueueOptions), String> {
+        let input = match (self.input, self.input_base64, self.input_json) {
+            (None, None, None) => Vec::new(),
+            (Some(text), None, None) => text.into_bytes(),
+            (None, Some(encoded), None) => BASE64
+                .decode(encoded.trim())
+                .map_err(|e| format!("input_base64 is not base64: {e}"))?,
+            (None, None, Some(value)) => value.to_string().into_bytes(),
+            _ => return Err("give one of input, input_base64 and input_json, not several".into()),
+        };
+        let mut options = EnqueueOptions::default();
+        if let Some(priority) = self.priority {
+            options.priority = Priority::new(priority).map_err(|e| e.to_string())?;
+        }
+        options.max_attempts = self.attempts;
+        options.timeout = self.timeout_ms.map(Duration::from_millis);
+        if let Some(ms) = self.retention_ms {
+            options.retention = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.failed_retention_ms {
+            options.failed_retention = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.delay_ms {
+            options.delay = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.at_ms {
+            options.at = UNIX_EPOCH.checked_add(Duration::from_millis(ms));
+        }
+        options.uniq = self.uniq;
+        options.tags = self.tags;
+        options.after = self
+            .after
+            .iter()
+            .map(|id| {
+                id.parse::<JobId>()
+                    .map_err(|e| format!("after: {id:?} is not a job id: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((input, options))
+    }
+}
+
+fn function_of(name: &str) -> ApiResult<FunctionName> {
+    FunctionName::new(name).map_err(|e| ApiError::bad_input(e.to_string()))
+}
+
+fn job_id_of(id: &str) -> ApiResult<JobId> {
+    id.parse::<JobId>()
+        .map_err(|e| ApiError::bad_input(e.to_string()))
+}
+
+/// `POST /v1/functions/{function}/jobs`: enqueues one job.
+async fn enqueue(
+    State(state): State<AppState>,
+    Path(function): Path<String>,
+    body: Result<Json<JobRequest>, JsonRejection>,
+) -> ApiResult {
+    let function = function_of(&function)?;
+    let Json(request) = body?;
+    let (input, options) = request.into_job().map_err(ApiError::bad_input)?;
+    let mut enqueued = state
+        .client
+        .submit(&function, &[(input.as_slice(), options)])
+        .await?;
+    let job = enqueued
+        .pop()
+        .ok_or_else(|| ApiError::bad_input("the job was not enqueued"))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "id": job.id.to_string(), "created": job.created })),
+    )
+        .into_response())
+}
+
+/// The body of a bulk enqueue.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkRequest {
+    jobs: Vec<JobRequest>,
+}
+
+/// `POST /v1/functions/{function}/bulk`: enqueues many jobs of one function, all or none.
+async fn bulk(
+    State(state): State<AppState>,
+    Path(function): Path<String>,
+    body: Result<Json<BulkRequest>, JsonRejection>,
+) -> ApiResult {
+    let function = function_of(&function)?;
+    let Json(request) = body?;
+    if request.jobs.len() > MAX_BULK_JOBS {
+        return Err(ApiError::bad_input(format!(
+            "{} jobs are more than the {MAX_BULK_JOBS} one request may carry; send several",
+            request.jobs.len()
+        )));
+    }
+    let jobs = request
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| {
+            job.into_job()
+                .map_err(|e| ApiError::bad_input(format!("job {}: {e}", i + 1)))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let borrowed: Vec<(&[u8], EnqueueOptions)> = jobs
+        .iter()
+        .map(|(input, options)| (input.as_slice(), options.clone()))
+        .collect();
+    let enqueued = state.client.submit(&function, &borrowed).await?;
+    let list: Vec<Value> = enqueued
+        .iter()
+        .map(|job| json!({ "id": job.id.to_string(), "created": job.created }))
+        .collect();
+    Ok((StatusCode::CREATED, Json(json!({ "jobs": list }))).into_response())
+}
+
+/// A job as the API answers it: the record's fields (PROTOCOL.md, "The job record"), its
+/// id, and a succeeded job's output as `output_base64` and, when it is UTF-8, `output`.
+pub(crate) fn job_json(status: &JobStatus) -> Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(output) = &status.output {
+        value["output_base64"] = BASE64.encode(output).into();
+        if let Ok(text) = std::str::from_utf8(output) {
+            value["output"] = text.into();
+        }
+    }
+    value
+}
+
+/// `GET /v1/jobs/{id}`.
+async fn status(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let id = job_id_of(&id)?;
+    let status = state.client.status(&id).await?;
+    Ok(Json(job_json(&status)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitQuery {
+    timeout_ms: Option<u64>,
+}
+
+/// `GET /v1/jobs/{id}/wait?timeout_ms=N`: a long poll. 200 and the job once it has ended;
+/// 202 and the job as it is when the timeout passes first (or the server shuts down).
+async fn wait(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> ApiResult {
+    let id = job_id_of(&id)?;
+    let Query(query) = query?;
+    let timeout = query.timeout_ms.map_or(DEFAULT_WAIT, Duration::from_millis);
+    if timeout > MAX_WAIT {
+        return Err(ApiError::bad_input(format!(
+            "timeout_ms {} is longer than the longest wait, {} ms",
+            timeout.as_millis(),
+            MAX_WAIT.as_millis()
+        )));
+    }
+    let waited = tokio::select! {
+        waited = state.client.wait(&id, Some(timeout), |_| {}) => Some(waited),
+        () = state.shutdown.cancelled() => None,
+    };
+    match waited {
+        Some(Ok(status)) => Ok(Json(job_json(&status)).into_response()),
+        Some(Err(QueueError::WaitTimedOut(_))) | None => {
+            let status = state.client.status(&id).await?;
+            Ok((StatusCode::ACCEPTED, Json(job_json(&status))).into_response())
+        }
+        Some(Err(e)) => Err(e.into()),
+    }
+}
+
+/// `GET /v1/jobs/{id}/logs`: the job's log as text.
+async fn logs(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let id = job_id_of(&id)?;
+    // A job that is gone has no log: say so rather than answer an empty one.
+    state.client.status(&id).await?;
+    let log = state.client.logs(&id).await?;
+    Ok(log.into_response())
+}
+
+/// `POST /v1/jobs/{id}/cancel`.
+async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let id = job_id_of(&id)?;
+    let outcome = match state.client.cancel(&id).await? {
+        CancelOutcome::Cancelled => json!({ "outcome": "cancelled" }),
+        CancelOutcome::Stopping => json!({ "outcome": "stopping" }),
+        CancelOutcome::AlreadyEnded(state) => {
+            json!({ "outcome": "already_ended", "state": state.as_str() })
+        }
+    };
+    Ok(Json(outcome).into_response())
+}
+
+/// `POST /v1/jobs/{id}/retry`: runs a failed or cancelled job again.
+async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let id = job_id_of(&id)?;
+    let retried = state.client.retry(&id).await?;
+    if !retried {
+        let status = state.client.status(&id).await?;
+        return Err(ApiError::bad_input(format!(
+            "job {id} is {}: only a failed or cancelled job can be retried",
+            status.record.state.as_str()
+        )));
+    }
+    Ok(Json(json!({ "retried": true })).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    function: Option<String>,
+}
+
+/// `GET /v1/events[?function=F]`: Server-Sent Events, one per queue event, named by its
+/// kind (`create`, `start`, `progress`, `finish`...), its data the event's JSON with the
+/// function added.
+async fn events(
+    State(state): State<AppState>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let function = query.function.as_deref().map(function_of).transpose()?;
+    let events = state.client.events(function.as_ref()).await?;
+    let shutdown = state.shutdown.clone();
+    let stream = events
+        .map(|published| {
+            let mut data: Value = serde_json::from_str(&published.json).unwrap_or_default();
+            if let Value::Object(fields) = &mut data {
+                fields.insert("function".into(), published.function.as_str().into());
+            }
+            Ok::<_, Infallible>(
+                SseEvent::default()
+                    .event(published.event.kind())
+                    .data(data.to_string()),
+            )
+        })
+        .take_until(async move { shutdown.cancelled().await });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// `GET /v1/queues`: every function's counts per state and live workers.
+async fn queues(State(state): State<AppState>) -> ApiResult {
+    Ok(Json(state.client.queues().await?).into_response())
+}
+
+/// `GET /v1/workers`: the live workers and what they advertise.
+async fn workers(State(state): State<AppState>) -> ApiResult {
+    let workers = state.client.workers().await?;
+    let list: Vec<Value> = workers
+        .iter()
+        .map(|w| {
+            let ad = match &w.ad {
+                Ok(ad) => serde_json::to_value(ad).unwrap_or_default(),
+                Err(text) => serde_json::from_str(text).unwrap_or_default(),
+            };
+            json!({ "id": w.id, "expires_ms": w.expires_ms, "advertised": ad })
+        })
+        .collect();
+    Ok(Json(list).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailuresQuery {
+    function: Option<String>,
+}
+
+/// `GET /v1/failures[?function=F]`: failure groups and their counts.
+async fn failures(
+    State(state): State<AppState>,
+    query: Result<Query<FailuresQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(query) = query?;
+    let function = query.function.as_deref().map(function_of).transpose()?;
+    if let Some(function) = &function {
+        state.client.check_function(function).await?;
+    }
+    Ok(Json(state.client.failure_groups(function.as_ref()).await?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatsQuery {
+    /// A day as YYYY-MM-DD (UTC); today when left out.
+    day: Option<String>,
+}
+
+/// `GET /v1/functions/{function}/stats[?day=YYYY-MM-DD]`.
+async fn stats(
+    State(state): State<AppState>,
+    Path(function): Path<String>,
+    query: Result<Query<StatsQuery>, QueryRejection>,
+) -> ApiResult {
+    let function = function_of(&function)?;
+    let Query(query) = query?;
+    let day = match &query.day {
+        Some(date) => wasmgear_proto::units::day_of_date(date)
+            .map_err(|e| ApiError::bad_input(format!("day: {e}")))?,
+        None => wasmgear_proto::units::today(),
+    };
+    state.client.check_function(&function).await?;
+    Ok(Json(state.client.stats(&function, day).await?).into_response())
+}

@@ -1,0 +1,152 @@
+//! wasmgear's HTTP API, served by `wasmgear serve`: a small JSON API over
+//! [`wasmgear_client`] for programs in any language that would rather speak HTTP than the
+//! Redis protocol.
+//!
+//! Every route is in [`ROUTES`] and in the OpenAPI document ([`openapi`], served at
+//! [`OPENAPI_PATH`]); a test checks the two against each other and against the router.
+//! Errors are JSON, `{"error": {"class", "message", "exit_code"}}`, with the classes and
+//! exit codes of the CLI ([`wasmgear_client::ErrorClass`]). Every route but the OpenAPI
+//! document needs `Authorization: Bearer TOKEN` unless the server runs without
+//! authentication ([`Auth::None`], which `wasmgear serve` allows on loopback only).
+
+mod api;
+mod error;
+mod openapi;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use tokio_util::sync::CancellationToken;
+use wasmgear_client::Client;
+
+pub use error::ApiError;
+pub use openapi::{OPENAPI_PATH, openapi};
+
+/// Who may call the API.
+#[derive(Clone)]
+pub enum Auth {
+    /// Callers must send `Authorization: Bearer` with this token.
+    Token(String),
+    /// Anyone who can reach the address may call it.
+    None,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Token(_) => f.write_str("Auth::Token(<redacted>)"),
+            Auth::None => f.write_str("Auth::None"),
+        }
+    }
+}
+
+/// Every route of the API: method and path (axum's `{name}` for a path parameter), in the
+/// order the OpenAPI document lists them.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/functions/{function}/jobs"),
+    ("POST", "/v1/functions/{function}/bulk"),
+    ("GET", "/v1/jobs/{id}"),
+    ("GET", "/v1/jobs/{id}/wait"),
+    ("GET", "/v1/jobs/{id}/logs"),
+    ("POST", "/v1/jobs/{id}/cancel"),
+    ("POST", "/v1/jobs/{id}/retry"),
+    ("GET", "/v1/events"),
+    ("GET", "/v1/queues"),
+    ("GET", "/v1/workers"),
+    ("GET", "/v1/failures"),
+    ("GET", "/v1/functions/{function}/stats"),
+];
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) client: Client,
+    pub(crate) auth: Arc<Auth>,
+    /// Cancelled when the server shuts down: long polls answer at once and event streams
+    /// end, so that the graceful shutdown does not wait on them.
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// The API's router over `client`, with `auth`; `shutdown` ends long polls and event
+/// streams. Request bodies are limited to `max_input_bytes` (the job input limit).
+pub fn router(
+    client: Client,
+    auth: Auth,
+    shutdown: CancellationToken,
+    max_input_bytes: usize,
+) -> Router {
+    let state = AppState {
+        client,
+        auth: Arc::new(auth),
+        shutdown,
+    };
+    let api = api::routes()
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(DefaultBodyLimit::max(max_input_bytes));
+    Router::new()
+        .route(OPENAPI_PATH, axum::routing::get(openapi::serve))
+        .merge(api)
+        .fallback(|| async { ApiError::route_not_found() })
+        .with_state(state)
+}
+
+/// Refuses a request without the right bearer token (when a token is required).
+async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Auth::Token(token) = &*state.auth {
+        let given = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        match given {
+            Some(given) if same_secret(given.trim().as_bytes(), token.as_bytes()) => {}
+            Some(_) => return ApiError::unauthorized("the bearer token is not the server's"),
+            None => {
+                return ApiError::unauthorized(
+                    "send the server's token as `Authorization: Bearer TOKEN`",
+                );
+            }
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares two secrets in time that depends only on their lengths.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// Serves the API on `listener` until `shutdown` is cancelled, then stops accepting,
+/// ends long polls and event streams, and returns once the requests in flight are
+/// answered.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    client: Client,
+    auth: Auth,
+    shutdown: CancellationToken,
+    max_input_bytes: usize,
+) -> std::io::Result<()> {
+    let app = router(client, auth, shutdown.clone(), max_input_bytes);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(super::same_secret(b"s3cret", b"s3cret"));
+        assert!(!super::same_secret(b"s3cret", b"s3creT"));
+        assert!(!super::same_secret(b"s3cret", b"s3cre"));
+        assert!(!super::same_secret(b"", b"x"));
+    }
+}

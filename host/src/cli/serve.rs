@@ -1,0 +1,100 @@
+//! `wasmgear serve`: the HTTP API ([`wasmgear_server`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+use wasmgear_server::Auth;
+
+use super::{RedisArgs, usage};
+
+/// Options of `wasmgear serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+
+    /// A file holding the bearer token callers must send (`Authorization: Bearer TOKEN`);
+    /// or set WASMGEAR_API_TOKEN.
+    #[arg(long, conflicts_with = "insecure_no_auth")]
+    token_file: Option<PathBuf>,
+
+    /// Serve without authentication: anyone who can reach the address may enqueue and
+    /// cancel. Only on a loopback address.
+    #[arg(long)]
+    insecure_no_auth: bool,
+}
+
+/// The environment variable holding the bearer token when --token-file is not given.
+const TOKEN_VAR: &str = "WASMGEAR_API_TOKEN";
+
+/// Who may call, from the flags and the environment; refuses to serve an open API off
+/// loopback.
+fn auth(args: &ServeArgs) -> anyhow::Result<Auth> {
+    let token = match &args.token_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            usage(format!(
+                "cannot read the token file {}: {e}",
+                path.display()
+            ))
+        })?),
+        None => std::env::var(TOKEN_VAR).ok(),
+    };
+    match token.map(|t| t.trim().to_string()) {
+        Some(token) if args.insecure_no_auth => Err(usage(format!(
+            "--insecure-no-auth is given, and so is a token ({TOKEN_VAR}, {} bytes): choose one",
+            token.len()
+        ))),
+        Some(token) if token.is_empty() => Err(usage(
+            "the bearer token is empty: put a long random string in the token file or \
+             WASMGEAR_API_TOKEN",
+        )),
+        Some(token) => Ok(Auth::Token(token)),
+        None if !args.insecure_no_auth => Err(usage(format!(
+            "no token: pass --token-file FILE or set {TOKEN_VAR} (callers send it as \
+             `Authorization: Bearer TOKEN`), or --insecure-no-auth on a loopback address"
+        ))),
+        None if !args.listen.ip().is_loopback() => Err(usage(format!(
+            "--insecure-no-auth serves only on a loopback address, not {}: use a token",
+            args.listen
+        ))),
+        None => Ok(Auth::None),
+    }
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    let auth = auth(&args)?;
+    let client = args.redis.client().await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    let address = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        super::worker::shutdown_signal().await;
+        stop.cancel();
+    });
+    println!(
+        "serving the HTTP API on http://{address} ({}; the routes: http://{address}{})",
+        match auth {
+            Auth::Token(_) => "bearer token required",
+            Auth::None => "no authentication",
+        },
+        wasmgear_server::OPENAPI_PATH
+    );
+    wasmgear_server::serve(
+        listener,
+        client,
+        auth,
+        shutdown,
+        wasmgear_client::client::MAX_INPUT_BYTES,
+    )
+    .await?;
+    println!("stopped");
+    Ok(0)
+}
