@@ -15,13 +15,18 @@
 //!    by worqr's `enqueue`, in a qless queue as qless' `put` stores them and in a gearmand by
 //!    `SUBMIT_JOB_BG`, drained through `--source`, next to wasmgear's own queue, one node at
 //!    concurrency 16 each; and an idle node's latency through qless and gearmand next to the
-//!    same on wasmgear's own queue.
+//!    same on wasmgear's own queue;
+//! 8. enqueue one at a time and in bulk through the Python and Node client libraries and
+//!    the HTTP API, against BullMQ `add` and `addBulk`, and enqueue + wait through the HTTP
+//!    API against the Rust client's direct wait.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! ceiling, remote, sources).
+//! clients, ceiling, remote, cluster, steady, sources).
 
+#[path = "peers/clients.rs"]
+mod clients;
 mod common;
 
 use std::io::{Read, Write};
@@ -132,8 +137,8 @@ fn main() {
     let mut rows = Vec::new();
     let started = Instant::now();
 
-    // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, ceiling, remote,
-    // cluster, steady, sources) runs only those sections.
+    // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
+    // remote, cluster, steady, sources) runs only those sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -154,6 +159,10 @@ fn main() {
     if runs("queue") {
         eprintln!("[3/7] wasmgear: enqueue, drain, latency");
         rt.block_on(queue_numbers(&plan, &url, bullmq.as_ref(), &mut rows));
+    }
+    if runs("clients") {
+        eprintln!("[clients] enqueue through the Python and Node clients and the HTTP API");
+        rt.block_on(clients::clients(&plan, &url, bullmq.as_ref(), &mut rows));
     }
     if runs("ceiling") {
         eprintln!("[4/7] Redis ceiling");
