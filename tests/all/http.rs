@@ -601,7 +601,7 @@ async fn the_openapi_document_matches_the_routes() {
     let doc = doc.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 12);
+    assert_eq!(paths.len(), 14);
     for (path, operations) in paths {
         let mut concrete = path.replace("{function}", "echo").replace("{id}", "echo:1");
         if concrete.ends_with("/wait") {
@@ -681,4 +681,46 @@ async fn serve_refuses_an_open_api_and_stops_gracefully() {
     })
     .await;
     assert!(ended.is_ok());
+}
+
+/// `/healthz` answers while the process is up; `/readyz` turns unhealthy (503) when Redis
+/// stops and healthy again once it is back. Neither needs the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_redis() {
+    let redis = TestRedis::start();
+    let server = Server::with_token(&redis);
+    let healthy = request(&server, "GET", "/healthz", None, None).await;
+    assert_eq!(healthy.status, 200);
+    let ready = request(&server, "GET", "/readyz", None, None).await;
+    assert_eq!(
+        ready.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&ready.body)
+    );
+    assert_eq!(ready.json()["status"], "ready");
+
+    redis.kill();
+    let unready = eventually(Duration::from_secs(30), "readyz to say unready", || async {
+        let answer = request(&server, "GET", "/readyz", None, None).await;
+        (answer.status == 503).then_some(answer)
+    })
+    .await;
+    assert_eq!(unready.json()["status"], "unready");
+    assert!(!unready.json()["reason"].as_str().unwrap_or("").is_empty());
+    assert_eq!(
+        request(&server, "GET", "/healthz", None, None).await.status,
+        200
+    );
+
+    redis.restart();
+    eventually(
+        Duration::from_secs(30),
+        "readyz to say ready again",
+        || async {
+            let answer = request(&server, "GET", "/readyz", None, None).await;
+            (answer.status == 200).then_some(())
+        },
+    )
+    .await;
 }

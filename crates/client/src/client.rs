@@ -546,6 +546,24 @@ impl Client {
         Ok(ids.into_iter().flatten().collect())
     }
 
+    /// Whether Redis answers `PING` within `timeout` (for readiness checks).
+    pub async fn ping(&self, timeout: Duration) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(timeout, ping.query_async::<String>(&mut conn)).await {
+            Ok(answer) => answer.map(drop).map_err(QueueError::from),
+            Err(_) => Err(QueueError::Redis(redis::RedisError::from(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "Redis did not answer PING within {} ms",
+                        timeout.as_millis()
+                    ),
+                ),
+            ))),
+        }
+    }
+
     /// Everything known about job `id`.
     pub async fn status(&self, id: &JobId) -> Result<JobStatus> {
         let (record, output) = self

@@ -6,11 +6,12 @@
 //! [`OPENAPI_PATH`]); a test checks the two against each other and against the router.
 //! Errors are JSON, `{"error": {"class", "message", "exit_code"}}`, with the classes and
 //! exit codes of the CLI ([`wasmgear_client::ErrorClass`]). Every route but the OpenAPI
-//! document needs `Authorization: Bearer TOKEN` unless the server runs without
+//! document and the health checks (`/healthz`, `/readyz`) needs `Authorization: Bearer TOKEN` unless the server runs without
 //! authentication ([`Auth::None`], which `wasmgear serve` allows on loopback only).
 
 mod api;
 mod error;
+mod health;
 mod openapi;
 
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/workers"),
     ("GET", "/v1/failures"),
     ("GET", "/v1/functions/{function}/stats"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
 ];
 
 /// What every handler shares.
@@ -90,6 +93,8 @@ pub fn router(
         .layer(DefaultBodyLimit::max(max_input_bytes));
     Router::new()
         .route(OPENAPI_PATH, axum::routing::get(openapi::serve))
+        .route("/healthz", axum::routing::get(health::healthz))
+        .route("/readyz", axum::routing::get(health::readyz))
         .merge(api)
         .fallback(|| async { ApiError::route_not_found() })
         .with_state(state)

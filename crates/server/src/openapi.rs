@@ -136,6 +136,17 @@ pub fn openapi() -> Value {
                         "function": { "type": "string" }, "group": { "type": "string" },
                         "count": { "type": "integer" } } } })) }))
             } },
+            "/healthz": { "get": {
+                "summary": "The process is up (no authentication)",
+                "security": [],
+                "responses": { "200": ok("up", json!({ "type": "object" })) }
+            } },
+            "/readyz": { "get": {
+                "summary": "Redis answers PING within 2 s (no authentication)",
+                "security": [],
+                "responses": { "200": ok("ready", json!({ "type": "object" })),
+                               "503": ok("not ready, with the reason", json!({ "type": "object" })) }
+            } },
             "/v1/functions/{function}/stats": { "get": {
                 "summary": "A function's statistics for one day: wait and run times, failures, retries",
                 "parameters": [ function, query_param("day", "YYYY-MM-DD (UTC); today by default", json!({ "type": "string" })) ],
