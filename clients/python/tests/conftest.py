@@ -55,6 +55,21 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, every
         time.sleep(every)
 
 
+async def wait_until_async(condition: Callable[[], object], timeout: float, what: str, every: float = 0.02) -> object:
+    """`wait_until` for asyncio tests: polls `condition` (yielding to the event loop between
+    polls) until it is truthy (returns it), failing after `timeout` seconds."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(every)
+
+
 #: Every process the tests started, so that none outlives the session (pytest_sessionfinish),
 #: whatever failed on the way.
 STARTED: List[subprocess.Popen] = []

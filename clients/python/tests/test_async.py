@@ -9,7 +9,7 @@ from typing import List
 import pytest
 
 import wasmgear
-from conftest import cli, events_channel, free_port, numsub
+from conftest import cli, events_channel, free_port, numsub, wait_until_async
 
 
 def run(coro):
@@ -60,10 +60,9 @@ def test_async_waits_share_one_subscription(url: str, server) -> None:
                 ids = [e.id for e in enqueued]
                 waits = [asyncio.ensure_future(client.wait(i, timeout=60)) for i in ids]
                 waits.append(asyncio.ensure_future(client.wait(ids, timeout=60)))
-                deadline = time.monotonic() + 30
-                while client._listener.waiting() < 60 or client._listener.hearing() < 31:
-                    assert time.monotonic() < deadline, "the waits did not register"
-                    await asyncio.sleep(0.02)
+                await wait_until_async(
+                    lambda: client._listener.waiting() >= 60 and client._listener.hearing() >= 31,
+                    30, "the waits to register")
                 assert numsub(server.redis, events_channel("echo")) == 1
                 assert not any(w.done() for w in waits)
             finally:
@@ -71,10 +70,9 @@ def test_async_waits_share_one_subscription(url: str, server) -> None:
             results = await asyncio.gather(*waits)
             assert [j.output for j in results[:-1]] == [f"a{i}".encode() for i in range(30)]
             assert [j.state for j in results[-1]] == ["succeeded"] * 30
-            deadline = time.monotonic() + 10
-            while numsub(server.redis, events_channel("echo")) != 0:
-                assert time.monotonic() < deadline, "the subscription outlived the waits"
-                await asyncio.sleep(0.05)
+            await wait_until_async(
+                lambda: numsub(server.redis, events_channel("echo")) == 0,
+                10, "the subscription to end with the waits")
         finally:
             await client.aclose()
 
