@@ -480,6 +480,23 @@ async fn bad_requests_are_refused_and_change_nothing() {
     );
 }
 
+/// The events of a Server-Sent Events text: each one's name and its data as JSON.
+fn sse_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let (mut kind, mut data) = (None, None);
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    kind = Some(name.to_string());
+                } else if let Some(json) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(json).ok();
+                }
+            }
+            Some((kind?, data?))
+        })
+        .collect()
+}
+
 /// Events stream as Server-Sent Events; a long poll answers 202 while the job runs; a
 /// running job is cancelled; a failed one is retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,6 +524,19 @@ async fn events_stream_waits_poll_and_jobs_are_cancelled_and_retried() {
     );
     let mut events = events.into_body();
     redis.until_subscribed("wg:{count}:events", 1).await;
+    // The stream of every function (a pattern subscription) sees both functions' events.
+    let all = send_raw(
+        &server.address,
+        "GET",
+        "/v1/events",
+        Some(TOKEN),
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(all.status(), 200);
+    let mut all = all.into_body();
+    redis.until_psubscribed(1).await;
 
     let id = post(
         &server,
@@ -547,7 +577,7 @@ async fn events_stream_waits_poll_and_jobs_are_cancelled_and_retried() {
     let done = wait_ended(&server, &id).await;
     assert_eq!(done["state"], "cancelled");
     let again = post(&server, &format!("/v1/jobs/{id}/cancel"), json!({})).await;
-    assert_eq!(again.json()["outcome"], "already_ended");
+    assert_eq!(again.json()["outcome"], "already-ended");
 
     // A failed job: in its failure group, its log readable, retried.
     let failed = post(
@@ -571,6 +601,30 @@ async fn events_stream_waits_poll_and_jobs_are_cancelled_and_retried() {
     let done = wait_ended(&server, &failed).await;
     assert_eq!(done["state"], "failed");
     assert_eq!(done["attempt"], 2);
+    // The stream of every function carried the jobs of both, each once created.
+    let mut everything = String::new();
+    let both = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(frame)) = all.frame().await {
+            if let Some(data) = frame.data_ref() {
+                everything.push_str(&String::from_utf8_lossy(data));
+            }
+            if everything.matches("event: finish").count() >= 3 {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(both, Ok(true), "{everything}");
+    let events = sse_events(&everything);
+    for (job, function) in [(&id, "count"), (&failed, "fail")] {
+        let created: Vec<_> = events
+            .iter()
+            .filter(|(kind, data)| kind == "create" && data["id"] == job.as_str())
+            .collect();
+        assert_eq!(created.len(), 1, "{job}: {everything}");
+        assert_eq!(created[0].1["function"], function, "{everything}");
+    }
     // A job that succeeded cannot be retried.
     let fine = post(
         &server,
@@ -644,8 +698,8 @@ async fn the_openapi_document_matches_the_routes() {
     assert_eq!(unknown.status, 404);
 }
 
-/// `serve` refuses to start open to the network or without a token, and stops on
-/// SIGTERM even with an event stream open.
+/// `serve` refuses to start open to the network or without a token, takes its token from a
+/// file, and stops on SIGTERM even with an event stream open and a long poll waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_an_open_api_and_stops_gracefully() {
     let redis = TestRedis::start();
@@ -661,6 +715,39 @@ async fn serve_refuses_an_open_api_and_stops_gracefully() {
     assert_eq!(no_token.status.code(), Some(2), "{}", stderr(&no_token));
     assert!(stderr(&no_token).contains("WASMGEAR_API_TOKEN"));
 
+    // The token from a file (trimmed), instead of the environment; a file that cannot be
+    // read is refused by name.
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("no-such-token");
+    let unreadable = wasmgear(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            missing.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(unreadable.status.code(), Some(2), "{}", stderr(&unreadable));
+    assert!(
+        stderr(&unreadable).contains("cannot read the token file"),
+        "{}",
+        stderr(&unreadable)
+    );
+    let token_file = home.path().join("token");
+    std::fs::write(&token_file, "  t0ken-from-a-file\n").unwrap();
+    let from_file = Server::start(&redis, &["--token-file", token_file.to_str().unwrap()], &[]);
+    for (token, status) in [
+        (Some("t0ken-from-a-file"), 200),
+        (Some(TOKEN), 401),
+        (None, 401),
+    ] {
+        let answer = request(&from_file, "GET", "/v1/queues", token, None).await;
+        assert_eq!(answer.status, status, "{token:?}");
+    }
+    drop(from_file);
+
     // On loopback without a token: allowed, and open.
     let mut server = Server::start(&redis, &["--insecure-no-auth"], &[]);
     let queues = request(&server, "GET", "/v1/queues", None, None).await;
@@ -668,7 +755,33 @@ async fn serve_refuses_an_open_api_and_stops_gracefully() {
     let stream = send_raw(&server.address, "GET", "/v1/events", None, None, Vec::new()).await;
     assert_eq!(stream.status(), 200);
     let mut body = stream.into_body();
+    // A long poll on a job nobody runs, asked to wait two minutes: shutdown answers it at
+    // once with the job as it is.
+    let queued = request(
+        &server,
+        "POST",
+        "/v1/functions/echo/jobs",
+        None,
+        Some(json!({ "input": "x" })),
+    )
+    .await
+    .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let address = server.address.clone();
+    let poll = tokio::spawn(async move {
+        let path = format!("/v1/jobs/{queued}/wait?timeout_ms=120000");
+        answer(send_raw(&address, "GET", &path, None, None, Vec::new()).await).await
+    });
+    redis.until_subscribed("wg:{echo}:events", 1).await;
     server.process.signal("TERM");
+    let polled = tokio::time::timeout(Duration::from_secs(20), poll)
+        .await
+        .expect("the long poll answers at shutdown")
+        .unwrap();
+    assert_eq!(polled.status, 202);
+    assert_eq!(polled.json()["state"], "queued");
     assert_eq!(
         server.process.wait_exit(Duration::from_secs(20)),
         Some(0),

@@ -101,6 +101,24 @@ impl TestRedis {
         .await;
     }
 
+    /// Waits until `n` pattern subscriptions are open.
+    pub async fn until_psubscribed(&self, n: u64) {
+        eventually(
+            Duration::from_secs(30),
+            &format!("{n} pattern subscriptions"),
+            || async {
+                let mut conn = self.raw_try().await?;
+                let count: u64 = redis::cmd("PUBSUB")
+                    .arg("NUMPAT")
+                    .query_async(&mut conn)
+                    .await
+                    .ok()?;
+                (count == n).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// A plain connection, or `None` while the server does not answer.
     pub async fn raw_try(&self) -> Option<redis::aio::MultiplexedConnection> {
         redis::Client::open(self.url())

@@ -1,15 +1,15 @@
-//! The API's routes (listed in [`crate::ROUTES`], described in the OpenAPI document).
+//! The API's handlers (routed by the one list in [`crate::ROUTES`]'s macro, described in the
+//! OpenAPI document).
 
 use std::convert::Infallible;
 use std::time::{Duration, UNIX_EPOCH};
 
+use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::StreamExt;
@@ -29,29 +29,13 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// The longest a long poll may wait (proxies commonly cut idle requests at a minute).
 const MAX_WAIT: Duration = Duration::from_secs(300);
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/functions/{function}/jobs", post(enqueue))
-        .route("/v1/functions/{function}/bulk", post(bulk))
-        .route("/v1/jobs/{id}", get(status))
-        .route("/v1/jobs/{id}/wait", get(wait))
-        .route("/v1/jobs/{id}/logs", get(logs))
-        .route("/v1/jobs/{id}/cancel", post(cancel))
-        .route("/v1/jobs/{id}/retry", post(retry))
-        .route("/v1/events", get(events))
-        .route("/v1/queues", get(queues))
-        .route("/v1/workers", get(workers))
-        .route("/v1/failures", get(failures))
-        .route("/v1/functions/{function}/stats", get(stats))
-}
-
 type ApiResult<T = Response> = Result<T, ApiError>;
 
 /// One job to enqueue: its input in one of three forms (none: empty input) and its options,
 /// each with the CLI's default when left out.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct JobRequest {
+pub(crate) struct JobRequest {
     /// The input as text (UTF-8).
     input: Option<String>,
     /// The input as base64 bytes.
@@ -126,7 +110,7 @@ fn job_id_of(id: &str) -> ApiResult<JobId> {
 }
 
 /// `POST /v1/functions/{function}/jobs`: enqueues one job.
-async fn enqueue(
+pub(crate) async fn enqueue(
     State(state): State<AppState>,
     Path(function): Path<String>,
     body: Result<Json<JobRequest>, JsonRejection>,
@@ -151,12 +135,12 @@ async fn enqueue(
 /// The body of a bulk enqueue.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BulkRequest {
+pub(crate) struct BulkRequest {
     jobs: Vec<JobRequest>,
 }
 
 /// `POST /v1/functions/{function}/bulk`: enqueues many jobs of one function, all or none.
-async fn bulk(
+pub(crate) async fn bulk(
     State(state): State<AppState>,
     Path(function): Path<String>,
     body: Result<Json<BulkRequest>, JsonRejection>,
@@ -204,7 +188,7 @@ pub(crate) fn job_json(status: &JobStatus) -> Value {
 }
 
 /// `GET /v1/jobs/{id}`.
-async fn status(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn status(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let id = job_id_of(&id)?;
     let status = state.client.status(&id).await?;
     Ok(Json(job_json(&status)).into_response())
@@ -212,13 +196,13 @@ async fn status(State(state): State<AppState>, Path(id): Path<String>) -> ApiRes
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WaitQuery {
+pub(crate) struct WaitQuery {
     timeout_ms: Option<u64>,
 }
 
 /// `GET /v1/jobs/{id}/wait?timeout_ms=N`: a long poll. 200 and the job once it has ended;
 /// 202 and the job as it is when the timeout passes first (or the server shuts down).
-async fn wait(
+pub(crate) async fn wait(
     State(state): State<AppState>,
     Path(id): Path<String>,
     query: Result<Query<WaitQuery>, QueryRejection>,
@@ -248,7 +232,7 @@ async fn wait(
 }
 
 /// `GET /v1/jobs/{id}/logs`: the job's log as text.
-async fn logs(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn logs(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let id = job_id_of(&id)?;
     // A job that is gone has no log: say so rather than answer an empty one.
     state.client.status(&id).await?;
@@ -257,20 +241,20 @@ async fn logs(State(state): State<AppState>, Path(id): Path<String>) -> ApiResul
 }
 
 /// `POST /v1/jobs/{id}/cancel`.
-async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let id = job_id_of(&id)?;
     let outcome = match state.client.cancel(&id).await? {
         CancelOutcome::Cancelled => json!({ "outcome": "cancelled" }),
         CancelOutcome::Stopping => json!({ "outcome": "stopping" }),
         CancelOutcome::AlreadyEnded(state) => {
-            json!({ "outcome": "already_ended", "state": state.as_str() })
+            json!({ "outcome": "already-ended", "state": state.as_str() })
         }
     };
     Ok(Json(outcome).into_response())
 }
 
 /// `POST /v1/jobs/{id}/retry`: runs a failed or cancelled job again.
-async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+pub(crate) async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let id = job_id_of(&id)?;
     let retried = state.client.retry(&id).await?;
     if !retried {
@@ -285,14 +269,14 @@ async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResu
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EventsQuery {
+pub(crate) struct EventsQuery {
     function: Option<String>,
 }
 
 /// `GET /v1/events[?function=F]`: Server-Sent Events, one per queue event, named by its
 /// kind (`create`, `start`, `progress`, `finish`...), its data the event's JSON with the
 /// function added.
-async fn events(
+pub(crate) async fn events(
     State(state): State<AppState>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult {
@@ -319,12 +303,12 @@ async fn events(
 }
 
 /// `GET /v1/queues`: every function's counts per state and live workers.
-async fn queues(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn queues(State(state): State<AppState>) -> ApiResult {
     Ok(Json(state.client.queues().await?).into_response())
 }
 
 /// `GET /v1/workers`: the live workers and what they advertise.
-async fn workers(State(state): State<AppState>) -> ApiResult {
+pub(crate) async fn workers(State(state): State<AppState>) -> ApiResult {
     let workers = state.client.workers().await?;
     let list: Vec<Value> = workers
         .iter()
@@ -341,12 +325,12 @@ async fn workers(State(state): State<AppState>) -> ApiResult {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FailuresQuery {
+pub(crate) struct FailuresQuery {
     function: Option<String>,
 }
 
 /// `GET /v1/failures[?function=F]`: failure groups and their counts.
-async fn failures(
+pub(crate) async fn failures(
     State(state): State<AppState>,
     query: Result<Query<FailuresQuery>, QueryRejection>,
 ) -> ApiResult {
@@ -360,13 +344,13 @@ async fn failures(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StatsQuery {
+pub(crate) struct StatsQuery {
     /// A day as YYYY-MM-DD (UTC); today when left out.
     day: Option<String>,
 }
 
 /// `GET /v1/functions/{function}/stats[?day=YYYY-MM-DD]`.
-async fn stats(
+pub(crate) async fn stats(
     State(state): State<AppState>,
     Path(function): Path<String>,
     query: Result<Query<StatsQuery>, QueryRejection>,

@@ -2,8 +2,9 @@
 //! [`wasmgear_client`] for programs in any language that would rather speak HTTP than the
 //! Redis protocol.
 //!
-//! Every route is in [`ROUTES`] and in the OpenAPI document ([`openapi`], served at
-//! [`OPENAPI_PATH`]); a test checks the two against each other and against the router.
+//! Every route is declared once, in [`ROUTES`], from which the router is built, and is in the
+//! OpenAPI document ([`openapi`], served at [`OPENAPI_PATH`]); a test checks the document
+//! against [`ROUTES`], another the running server against the document.
 //! Errors are JSON, `{"error": {"class", "message", "exit_code"}}`, with the classes and
 //! exit codes of the CLI ([`wasmgear_client::ErrorClass`]). Every route but the OpenAPI
 //! document and the health checks (`/healthz`, `/readyz`) needs `Authorization: Bearer TOKEN` unless the server runs without
@@ -46,24 +47,47 @@ impl std::fmt::Debug for Auth {
     }
 }
 
-/// Every route of the API: method and path (axum's `{name}` for a path parameter), in the
-/// order the OpenAPI document lists them.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/functions/{function}/jobs"),
-    ("POST", "/v1/functions/{function}/bulk"),
-    ("GET", "/v1/jobs/{id}"),
-    ("GET", "/v1/jobs/{id}/wait"),
-    ("GET", "/v1/jobs/{id}/logs"),
-    ("POST", "/v1/jobs/{id}/cancel"),
-    ("POST", "/v1/jobs/{id}/retry"),
-    ("GET", "/v1/events"),
-    ("GET", "/v1/queues"),
-    ("GET", "/v1/workers"),
-    ("GET", "/v1/failures"),
-    ("GET", "/v1/functions/{function}/stats"),
-    ("GET", "/healthz"),
-    ("GET", "/readyz"),
-];
+/// Declares every route once: [`ROUTES`] and the router are both made from this list, so the
+/// OpenAPI document (checked against [`ROUTES`]) cannot miss a route the server answers, nor
+/// name one it does not. `open` routes need no token; `token` routes need it when the server
+/// has one.
+macro_rules! routes {
+    ($($access:ident $method:ident $path:literal => $handler:path,)*) => {
+        /// Every route of the server but the OpenAPI document: method (lower case) and path
+        /// (axum's `{name}` for a path parameter), in the order the OpenAPI document lists them.
+        pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
+
+        /// The open routes and the ones that need the token, as two routers.
+        fn declared_routes() -> (Router<AppState>, Router<AppState>) {
+            let (mut open, mut guarded) = (Router::new(), Router::new());
+            $(routes!(@add $access, open, guarded, $method, $path, $handler);)*
+            (open, guarded)
+        }
+    };
+    (@add open, $open:ident, $guarded:ident, $method:ident, $path:literal, $handler:path) => {
+        $open = $open.route($path, axum::routing::$method($handler));
+    };
+    (@add token, $open:ident, $guarded:ident, $method:ident, $path:literal, $handler:path) => {
+        $guarded = $guarded.route($path, axum::routing::$method($handler));
+    };
+}
+
+routes! {
+    token post "/v1/functions/{function}/jobs" => api::enqueue,
+    token post "/v1/functions/{function}/bulk" => api::bulk,
+    token get "/v1/jobs/{id}" => api::status,
+    token get "/v1/jobs/{id}/wait" => api::wait,
+    token get "/v1/jobs/{id}/logs" => api::logs,
+    token post "/v1/jobs/{id}/cancel" => api::cancel,
+    token post "/v1/jobs/{id}/retry" => api::retry,
+    token get "/v1/events" => api::events,
+    token get "/v1/queues" => api::queues,
+    token get "/v1/workers" => api::workers,
+    token get "/v1/failures" => api::failures,
+    token get "/v1/functions/{function}/stats" => api::stats,
+    open get "/healthz" => health::healthz,
+    open get "/readyz" => health::readyz,
+}
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -88,14 +112,12 @@ pub fn router(
         auth: Arc::new(auth),
         shutdown,
     };
-    let api = api::routes()
+    let (open, guarded) = declared_routes();
+    let guarded = guarded
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(DefaultBodyLimit::max(max_input_bytes));
-    Router::new()
-        .route(OPENAPI_PATH, axum::routing::get(openapi::serve))
-        .route("/healthz", axum::routing::get(health::healthz))
-        .route("/readyz", axum::routing::get(health::readyz))
-        .merge(api)
+    open.route(OPENAPI_PATH, axum::routing::get(openapi::serve))
+        .merge(guarded)
         .fallback(|| async { ApiError::route_not_found() })
         .with_state(state)
 }

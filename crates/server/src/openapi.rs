@@ -103,7 +103,7 @@ pub fn openapi() -> Value {
                 "parameters": [ id ],
                 "responses": with(errors.clone(), json!({ "200": ok("what happened", json!({
                     "type": "object", "properties": {
-                        "outcome": { "enum": ["cancelled", "stopping", "already_ended"] },
+                        "outcome": { "enum": ["cancelled", "stopping", "already-ended"] },
                         "state": { "type": "string" } } })) }))
             } },
             "/v1/jobs/{id}/retry": { "post": {
@@ -199,7 +199,7 @@ mod tests {
         }
         let mut routes: Vec<(String, String)> = crate::ROUTES
             .iter()
-            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .map(|(m, p)| (m.to_uppercase(), p.to_string()))
             .collect();
         documented.sort();
         routes.sort();

@@ -133,6 +133,33 @@ pub(super) async fn clients(
         );
     }
 
+    // The CLI's bulk: `wasmgear bulk FILE` of JSON lines, the process timed whole (start,
+    // connect, check every line, enqueue, print the ids).
+    let lines = tempfile::NamedTempFile::new().unwrap();
+    let line = "{\"function\":\"bench-cli-bulk\",\"input\":\"x\"}\n";
+    std::fs::write(lines.path(), line.repeat(plan.jobs)).unwrap();
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmgear"))
+        .arg("bulk")
+        .arg(lines.path())
+        .env("WASMGEAR_REDIS_URL", url)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    if out.status.success() && out.stdout.iter().filter(|b| **b == b'\n').count() == plan.jobs {
+        push(
+            format!(
+                "enqueue {} in bulk, CLI: wasmgear bulk FILE, the whole process (BullMQ addBulk)",
+                plan.jobs
+            ),
+            plan.jobs as f64 / took.as_secs_f64(),
+            add_bulk,
+        );
+    } else {
+        eprintln!("wasmgear bulk failed: {}", out.status);
+    }
+
     // The HTTP API, served from this process, over one kept-alive connection.
     let client = Client::connect(url).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
