@@ -127,8 +127,8 @@ export interface WaitOptions {
 
 /** What `cancel` did. */
 export interface CancelOutcome {
-  /** cancelled: at once; cancelling: its worker was asked to stop it; already-ended: nothing changed. */
-  outcome: 'cancelled' | 'cancelling' | 'already-ended';
+  /** As `wasmgear cancel` says it. cancelled: at once; stopping: its worker was asked to stop it (it ends cancelled); already-ended: nothing changed. */
+  outcome: 'cancelled' | 'stopping' | 'already-ended';
   state: JobState;
 }
 

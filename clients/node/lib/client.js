@@ -717,8 +717,9 @@ class Client {
 
   /**
    * Cancels job `id`: a queued, scheduled or waiting job at once (`cancelled`), a running
-   * one by asking its worker to stop it (`cancelling`: it ends `cancelled`). Resolves
-   * `{outcome: 'cancelled' | 'cancelling' | 'already-ended', state}`.
+   * one by asking its worker to stop it (`stopping`: it ends `cancelled`). Resolves
+   * `{outcome: 'cancelled' | 'stopping' | 'already-ended', state}`, the outcomes of
+   * `wasmgear cancel`.
    */
   async cancel(id) {
     return this.guard(async () => {
@@ -728,7 +729,7 @@ class Client {
       if (Number(done) === 1) {
         return word === 'cancelled'
           ? { outcome: 'cancelled', state: 'cancelled' }
-          : { outcome: 'cancelling', state: 'running' };
+          : { outcome: 'stopping', state: 'running' };
       }
       if (word === 'missing') {
         throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {

@@ -5,6 +5,10 @@
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const Redis = require('ioredis');
 
 const {
@@ -57,12 +61,37 @@ describe('wasmgear client', { timeout: 600000 }, () => {
     assert.equal(job.history[0].outcome, 'succeeded');
     const again = await client.status(id);
     assert.deepEqual(again.record, job.record);
+    assert.deepEqual(await client.cancel(id), { outcome: 'already-ended', state: 'succeeded' });
     assert.equal(typeof (await client.logs(id)), 'string');
     // Binary input comes back byte for byte.
     const bytes = Buffer.from([0, 1, 2, 250, 255, 10, 13]);
     const binary = await client.enqueue('echo', bytes);
     assert.deepEqual((await client.wait(binary.id, { timeoutMs: 60000 })).output, bytes);
     assert.ok((await admin.smembers(FUNCTIONS_KEY)).includes('echo'));
+  });
+
+  it('the README quick start is five lines and runs as written', async () => {
+    const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+    const block = /## Quick start\s+```js\n([\s\S]*?)```/.exec(readme)[1];
+    assert.equal(block.trimEnd().split('\n').length, 5, block);
+    assert.ok(block.includes("'redis://127.0.0.1:6379'"), block);
+    // A program of its own, in a folder where `wasmgear` is this package.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-quickstart-'));
+    try {
+      fs.mkdirSync(path.join(dir, 'node_modules'));
+      fs.symlinkSync(path.resolve(__dirname, '..'), path.join(dir, 'node_modules', 'wasmgear'), 'dir');
+      const program = path.join(dir, 'quickstart.mjs');
+      fs.writeFileSync(program, block.replace('redis://127.0.0.1:6379', redis.url));
+      const result = await new Promise((resolve) => {
+        execFile(process.execPath, [program], { timeout: 60000 }, (error, stdout, stderr) => {
+          resolve({ error, stdout, stderr });
+        });
+      });
+      assert.equal(result.error, null, result.stderr);
+      assert.equal(result.stdout, 'hello\n');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('hands progress to the callback in seq order, never backwards', async () => {
@@ -231,7 +260,8 @@ describe('wasmgear client', { timeout: 600000 }, () => {
     assert.ok(first.done >= 1 && first.done < 100);
     assert.equal((await client.status(id)).state, 'running');
     const outcome = await client.cancel(id);
-    assert.deepEqual(outcome, { outcome: 'cancelling', state: 'running' });
+    // The outcomes are the CLI's (`wasmgear cancel`): cancelled, stopping, already-ended.
+    assert.deepEqual(outcome, { outcome: 'stopping', state: 'running' });
     await assert.rejects(waiting, (error) => {
       assert.ok(error instanceof JobCancelledError, `${error.name}: ${error.message}`);
       assert.equal(error.exitCode, 3);
@@ -244,6 +274,9 @@ describe('wasmgear client', { timeout: 600000 }, () => {
     assert.ok(job.cancelRequestedAt instanceof Date);
     assert.ok(job.progress.done < 100, 'it stopped before the end');
     assert.deepEqual(await client.cancel(id), { outcome: 'already-ended', state: 'cancelled' });
+    // The CLI says the same of the same job.
+    const result = await cli(['cancel', '--redis', redis.url, '--json', id]);
+    assert.deepEqual(JSON.parse(result.stdout), { id, outcome: 'already-ended', state: 'cancelled' });
   });
 
   it('cancels a queued job at once', async () => {

@@ -4,6 +4,8 @@
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 
 const { jobOptions, inputBytes, LIMITS } = require('../lib/options');
 const { parseMessage, Mailbox } = require('../lib/subscriber');
@@ -125,5 +127,27 @@ describe('messages', () => {
     assert.equal(await pending, null);
     box.push(4);
     assert.equal(await box.next(), null);
+  });
+});
+
+describe('index.d.ts', () => {
+  it('declares what index.js exports, and test-support/types-check.ts uses every declaration', () => {
+    const read = (...parts) => fs.readFileSync(path.join(__dirname, '..', ...parts), 'utf8');
+    const dts = read('index.d.ts');
+    const check = read('test-support', 'types-check.ts');
+    const declared = new Map(
+      [...dts.matchAll(/^export (?:declare )?(class|const|function|type|interface) ([A-Za-z_$][\w$]*)/gm)]
+        .map(([, kind, name]) => [name, kind]),
+    );
+    const values = Object.keys(require('..')).sort();
+    const declaredValues = [...declared].filter(([, kind]) => !['type', 'interface'].includes(kind)).map(([name]) => name);
+    assert.deepEqual([...new Set(declaredValues)].sort(), values);
+    for (const name of declared.keys()) {
+      assert.match(check, new RegExp(`\\b${name}\\b`), `types-check.ts does not use ${name}`);
+    }
+    // Each exported name is imported there (not only mentioned in a comment).
+    const imported = [...check.matchAll(/^import (?:type )?\{([^}]*)\} from '\.\.';/gm)]
+      .flatMap(([, names]) => names.split(',').map((n) => n.trim()).filter(Boolean));
+    assert.deepEqual([...new Set(imported)].sort(), [...declared.keys()].sort());
   });
 });

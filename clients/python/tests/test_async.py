@@ -98,6 +98,33 @@ def test_async_cancel_a_running_job(url: str) -> None:
     run(main())
 
 
+def test_async_iterating_the_events_of_a_job(url: str) -> None:
+    """`async for event in stream` yields a job's events as the worker runs it, in order."""
+
+    async def main() -> None:
+        async with await wasmgear.AsyncClient.from_url(url) as client:
+            async with client.events("echo") as stream:
+                enqueued = await client.enqueue("echo", "watched")
+
+                async def collect() -> List[wasmgear.Event]:
+                    events: List[wasmgear.Event] = []
+                    async for event in stream:
+                        assert isinstance(event, wasmgear.Event) and event.function == "echo"
+                        if event.id != enqueued.id:
+                            continue
+                        events.append(event)
+                        if event.kind == "finish":
+                            break
+                    return events
+
+                events = await asyncio.wait_for(collect(), 60)
+            assert [e.kind for e in events] == ["create", "start", "finish"]
+            assert events[1].attempt == 1 and events[-1].state == "succeeded"
+            assert (await client.status(enqueued.id)).output == b"watched"
+
+    run(main())
+
+
 def test_async_bulk_and_dependencies(url: str) -> None:
     async def main() -> None:
         async with await wasmgear.AsyncClient.from_url(url) as client:

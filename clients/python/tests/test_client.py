@@ -248,7 +248,14 @@ def test_failed_job_raises_and_can_be_retried(client: wasmgear.Client) -> None:
     assert len([a for a in again.history if a.outcome != "succeeded"]) == 2
 
 
-def test_cli_and_client_write_the_same_records(url: str, client: wasmgear.Client) -> None:
+#: The record fields that are times of the moment a job was enqueued, became ready or ran:
+#: two jobs enqueued one after the other legitimately differ there. Every other field
+#: (timeout_ms, retention_ms, failed_retention_ms included) must be the same.
+RECORD_TIMES = ("created_ms", "run_at_ms", "not_before_ms", "ready_ms", "started_ms",
+                "finished_ms")
+
+
+def test_cli_and_client_write_the_same_records(url: str, server, client: wasmgear.Client) -> None:
     dep = client.enqueue("parity_dep", "dependency", delay=3600).id
     at = int(time.time()) + 7200
     variants = [
@@ -268,16 +275,30 @@ def test_cli_and_client_write_the_same_records(url: str, client: wasmgear.Client
     def normalized(job: wasmgear.Job, function: str) -> Dict[str, Any]:
         text = json.dumps(job.record, sort_keys=True).replace(f"{function}:", "F:")
         record = json.loads(text)
-        return {k: v for k, v in record.items() if not k.endswith("_ms")}
+        return {k: v for k, v in record.items() if k not in RECORD_TIMES}
 
-    for args, options in variants:
-        out = cli(url, "enqueue", "parity_cli", "same input", *args).stdout.strip()
-        mine = client.enqueue("parity_py", "same input", **options)
+    def stored_input(job_id: str) -> bytes:
+        function, number = job_id.rsplit(":", 1)
+        return server.redis.hget(f"wg:{{{function}}}:input", number)
+
+    for i, (args, options) in enumerate(variants):
+        data = f"input {i}: h\u00e9llo"
+        out = cli(url, "enqueue", "parity_cli", data, *args).stdout.strip()
+        mine = client.enqueue("parity_py", data, **options)
+        assert out.rsplit(":", 1)[1] == mine.id.rsplit(":", 1)[1]
         theirs = client.status(out)
         ours = client.status(mine.id)
-        assert normalized(theirs, "parity_cli") == normalized(ours, "parity_py")
+        assert normalized(theirs, "parity_cli") == normalized(ours, "parity_py"), f"variant {i}"
+        assert stored_input(out) == stored_input(mine.id) == data.encode(), f"variant {i}"
         assert theirs.state == ours.state
-        assert ours.run_at == theirs.run_at or options.get("at") is None
+        if options.get("at") is not None:
+            for field in ("run_at_ms", "not_before_ms"):
+                assert ours.record[field] == theirs.record[field] == at * 1000, field
+    # The comparison above covered the durations (they are not dropped as times).
+    first = normalized(client.status("parity_py:1"), "parity_py")
+    assert (first["timeout_ms"], first["retention_ms"], first["failed_retention_ms"]) == \
+        (30_000, 7_200_000, 3 * 86_400_000)
+    assert first["max_attempts"] == 2 and first["priority"] == 7
     dependents = client.status(dep).dependents
     assert sorted(dependents) == sorted(["parity_cli:1", "parity_py:1"])
 
@@ -354,6 +375,38 @@ def test_events_of_every_function(client: wasmgear.Client) -> None:
                 if event.kind == "finish":
                     assert event.state == "succeeded"
         assert {"echo", "count"} <= functions
+
+
+def test_iterating_the_events_of_a_job(client: wasmgear.Client) -> None:
+    """A plain `for event in stream` yields a job's events as the worker runs it, in order:
+    create, start, its progress reports, finish."""
+    with client.events("count") as stream:
+        enqueued = client.enqueue("count", "3 20")
+        # The loop blocks until an event comes: should the job's events not all come, the
+        # timer closes the stream, which ends the loop (and the asserts below fail).
+        watchdog = threading.Timer(60, stream.close)
+        watchdog.start()
+        events: List[wasmgear.Event] = []
+        try:
+            for event in stream:
+                assert isinstance(event, wasmgear.Event) and event.function == "count"
+                if event.id != enqueued.id:
+                    continue
+                events.append(event)
+                if event.kind == "finish":
+                    break
+        finally:
+            watchdog.cancel()
+    kinds = [e.kind for e in events]
+    assert kinds and kinds[-1] == "finish", f"no finish event within 60 s: {kinds}"
+    assert kinds[:2] == ["create", "start"], kinds
+    progress = events[2:-1]
+    assert progress and all(e.kind == "progress" for e in progress), kinds
+    seqs = [e.seq for e in progress]
+    assert seqs == sorted(set(seqs)), f"progress events out of order: {seqs}"
+    dones = [e.done for e in progress]
+    assert dones == sorted(dones) and dones[-1] == 3 and all(e.total == 3 for e in progress)
+    assert events[1].attempt == 1 and events[-1].state == "succeeded"
 
 
 def test_queues_match_the_cli(client: wasmgear.Client) -> None:

@@ -25,6 +25,7 @@ from typing import (
     Callable,
     Dict,
     Generator,
+    Generic,
     Hashable,
     Iterable,
     List,
@@ -90,6 +91,8 @@ _FUNCTION_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}\Z" % MAX_FUNCTION_NAME_LEN)
 _JOB_IN_BATCH_RE = re.compile(r"^job (\d+):")
 
 T = TypeVar("T")
+#: What a Router hands events to (each client's queue type).
+S = TypeVar("S", bound=Hashable)
 log = logging.getLogger("wasmgear")
 
 
@@ -958,19 +961,19 @@ def queues(proto: Protocol) -> Gen[List[QueueInfo]]:
 # --- Waiting ----------------------------------------------------------------------------
 
 
-class Router:
+class Router(Generic[S]):
     """Which waits hear which job's events, and which channels that needs: the bookkeeping of
     one client's shared subscription (both clients drive it from their listener)."""
 
     def __init__(self, proto: Protocol) -> None:
         self.proto = proto
-        self.routes: Dict[str, List[Hashable]] = {}
+        self.routes: Dict[str, List[S]] = {}
         self.refs: Dict[str, int] = {}
 
     def channels_of(self, ids: Iterable[str]) -> List[str]:
         return sorted({self.proto.events_channel(parse_job_id(i)[0]) for i in ids})
 
-    def add(self, ids: Sequence[str], sink: Hashable) -> List[str]:
+    def add(self, ids: Sequence[str], sink: S) -> List[str]:
         """Routes the events of `ids` to `sink`; returns the channels to subscribe anew."""
         new = []
         for job_id in ids:
@@ -981,7 +984,7 @@ class Router:
                 new.append(channel)
         return new
 
-    def remove(self, ids: Sequence[str], sink: Hashable) -> List[str]:
+    def remove(self, ids: Sequence[str], sink: S) -> List[str]:
         """Stops routing `ids` to `sink`; returns the channels no wait needs any more."""
         gone = []
         for job_id in ids:
@@ -1002,19 +1005,19 @@ class Router:
     def channels(self) -> List[str]:
         return list(self.refs)
 
-    def sinks(self) -> List[Hashable]:
-        unique: Dict[int, Hashable] = {}
+    def sinks(self) -> List[S]:
+        unique: Dict[int, S] = {}
         for sinks in self.routes.values():
             for sink in sinks:
                 unique[id(sink)] = sink
         return list(unique.values())
 
-    def route(self, channel: str, payload: Any) -> List[Tuple[Hashable, Event]]:
+    def route(self, channel: str, payload: Any) -> List[Tuple[S, Event]]:
         """The (sink, event) pairs a message on `channel` makes."""
         function = self.proto.function_of_channel(channel)
         if function is None:
             return []
-        out = []
+        out: List[Tuple[S, Event]] = []
         for event in parse_message(function, payload):
             if event.id is not None:
                 for sink in self.routes.get(event.id, []):

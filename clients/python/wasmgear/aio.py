@@ -43,7 +43,7 @@ class _Listener:
     listener): a task subscribes the channels the waits need and routes each event."""
 
     def __init__(self, proto: core.Protocol, make_redis: Callable[[], aredis.Redis]) -> None:
-        self._router = core.Router(proto)
+        self._router: core.Router["asyncio.Queue[Any]"] = core.Router(proto)
         self._make_redis = make_redis
         self._changed = asyncio.Event()
         self._confirmed: Set[str] = set()
@@ -107,7 +107,7 @@ class _Listener:
 
     def _broadcast(self, signal: str) -> None:
         for sink in self._router.sinks():
-            sink.put_nowait(signal)  # type: ignore[attr-defined]
+            sink.put_nowait(signal)
 
     async def _run(self) -> None:
         pubsub: Any = None
@@ -178,7 +178,7 @@ class _Listener:
                 self._confirmed.discard(channel)
         elif kind == "message":
             for sink, event in self._router.route(channel, message.get("data")):
-                sink.put_nowait(event)  # type: ignore[attr-defined]
+                sink.put_nowait(event)
 
 
 class AsyncEventStream:
@@ -340,7 +340,8 @@ class AsyncClient:
                 try:
                     op = gen.throw(error) if error is not None else gen.send(reply)
                 except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
+                    value: T = stop.value  # what the operation returned
+                    return value
                 reply, error = None, None
                 try:
                     reply = await self._execute(op, receive)
@@ -431,6 +432,7 @@ class AsyncClient:
     async def queues(self) -> List[QueueInfo]:
         return await self._drive(core.queues(self._proto))
 
+    # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload
     async def wait(self, ids: str, timeout: Optional[Seconds] = None,  # type: ignore[overload-overlap]
                    on_progress: Optional[core.ProgressCallback] = None, *,

@@ -79,7 +79,7 @@ class _Listener:
     tells them (RESUBSCRIBED), so they re-read what they may have missed."""
 
     def __init__(self, proto: core.Protocol, make_redis: Callable[[], redis.Redis]) -> None:
-        self._router = core.Router(proto)
+        self._router: core.Router["queue.Queue[Any]"] = core.Router(proto)
         self._make_redis = make_redis
         self._cond = threading.Condition()
         self._confirmed: Set[str] = set()
@@ -145,7 +145,7 @@ class _Listener:
         with self._cond:
             sinks = self._router.sinks()
         for sink in sinks:
-            sink.put(signal)  # type: ignore[attr-defined]
+            sink.put(signal)
 
     def _run(self) -> None:
         pubsub: Any = None
@@ -161,6 +161,7 @@ class _Listener:
                     continue
             try:
                 if pubsub is None:
+                    # redis-py leaves Redis.pubsub unannotated (the only untyped call here).
                     pubsub = self._make_redis().pubsub()  # type: ignore[no-untyped-call]
                     if channels:
                         pubsub.subscribe(*channels)
@@ -220,7 +221,7 @@ class _Listener:
             with self._cond:
                 pairs = self._router.route(channel, message.get("data"))
             for sink, event in pairs:
-                sink.put(event)  # type: ignore[attr-defined]
+                sink.put(event)
 
 
 class EventStream:
@@ -239,6 +240,7 @@ class EventStream:
 
     def _subscribe(self) -> None:
         proto = self._client._proto
+        # redis-py leaves Redis.pubsub unannotated (the only untyped call here).
         pubsub = self._client._make_pubsub_redis().pubsub()  # type: ignore[no-untyped-call]
         try:
             if self._function is None:
@@ -379,7 +381,8 @@ class Client:
                 try:
                     op = gen.throw(error) if error is not None else gen.send(reply)
                 except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
+                    value: T = stop.value  # what the operation returned
+                    return value
                 reply, error = None, None
                 try:
                     reply = self._execute(op, receive)
@@ -486,6 +489,7 @@ class Client:
         """Every known function's queue: jobs per state, live workers, paused."""
         return self._drive(core.queues(self._proto))
 
+    # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload
     def wait(self, ids: str, timeout: Optional[Seconds] = None,  # type: ignore[overload-overlap]
              on_progress: Optional[core.ProgressCallback] = None, *, check: bool = True) -> Job: ...

@@ -1,0 +1,229 @@
+// Compiled, never run (run-tests: `tsc --noEmit -p test-support`): every export of index.d.ts
+// used the way README.md says to, so a declaration that drifts from the documented usage fails
+// the type check. test/units.test.js checks that each export of index.js is named here.
+
+import {
+  Client,
+  LIMITS,
+  parseJobId,
+  checkFunction,
+  WasmgearError,
+  BadInputError,
+  NotFoundError,
+  UnreachableError,
+  JobFailedError,
+  JobCancelledError,
+  WaitTimeoutError,
+} from '..';
+import type {
+  JobState,
+  Input,
+  EnqueueOptions,
+  BatchItem,
+  Enqueued,
+  Progress,
+  Attempt,
+  Job,
+  WaitOptions,
+  CancelOutcome,
+  QueueOverview,
+  QueueEvent,
+  EventStream,
+  ConnectOptions,
+} from '..';
+
+/** true when A and B are the same type (not merely assignable one way). */
+type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+function exact<A, B>(proof: Equals<A, B>): void {
+  void proof;
+}
+
+// The documented value sets.
+exact<JobState, 'queued' | 'scheduled' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'cancelled'>(true);
+exact<CancelOutcome['outcome'], 'cancelled' | 'stopping' | 'already-ended'>(true);
+exact<Input, Buffer | Uint8Array | string>(true);
+
+/** What `cancel` says, for each outcome `wasmgear cancel` has (and no other). */
+function describe(result: CancelOutcome): string {
+  switch (result.outcome) {
+    case 'cancelled':
+      return 'cancelled at once';
+    case 'stopping':
+      return `its worker was asked to stop it (${result.state})`;
+    case 'already-ended':
+      return `it had already ended ${result.state}`;
+    default: {
+      const unknown: never = result.outcome;
+      return unknown;
+    }
+  }
+}
+
+async function quickStart(): Promise<void> {
+  // README.md's quick start, as it is written there.
+  const client = await Client.connect('redis://127.0.0.1:6379');
+  const { id } = await client.enqueue('echo', 'hello');
+  console.log((await client.wait(id, { timeoutMs: 30000 })).output!.toString());
+  await client.close();
+}
+
+async function everyCall(ca: Buffer): Promise<void> {
+  const options: ConnectOptions = {
+    cluster: false,
+    connectTimeoutMs: 5000,
+    commandTimeoutMs: 10000,
+    maxInputBytes: 16 << 20,
+    tls: { ca },
+  };
+  const client: Client = await Client.connect('rediss://user:secret@127.0.0.1:6380/0', options);
+  const cluster: boolean = client.isCluster;
+
+  const jobOptions: EnqueueOptions = {
+    priority: 'high',
+    delayMs: 1000,
+    attempts: 3,
+    timeoutMs: 30000,
+    retentionMs: 3600000,
+    failedRetentionMs: 7200000,
+    uniq: 'nightly-report',
+    tags: ['nightly', 'team-a'],
+    after: ['fetch:7'],
+  };
+  const one: Enqueued = await client.enqueue('echo', Buffer.from('bytes'), jobOptions);
+  await client.enqueue('echo', new Uint8Array([1, 2, 3]), { priority: -5, at: new Date(Date.now() + 60000) });
+  await client.enqueue('echo', 'text');
+  // @ts-expect-error an unknown option is refused
+  await client.enqueue('echo', 'x', { prio: 3 });
+  // @ts-expect-error priority is a number or low/normal/high
+  await client.enqueue('echo', 'x', { priority: 'urgent' });
+  // @ts-expect-error `at` is a Date
+  await client.enqueue('echo', 'x', { at: Date.now() + 60000 });
+  const created: boolean = one.created;
+
+  const item: BatchItem = { input: 'with options', priority: 'low', tags: ['bulk'] };
+  const many: Enqueued[] = await client.enqueueMany('echo', ['a', Buffer.from('b'), item, { input: 'c' }]);
+
+  const job: Job = await client.status(one.id);
+  const state: JobState = job.state;
+  const final: boolean = job.final;
+  const counts: number[] = [job.number, job.priority, job.attempt, job.maxAttempts, job.progressSeq, job.timeoutMs];
+  const progress: Progress | null = job.progress;
+  const fraction = progress === null ? 0 : progress.done / (progress.total || 1);
+  const message: string | undefined = progress?.message;
+  const failure: string | undefined = job.error?.class ?? job.error?.message;
+  const output: string | undefined = job.output?.toString('utf8');
+  const times: Array<Date | null> = [
+    job.createdAt,
+    job.runAt,
+    job.notBefore,
+    job.startedAt,
+    job.finishedAt,
+    job.cancelRequestedAt,
+  ];
+  const retention: Array<number | null> = [job.retentionMs, job.failedRetentionMs];
+  const ids: string[] = [...job.tags, ...job.after, ...job.waitingOn, ...job.dependents, job.function, job.id];
+  const uniq: string | null = job.uniq;
+  const history: Attempt[] = job.history;
+  for (const attempt of history) {
+    const fields: [number, string | null, Date | null, Date | null, string, string | null, string | null] = [
+      attempt.attempt,
+      attempt.worker,
+      attempt.startedAt,
+      attempt.endedAt,
+      attempt.outcome,
+      attempt.message,
+      attempt.version,
+    ];
+    void fields;
+  }
+  const record: Record<string, unknown> = job.record;
+
+  const log: string = await client.logs(one.id);
+
+  const waitOptions: WaitOptions = {
+    timeoutMs: 60000,
+    onProgress: (report: Progress, of: string) => console.log(of, report.seq, report.done, report.total),
+  };
+  const waited: Job = await client.wait(one.id, waitOptions);
+  const all: Job[] = await client.wait(many.map((e) => e.id), { onProgress: (p) => console.log(p.done) });
+  await client.wait(one.id);
+  try {
+    await client.wait([one.id, many[0].id], { timeoutMs: 1000 });
+  } catch (error) {
+    if (error instanceof JobFailedError || error instanceof JobCancelledError) {
+      const first: Job = error.job;
+      const code: number = error.exitCode;
+      const results: Array<Job | WasmgearError> = error.results;
+      void [first, code, results];
+    } else if (error instanceof WaitTimeoutError) {
+      const late: string = error.id;
+      const results: Array<Job | WasmgearError> | undefined = error.results;
+      const four: 4 = error.exitCode;
+      void [late, results, four];
+    } else if (error instanceof NotFoundError) {
+      const five: 5 = error.exitCode;
+      const missing: string | undefined = error.id;
+      void [five, missing];
+    } else if (error instanceof BadInputError || error instanceof UnreachableError) {
+      const code: 2 | 6 = error.exitCode;
+      void code;
+    } else if (error instanceof WasmgearError) {
+      const text: string = `${error.name}: ${error.message} (exit ${error.exitCode})`;
+      void text;
+    }
+  }
+
+  const stream: EventStream = client.events('echo');
+  const confirmed: boolean = await stream.ready;
+  for await (const event of stream) {
+    const e: QueueEvent = event;
+    const fields: [string, string, string] = [e.function, e.event, e.id];
+    const extra: [number | undefined, number | undefined, string | number | undefined, JobState | undefined] = [
+      e.attempt,
+      e.seq,
+      e.done,
+      e.state,
+    ];
+    void [fields, extra, e.total, e.message, e.at_ms];
+    if (e.event === 'finish') break;
+  }
+  const everything = client.events();
+  everything.close();
+
+  const cancelled: CancelOutcome = await client.cancel(one.id);
+  console.log(describe(cancelled));
+  const retried: boolean = await client.retry(one.id);
+
+  const queues: QueueOverview[] = await client.queues();
+  for (const q of queues) {
+    const numbers: number[] = [q.queued, q.scheduled, q.running, q.waiting, q.succeeded, q.failed, q.cancelled, q.workers];
+    const row: [string, boolean] = [q.function, q.paused];
+    void [numbers, row];
+  }
+
+  await client.close();
+  void [cluster, created, state, final, counts, fraction, message, failure, output, times, retention, ids, uniq];
+  void [record, log, waited, all, confirmed, retried];
+}
+
+function helpers(): void {
+  const limits: number[] = [
+    LIMITS.MIN_PRIORITY,
+    LIMITS.MAX_PRIORITY,
+    LIMITS.MAX_TAGS,
+    LIMITS.MAX_DEPENDENCIES,
+    LIMITS.MAX_KEY_BYTES,
+    LIMITS.MAX_INPUT_BYTES,
+    LIMITS.MAX_ATTEMPTS,
+    LIMITS.MAX_DURATION_MS,
+    LIMITS.DEFAULT_RETENTION_MS,
+    LIMITS.DEFAULT_FAILED_RETENTION_MS,
+  ];
+  const parsed: { id: string; function: string; number: number } = parseJobId('echo:42');
+  const name: string = checkFunction('echo');
+  // @ts-expect-error LIMITS is read-only
+  LIMITS.MAX_TAGS = 64;
+  void [limits, parsed, name];
+}
+
+void [quickStart, everyCall, helpers];
