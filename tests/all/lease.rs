@@ -834,3 +834,158 @@ async fn one_call_finishing_many_jobs_keeps_the_cap() {
     }
     assert_eq!(kept, 3, "records of finished jobs kept");
 }
+
+/// The members of the sorted set `key`.
+async fn members(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A listening worker whose lease finds nothing is handed the next job: `enqueue` leases
+/// it to the worker in the same call (the job is running when `enqueue` returns) and
+/// publishes the lease on the worker's channel, so the worker's next `lease` returns it
+/// without a call to Redis. Nothing is handed while the function is paused; a lease call
+/// takes the worker out of the idle workers; a worker that leaves hands back what it was
+/// handed and did not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_is_handed_the_next_job() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("handed");
+    let idle = format!("wg:{{{f}}}:idle");
+    let mut conn = redis.raw().await;
+    let queue = WorkerQueue::connect(&redis.url(), "w1").await.unwrap();
+    queue.listen(std::slice::from_ref(&f)).await.unwrap();
+    redis.until_subscribed("wg:handoff:w1", 1).await;
+    let request = [LeaseRequest::new(f.clone())];
+    assert!(queue.lease(&request, 4, TTL).await.unwrap().is_empty());
+    assert_eq!(members(&mut conn, &idle).await, ["w1"]);
+
+    let id = client
+        .enqueue(&f, b"handed input", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    // Leased by the enqueue itself, to the idle worker.
+    let status = client.status(&id).await.unwrap();
+    assert_eq!(status.record.state, JobState::Running);
+    assert_eq!(status.record.worker.as_deref(), Some("w1"));
+    assert!(members(&mut conn, &idle).await.is_empty());
+    // The worker hears of it and takes it without asking Redis.
+    tokio::time::timeout(Duration::from_secs(10), queue.wait_for_work(TTL))
+        .await
+        .unwrap();
+    let calls = crate::support::command_calls(&mut conn, "fcall").await;
+    let leases = eventually(Duration::from_secs(10), "the handed job", || async {
+        let leases = queue.lease(&request, 4, TTL).await.unwrap();
+        (!leases.is_empty()).then_some(leases)
+    })
+    .await;
+    assert_eq!(
+        crate::support::command_calls(&mut conn, "fcall").await,
+        calls
+    );
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].info.id, id);
+    assert_eq!(leases[0].input, b"handed input");
+    assert_eq!(
+        queue
+            .complete(&leases[0], b"out", &AttemptNotes::default())
+            .await
+            .unwrap(),
+        Completion::Accepted(JobState::Succeeded)
+    );
+
+    // Paused: the worker stays registered and the job waits in the queue.
+    assert!(queue.lease(&request, 4, TTL).await.unwrap().is_empty());
+    client
+        .configure(&f, &[wasmgear_client::Setting::Paused(true)])
+        .await
+        .unwrap();
+    let paused = client
+        .enqueue(&f, b"", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.status(&paused).await.unwrap().record.state,
+        JobState::Queued
+    );
+    assert_eq!(members(&mut conn, &idle).await, ["w1"]);
+    client
+        .configure(&f, &[wasmgear_client::Setting::Paused(false)])
+        .await
+        .unwrap();
+    // A lease call takes the worker out first (here it leases the job).
+    let leases = queue.lease(&request, 4, TTL).await.unwrap();
+    assert_eq!(leases.len(), 1);
+    assert!(members(&mut conn, &idle).await.is_empty());
+    queue
+        .complete(&leases[0], b"", &AttemptNotes::default())
+        .await
+        .unwrap();
+
+    // Handed, then the worker leaves before running it: the job is handed back.
+    assert!(queue.lease(&request, 4, TTL).await.unwrap().is_empty());
+    let left = client
+        .enqueue(&f, b"", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.status(&left).await.unwrap().record.state,
+        JobState::Running
+    );
+    tokio::time::timeout(Duration::from_secs(10), queue.wait_for_work(TTL))
+        .await
+        .unwrap();
+    queue
+        .advertise(
+            &wasmgear_proto::WorkerAd::default(),
+            std::slice::from_ref(&f),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    let record = client.status(&left).await.unwrap().record;
+    assert_eq!((record.state, record.attempt), (JobState::Queued, 0));
+    assert!(members(&mut conn, &idle).await.is_empty());
+}
+
+/// A lease call's hand-off arguments are checked: a channel with '|' or a wait that is
+/// not a positive number is refused, and the worker is not registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_hand_off_arguments_are_refused() {
+    let redis = TestRedis::start();
+    // (A client loads the library.)
+    let _client = redis.client().await;
+    let f = function("handed");
+    let keys = wasmgear_client::queue_keys("lease", &f).unwrap();
+    let mut conn = redis.raw().await;
+    for (channel, hold) in [("a|b", "1000"), ("ch", "0"), ("ch", "soon"), ("", "1000")] {
+        let refused: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+            .arg("wg2_lease")
+            .arg(keys.len())
+            .arg(&keys[..])
+            .arg(f.as_str())
+            .arg("w1")
+            .arg("call-1")
+            .arg(1)
+            .arg(30_000)
+            .arg(1000)
+            .arg(3)
+            .arg(channel)
+            .arg(hold)
+            .query_async(&mut conn)
+            .await;
+        let error = refused.unwrap_err();
+        assert_eq!(error.code(), Some("BADARGS"), "{channel} {hold}: {error}");
+    }
+    assert!(
+        members(&mut conn, &format!("wg:{{{f}}}:idle"))
+            .await
+            .is_empty()
+    );
+}

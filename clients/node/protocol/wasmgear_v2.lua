@@ -46,6 +46,12 @@ local DEFAULT_FAILED_RETENTION_MS = 604800000
 --                                      `complete` call, so that a call sent again (its reply
 --                                      was lost) is answered the same instead of applied twice
 -- calls_exp  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
+-- idle       wg:{F}:idle       zset    idle workers that asked to be handed the next jobs
+--                                      (their `lease` found nothing), scored by when that
+--                                      lapses (ms)
+-- idle_args  wg:{F}:idle-args  hash    worker id -> 'CALL_ID|WANT|LEASE_MS|TIMEOUT_MS|
+--                                      ATTEMPTS|CHANNEL': how it leases, and where to
+--                                      publish what it is handed
 --
 -- ARGV[1]   the function name F
 
@@ -787,13 +793,15 @@ end
 -- lease.lua for what happens on the way). Returns the leases (row and input of each, one
 -- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
 -- its call id (nil when nothing was leased: such a call need not be remembered).
-local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
+local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts, quick)
   local leased_numbers = nil
+  local now = int(NOW)
+  -- `quick` (a job handed over at enqueue): no housekeeping; the next lease call does it.
+  if not quick then
   -- (1) Forget finished jobs whose retention is over.
   forget_expired()
 
   -- (2) Promote scheduled jobs that are due.
-  local now = int(NOW)
   for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
     redis.call('ZREM', K.scheduled, number)
     local record = load(number)
@@ -834,6 +842,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
   end
   if #SETTLE > 0 then settle() end
+  end
 
   -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
   local allowed = want
@@ -943,6 +952,64 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   return leases, wait_ms, capped, leased_numbers
 end
 
+-- Idle workers handed jobs directly. A worker whose `lease` found nothing may ask for the
+-- next ready jobs to be handed to it (lease.lua, its last two arguments): it is registered
+-- in K.idle until the registration lapses, its next `lease` call, or it leaves. `enqueue`
+-- then leases its new jobs to the newest registered worker as that worker's own `lease`
+-- call would (same worker id, call id as token prefix, count, lease time and defaults) and
+-- publishes each lease on the worker's channel: the job starts without another round trip.
+-- A registration serves one hand-off. Nothing is handed while the function is paused, at
+-- its concurrency cap or rate limit (lease_jobs leases nothing then).
+
+-- Takes `worker` out of the idle workers.
+local function idle_leave(worker)
+  redis.call('ZREM', K.idle, worker)
+  redis.call('HDEL', K.idle_args, worker)
+end
+
+-- Registers `worker` as idle for `hold_ms`, leasing with these arguments.
+local function idle_join(worker, call_id, want, lease_ms, timeout_ms, attempts, channel, hold_ms)
+  redis.call('ZADD', K.idle, int(NOW + hold_ms), worker)
+  redis.call('HSET', K.idle_args, worker, table.concat({ call_id, int(want), int(lease_ms),
+    int(timeout_ms), int(attempts), channel }, '|'))
+end
+
+-- The most idle workers one call hands jobs to.
+local HAND_OFF_WORKERS = 16
+
+-- Hands ready jobs to registered idle workers, newest registration first; returns how many.
+local function hand_off()
+  local now = int(NOW)
+  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE')
+  if #lapsed > 0 then
+    redis.call('ZREM', K.idle, unpack(lapsed))
+    redis.call('HDEL', K.idle_args, unpack(lapsed))
+  end
+  local handed = 0
+  for _ = 1, HAND_OFF_WORKERS do
+    local newest = redis.call('ZRANGE', K.idle, '+inf', '(' .. now, 'BYSCORE', 'REV', 'LIMIT', '0', '1')
+    if #newest == 0 then break end
+    local worker = newest[1]
+    local args = redis.call('HGET', K.idle_args, worker) or ''
+    local call_id, want, lease_ms, timeout_ms, attempts, channel =
+      string.match(args, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]+)$')
+    if not call_id then
+      idle_leave(worker)
+    else
+      local leases = lease_jobs(worker, call_id, tonumber(want), tonumber(lease_ms),
+        tonumber(timeout_ms), tonumber(attempts), true)
+      -- Nothing (left) to hand, or not allowed now: the registration stays.
+      if #leases == 0 then break end
+      idle_leave(worker)
+      for i = 1, #leases, 2 do
+        redis.call('PUBLISH', channel, 'lease ' .. FN .. ' ' .. leases[i] .. '\n' .. leases[i + 1])
+      end
+      handed = handed + #leases / 2
+    end
+  end
+  return handed
+end
+
 ---------------------------------------------------------------------------------------------
 -- The start of every call: its keys, function name and time, and a clean slate (the
 -- library's locals outlive a call; Redis runs one call at a time).
@@ -966,14 +1033,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], calls = keys[18], calls_exp = keys[19] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled waiting expires uniq tagged failed counts stats config events work calls calls_exp
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -998,6 +1065,10 @@ local reply = (function()
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--
+-- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
+-- leased to them in this call and published on their channels (lib.lua, "Idle workers
+-- handed jobs directly"); the other workers hear `work` only if jobs are left for them.
 --
 -- A job with dependencies waits (state `waiting`) until all of them have succeeded.
 -- Dependencies in this function are linked here; those in other functions are returned for
@@ -1125,6 +1196,8 @@ local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), i
 -- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
 local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
+-- Jobs of this call made ready (for idle workers to be handed), and whether any was created.
+local made_ready, created_any = 0, false
 for i = 0, n - 1 do
   local options = OPTIONS[i] or NO_OPTIONS
   local input = ARGV[INPUT_AT[i]]
@@ -1150,7 +1223,8 @@ for i = 0, n - 1 do
     inputs[#inputs + 1] = number
     inputs[#inputs + 1] = input
     EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
-    wake_workers()
+    created_any = true
+    made_ready = made_ready + 1
     numbers[#numbers + 1] = number
     created[#created + 1] = '1'
   else
@@ -1225,13 +1299,14 @@ for i = 0, n - 1 do
         make_scheduled(number, record, run_at)
       else
         make_ready(number, record)
+        made_ready = made_ready + 1
       end
       save(number, record)
       inputs[#inputs + 1] = number
       inputs[#inputs + 1] = input
       -- Built without cjson: sent for every job.
       EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
-      wake_workers()
+      created_any = true
       numbers[#numbers + 1] = number
       created[#created + 1] = '1'
     end
@@ -1241,6 +1316,12 @@ call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
+-- Idle workers registered for them are handed the new ready jobs first (before `work` goes
+-- out: a worker hears of its own jobs before it is woken to lease); the others hear `work`
+-- unless every job of the call was handed over.
+local handed = 0
+if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off() end
+if created_any and not (handed == made_ready and made_ready == n) then wake_workers() end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
@@ -1252,7 +1333,7 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20] } end
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_lease)
 local reply = (function()
@@ -1266,7 +1347,7 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -1276,6 +1357,14 @@ local reply = (function()
 -- ARGV[5]  lease duration, ms
 -- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
 -- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
+-- ARGV[8]  optional: a pub/sub channel of the worker's own. When the call leases nothing,
+--          the worker is registered as idle: the next jobs enqueued are leased to it as this
+--          call would have (this call's id is their token prefix), and each lease is
+--          published on the channel as `lease FUNCTION ROW` + '\n' + input, ROW as below
+--          (lib.lua, "Idle workers handed jobs directly"). Any lease call by the worker
+--          takes it out first.
+-- ARGV[9]  with ARGV[8]: how long the registration lasts, ms (the worker calls again
+--          before then while it is idle)
 --
 -- A lease counts as an attempt once the worker shows it has the job (a heartbeat, progress
 -- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
@@ -1292,12 +1381,17 @@ local reply = (function()
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
 
 local token_prefix = ARGV[3]
-if #ARGV ~= 7 or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
-  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers')
+if (#ARGV ~= 7 and #ARGV ~= 9) or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
+  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers; optionally a channel and how long to wait on it')
 end
 if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2])) then
   return redis.error_reply('BADARGS lease: ' .. CALL_ID_RULE)
 end
+local channel, hold_ms = ARGV[8], tonumber(ARGV[9])
+if channel and (channel == '' or not fits_call_id(channel) or not hold_ms or hold_ms < 1) then
+  return redis.error_reply('BADARGS lease: the channel must be a name without "|" and the wait a number of ms >= 1')
+end
+idle_leave(ARGV[2])
 
 -- The same call again: the leases it made that are still held, and nothing more.
 local replay = remembered(token_prefix)
@@ -1305,7 +1399,12 @@ if replay then return { held_leases(token_prefix, replay), 0, 0, {} } end
 
 local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, tonumber(ARGV[4]),
   tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
-if numbers then remember(token_prefix, numbers) end
+if numbers then
+  remember(token_prefix, numbers)
+elseif channel then
+  idle_join(ARGV[2], token_prefix, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), channel, hold_ms)
+end
 return { leases, wait_ms, capped, NOTIFY }
 
 end)()
@@ -1398,7 +1497,7 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20] } end
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_complete)
 local reply = (function()
@@ -1410,7 +1509,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -2202,6 +2301,8 @@ redis.register_function{ function_name = 'wg2_rollcall', callback = function(KEY
 -- (or renews), leaves, or a client only counts.
 --
 -- KEYS[1]  wg:{F}:workers  zset  worker id scored by when its membership expires (ms)
+-- KEYS[2], KEYS[3]  optional: wg:{F}:idle and wg:{F}:idle-args (lib.lua, "Idle workers
+--          handed jobs directly"): a worker that leaves is no longer handed jobs either
 --
 -- ARGV[1]  worker id; '' to only count
 -- ARGV[2]  how long the membership lives without a renewal, ms; 0 leaves
@@ -2220,6 +2321,10 @@ if id ~= '' then
     redis.call('ZADD', workers_key, now + ttl_ms, id)
   else
     redis.call('ZREM', workers_key, id)
+    if #KEYS == 3 then
+      redis.call('ZREM', KEYS[2], id)
+      redis.call('HDEL', KEYS[3], id)
+    end
   end
 end
 return redis.call('ZCARD', workers_key)
@@ -2248,4 +2353,4 @@ return live
 
 end, flags = { 'no-writes' } }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '4e27a92e646f7371ea8928fd4ef7df4a582ef020' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'db369f74291f123a2606b0a54bc4e0243e2ed9e2' end, flags = { 'no-writes' } }

@@ -63,13 +63,13 @@ const ENDS: &[QueueKey] = &[
 /// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
 const LEASING: &[QueueKey] = &[
     Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged, Failed,
-    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp,
+    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs,
 ];
 
 functions! {
     ENQUEUE = "enqueue", Some(&[
-        Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Waiting, Expires, Uniq, Tagged, Failed,
-        Counts, Stats, Config, Events, Work, Calls, CallsExp,
+        Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
+        Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs,
     ]), false;
     LEASE = "lease", Some(LEASING), false;
     HEARTBEAT = "heartbeat", Some(&[Jobs, Leased, Stats, Events]), false;

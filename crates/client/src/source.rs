@@ -3,6 +3,7 @@
 //! A worker leases jobs, keeps their leases alive with heartbeats, reports progress and
 //! finishes each job with `complete` or `fail`, every call fenced by the lease token it got.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -95,28 +96,7 @@ impl redis::FromRedisValue for LeaseRows {
         let mut items = items.into_iter();
         while let Some(row) = items.next() {
             let input = items.next().ok_or_else(|| bad(&row))?;
-            let text = std::str::from_utf8(&row).map_err(|_| bad(&row))?;
-            let mut fields = text.splitn(6, '|');
-            let mut number = || fields.next().and_then(|f| f.parse::<u64>().ok());
-            let (Some(seq), Some(attempt), Some(max_attempts), Some(timeout_ms), Some(created_ms)) =
-                (number(), number(), number(), number(), number())
-            else {
-                return Err(bad(&row));
-            };
-            let token = fields
-                .next()
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| bad(&row))?;
-            let narrow = |n: u64| u32::try_from(n).map_err(|_| bad(&row));
-            rows.push((
-                seq,
-                narrow(attempt)?,
-                narrow(max_attempts)?,
-                timeout_ms,
-                created_ms,
-                token.to_string(),
-                input,
-            ));
+            rows.push(lease_row(&row, input).ok_or_else(|| bad(&row))?);
         }
         Ok(LeaseRows(rows))
     }
@@ -146,6 +126,52 @@ fn lease_of(
         expires: sent + ttl,
         ttl,
     }
+}
+
+/// Reads one lease row, `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN`, with the
+/// job's `input`.
+fn lease_row(row: &[u8], input: Vec<u8>) -> Option<LeaseRow> {
+    let text = std::str::from_utf8(row).ok()?;
+    let mut fields = text.splitn(6, '|');
+    let mut number = || fields.next().and_then(|f| f.parse::<u64>().ok());
+    let (seq, attempt, max_attempts, timeout_ms, created_ms) =
+        (number()?, number()?, number()?, number()?, number()?);
+    let token = fields.next().filter(|t| !t.is_empty())?;
+    Some((
+        seq,
+        u32::try_from(attempt).ok()?,
+        u32::try_from(max_attempts).ok()?,
+        timeout_ms,
+        created_ms,
+        token.to_string(),
+        input,
+    ))
+}
+
+/// How long an idle worker stays registered to be handed jobs (lease.lua, ARGV[9]) after a
+/// lease call that found nothing. An idle worker asks again at least every second (the
+/// default idle poll), renewing it; a worker that died is handed jobs for at most this
+/// long (they start elsewhere once their lease runs out, the attempt not counted).
+const HANDOFF_HOLD: Duration = Duration::from_secs(3);
+
+/// A job handed to this idle worker: its function, lease row and input, as published on
+/// the worker's channel (`lease FUNCTION ROW` + '\n' + input). `None` for anything else.
+fn handed_job(payload: &[u8]) -> Option<(FunctionName, LeaseRow)> {
+    let rest = payload.strip_prefix(b"lease ")?;
+    let line_end = rest.iter().position(|b| *b == b'\n')?;
+    let (head, input) = (&rest[..line_end], &rest[line_end + 1..]);
+    let head = std::str::from_utf8(head).ok()?;
+    let (function, row) = head.split_once(' ')?;
+    let function = FunctionName::new(function).ok()?;
+    Some((function, lease_row(row.as_bytes(), input.to_vec())?))
+}
+
+/// Jobs handed to this worker, not yet taken by a `lease` call, and when each function's
+/// registration was sent (a handed lease runs `ttl` from then, at the latest).
+#[derive(Default)]
+struct Handed {
+    jobs: VecDeque<(FunctionName, LeaseRow)>,
+    registered: std::collections::HashMap<FunctionName, (std::time::Instant, Duration)>,
 }
 
 /// A result of `complete`, one letter: s(ucceeded), c(ancelled), x (stale) or m(issing).
@@ -274,7 +300,11 @@ impl Completer {
             }
         };
         self.answered.note(function, call_id);
-        if want > 0 {
+        if want > 0 && rows.is_empty() {
+            // Nothing next: the worker's next `lease` asks, and so waits registered for the
+            // next job to be handed to it, instead of for a `work` message.
+            lock_hints(&self.hints).remove(function);
+        } else if want > 0 {
             record_lease(
                 &self.hints,
                 function,
@@ -367,11 +397,24 @@ async fn forward_notifications(
     cancels: broadcast::Sender<CancelRequest>,
     hints: Hints,
     listening: Arc<AtomicBool>,
+    handed: (String, Arc<std::sync::Mutex<Handed>>),
 ) {
+    let (handoff_channel, handed) = handed;
     while let Some(delivery) = subscription.next().await {
         match delivery {
             Delivery::Message(message) => {
-                if message.payload == b"work" {
+                if message.channel == handoff_channel {
+                    match handed_job(&message.payload) {
+                        Some(job) => {
+                            lock_handed(&handed).jobs.push_back(job);
+                            work_arrived.notify_one();
+                        }
+                        None => tracing::warn!(
+                            channel = %handoff_channel,
+                            "ignoring a message on this worker's hand-off channel that is not a lease"
+                        ),
+                    }
+                } else if message.payload == b"work" {
                     if let Some(function) = channels.get(&message.channel) {
                         lock_hints(&hints)
                             .entry(function.clone())
@@ -393,6 +436,17 @@ async fn forward_notifications(
             }
         }
     }
+}
+
+/// The keys `rollcall` takes from a worker: the roll call, and the idle workers handed jobs
+/// (a worker that leaves is no longer handed any).
+fn roll_call_keys(function: &FunctionName) -> [String; 3] {
+    let keys = FunctionKeys::new(function);
+    [keys.workers(), keys.idle(), keys.idle_args()]
+}
+
+fn lock_handed(handed: &std::sync::Mutex<Handed>) -> std::sync::MutexGuard<'_, Handed> {
+    handed.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Aborts a background task when dropped.
@@ -425,6 +479,8 @@ pub struct WorkerQueue {
     cancel_requests: broadcast::Sender<CancelRequest>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
+    /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]).
+    handed: Arc<std::sync::Mutex<Handed>>,
 }
 
 impl WorkerQueue {
@@ -448,6 +504,7 @@ impl WorkerQueue {
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
+            handed: Arc::default(),
         })
     }
 
@@ -479,7 +536,8 @@ impl WorkerQueue {
         // Every channel is added even if one fails: the subscriber subscribes them all once
         // Redis answers, and says so.
         let mut result = Ok(());
-        for channel in channels.keys() {
+        let handoff_channel = wasmgear_proto::keys::handoff_channel(&self.worker_id);
+        for channel in channels.keys().chain([&handoff_channel]) {
             if let Err(error) = subscription
                 .subscribe(Topic::Channel(channel.clone()))
                 .await
@@ -496,6 +554,7 @@ impl WorkerQueue {
             self.cancel_requests.clone(),
             self.hints.clone(),
             self.listening.clone(),
+            (handoff_channel, self.handed.clone()),
         ));
         // The old subscription goes with its task; channels served before and now stay
         // subscribed throughout.
@@ -531,7 +590,8 @@ impl WorkerQueue {
 
     /// Puts this worker in the worker list with `ad` and in the roll call of each of
     /// `functions`, for `ttl`; renew before it runs out. A zero `ttl` takes it out of both
-    /// (and out of the roll call of `functions`).
+    /// (and out of the roll call of `functions`, and of their idle workers handed jobs),
+    /// and hands back the jobs handed to it that it has not run.
     pub async fn advertise(
         &self,
         ad: &WorkerAd,
@@ -549,11 +609,20 @@ impl WorkerQueue {
             .await?;
         for function in functions {
             let _: i64 = scripts::ROLLCALL
-                .with_keys(&[FunctionKeys::new(function).workers()])
+                .with_keys(&roll_call_keys(function))
                 .arg(&self.worker_id)
                 .arg(ttl_ms)
                 .invoke_async(&mut self.conn.clone())
                 .await?;
+        }
+        if ttl.is_zero() {
+            let unrun = std::mem::take(&mut lock_handed(&self.handed).jobs);
+            for (function, row) in unrun {
+                let lease = lease_of(&function, row, std::time::Instant::now(), Duration::ZERO);
+                if let Err(error) = self.release(&lease).await {
+                    tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker; it runs elsewhere once its lease runs out");
+                }
+            }
         }
         Ok(())
     }
@@ -562,7 +631,7 @@ impl WorkerQueue {
     pub async fn leave(&self, functions: &[FunctionName]) -> Result<()> {
         for function in functions {
             let _: i64 = scripts::ROLLCALL
-                .with_keys(&[FunctionKeys::new(function).workers()])
+                .with_keys(&roll_call_keys(function))
                 .arg(&self.worker_id)
                 .arg(0)
                 .invoke_async(&mut self.conn.clone())
@@ -590,8 +659,8 @@ impl WorkerQueue {
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Lease>> {
-        let mut leases = Vec::new();
-        if requests.is_empty() || max == 0 {
+        let mut leases = self.take_handed(requests, max, ttl).await;
+        if !leases.is_empty() || requests.is_empty() || max == 0 {
             return Ok(leases);
         }
         let start = match self.strict_order {
@@ -631,6 +700,13 @@ impl WorkerQueue {
                 .arg(ttl.as_millis() as u64)
                 .arg(request.default_timeout_ms)
                 .arg(request.default_max_attempts);
+            // Listening (so a job handed over is heard): if nothing is ready, the next job
+            // enqueued is leased to this worker at once and published on its channel.
+            let hand_off = self.listening.load(Ordering::SeqCst);
+            if hand_off {
+                call.arg(wasmgear_proto::keys::handoff_channel(&self.worker_id))
+                    .arg(HANDOFF_HOLD.as_millis() as u64);
+            }
             // The token prefix is the call's id: sent again after a lost reply, the call
             // returns the leases it made instead of making more (and orphaning the first).
             let reply: redis::RedisResult<(LeaseRows, i64, i64, Vec<String>)> =
@@ -646,6 +722,10 @@ impl WorkerQueue {
             };
             if !rows.is_empty() {
                 self.answered.note(function, token_prefix.clone());
+            } else if hand_off {
+                lock_handed(&self.handed)
+                    .registered
+                    .insert(function.clone(), (sent, ttl));
             }
             record_lease(
                 &self.hints,
@@ -672,6 +752,59 @@ impl WorkerQueue {
         *self.next_due.lock().unwrap_or_else(|e| e.into_inner()) =
             (next_due != Duration::MAX).then(|| tokio::time::Instant::now() + next_due);
         Ok(leases)
+    }
+
+    /// The jobs handed to this worker since its last lease call: up to `max`, at most
+    /// `request.max` of each requested function (the rest wait for the next call). A job of
+    /// a function no longer requested is handed back.
+    async fn take_handed(
+        &self,
+        requests: &[LeaseRequest],
+        max: usize,
+        ttl: Duration,
+    ) -> Vec<Lease> {
+        let (taken, unwanted) = {
+            let mut handed = lock_handed(&self.handed);
+            if handed.jobs.is_empty() {
+                return Vec::new();
+            }
+            let mut room: std::collections::HashMap<&FunctionName, usize> =
+                requests.iter().map(|r| (&r.function, r.max)).collect();
+            let (mut taken, mut unwanted, mut kept) = (Vec::new(), Vec::new(), Default::default());
+            for (function, row) in std::mem::take(&mut handed.jobs) {
+                // A handed lease runs from the hand-off, which came after the registering
+                // call was sent: counting from the call is on the safe side.
+                let (sent, ttl) = handed
+                    .registered
+                    .get(&function)
+                    .copied()
+                    .unwrap_or_else(|| (std::time::Instant::now(), ttl));
+                match room.get_mut(&function) {
+                    None => unwanted.push(lease_of(&function, row, sent, ttl)),
+                    Some(left) if *left > 0 && taken.len() < max => {
+                        *left -= 1;
+                        taken.push(lease_of(&function, row, sent, ttl));
+                    }
+                    Some(_) => VecDeque::push_back(&mut kept, (function, row)),
+                }
+            }
+            handed.jobs = kept;
+            (taken, unwanted)
+        };
+        // The next `lease` of these functions asks Redis again (and registers for the next
+        // hand-off when it finds nothing).
+        {
+            let mut hints = lock_hints(&self.hints);
+            for lease in &taken {
+                hints.remove(&lease.info.id.function);
+            }
+        }
+        for lease in unwanted {
+            if let Err(error) = self.release(&lease).await {
+                tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker for a function it no longer serves; it runs elsewhere once its lease runs out");
+            }
+        }
+        taken
     }
 
     /// Extends `lease` by `ttl`, and says whether it is still held and whether a client

@@ -55,6 +55,10 @@ pub enum QueueKey {
     Calls,
     /// `calls-exp`: when those are forgotten.
     CallsExp,
+    /// `idle`: workers waiting for a job handed to them, by when the wait lapses.
+    Idle,
+    /// `idle-args`: how each of those workers leases.
+    IdleArgs,
 }
 
 impl QueueKey {
@@ -62,6 +66,7 @@ impl QueueKey {
     pub fn lua_name(self) -> &'static str {
         match self {
             QueueKey::CallsExp => "calls_exp",
+            QueueKey::IdleArgs => "idle_args",
             other => other.suffix(),
         }
     }
@@ -90,6 +95,8 @@ impl QueueKey {
             QueueKey::Work => "work",
             QueueKey::Calls => "calls",
             QueueKey::CallsExp => "calls-exp",
+            QueueKey::Idle => "idle",
+            QueueKey::IdleArgs => "idle-args",
         }
     }
 }
@@ -192,6 +199,15 @@ impl FunctionKeys {
     pub fn calls_expiry(&self) -> String {
         self.key("calls-exp")
     }
+    /// Sorted set: idle workers of the function that asked to be handed the next job
+    /// directly (`lease` found nothing), scored by when that lapses (ms).
+    pub fn idle(&self) -> String {
+        self.key("idle")
+    }
+    /// Hash: idle worker id → how it leases (`CALL_ID|WANT|LEASE_MS|TIMEOUT_MS|ATTEMPTS|CHANNEL`).
+    pub fn idle_args(&self) -> String {
+        self.key("idle-args")
+    }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {
         format!("{PREFIX}:{{*}}:events")
@@ -221,6 +237,12 @@ impl FunctionKeys {
     pub fn work(&self) -> String {
         self.key("work")
     }
+}
+
+/// Pub/sub channel of one worker: the jobs handed to it when it was idle (`lease` then
+/// `enqueue`), each a message `lease FUNCTION ROW` and the input after the line break.
+pub fn handoff_channel(worker_id: &str) -> String {
+    format!("{PREFIX}:handoff:{worker_id}")
 }
 
 /// The directory of functions (in the `{functions}` slot): every function that has been

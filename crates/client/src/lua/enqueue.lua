@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled waiting expires uniq tagged failed counts stats config events work calls calls_exp
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -26,6 +26,10 @@
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--
+-- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
+-- leased to them in this call and published on their channels (lib.lua, "Idle workers
+-- handed jobs directly"); the other workers hear `work` only if jobs are left for them.
 --
 -- A job with dependencies waits (state `waiting`) until all of them have succeeded.
 -- Dependencies in this function are linked here; those in other functions are returned for
@@ -153,6 +157,8 @@ local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), i
 -- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
 local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
+-- Jobs of this call made ready (for idle workers to be handed), and whether any was created.
+local made_ready, created_any = 0, false
 for i = 0, n - 1 do
   local options = OPTIONS[i] or NO_OPTIONS
   local input = ARGV[INPUT_AT[i]]
@@ -178,7 +184,8 @@ for i = 0, n - 1 do
     inputs[#inputs + 1] = number
     inputs[#inputs + 1] = input
     EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
-    wake_workers()
+    created_any = true
+    made_ready = made_ready + 1
     numbers[#numbers + 1] = number
     created[#created + 1] = '1'
   else
@@ -253,13 +260,14 @@ for i = 0, n - 1 do
         make_scheduled(number, record, run_at)
       else
         make_ready(number, record)
+        made_ready = made_ready + 1
       end
       save(number, record)
       inputs[#inputs + 1] = number
       inputs[#inputs + 1] = input
       -- Built without cjson: sent for every job.
       EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
-      wake_workers()
+      created_any = true
       numbers[#numbers + 1] = number
       created[#created + 1] = '1'
     end
@@ -269,6 +277,12 @@ call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
 flush()
+-- Idle workers registered for them are handed the new ready jobs first (before `work` goes
+-- out: a worker hears of its own jobs before it is woken to lease); the others hear `work`
+-- unless every job of the call was handed over.
+local handed = 0
+if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off() end
+if created_any and not (handed == made_ready and made_ready == n) then wake_workers() end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))

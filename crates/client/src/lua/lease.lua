@@ -8,7 +8,7 @@
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -18,6 +18,14 @@
 -- ARGV[5]  lease duration, ms
 -- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
 -- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
+-- ARGV[8]  optional: a pub/sub channel of the worker's own. When the call leases nothing,
+--          the worker is registered as idle: the next jobs enqueued are leased to it as this
+--          call would have (this call's id is their token prefix), and each lease is
+--          published on the channel as `lease FUNCTION ROW` + '\n' + input, ROW as below
+--          (lib.lua, "Idle workers handed jobs directly"). Any lease call by the worker
+--          takes it out first.
+-- ARGV[9]  with ARGV[8]: how long the registration lasts, ms (the worker calls again
+--          before then while it is idle)
 --
 -- A lease counts as an attempt once the worker shows it has the job (a heartbeat, progress
 -- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
@@ -34,12 +42,17 @@
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
 
 local token_prefix = ARGV[3]
-if #ARGV ~= 7 or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
-  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers')
+if (#ARGV ~= 7 and #ARGV ~= 9) or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
+  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers; optionally a channel and how long to wait on it')
 end
 if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2])) then
   return redis.error_reply('BADARGS lease: ' .. CALL_ID_RULE)
 end
+local channel, hold_ms = ARGV[8], tonumber(ARGV[9])
+if channel and (channel == '' or not fits_call_id(channel) or not hold_ms or hold_ms < 1) then
+  return redis.error_reply('BADARGS lease: the channel must be a name without "|" and the wait a number of ms >= 1')
+end
+idle_leave(ARGV[2])
 
 -- The same call again: the leases it made that are still held, and nothing more.
 local replay = remembered(token_prefix)
@@ -47,5 +60,10 @@ if replay then return { held_leases(token_prefix, replay), 0, 0, {} } end
 
 local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, tonumber(ARGV[4]),
   tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
-if numbers then remember(token_prefix, numbers) end
+if numbers then
+  remember(token_prefix, numbers)
+elseif channel then
+  idle_join(ARGV[2], token_prefix, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), channel, hold_ms)
+end
 return { leases, wait_ms, capped, NOTIFY }

@@ -39,6 +39,12 @@
 --                                      `complete` call, so that a call sent again (its reply
 --                                      was lost) is answered the same instead of applied twice
 -- calls_exp  wg:{F}:calls-exp  zset    call id, scored by when its reply is forgotten (ms)
+-- idle       wg:{F}:idle       zset    idle workers that asked to be handed the next jobs
+--                                      (their `lease` found nothing), scored by when that
+--                                      lapses (ms)
+-- idle_args  wg:{F}:idle-args  hash    worker id -> 'CALL_ID|WANT|LEASE_MS|TIMEOUT_MS|
+--                                      ATTEMPTS|CHANNEL': how it leases, and where to
+--                                      publish what it is handed
 --
 -- ARGV[1]   the function name F
 
@@ -780,13 +786,15 @@ end
 -- lease.lua for what happens on the way). Returns the leases (row and input of each, one
 -- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
 -- its call id (nil when nothing was leased: such a call need not be remembered).
-local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts)
+local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts, quick)
   local leased_numbers = nil
+  local now = int(NOW)
+  -- `quick` (a job handed over at enqueue): no housekeeping; the next lease call does it.
+  if not quick then
   -- (1) Forget finished jobs whose retention is over.
   forget_expired()
 
   -- (2) Promote scheduled jobs that are due.
-  local now = int(NOW)
   for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
     redis.call('ZREM', K.scheduled, number)
     local record = load(number)
@@ -827,6 +835,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
   end
   if #SETTLE > 0 then settle() end
+  end
 
   -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
   local allowed = want
@@ -934,6 +943,64 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     if rate_wait >= 0 and (wait_ms < 0 or rate_wait < wait_ms) then wait_ms = rate_wait end
   end
   return leases, wait_ms, capped, leased_numbers
+end
+
+-- Idle workers handed jobs directly. A worker whose `lease` found nothing may ask for the
+-- next ready jobs to be handed to it (lease.lua, its last two arguments): it is registered
+-- in K.idle until the registration lapses, its next `lease` call, or it leaves. `enqueue`
+-- then leases its new jobs to the newest registered worker as that worker's own `lease`
+-- call would (same worker id, call id as token prefix, count, lease time and defaults) and
+-- publishes each lease on the worker's channel: the job starts without another round trip.
+-- A registration serves one hand-off. Nothing is handed while the function is paused, at
+-- its concurrency cap or rate limit (lease_jobs leases nothing then).
+
+-- Takes `worker` out of the idle workers.
+local function idle_leave(worker)
+  redis.call('ZREM', K.idle, worker)
+  redis.call('HDEL', K.idle_args, worker)
+end
+
+-- Registers `worker` as idle for `hold_ms`, leasing with these arguments.
+local function idle_join(worker, call_id, want, lease_ms, timeout_ms, attempts, channel, hold_ms)
+  redis.call('ZADD', K.idle, int(NOW + hold_ms), worker)
+  redis.call('HSET', K.idle_args, worker, table.concat({ call_id, int(want), int(lease_ms),
+    int(timeout_ms), int(attempts), channel }, '|'))
+end
+
+-- The most idle workers one call hands jobs to.
+local HAND_OFF_WORKERS = 16
+
+-- Hands ready jobs to registered idle workers, newest registration first; returns how many.
+local function hand_off()
+  local now = int(NOW)
+  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE')
+  if #lapsed > 0 then
+    redis.call('ZREM', K.idle, unpack(lapsed))
+    redis.call('HDEL', K.idle_args, unpack(lapsed))
+  end
+  local handed = 0
+  for _ = 1, HAND_OFF_WORKERS do
+    local newest = redis.call('ZRANGE', K.idle, '+inf', '(' .. now, 'BYSCORE', 'REV', 'LIMIT', '0', '1')
+    if #newest == 0 then break end
+    local worker = newest[1]
+    local args = redis.call('HGET', K.idle_args, worker) or ''
+    local call_id, want, lease_ms, timeout_ms, attempts, channel =
+      string.match(args, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]+)$')
+    if not call_id then
+      idle_leave(worker)
+    else
+      local leases = lease_jobs(worker, call_id, tonumber(want), tonumber(lease_ms),
+        tonumber(timeout_ms), tonumber(attempts), true)
+      -- Nothing (left) to hand, or not allowed now: the registration stays.
+      if #leases == 0 then break end
+      idle_leave(worker)
+      for i = 1, #leases, 2 do
+        redis.call('PUBLISH', channel, 'lease ' .. FN .. ' ' .. leases[i] .. '\n' .. leases[i + 1])
+      end
+      handed = handed + #leases / 2
+    end
+  end
+  return handed
 end
 
 ---------------------------------------------------------------------------------------------
