@@ -923,13 +923,51 @@ async fn an_idle_worker_is_handed_the_next_job() {
     let leases = queue.lease(&request, 4, TTL).await.unwrap();
     assert_eq!(leases.len(), 1);
     assert!(members(&mut conn, &idle).await.is_empty());
-    queue
-        .complete(&leases[0], b"", &AttemptNotes::default())
+    // Finished with nothing next (as a worker's slot finishes): its next lease asks Redis
+    // again, and so registers for the next hand-off.
+    let (_, next) = queue
+        .complete_and_lease(&leases[0], b"", &AttemptNotes::default(), &request[0], TTL)
         .await
         .unwrap();
+    assert!(next.is_empty());
+
+    // Handed, then the worker leases for another function only (it no longer serves this
+    // one): the job is handed back, not run.
+    assert!(queue.lease(&request, 4, TTL).await.unwrap().is_empty());
+    assert_eq!(members(&mut conn, &idle).await, ["w1"]);
+    let unserved = client
+        .enqueue(&f, b"", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.status(&unserved).await.unwrap().record.state,
+        JobState::Running
+    );
+    tokio::time::timeout(Duration::from_secs(10), queue.wait_for_work(TTL))
+        .await
+        .unwrap();
+    let other = [LeaseRequest::new(function("other"))];
+    eventually(Duration::from_secs(10), "the job handed back", || async {
+        let leased = queue.lease(&other, 4, TTL).await.unwrap();
+        assert!(leased.is_empty(), "{leased:?}");
+        let record = client.status(&unserved).await.unwrap().record;
+        (record.state == JobState::Queued).then_some(())
+    })
+    .await;
+    let leases = queue.lease(&request, 4, TTL).await.unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].info.id, unserved);
+    // Finished with nothing next (as a worker's slot finishes): its next lease asks Redis
+    // again, and so registers for the next hand-off.
+    let (_, next) = queue
+        .complete_and_lease(&leases[0], b"", &AttemptNotes::default(), &request[0], TTL)
+        .await
+        .unwrap();
+    assert!(next.is_empty());
 
     // Handed, then the worker leaves before running it: the job is handed back.
     assert!(queue.lease(&request, 4, TTL).await.unwrap().is_empty());
+    assert_eq!(members(&mut conn, &idle).await, ["w1"]);
     let left = client
         .enqueue(&f, b"", &EnqueueOptions::default())
         .await

@@ -481,16 +481,20 @@ pub struct WorkerQueue {
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
     /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]).
     handed: Arc<std::sync::Mutex<Handed>>,
+    /// Where they are published (`wg:handoff:WORKER`).
+    handoff_channel: String,
 }
 
 impl WorkerQueue {
     /// Connects to the Redis at `url` as worker `worker_id`.
     pub async fn connect(url: &str, worker_id: impl Into<String>) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
+        let worker_id = worker_id.into();
         Ok(WorkerQueue {
+            handoff_channel: wasmgear_proto::keys::handoff_channel(&worker_id),
             subscriber: Subscriber::new(redis),
             conn,
-            worker_id: worker_id.into(),
+            worker_id,
             next_function: AtomicUsize::new(0),
             strict_order: false,
             backoff_base: DEFAULT_BACKOFF_BASE,
@@ -536,8 +540,7 @@ impl WorkerQueue {
         // Every channel is added even if one fails: the subscriber subscribes them all once
         // Redis answers, and says so.
         let mut result = Ok(());
-        let handoff_channel = wasmgear_proto::keys::handoff_channel(&self.worker_id);
-        for channel in channels.keys().chain([&handoff_channel]) {
+        for channel in channels.keys().chain([&self.handoff_channel]) {
             if let Err(error) = subscription
                 .subscribe(Topic::Channel(channel.clone()))
                 .await
@@ -554,7 +557,7 @@ impl WorkerQueue {
             self.cancel_requests.clone(),
             self.hints.clone(),
             self.listening.clone(),
-            (handoff_channel, self.handed.clone()),
+            (self.handoff_channel.clone(), self.handed.clone()),
         ));
         // The old subscription goes with its task; channels served before and now stay
         // subscribed throughout.
@@ -704,7 +707,7 @@ impl WorkerQueue {
             // enqueued is leased to this worker at once and published on its channel.
             let hand_off = self.listening.load(Ordering::SeqCst);
             if hand_off {
-                call.arg(wasmgear_proto::keys::handoff_channel(&self.worker_id))
+                call.arg(&self.handoff_channel)
                     .arg(HANDOFF_HOLD.as_millis() as u64);
             }
             // The token prefix is the call's id: sent again after a lost reply, the call
