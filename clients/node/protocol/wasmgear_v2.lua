@@ -796,52 +796,53 @@ end
 local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_ms, default_max_attempts, quick)
   local leased_numbers = nil
   local now = int(NOW)
-  -- `quick` (a job handed over at enqueue): no housekeeping; the next lease call does it.
+  -- `quick` (jobs handed over at enqueue): no housekeeping and no wait_ms; the worker's next
+  -- lease call does both.
   if not quick then
-  -- (1) Forget finished jobs whose retention is over.
-  forget_expired()
+    -- (1) Forget finished jobs whose retention is over.
+    forget_expired()
 
-  -- (2) Promote scheduled jobs that are due.
-  for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
-    redis.call('ZREM', K.scheduled, number)
-    local record = load(number)
-    if record then
-      make_ready(number, record)
-      save(number, record)
-    end
-  end
-
-  -- (3) Reclaim jobs whose worker stopped renewing the lease.
-  local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
-  for _, number in ipairs(expired) do
-    redis.call('ZREM', K.leased, number)
-    local record = load(number)
-    if record then
-      stat_count('failures')
-      local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
-      if unconfirmed then
-        add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
-        record.attempt = record.attempt - 1
-        record.given_back = (record.given_back or 0) + 1
-      else
-        add_history(record, 'lease-lost', nil, nil)
-      end
-      record.unconfirmed = nil
-      if record.cancel_requested_ms then
-        finish(number, record, 'cancelled',
-          { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' })
-      elseif unconfirmed or record.attempt < record.max_attempts then
-        record.worker, record.token, record.lease_until_ms = nil, nil, nil
-        stat_count('retries')
+    -- (2) Promote scheduled jobs that are due.
+    for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
+      redis.call('ZREM', K.scheduled, number)
+      local record = load(number)
+      if record then
         make_ready(number, record)
         save(number, record)
-      else
-        finish(number, record, 'failed',
-          { class = 'lease-lost', message = 'the worker running the job stopped renewing its lease' })
       end
     end
-  end
-  if #SETTLE > 0 then settle() end
+
+    -- (3) Reclaim jobs whose worker stopped renewing the lease.
+    local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
+    for _, number in ipairs(expired) do
+      redis.call('ZREM', K.leased, number)
+      local record = load(number)
+      if record then
+        stat_count('failures')
+        local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+        if unconfirmed then
+          add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
+          record.attempt = record.attempt - 1
+          record.given_back = (record.given_back or 0) + 1
+        else
+          add_history(record, 'lease-lost', nil, nil)
+        end
+        record.unconfirmed = nil
+        if record.cancel_requested_ms then
+          finish(number, record, 'cancelled',
+            { class = 'cancelled', message = 'cancelled while running; its worker stopped renewing its lease' })
+        elseif unconfirmed or record.attempt < record.max_attempts then
+          record.worker, record.token, record.lease_until_ms = nil, nil, nil
+          stat_count('retries')
+          make_ready(number, record)
+          save(number, record)
+        else
+          finish(number, record, 'failed',
+            { class = 'lease-lost', message = 'the worker running the job stopped renewing its lease' })
+        end
+      end
+    end
+    if #SETTLE > 0 then settle() end
   end
 
   -- (4) Lease the best ready jobs, as far as pause, cap and rate limit allow.
@@ -938,7 +939,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   -- once (0); otherwise when the next scheduled job or lease falls due, or the rate limit
   -- frees a slot (-1: nothing pending).
   local wait_ms = 0
-  if leased_count < want then
+  if leased_count < want and not quick then
     wait_ms = -1
     for _, key in ipairs({ K.scheduled, K.leased }) do
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -2353,4 +2354,4 @@ return live
 
 end, flags = { 'no-writes' } }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'db369f74291f123a2606b0a54bc4e0243e2ed9e2' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '14c95c0485a13f2b40c3c4f7204187266a896f41' end, flags = { 'no-writes' } }

@@ -620,12 +620,14 @@ impl WorkerQueue {
         }
         if ttl.is_zero() {
             let unrun = std::mem::take(&mut lock_handed(&self.handed).jobs);
-            for (function, row) in unrun {
-                let lease = lease_of(&function, row, std::time::Instant::now(), Duration::ZERO);
-                if let Err(error) = self.release(&lease).await {
-                    tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker; it runs elsewhere once its lease runs out");
-                }
-            }
+            let now = std::time::Instant::now();
+            self.hand_back(
+                unrun
+                    .into_iter()
+                    .map(|(function, row)| lease_of(&function, row, now, Duration::ZERO))
+                    .collect(),
+            )
+            .await;
         }
         Ok(())
     }
@@ -802,12 +804,17 @@ impl WorkerQueue {
                 hints.remove(&lease.info.id.function);
             }
         }
-        for lease in unwanted {
+        self.hand_back(unwanted).await;
+        taken
+    }
+
+    /// Hands back jobs handed to this worker that it will not run.
+    async fn hand_back(&self, leases: Vec<Lease>) {
+        for lease in leases {
             if let Err(error) = self.release(&lease).await {
-                tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker for a function it no longer serves; it runs elsewhere once its lease runs out");
+                tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker; it runs elsewhere once its lease runs out");
             }
         }
-        taken
     }
 
     /// Extends `lease` by `ttl`, and says whether it is still held and whether a client
