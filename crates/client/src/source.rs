@@ -149,10 +149,17 @@ fn lease_row(row: &[u8], input: Vec<u8>) -> Option<LeaseRow> {
 }
 
 /// How long an idle worker stays registered to be handed jobs (lease.lua, ARGV[9]) after a
-/// lease call that found nothing. An idle worker asks again at least every second (the
-/// default idle poll), renewing it; a worker that died is handed jobs for at most this
+/// lease call that found nothing, at most. An idle worker asks again at least every second
+/// (the default idle poll), renewing it; a worker that died is handed jobs for at most this
 /// long (they start elsewhere once their lease runs out, the attempt not counted).
 const HANDOFF_HOLD: Duration = Duration::from_secs(3);
+
+/// How long a registration for leases of `ttl` lasts: [`HANDOFF_HOLD`], and at most a
+/// quarter of the lease, so that a job handed over has at least three quarters of its lease
+/// left by the worker's count (which starts at the registering call).
+fn handoff_hold(ttl: Duration) -> Duration {
+    HANDOFF_HOLD.min(ttl / 4).max(Duration::from_millis(1))
+}
 
 /// A job handed to this idle worker: its function, lease row and input, as published on
 /// the worker's channel (`lease FUNCTION ROW` + '\n' + input). `None` for anything else.
@@ -166,12 +173,38 @@ fn handed_job(payload: &[u8]) -> Option<(FunctionName, LeaseRow)> {
     Some((function, lease_row(row.as_bytes(), input.to_vec())?))
 }
 
-/// Jobs handed to this worker, not yet taken by a `lease` call, and when each function's
-/// registration was sent (a handed lease runs `ttl` from then, at the latest).
+/// Jobs handed to this worker, not yet taken by a `lease` call, and the registrations they
+/// may come from: by the registering call's id (the handed leases' token prefix), when that
+/// call was sent and the lease time it asked for. A handed lease runs that long from then,
+/// at the latest: the hand-off came after the call.
 #[derive(Default)]
 struct Handed {
     jobs: VecDeque<(FunctionName, LeaseRow)>,
-    registered: std::collections::HashMap<FunctionName, (std::time::Instant, Duration)>,
+    registered: std::collections::HashMap<String, (std::time::Instant, Duration)>,
+}
+
+impl Handed {
+    /// Notes registration `call_id`, sent at `sent`, for leases of `ttl`; forgets those
+    /// whose hand-offs would have run out by now.
+    fn register(&mut self, call_id: &str, sent: std::time::Instant, ttl: Duration) {
+        self.registered
+            .retain(|_, (at, ttl)| at.elapsed() < HANDOFF_HOLD + *ttl);
+        self.registered.insert(call_id.to_string(), (sent, ttl));
+    }
+
+    /// When the call that registered for the handed lease `token` was sent, and its lease
+    /// time: what the worker counts the lease from. `None` when the lease cannot be started
+    /// at `now`: its registration is unknown (or long gone), or less than half of the lease
+    /// is left by that count (the message came late: the subscriber connection was held up).
+    fn lease_time(
+        &self,
+        token: &str,
+        now: std::time::Instant,
+    ) -> Option<(std::time::Instant, Duration)> {
+        let call_id = token.rsplitn(3, ':').nth(2)?;
+        let (sent, ttl) = self.registered.get(call_id).copied()?;
+        ((sent + ttl).saturating_duration_since(now) >= ttl / 2).then_some((sent, ttl))
+    }
 }
 
 /// A result of `complete`, one letter: s(ucceeded), c(ancelled), x (stale) or m(issing).
@@ -710,7 +743,7 @@ impl WorkerQueue {
             let hand_off = self.listening.load(Ordering::SeqCst);
             if hand_off {
                 call.arg(&self.handoff_channel)
-                    .arg(HANDOFF_HOLD.as_millis() as u64);
+                    .arg(handoff_hold(ttl).as_millis() as u64);
             }
             // The token prefix is the call's id: sent again after a lost reply, the call
             // returns the leases it made instead of making more (and orphaning the first).
@@ -728,9 +761,7 @@ impl WorkerQueue {
             if !rows.is_empty() {
                 self.answered.note(function, token_prefix.clone());
             } else if hand_off {
-                lock_handed(&self.handed)
-                    .registered
-                    .insert(function.clone(), (sent, ttl));
+                lock_handed(&self.handed).register(&token_prefix, sent, ttl);
             }
             record_lease(
                 &self.hints,
@@ -761,7 +792,8 @@ impl WorkerQueue {
 
     /// The jobs handed to this worker since its last lease call: up to `max`, at most
     /// `request.max` of each requested function (the rest wait for the next call). A job of
-    /// a function no longer requested is handed back.
+    /// a function no longer requested, or from a registration this worker no longer knows,
+    /// is handed back.
     async fn take_handed(
         &self,
         requests: &[LeaseRequest],
@@ -776,14 +808,14 @@ impl WorkerQueue {
             let mut room: std::collections::HashMap<&FunctionName, usize> =
                 requests.iter().map(|r| (&r.function, r.max)).collect();
             let (mut taken, mut unwanted, mut kept) = (Vec::new(), Vec::new(), Default::default());
+            let now = std::time::Instant::now();
             for (function, row) in std::mem::take(&mut handed.jobs) {
-                // A handed lease runs from the hand-off, which came after the registering
-                // call was sent: counting from the call is on the safe side.
-                let (sent, ttl) = handed
-                    .registered
-                    .get(&function)
-                    .copied()
-                    .unwrap_or_else(|| (std::time::Instant::now(), ttl));
+                // Counted from the registering call (on the safe side); one that cannot be
+                // timed, or came too late to start, is handed back.
+                let Some((sent, ttl)) = handed.lease_time(&row.5, now) else {
+                    unwanted.push(lease_of(&function, row, now, ttl));
+                    continue;
+                };
                 match room.get_mut(&function) {
                     None => unwanted.push(lease_of(&function, row, sent, ttl)),
                     Some(left) if *left > 0 && taken.len() < max => {
@@ -1106,5 +1138,73 @@ mod tests {
         );
         let huge = retry_delay(Duration::from_secs(1), Duration::MAX, u32::MAX);
         assert!(huge >= Duration::from_secs(1));
+    }
+
+    /// A handed lease is counted from its registering call (found by the token's prefix) and
+    /// started only while at least half of it is left by that count.
+    #[test]
+    fn handed_leases_are_timed_by_their_registration() {
+        let mut handed = super::Handed::default();
+        let sent = std::time::Instant::now();
+        let ttl = Duration::from_secs(4);
+        handed.register("host-1-ab/00ff", sent, ttl);
+        let token = "host-1-ab/00ff:17:1";
+        assert_eq!(handed.lease_time(token, sent), Some((sent, ttl)));
+        assert_eq!(
+            handed.lease_time(token, sent + Duration::from_secs(2)),
+            Some((sent, ttl))
+        );
+        assert_eq!(
+            handed.lease_time(token, sent + Duration::from_millis(2001)),
+            None
+        );
+        assert_eq!(handed.lease_time("host-1-ab/other:17:1", sent), None);
+        assert_eq!(handed.lease_time("no-prefix", sent), None);
+    }
+
+    /// A registration lasts at most a quarter of the lease.
+    #[test]
+    fn registrations_last_a_quarter_of_the_lease_at_most() {
+        use super::{HANDOFF_HOLD, handoff_hold};
+        assert_eq!(handoff_hold(Duration::from_secs(30)), HANDOFF_HOLD);
+        assert_eq!(
+            handoff_hold(Duration::from_secs(3)),
+            Duration::from_millis(750)
+        );
+        assert_eq!(handoff_hold(Duration::ZERO), Duration::from_millis(1));
+    }
+
+    /// A hand-off message: `lease FUNCTION ROW`, a line break, then the input (any bytes);
+    /// anything else is not a lease.
+    #[test]
+    fn hand_off_messages_are_read_or_refused() {
+        let (function, row) =
+            super::handed_job(b"lease echo 7|1|3|1000|123|w/ab:7:1\nin\nput").unwrap();
+        assert_eq!(function.as_str(), "echo");
+        assert_eq!(
+            row,
+            (
+                7,
+                1,
+                3,
+                1000,
+                123,
+                "w/ab:7:1".to_string(),
+                b"in\nput".to_vec()
+            )
+        );
+        for bad in [
+            &b"work"[..],
+            b"lease echo 7|1|3|1000|123|w/ab:7:1",
+            b"lease echo 7|1|3|x|123|w/ab:7:1\n",
+            b"lease bad name 7|1|3|1000|123|t\n",
+            b"lease echo 7|1|3|1000|123|\n",
+        ] {
+            assert!(
+                super::handed_job(bad).is_none(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }
