@@ -13,18 +13,18 @@ use crate::support::{
     TestRedis, WorkerProcess, eventually, eventually_sync, plugin_dir, stderr, wasmgear,
 };
 
-const TOKEN: &str = "t0ken-for-the-tests";
+pub(crate) const TOKEN: &str = "t0ken-for-the-tests";
 
 /// A `wasmgear serve` process on a free port.
-struct Server {
-    process: WorkerProcess,
-    address: String,
+pub(crate) struct Server {
+    pub(crate) process: WorkerProcess,
+    pub(crate) address: String,
 }
 
 impl Server {
     /// Starts `wasmgear serve --listen 127.0.0.1:0 EXTRA...` against `redis` with `env`,
     /// and waits until it says where it listens.
-    fn start(redis: &TestRedis, extra: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(redis: &TestRedis, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let url = redis.url();
         let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(extra);
@@ -49,20 +49,20 @@ impl Server {
     }
 
     /// With the tests' token.
-    fn with_token(redis: &TestRedis) -> Self {
+    pub(crate) fn with_token(redis: &TestRedis) -> Self {
         Server::start(redis, &[], &[("WASMGEAR_API_TOKEN", TOKEN)])
     }
 }
 
 /// A response: status, content type, body.
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) content_type: String,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
                 "not JSON ({e}): {} {}",
@@ -82,7 +82,7 @@ impl Answer {
 }
 
 /// Opens a connection to `address` and sends one request.
-async fn send_raw(
+pub(crate) async fn send_raw(
     address: &str,
     method: &str,
     path: &str,
@@ -114,7 +114,7 @@ async fn send_raw(
 }
 
 /// Sends a request and reads the whole answer.
-async fn request(
+pub(crate) async fn request(
     server: &Server,
     method: &str,
     path: &str,
@@ -129,7 +129,7 @@ async fn request(
     answer(response).await
 }
 
-async fn answer(response: hyper::Response<hyper::body::Incoming>) -> Answer {
+pub(crate) async fn answer(response: hyper::Response<hyper::body::Incoming>) -> Answer {
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -151,11 +151,11 @@ async fn answer(response: hyper::Response<hyper::body::Incoming>) -> Answer {
     }
 }
 
-async fn get(server: &Server, path: &str) -> Answer {
+pub(crate) async fn get(server: &Server, path: &str) -> Answer {
     request(server, "GET", path, Some(TOKEN), None).await
 }
 
-async fn post(server: &Server, path: &str, body: Value) -> Answer {
+pub(crate) async fn post(server: &Server, path: &str, body: Value) -> Answer {
     request(server, "POST", path, Some(TOKEN), Some(body)).await
 }
 
@@ -655,7 +655,7 @@ async fn the_openapi_document_matches_the_routes() {
     let doc = doc.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 14);
+    assert_eq!(paths.len(), 15);
     for (path, operations) in paths {
         let mut concrete = path.replace("{function}", "echo").replace("{id}", "echo:1");
         if concrete.ends_with("/wait") {

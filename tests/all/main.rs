@@ -17,6 +17,7 @@ mod http;
 mod languages;
 mod lease;
 mod manifest;
+mod observe;
 mod operate;
 mod plugin_dir;
 mod pubsub;

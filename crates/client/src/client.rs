@@ -548,20 +548,13 @@ impl Client {
 
     /// Whether Redis answers `PING` within `timeout` (for readiness checks).
     pub async fn ping(&self, timeout: Duration) -> Result<()> {
-        let mut conn = self.conn.clone();
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(timeout, ping.query_async::<String>(&mut conn)).await {
-            Ok(answer) => answer.map(drop).map_err(QueueError::from),
-            Err(_) => Err(QueueError::Redis(redis::RedisError::from(
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "Redis did not answer PING within {} ms",
-                        timeout.as_millis()
-                    ),
-                ),
-            ))),
-        }
+        connection::ping(&self.conn, timeout).await
+    }
+
+    /// A warning when Redis may evict keys (its `maxmemory-policy` is not `noeviction`):
+    /// an evicted job is a lost job. `None` when it will not, or cannot be asked.
+    pub async fn eviction_warning(&self) -> Option<String> {
+        connection::eviction_warning(&self.conn).await
     }
 
     /// Everything known about job `id`.

@@ -229,6 +229,71 @@ pub fn redact(raw: &str) -> String {
     }
 }
 
+/// Whether Redis answers `PING` on `conn` within `timeout`.
+pub(crate) async fn ping(conn: &Connection, timeout: Duration) -> Result<()> {
+    let mut conn = conn.clone();
+    let ping = redis::cmd("PING");
+    match tokio::time::timeout(timeout, ping.query_async::<String>(&mut conn)).await {
+        Ok(answer) => answer.map(drop).map_err(QueueError::from),
+        Err(_) => Err(QueueError::Redis(redis::RedisError::from(
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "Redis did not answer PING within {} ms",
+                    timeout.as_millis()
+                ),
+            ),
+        ))),
+    }
+}
+
+/// A warning when a Redis server behind `conn` may evict keys (`maxmemory-policy` other
+/// than `noeviction`, read from `INFO memory`, which managed services allow where `CONFIG`
+/// is refused). `None` when every server answering says `noeviction`, or none answers.
+pub(crate) async fn eviction_warning(conn: &Connection) -> Option<String> {
+    let mut conn = conn.clone();
+    let mut info = redis::cmd("INFO");
+    info.arg("memory");
+    let answer = tokio::time::timeout(CONNECT_TIMEOUT, info.query_async::<Value>(&mut conn))
+        .await
+        .ok()?
+        .ok()?;
+    let mut texts = Vec::new();
+    info_texts(&answer, &mut texts);
+    let policies: Vec<String> = texts
+        .iter()
+        .filter_map(|text| info_field(text, "maxmemory_policy"))
+        .filter(|policy| policy != "noeviction")
+        .collect();
+    let policy = policies.first()?;
+    Some(format!(
+        "Redis may evict keys: its maxmemory-policy is {policy}, and an evicted job is a lost \
+         job. Set `maxmemory-policy noeviction` (redis.conf, or CONFIG SET) on every server \
+         of this queue"
+    ))
+}
+
+/// The text of every `INFO` answer in `value` (a Cluster connection answers with one per
+/// node).
+fn info_texts(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::BulkString(bytes) => out.push(String::from_utf8_lossy(bytes).into_owned()),
+        Value::VerbatimString { text, .. } | Value::SimpleString(text) => out.push(text.clone()),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().for_each(|item| info_texts(item, out));
+        }
+        Value::Map(pairs) => pairs.iter().for_each(|(_, item)| info_texts(item, out)),
+        _ => {}
+    }
+}
+
+/// The value of `field` in an `INFO` text (`field:value` lines).
+fn info_field(text: &str, field: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|value| value.trim().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -246,5 +311,34 @@ mod tests {
         );
         assert_eq!(redact("redis://token@host"), "redis://***@host");
         assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn the_eviction_policy_is_read_from_every_node_answer() {
+        use redis::Value;
+        let node = |policy: &str| {
+            Value::BulkString(
+                format!("# Memory\r\nused_memory:1\r\nmaxmemory_policy:{policy}\r\n").into_bytes(),
+            )
+        };
+        let mut texts = Vec::new();
+        super::info_texts(&node("noeviction"), &mut texts);
+        assert_eq!(
+            super::info_field(&texts[0], "maxmemory_policy").as_deref(),
+            Some("noeviction")
+        );
+        // A cluster answers per node.
+        let cluster = Value::Map(vec![
+            (Value::SimpleString("a:1".into()), node("noeviction")),
+            (Value::SimpleString("b:2".into()), node("volatile-lru")),
+        ]);
+        let mut texts = Vec::new();
+        super::info_texts(&cluster, &mut texts);
+        let policies: Vec<_> = texts
+            .iter()
+            .filter_map(|t| super::info_field(t, "maxmemory_policy"))
+            .collect();
+        assert_eq!(policies, ["noeviction", "volatile-lru"]);
+        assert_eq!(super::info_field("used_memory:1", "maxmemory_policy"), None);
     }
 }

@@ -522,6 +522,9 @@ impl WorkerQueue {
     /// Connects to the Redis at `url` as worker `worker_id`.
     pub async fn connect(url: &str, worker_id: impl Into<String>) -> Result<Self> {
         let (redis, conn) = connection::connect(url).await?;
+        if let Some(warning) = connection::eviction_warning(&conn).await {
+            tracing::warn!("{warning}");
+        }
         let worker_id = worker_id.into();
         Ok(WorkerQueue {
             handoff_channel: wasmgear_proto::keys::handoff_channel(&worker_id),
@@ -681,6 +684,21 @@ impl WorkerQueue {
     /// This worker's id, as recorded on the jobs it runs.
     pub fn worker_id(&self) -> &str {
         &self.worker_id
+    }
+
+    /// Whether Redis answers `PING` within `timeout` (for readiness checks).
+    pub async fn ping(&self, timeout: Duration) -> Result<()> {
+        connection::ping(&self.conn, timeout).await
+    }
+
+    /// How often the worker's pub/sub connection came back after it was lost.
+    pub fn reconnects(&self) -> u64 {
+        self.subscriber.reconnects()
+    }
+
+    /// A warning when Redis may evict keys (see [`crate::Client::eviction_warning`]).
+    pub async fn eviction_warning(&self) -> Option<String> {
+        connection::eviction_warning(&self.conn).await
     }
 
     /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls, as

@@ -91,6 +91,7 @@ enum Command {
 pub struct Subscriber {
     commands: mpsc::UnboundedSender<Command>,
     next_id: Arc<AtomicU64>,
+    reconnects: Arc<AtomicU64>,
 }
 
 impl Subscriber {
@@ -99,11 +100,19 @@ impl Subscriber {
     /// is added. Must be called inside a tokio runtime.
     pub fn new(redis: redis::Client) -> Self {
         let (commands, requests) = mpsc::unbounded_channel();
-        tokio::spawn(run(redis, requests));
+        let reconnects = Arc::new(AtomicU64::new(0));
+        tokio::spawn(run(redis, requests, reconnects.clone()));
         Subscriber {
             commands,
             next_id: Arc::new(AtomicU64::new(0)),
+            reconnects,
         }
+    }
+
+    /// How often the connection came back after it was lost (a restart of Redis, a cut
+    /// network): each time, messages may have been missed.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
     }
 
     /// A new subscription, listening to nothing yet.
@@ -212,6 +221,10 @@ struct State {
     /// Whether the current outage was logged as a warning already (the attempts after that
     /// are logged at debug level).
     outage_reported: bool,
+    /// Whether a connection was ever made (the next one is a reconnection).
+    connected_before: bool,
+    /// Reconnections so far (see [`Subscriber::reconnects`]).
+    reconnects: Arc<AtomicU64>,
 }
 
 enum Step {
@@ -221,7 +234,11 @@ enum Step {
     Reconnect,
 }
 
-async fn run(redis: redis::Client, mut commands: mpsc::UnboundedReceiver<Command>) {
+async fn run(
+    redis: redis::Client,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    reconnects: Arc<AtomicU64>,
+) {
     let mut state = State {
         redis,
         listeners: HashMap::new(),
@@ -231,6 +248,8 @@ async fn run(redis: redis::Client, mut commands: mpsc::UnboundedReceiver<Command
         backoff: new_backoff(),
         last_error: "not connected yet".into(),
         outage_reported: false,
+        connected_before: false,
+        reconnects,
     };
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -434,6 +453,9 @@ impl State {
                     tracing::info!(topics = topics.len(), "pub/sub connection to Redis is back");
                 }
                 self.live = Some(live);
+                if std::mem::replace(&mut self.connected_before, true) {
+                    self.reconnects.fetch_add(1, Ordering::Relaxed);
+                }
                 self.outage_reported = false;
                 self.backoff = new_backoff();
                 for listener in self.listeners.values_mut() {

@@ -25,6 +25,11 @@ pub trait JobHooks: Send + Sync {
     fn progress(&self, progress: Progress);
     /// The guest wrote a log line.
     fn log(&self, level: LogLevel, message: String);
+    /// The job's fresh instance is ready, `took` after `run` began (its store, WASI context
+    /// and instantiation); the guest's handler is called next. By default nothing is done.
+    fn instantiated(&self, took: Duration) {
+        let _ = took;
+    }
 }
 
 /// Caps one job's memory and notes when it was refused, so that the trap that usually
@@ -125,6 +130,7 @@ impl Runtime {
         // Tokio's clock throughout: the timers below sleep on it (and tests can pause it).
         let started = tokio::time::Instant::now().into_std();
         let deadline = started + Duration::from_millis(timeout_ms);
+        let timing = hooks.clone();
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
         let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
@@ -207,6 +213,7 @@ impl Runtime {
         };
         let call = async {
             let instance = plugin.pre.instantiate_async(&mut store).await?;
+            timing.instantiated(started.elapsed());
             instance
                 .wasmgear_job_handler()
                 .call_run(&mut store, &wit_job, input)

@@ -37,6 +37,11 @@ impl ApiError {
         ApiError::of_class(ErrorClass::BadInput, message)
     }
 
+    /// Something on the server's side went wrong (500).
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::of_class(ErrorClass::Failed, message)
+    }
+
     /// A request without the right token (401).
     pub fn unauthorized(message: &str) -> Response {
         ApiError {

@@ -13,6 +13,7 @@
 mod api;
 mod error;
 mod health;
+mod metrics;
 mod openapi;
 
 use std::net::SocketAddr;
@@ -85,6 +86,7 @@ routes! {
     token get "/v1/workers" => api::workers,
     token get "/v1/failures" => api::failures,
     token get "/v1/functions/{function}/stats" => api::stats,
+    token get "/metrics" => metrics::scrape,
     open get "/healthz" => health::healthz,
     open get "/readyz" => health::readyz,
 }
@@ -97,6 +99,8 @@ pub(crate) struct AppState {
     /// Cancelled when the server shuts down: long polls answer at once and event streams
     /// end, so that the graceful shutdown does not wait on them.
     pub(crate) shutdown: CancellationToken,
+    /// What the server counts as it serves (`/metrics`).
+    pub(crate) metrics: Arc<metrics::ServerMetrics>,
 }
 
 /// The API's router over `client`, with `auth`; `shutdown` ends long polls and event
@@ -111,6 +115,7 @@ pub fn router(
         client,
         auth: Arc::new(auth),
         shutdown,
+        metrics: metrics::shared(),
     };
     let (open, guarded) = declared_routes();
     let guarded = guarded
@@ -119,6 +124,10 @@ pub fn router(
     open.route(OPENAPI_PATH, axum::routing::get(openapi::serve))
         .merge(guarded)
         .fallback(|| async { ApiError::route_not_found() })
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count,
+        ))
         .with_state(state)
 }
 

@@ -136,6 +136,11 @@ pub fn openapi() -> Value {
                         "function": { "type": "string" }, "group": { "type": "string" },
                         "count": { "type": "integer" } } } })) }))
             } },
+            "/metrics": { "get": {
+                "summary": "Prometheus metrics (text format 0.0.4): jobs per function and state, paused functions, live workers, the server's requests",
+                "responses": with(errors.clone(), json!({ "200": { "description": "the metrics",
+                    "content": { "text/plain": { "schema": { "type": "string" } } } } }))
+            } },
             "/healthz": { "get": {
                 "summary": "The process is up (no authentication)",
                 "security": [],

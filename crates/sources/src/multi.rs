@@ -326,6 +326,28 @@ impl JobSource for Sources {
         each!(source, s => JobSource::release(s, &inner).await)
     }
 
+    /// Every source must answer (and the worker list's queue, when it is apart).
+    async fn ping(&self, timeout: Duration) -> Result<(), SourceError> {
+        for (label, source) in &self.sources {
+            if let Err(error) = each!(source, s => JobSource::ping(s, timeout).await) {
+                return Err(format!("source {label}: {error}").into());
+            }
+        }
+        if let Some(registry) = &self.registry {
+            registry.ping(timeout).await?;
+        }
+        Ok(())
+    }
+
+    fn reconnects(&self) -> u64 {
+        let sources: u64 = self
+            .sources
+            .iter()
+            .map(|(_, source)| each!(source, s => JobSource::reconnects(s)))
+            .sum();
+        sources + self.registry.as_ref().map_or(0, |r| r.reconnects())
+    }
+
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         let what = Some("housekeeping failed; trying again shortly");
         on_all!(&self.sources, what, s => JobSource::maintain(s, functions).await)

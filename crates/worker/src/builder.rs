@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
 use crate::queue::{QueueError, WorkerQueue};
 use crate::runtime::{Runtime, RuntimeConfig};
-use crate::{JobSource, WorkerConfig, new_worker_id};
+use crate::{JobSource, Metrics, WorkerConfig, new_worker_id};
 
 /// The longest retry backoff when nothing else is said.
 const DEFAULT_BACKOFF_MAX: Duration = wasmgear_client::source::DEFAULT_BACKOFF_MAX;
@@ -208,6 +208,8 @@ impl LoadedWorker {
             config: builder.config,
             plugins: builder.plugins,
             watch: builder.watch,
+            metrics: Arc::default(),
+            metrics_listener: None,
         }
     }
 }
@@ -222,9 +224,23 @@ pub struct Worker<S: JobSource = WorkerQueue> {
     config: WorkerConfig,
     plugins: PathBuf,
     watch: bool,
+    metrics: Arc<Metrics>,
+    metrics_listener: Option<tokio::net::TcpListener>,
 }
 
 impl<S: JobSource> Worker<S> {
+    /// Serves the worker's metrics (`/metrics`), `/healthz` and `/readyz` on `listener`
+    /// while it runs (see [`crate::metrics`]).
+    pub fn with_metrics(mut self, listener: tokio::net::TcpListener) -> Self {
+        self.metrics_listener = Some(listener);
+        self
+    }
+
+    /// Its metrics, as `/metrics` serves them.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Its id in the queue.
     pub fn id(&self) -> &str {
         &self.id
@@ -267,11 +283,16 @@ impl<S: JobSource> Worker<S> {
                 }
             })
         });
-        crate::run(
+        let observe = crate::Observe {
+            metrics: self.metrics,
+            listener: self.metrics_listener,
+        };
+        crate::run_observed(
             self.queue,
             self.runtime,
             self.registry,
             self.config,
+            observe,
             shutdown,
         )
         .await;

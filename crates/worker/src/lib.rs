@@ -6,6 +6,7 @@
 //! then cancels the rest and hands them back to the source.
 
 pub mod builder;
+pub mod metrics;
 pub mod plugins;
 pub mod source;
 
@@ -21,6 +22,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 pub use builder::{BuildError, LoadedWorker, Worker, WorkerBuilder};
+pub use metrics::Metrics;
 pub use source::{JobSource, SourceError};
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +117,7 @@ struct Node<S> {
     slot_freed: tokio::sync::Notify,
     /// Shutdown has begun: a finished job's result leases nothing more.
     stopping_leases: std::sync::atomic::AtomicBool,
+    metrics: Arc<Metrics>,
 }
 
 /// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
@@ -123,6 +126,31 @@ pub async fn run<S: JobSource>(
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
     config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) {
+    let observe = Observe {
+        metrics: Arc::default(),
+        listener: None,
+    };
+    run_observed(source, runtime, registry, config, observe, shutdown).await
+}
+
+/// Where a node's measurements go: into `metrics`, served on `listener` (when given) as
+/// `/metrics`, `/healthz` and `/readyz` while the node runs.
+pub struct Observe {
+    /// The metrics the node updates.
+    pub metrics: Arc<Metrics>,
+    /// The address that serves them.
+    pub listener: Option<tokio::net::TcpListener>,
+}
+
+/// [`run`], with the node's metrics in `observe.metrics`, served on `observe.listener`.
+pub async fn run_observed<S: JobSource>(
+    source: S,
+    runtime: Arc<Runtime>,
+    registry: Arc<PluginRegistry>,
+    config: WorkerConfig,
+    observe: Observe,
     shutdown: impl Future<Output = ()>,
 ) {
     let concurrency = config.concurrency.max(1);
@@ -134,12 +162,21 @@ pub async fn run<S: JobSource>(
         running: Mutex::default(),
         slot_freed: tokio::sync::Notify::new(),
         stopping_leases: std::sync::atomic::AtomicBool::new(false),
+        metrics: observe.metrics,
     });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     // Stops the background tasks at the end; they finish what they are doing first.
     let stopping = CancellationToken::new();
+    let metrics_server = observe.listener.map(|listener| {
+        tokio::spawn(metrics::serve(
+            listener,
+            node.clone(),
+            slots.clone(),
+            stopping.clone(),
+        ))
+    });
     let cancel_listener = tokio::spawn(forward_cancel_requests(node.clone(), stopping.clone()));
     if let Err(error) = node.source.serve(&node.serving()).await {
         tracing::warn!(%error, "cannot subscribe to new work and cancellations yet; polling until Redis answers");
@@ -192,10 +229,16 @@ pub async fn run<S: JobSource>(
                 let requests = node.lease_requests(permits.len());
                 let node = node.clone();
                 leasing.push(Box::pin(async move {
+                    let sent = std::time::Instant::now();
                     let leases = node
                         .source
                         .lease(&requests, permits.len(), node.config.lease_ttl)
                         .await;
+                    node.metrics.round_trip("lease", sent.elapsed());
+                    match &leases {
+                        Ok(_) => node.metrics.leased(),
+                        Err(_) => node.metrics.source_error("lease"),
+                    }
                     (permits, leases)
                 }));
             }
@@ -251,6 +294,9 @@ pub async fn run<S: JobSource>(
     }
     stopping.cancel();
     let _ = cancel_listener.await;
+    if let Some(server) = metrics_server {
+        let _ = server.await;
+    }
     // The last advertisement lands before the one that takes the worker out.
     let _ = upkeep.await;
     if let Err(error) = node
@@ -342,9 +388,11 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>, stopping: CancellationToken) {
             sources: Vec::new(),
         };
         if let Err(error) = node.source.advertise(&ad, &served, ADVERTISE_TTL).await {
+            node.metrics.source_error("advertise");
             tracing::warn!(%error, "cannot renew this worker's entry in the worker list");
         }
         if let Err(error) = node.source.maintain(&served).await {
+            node.metrics.source_error("maintain");
             tracing::warn!(%error, "queue housekeeping failed; trying again shortly");
         }
         tokio::select! {
@@ -386,6 +434,7 @@ async fn forward_cancel_requests<S: JobSource>(node: Arc<Node<S>>, stopping: Can
 struct Reporter {
     progress: watch::Sender<Option<Progress>>,
     lines: Arc<Mutex<String>>,
+    metrics: Arc<Metrics>,
 }
 
 /// The most bytes of one attempt's log kept for the queue.
@@ -396,6 +445,10 @@ const ATTEMPT_LOG_FULL: &str = "WARN  … [the attempt's log is full: further li
 impl JobHooks for Reporter {
     fn progress(&self, progress: Progress) {
         self.progress.send_replace(Some(progress));
+    }
+
+    fn instantiated(&self, took: Duration) {
+        self.metrics.instantiated(took);
     }
 
     fn log(&self, level: LogLevel, message: String) {
@@ -622,6 +675,10 @@ impl<S: JobSource> Node<S> {
 
         let lines = Arc::new(Mutex::new(String::new()));
         let plugin_version = plugin.as_ref().map(|p| p.version().to_string());
+        let waited = wasmgear_proto::units::now_ms().saturating_sub(lease.info.enqueued_at_ms);
+        self.metrics
+            .job_started(&id.function, lease.info.attempt, waited);
+        let started = std::time::Instant::now();
         let outcome = match plugin {
             None => Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginMissing,
@@ -632,6 +689,7 @@ impl<S: JobSource> Node<S> {
                 let hooks: Arc<dyn JobHooks> = Arc::new(Reporter {
                     progress: progress_tx,
                     lines: lines.clone(),
+                    metrics: self.metrics.clone(),
                 });
                 let run =
                     self.runtime
@@ -659,6 +717,7 @@ impl<S: JobSource> Node<S> {
                 }
             }
         };
+        self.metrics.job_ran(&id.function, started.elapsed());
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -749,7 +808,10 @@ impl<S: JobSource> Node<S> {
                         match self.source.progress(lease, &report).await {
                             Ok(true) => {}
                             Ok(false) => lost("lease lost"),
-                            Err(error) => tracing::warn!(%error, "could not store progress"),
+                            Err(error) => {
+                                self.metrics.source_error("progress");
+                                tracing::warn!(%error, "could not store progress");
+                            }
                         }
                     }
                     () = tokio::time::sleep_until(next_beat) => {
@@ -768,6 +830,7 @@ impl<S: JobSource> Node<S> {
                                 held_tx.send_replace(sent + ttl);
                             }
                             Err(error) => {
+                                self.metrics.source_error("heartbeat");
                                 tracing::warn!(%error, "heartbeat failed; retrying");
                                 next_beat = tokio::time::Instant::now() + retry;
                             }
@@ -801,23 +864,32 @@ impl<S: JobSource> Node<S> {
         let next = Mutex::new(next);
         let leased = Mutex::new(Vec::new());
         let send = || async {
-            match &outcome {
-                _ if handed_back => self.source.release(lease).await,
-                Outcome::Succeeded(output) => {
-                    let next = next.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let Some(next) = next else {
-                        return self.source.complete(lease, output, notes).await;
-                    };
-                    let ttl = self.config.lease_ttl;
-                    let (completion, lease) = self
-                        .source
-                        .complete_and_lease(lease, output, notes, &next, ttl)
-                        .await?;
-                    *leased.lock().unwrap_or_else(|e| e.into_inner()) = lease;
-                    Ok(completion)
+            let sent = std::time::Instant::now();
+            let result = async {
+                match &outcome {
+                    _ if handed_back => self.source.release(lease).await,
+                    Outcome::Succeeded(output) => {
+                        let next = next.lock().unwrap_or_else(|e| e.into_inner()).take();
+                        let Some(next) = next else {
+                            return self.source.complete(lease, output, notes).await;
+                        };
+                        let ttl = self.config.lease_ttl;
+                        let (completion, lease) = self
+                            .source
+                            .complete_and_lease(lease, output, notes, &next, ttl)
+                            .await?;
+                        *leased.lock().unwrap_or_else(|e| e.into_inner()) = lease;
+                        Ok(completion)
+                    }
+                    Outcome::Failed(failure) => self.source.fail(lease, failure, notes).await,
                 }
-                Outcome::Failed(failure) => self.source.fail(lease, failure, notes).await,
             }
+            .await;
+            self.metrics.round_trip("report", sent.elapsed());
+            if result.is_err() {
+                self.metrics.source_error("report");
+            }
+            result
         };
         let backoff = backon::ExponentialBuilder::default()
             .with_min_delay(REPORT_RETRY_FIRST)
@@ -829,6 +901,17 @@ impl<S: JobSource> Node<S> {
                 tracing::warn!(%error, ?wait, "could not report the job; retrying");
             })
             .await;
+        let state = match &result {
+            Ok(Completion::Accepted(state)) => state.as_str(),
+            Ok(Completion::Stale | Completion::Missing) => "refused",
+            Err(_) => "unreported",
+        };
+        let class = match &outcome {
+            Outcome::Succeeded(_) => "none".to_string(),
+            Outcome::Failed(failure) => failure.class.to_string(),
+        };
+        self.metrics
+            .job_finished(&lease.info.id.function, state, &class);
         log_report(result, &outcome, handed_back);
         leased.into_inner().unwrap_or_else(|e| e.into_inner())
     }

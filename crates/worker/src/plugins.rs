@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -102,6 +103,9 @@ struct State {
 pub struct PluginRegistry {
     state: RwLock<State>,
     generation: watch::Sender<u64>,
+    loaded: AtomicU64,
+    reloaded: AtomicU64,
+    failed: AtomicU64,
 }
 
 impl Default for PluginRegistry {
@@ -109,8 +113,22 @@ impl Default for PluginRegistry {
         PluginRegistry {
             state: RwLock::default(),
             generation: watch::Sender::new(0),
+            loaded: AtomicU64::new(0),
+            reloaded: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         }
     }
+}
+
+/// How many plugin loads the registry made since it was created, by result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadCounts {
+    /// The first version of a file loaded.
+    pub loaded: u64,
+    /// A new version of a file swapped in for the one serving.
+    pub reloaded: u64,
+    /// A file that could not be loaded (the previous version, if any, kept serving).
+    pub failed: u64,
 }
 
 impl PluginRegistry {
@@ -159,6 +177,7 @@ impl PluginRegistry {
                 Ok(Some(plugin)) => report.loaded.push(plugin),
                 Ok(None) => {}
                 Err(problem) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
                     self.write()
                         .errors
                         .insert(path.clone(), problem.to_string());
@@ -186,7 +205,7 @@ impl PluginRegistry {
         })?;
         let version = &sha256_hex(&bytes)[..16];
         let current = self.read().by_file.get(path).cloned();
-        if let Some(current) = current
+        if let Some(current) = &current
             && current.version() == version
             && *current.manifest() == manifest
         {
@@ -195,6 +214,11 @@ impl PluginRegistry {
         }
         let plugin = Arc::new(runtime.compile_plugin(path, &bytes, manifest)?);
         self.swap_in(plugin.clone())?;
+        let counter = match current {
+            Some(_) => &self.reloaded,
+            None => &self.loaded,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         Ok(Some(plugin))
     }
 
@@ -250,6 +274,15 @@ impl PluginRegistry {
             .iter()
             .map(|(p, e)| (p.clone(), e.clone()))
             .collect()
+    }
+
+    /// How many loads were made so far, by result.
+    pub fn load_counts(&self) -> LoadCounts {
+        LoadCounts {
+            loaded: self.loaded.load(Ordering::Relaxed),
+            reloaded: self.reloaded.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
     }
 
     /// A receiver that sees a new value whenever the set of plugins changes.

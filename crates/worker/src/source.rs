@@ -124,6 +124,19 @@ pub trait JobSource: Send + Sync + 'static {
         lease: &Lease,
     ) -> impl Future<Output = Result<Completion, SourceError>> + Send;
 
+    /// Whether the source answers within `timeout`, for the worker's readiness check. By
+    /// default it is taken to.
+    fn ping(&self, timeout: Duration) -> impl Future<Output = Result<(), SourceError>> + Send {
+        let _ = timeout;
+        async { Ok(()) }
+    }
+
+    /// How often the source's connection came back after it was lost. By default none is
+    /// counted.
+    fn reconnects(&self) -> u64 {
+        0
+    }
+
     /// Housekeeping the source needs now and then for the functions served (the worker
     /// calls it with each advertisement). By default there is none.
     fn maintain(
@@ -213,6 +226,14 @@ impl JobSource for WorkerQueue {
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
         Ok(WorkerQueue::release(self, lease).await?)
+    }
+
+    async fn ping(&self, timeout: Duration) -> Result<(), SourceError> {
+        Ok(WorkerQueue::ping(self, timeout).await?)
+    }
+
+    fn reconnects(&self) -> u64 {
+        WorkerQueue::reconnects(self)
     }
 
     /// Lists the functions in the directory operators read, and re-checks the links of jobs

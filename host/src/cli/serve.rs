@@ -69,6 +69,9 @@ fn auth(args: &ServeArgs) -> anyhow::Result<Auth> {
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let auth = auth(&args)?;
     let client = args.redis.client().await?;
+    if let Some(warning) = client.eviction_warning().await {
+        tracing::warn!("{warning}");
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;

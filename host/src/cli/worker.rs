@@ -105,6 +105,12 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_RETRY_BACKOFF", default_value = "1s", value_parser = parse_duration)]
     retry_backoff: Duration,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics, and health checks at /healthz (the
+    /// process is up) and /readyz (Redis answers and leasing is not stalled), e.g.
+    /// `127.0.0.1:9464` (port 0: any free port; the address is logged).
+    #[arg(long, env = "WASMGEAR_METRICS", value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+
     /// Port of the embedded Redis (used when no Redis URL is given); 0 picks a free one.
     #[arg(long, env = "WASMGEAR_EMBEDDED_PORT", default_value_t = 0)]
     embedded_port: u16,
@@ -155,6 +161,24 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     for problem in loaded.problems() {
         tracing::error!("{problem}");
     }
+    // Bound before Redis is reached, so that a bad address stops the worker at once.
+    let metrics = match args.metrics {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+                super::usage(format!(
+                    "--metrics {address}: cannot listen there: {e} (give a free port, or port 0 for any)"
+                ))
+            })?;
+            let bound = listener.local_addr()?;
+            tracing::info!(
+                metrics = %format!("http://{bound}/metrics"),
+                health = %format!("http://{bound}/healthz, http://{bound}/readyz"),
+                "serving metrics and health checks"
+            );
+            Some(listener)
+        }
+        None => None,
+    };
 
     let embedded = match &args.redis.url {
         Some(_) => None,
@@ -170,12 +194,24 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             BuildError::Queue(error) => anyhow::Error::from(error),
             error => error.into(),
         })?;
-        run_worker(worker, embedded, &args).await;
+        run_worker(with_metrics(worker, metrics), embedded, &args).await;
     } else {
         let sources = connect_sources(&args, &loaded, &url).await?;
-        run_worker(loaded.with_source(sources), embedded, &args).await;
+        let worker = with_metrics(loaded.with_source(sources), metrics);
+        run_worker(worker, embedded, &args).await;
     }
     Ok(0)
+}
+
+/// `worker`, serving its metrics on `listener` when given.
+fn with_metrics<S: JobSource>(
+    worker: Worker<S>,
+    listener: Option<tokio::net::TcpListener>,
+) -> Worker<S> {
+    match listener {
+        Some(listener) => worker.with_metrics(listener),
+        None => worker,
+    }
 }
 
 /// Connects to every `--source`. Each one's jobs are served alike; the worker is listed in

@@ -1,0 +1,420 @@
+//! What a worker node measures, and the address that serves it (`wasmgear worker --metrics
+//! ADDR`): `/metrics` in the Prometheus text format, `/healthz` (the process is up) and
+//! `/readyz` (the source answers and leasing is not stalled), for Prometheus and for an
+//! orchestrator that restarts a wedged worker.
+//!
+//! Counters and histograms on the job path are updated as jobs go (a label lookup and an
+//! atomic add each); what can be read at any time (running jobs, free slots, plugins, memory,
+//! reconnections) is read when scraped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::job::FunctionName;
+use crate::{JobSource, Node};
+
+/// The content type of the Prometheus text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How long `/readyz` waits for the source to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Leasing counts as stalled (and `/readyz` says so) when a worker with free slots has not
+/// completed a lease call for this many lease periods.
+pub const STALLED_AFTER_LEASES: u32 = 3;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Upper bounds of the job run and queue-wait histograms, in seconds: 100 µs to an hour.
+const JOB_SECONDS: [f64; 16] = [
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0,
+    3600.0,
+];
+
+fn job_histogram() -> Histogram {
+    Histogram::new(JOB_SECONDS)
+}
+
+fn round_trip_histogram() -> Histogram {
+    // 50 µs to about 13 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
+}
+
+/// A worker node's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    jobs_started: Family<Labels, Counter>,
+    jobs_finished: Family<Labels, Counter>,
+    run_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    wait_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    instantiate_seconds: Histogram,
+    round_trip_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    source_errors: Family<Labels, Counter>,
+    /// When the node started, for the age of the last lease.
+    started: Instant,
+    /// When the last lease call came back without an error, in ms since `started`.
+    last_lease_ok_ms: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Fresh metrics, every counter at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("wasmgear");
+        let jobs_started = Family::<Labels, Counter>::default();
+        registry.register(
+            "jobs_started",
+            "Jobs started on this worker, by function",
+            jobs_started.clone(),
+        );
+        let jobs_finished = Family::<Labels, Counter>::default();
+        registry.register(
+            "jobs_finished",
+            "Jobs that stopped running on this worker, by function, the state the queue put \
+             them in (succeeded, scheduled for a retry, failed, cancelled, queued when handed \
+             back; refused when the lease was lost; unreported when the queue could not be \
+             told) and error class (none for a success)",
+            jobs_finished.clone(),
+        );
+        let run_seconds = Family::new_with_constructor(job_histogram as fn() -> Histogram);
+        registry.register(
+            "job_run_seconds",
+            "How long jobs ran on this worker (instance, call and drop), by function",
+            run_seconds.clone(),
+        );
+        let wait_seconds = Family::new_with_constructor(job_histogram as fn() -> Histogram);
+        registry.register(
+            "job_queue_wait_seconds",
+            "From a job's enqueue to the start of its first attempt here, by function (a \
+             delayed job's delay included)",
+            wait_seconds.clone(),
+        );
+        // 2 µs to about 0.3 s.
+        let instantiate_seconds = Histogram::new(exponential_buckets(0.000_002, 2.0, 18));
+        registry.register(
+            "instantiate_seconds",
+            "From a job's start to its fresh instance being ready (store, WASI context, \
+             instantiation)",
+            instantiate_seconds.clone(),
+        );
+        let round_trip_seconds =
+            Family::new_with_constructor(round_trip_histogram as fn() -> Histogram);
+        registry.register(
+            "source_round_trip_seconds",
+            "Round trips to the queue, by operation: lease (a lease call) and report (a \
+             finished job's result, with the next jobs it leases)",
+            round_trip_seconds.clone(),
+        );
+        let source_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "source_errors",
+            "Calls to the queue (Redis, or another source) that failed, by operation \
+             (lease, report, heartbeat, progress, advertise, maintain)",
+            source_errors.clone(),
+        );
+        Metrics {
+            registry,
+            jobs_started,
+            jobs_finished,
+            run_seconds,
+            wait_seconds,
+            instantiate_seconds,
+            round_trip_seconds,
+            source_errors,
+            started: Instant::now(),
+            last_lease_ok_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// A job of `function` starts, `waited_ms` after it was enqueued (first attempts only).
+    pub(crate) fn job_started(&self, function: &FunctionName, attempt: u32, waited_ms: u64) {
+        let labels = function_labels(function);
+        self.jobs_started.get_or_create(&labels).inc();
+        if attempt <= 1 {
+            self.wait_seconds
+                .get_or_create(&labels)
+                .observe(waited_ms as f64 / 1000.0);
+        }
+    }
+
+    /// A job of `function` stopped running after `ran`.
+    pub(crate) fn job_ran(&self, function: &FunctionName, ran: Duration) {
+        self.run_seconds
+            .get_or_create(&function_labels(function))
+            .observe(ran.as_secs_f64());
+    }
+
+    /// A job of `function` ended in `state` (as the queue says) with `error_class`.
+    pub(crate) fn job_finished(&self, function: &FunctionName, state: &str, error_class: &str) {
+        self.jobs_finished
+            .get_or_create(&vec![
+                ("function", function.to_string()),
+                ("state", state.to_string()),
+                ("error_class", error_class.to_string()),
+            ])
+            .inc();
+    }
+
+    /// A job's instance was ready `took` after its start.
+    pub(crate) fn instantiated(&self, took: Duration) {
+        self.instantiate_seconds.observe(took.as_secs_f64());
+    }
+
+    /// A call to the source for `operation` took `took`.
+    pub(crate) fn round_trip(&self, operation: &'static str, took: Duration) {
+        self.round_trip_seconds
+            .get_or_create(&vec![("operation", operation.to_string())])
+            .observe(took.as_secs_f64());
+    }
+
+    /// A call to the source for `operation` failed.
+    pub(crate) fn source_error(&self, operation: &'static str) {
+        self.source_errors
+            .get_or_create(&vec![("operation", operation.to_string())])
+            .inc();
+    }
+
+    /// A lease call came back without an error.
+    pub(crate) fn leased(&self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.last_lease_ok_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long ago the last lease call came back without an error (or the node started).
+    fn since_last_lease(&self) -> Duration {
+        let last = Duration::from_millis(self.last_lease_ok_ms.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+}
+
+fn function_labels(function: &FunctionName) -> Labels {
+    vec![("function", function.to_string())]
+}
+
+/// What the metrics address serves: the node, its slots, and how to reach its metrics.
+struct Served<S> {
+    node: Arc<Node<S>>,
+    slots: Arc<Semaphore>,
+}
+
+impl<S> Clone for Served<S> {
+    fn clone(&self) -> Self {
+        Served {
+            node: self.node.clone(),
+            slots: self.slots.clone(),
+        }
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` of `node` on `listener` until `stop`.
+pub(crate) async fn serve<S: JobSource>(
+    listener: tokio::net::TcpListener,
+    node: Arc<Node<S>>,
+    slots: Arc<Semaphore>,
+    stop: CancellationToken,
+) {
+    let app = Router::new()
+        .route("/metrics", axum::routing::get(scrape::<S>))
+        .route("/healthz", axum::routing::get(healthz))
+        .route("/readyz", axum::routing::get(readyz::<S>))
+        .with_state(Served { node, slots });
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    if let Err(error) = served {
+        tracing::error!(%error, "the metrics address stopped serving");
+    }
+}
+
+async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
+    let node = &served.node;
+    // What is read now rather than counted as it happens.
+    let mut now = Registry::with_prefix("wasmgear");
+    let gauge = |value: i64| {
+        let gauge = Gauge::<i64>::default();
+        gauge.set(value);
+        gauge
+    };
+    let running = node.running.lock().unwrap_or_else(|e| e.into_inner()).len();
+    now.register(
+        "running_jobs",
+        "Jobs running on this worker now",
+        gauge(running as i64),
+    );
+    now.register(
+        "free_slots",
+        "Slots free for more jobs now (concurrency minus the jobs running or held)",
+        gauge(served.slots.available_permits() as i64),
+    );
+    now.register(
+        "concurrency",
+        "The most jobs this worker runs at once",
+        gauge(node.config.concurrency as i64),
+    );
+    now.register(
+        "plugins_loaded",
+        "Plugins loaded and serving now",
+        gauge(node.registry.plugins().len() as i64),
+    );
+    let loads = Family::<Labels, Counter>::default();
+    let counts = node.registry.load_counts();
+    for (result, count) in [
+        ("loaded", counts.loaded),
+        ("reloaded", counts.reloaded),
+        ("failed", counts.failed),
+    ] {
+        loads
+            .get_or_create(&vec![("result", result.to_string())])
+            .inc_by(count);
+    }
+    now.register(
+        "plugin_loads",
+        "Plugin loads by result: loaded (first version of a file), reloaded (a new version \
+         swapped in), failed (the previous version, if any, kept serving)",
+        loads,
+    );
+    let reconnects = Counter::<u64>::default();
+    reconnects.inc_by(node.source.reconnects());
+    now.register(
+        "source_reconnects",
+        "How often the connection to the queue came back after it was lost",
+        reconnects,
+    );
+    if let Some(bytes) = resident_memory_bytes() {
+        now.register(
+            "resident_memory_bytes",
+            "The worker process's resident memory",
+            gauge(bytes as i64),
+        );
+    }
+    let since_lease = Gauge::<f64, AtomicU64>::default();
+    since_lease.set(node.metrics.since_last_lease().as_secs_f64());
+    now.register(
+        "seconds_since_last_lease",
+        "Seconds since a lease call last came back without an error",
+        since_lease,
+    );
+    let mut text = String::new();
+    let encoded = prometheus_text::encode(&mut text, &node.metrics.registry)
+        .and_then(|()| prometheus_text::encode(&mut text, &now));
+    match encoded {
+        Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the metrics could not be encoded",
+        )
+            .into_response(),
+    }
+}
+
+/// 200 while the process serves requests.
+async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// 200 when the source answers within [`READY_TIMEOUT`] and leasing is not stalled, else
+/// 503 with the reason.
+async fn readyz<S: JobSource>(
+    State(served): State<Served<S>>,
+) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let node = &served.node;
+    let unready = |reason: String| {
+        let body = serde_json::json!({ "status": "unready", "reason": reason });
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body))
+    };
+    match tokio::time::timeout(READY_TIMEOUT, node.source.ping(READY_TIMEOUT)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return unready(format!("the queue does not answer: {error}")),
+        Err(_) => {
+            return unready(format!(
+                "the queue did not answer within {} ms",
+                READY_TIMEOUT.as_millis()
+            ));
+        }
+    }
+    let since = node.metrics.since_last_lease();
+    if let Some(reason) = stalled(
+        served.slots.available_permits(),
+        since,
+        node.config.lease_ttl,
+    ) {
+        return unready(reason);
+    }
+    (
+        StatusCode::OK,
+        axum::Json(serde_json::json!({ "status": "ready" })),
+    )
+}
+
+/// Why leasing counts as stalled: slots are free, yet no lease call came back for more than
+/// [`STALLED_AFTER_LEASES`] lease periods. (A worker whose every slot is busy leases nothing,
+/// rightly.)
+fn stalled(free_slots: usize, since_lease: Duration, lease_ttl: Duration) -> Option<String> {
+    (free_slots > 0 && since_lease > lease_ttl * STALLED_AFTER_LEASES).then(|| {
+        format!(
+            "leasing is stalled: no lease call came back for {} s with {free_slots} slots free \
+             (more than {STALLED_AFTER_LEASES} lease periods of {} s)",
+            since_lease.as_secs(),
+            lease_ttl.as_secs()
+        )
+    })
+}
+
+/// The process's resident memory, from `/proc/self/status` (Linux); `None` elsewhere.
+fn resident_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::stalled;
+
+    #[test]
+    fn leasing_is_stalled_only_with_free_slots_past_three_lease_periods() {
+        let ttl = Duration::from_secs(30);
+        assert_eq!(stalled(4, Duration::from_secs(90), ttl), None);
+        let reason = stalled(4, Duration::from_secs(91), ttl).expect("stalled");
+        assert!(reason.contains("91 s with 4 slots free"), "{reason}");
+        // Every slot busy: nothing to lease for.
+        assert_eq!(stalled(0, Duration::from_secs(3600), ttl), None);
+    }
+
+    #[test]
+    fn a_fresh_node_counts_from_its_start() {
+        let metrics = super::Metrics::new();
+        assert!(metrics.since_last_lease() < Duration::from_secs(60));
+        metrics.leased();
+        assert!(metrics.since_last_lease() < Duration::from_secs(60));
+    }
+}
