@@ -907,11 +907,11 @@ impl<S: JobSource> Node<S> {
             Err(_) => "unreported",
         };
         let class = match &outcome {
-            Outcome::Succeeded(_) => "none".to_string(),
-            Outcome::Failed(failure) => failure.class.to_string(),
+            Outcome::Succeeded(_) => "none",
+            Outcome::Failed(failure) => failure.class.as_str(),
         };
         self.metrics
-            .job_finished(&lease.info.id.function, state, &class);
+            .job_finished(&lease.info.id.function, state, class);
         log_report(result, &outcome, handed_back);
         leased.into_inner().unwrap_or_else(|e| e.into_inner())
     }

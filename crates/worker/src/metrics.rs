@@ -54,6 +54,15 @@ fn round_trip_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
 }
 
+/// One function's metrics on the job path, looked up once per job event without allocating.
+#[derive(Debug)]
+struct PerFunction {
+    started: Counter,
+    succeeded: Counter,
+    run: Histogram,
+    wait: Histogram,
+}
+
 /// A worker node's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -65,6 +74,10 @@ pub struct Metrics {
     instantiate_seconds: Histogram,
     round_trip_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     source_errors: Family<Labels, Counter>,
+    /// Each function's handles into the families above.
+    functions: std::sync::RwLock<std::collections::HashMap<FunctionName, Arc<PerFunction>>>,
+    lease_round_trip: Histogram,
+    report_round_trip: Histogram,
     /// When the node started, for the age of the last lease.
     started: Instant,
     /// When the last lease call came back without an error, in ms since `started`.
@@ -132,8 +145,11 @@ impl Metrics {
              (lease, report, heartbeat, progress, advertise, maintain)",
             source_errors.clone(),
         );
+        let operation = |name: &str| vec![("operation", name.to_string())];
         Metrics {
             registry,
+            lease_round_trip: round_trip_seconds.get_or_create_owned(&operation("lease")),
+            report_round_trip: round_trip_seconds.get_or_create_owned(&operation("report")),
             jobs_started,
             jobs_finished,
             run_seconds,
@@ -141,31 +157,57 @@ impl Metrics {
             instantiate_seconds,
             round_trip_seconds,
             source_errors,
+            functions: Default::default(),
             started: Instant::now(),
             last_lease_ok_ms: AtomicU64::new(0),
         }
     }
 
+    /// `function`'s handles, made on its first job.
+    fn function(&self, function: &FunctionName) -> Arc<PerFunction> {
+        let known = self.functions.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(handles) = known.get(function) {
+            return handles.clone();
+        }
+        drop(known);
+        let labels = function_labels(function);
+        let mut finished = labels.clone();
+        finished.push(("state", "succeeded".into()));
+        finished.push(("error_class", "none".into()));
+        let handles = Arc::new(PerFunction {
+            started: self.jobs_started.get_or_create_owned(&labels),
+            succeeded: self.jobs_finished.get_or_create_owned(&finished),
+            run: self.run_seconds.get_or_create_owned(&labels),
+            wait: self.wait_seconds.get_or_create_owned(&labels),
+        });
+        self.functions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(function.clone())
+            .or_insert(handles)
+            .clone()
+    }
+
     /// A job of `function` starts, `waited_ms` after it was enqueued (first attempts only).
     pub(crate) fn job_started(&self, function: &FunctionName, attempt: u32, waited_ms: u64) {
-        let labels = function_labels(function);
-        self.jobs_started.get_or_create(&labels).inc();
+        let handles = self.function(function);
+        handles.started.inc();
         if attempt <= 1 {
-            self.wait_seconds
-                .get_or_create(&labels)
-                .observe(waited_ms as f64 / 1000.0);
+            handles.wait.observe(waited_ms as f64 / 1000.0);
         }
     }
 
     /// A job of `function` stopped running after `ran`.
     pub(crate) fn job_ran(&self, function: &FunctionName, ran: Duration) {
-        self.run_seconds
-            .get_or_create(&function_labels(function))
-            .observe(ran.as_secs_f64());
+        self.function(function).run.observe(ran.as_secs_f64());
     }
 
     /// A job of `function` ended in `state` (as the queue says) with `error_class`.
     pub(crate) fn job_finished(&self, function: &FunctionName, state: &str, error_class: &str) {
+        if state == "succeeded" && error_class == "none" {
+            self.function(function).succeeded.inc();
+            return;
+        }
         self.jobs_finished
             .get_or_create(&vec![
                 ("function", function.to_string()),
@@ -182,9 +224,15 @@ impl Metrics {
 
     /// A call to the source for `operation` took `took`.
     pub(crate) fn round_trip(&self, operation: &'static str, took: Duration) {
-        self.round_trip_seconds
-            .get_or_create(&vec![("operation", operation.to_string())])
-            .observe(took.as_secs_f64());
+        let seconds = took.as_secs_f64();
+        match operation {
+            "lease" => self.lease_round_trip.observe(seconds),
+            "report" => self.report_round_trip.observe(seconds),
+            other => self
+                .round_trip_seconds
+                .get_or_create(&vec![("operation", other.to_string())])
+                .observe(seconds),
+        }
     }
 
     /// A call to the source for `operation` failed.
