@@ -160,7 +160,20 @@ async fn worker_metrics_move_with_jobs_and_plugins() {
             &[("operation", "lease")]
         ) >= 1.0
     );
-    assert_eq!(after.value("wasmgear_source_errors_total", &[]), None);
+    for operation in [
+        "lease",
+        "report",
+        "heartbeat",
+        "progress",
+        "advertise",
+        "maintain",
+    ] {
+        let labels = [("operation", operation)];
+        assert_eq!(
+            after.value("wasmgear_source_errors_total", &labels),
+            Some(0.0)
+        );
+    }
     assert_eq!(after.of("wasmgear_running_jobs", &[]), 0.0);
     assert_eq!(after.of("wasmgear_free_slots", &[]), 4.0);
     assert_eq!(after.of("wasmgear_concurrency", &[]), 4.0);
@@ -225,7 +238,17 @@ async fn worker_readiness_follows_redis() {
         "an error to be counted",
         || async {
             let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
-            (scrape.value("wasmgear_source_errors_total", &[]) >= Some(1.0)).then_some(())
+            let errors: f64 = scrape
+                .0
+                .samples
+                .iter()
+                .filter(|s| s.metric == "wasmgear_source_errors_total")
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v) => v,
+                    _ => 0.0,
+                })
+                .sum();
+            (errors >= 1.0).then_some(())
         },
     )
     .await;
@@ -349,4 +372,71 @@ async fn a_redis_that_may_evict_keys_is_warned_about() {
     let quiet = WorkerProcess::serving(&safe, plugins.path(), &[]);
     assert!(!quiet.log().contains("may evict"), "{}", quiet.log());
     drop((worker, quiet));
+}
+
+/// Every metric the Grafana dashboard in `docs/` queries is one a worker or `serve` exposes
+/// (by sample or by its `# HELP` line: a counter of errors has no sample before the first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_queries_metrics_that_exist() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the dashboard"))
+            .expect("JSON");
+    let mut queried = std::collections::BTreeSet::new();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    for panel in panels {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("an expression");
+            for (at, _) in expr.match_indices("wasmgear_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                queried.insert(name);
+            }
+        }
+    }
+    assert!(queried.len() >= 12, "{queried:?}");
+
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["echo"]);
+    let (worker, address) = worker_with_metrics(&redis, plugins.path(), &[]);
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("echo"), b"hi", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    client.wait(&id, WAIT, |_| {}).await.unwrap();
+    let server = Server::with_token(&redis);
+    // A request the server counts before it is scraped.
+    assert_eq!(
+        request(&server, "GET", "/v1/queues", Some(TOKEN), None)
+            .await
+            .status,
+        200
+    );
+    let scrapes = [
+        Scrape::parse(&get_at(&address, "/metrics").await),
+        Scrape::parse(&request(&server, "GET", "/metrics", Some(TOKEN), None).await),
+    ];
+    for name in &queried {
+        let base = ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(name);
+        let exposed = scrapes.iter().any(|scrape| {
+            scrape.0.docs.contains_key(base)
+                || scrape
+                    .0
+                    .samples
+                    .iter()
+                    .any(|s| s.metric == *name || s.metric == base)
+        });
+        assert!(
+            exposed,
+            "the dashboard queries {name}, which nothing exposes"
+        );
+    }
+    drop(worker);
 }

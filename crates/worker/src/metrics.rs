@@ -39,6 +39,16 @@ pub const STALLED_AFTER_LEASES: u32 = 3;
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The calls to the source whose failures are counted, by `operation`.
+const SOURCE_OPERATIONS: [&str; 6] = [
+    "lease",
+    "report",
+    "heartbeat",
+    "progress",
+    "advertise",
+    "maintain",
+];
+
 /// Upper bounds of the job run and queue-wait histograms, in seconds: 100 µs to an hour.
 const JOB_SECONDS: [f64; 16] = [
     0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0,
@@ -139,6 +149,10 @@ impl Metrics {
             round_trip_seconds.clone(),
         );
         let source_errors = Family::<Labels, Counter>::default();
+        // At zero from the start, so that a rate over them is defined before the first error.
+        for operation in SOURCE_OPERATIONS {
+            source_errors.get_or_create_owned(&vec![("operation", operation.to_string())]);
+        }
         registry.register(
             "source_errors",
             "Calls to the queue (Redis, or another source) that failed, by operation \
