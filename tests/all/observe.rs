@@ -145,6 +145,10 @@ async fn worker_metrics_move_with_jobs_and_plugins() {
         after.of("wasmgear_job_queue_wait_seconds_count", &echo),
         3.0
     );
+    // Each echo instance has its initial memory (data and a 128 KiB stack) at least.
+    assert_eq!(after.of("wasmgear_job_memory_bytes_count", &echo), 3.0);
+    let memory = after.of("wasmgear_job_memory_bytes_sum", &echo) / 3.0;
+    assert!((131_072.0..16e6).contains(&memory), "{memory}");
     assert_eq!(after.of("wasmgear_instantiate_seconds_count", &[]), 4.0);
     assert!(after.of("wasmgear_instantiate_seconds_sum", &[]) > 0.0);
     assert_eq!(

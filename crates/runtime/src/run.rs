@@ -30,6 +30,11 @@ pub trait JobHooks: Send + Sync {
     fn instantiated(&self, took: Duration) {
         let _ = took;
     }
+    /// The job has stopped; its linear memories reached `peak_bytes` together at most (their
+    /// initial sizes and every growth allowed). By default nothing is done.
+    fn memory(&self, peak_bytes: usize) {
+        let _ = peak_bytes;
+    }
 }
 
 /// Caps one job's memory and notes when it was refused, so that the trap that usually
@@ -37,6 +42,10 @@ pub trait JobHooks: Send + Sync {
 struct MemoryLimiter {
     memory_bytes: usize,
     refused: bool,
+    /// The bytes of linear memory allowed so far, every memory of the instance together.
+    total: usize,
+    /// The most `total` has been.
+    peak: usize,
 }
 
 /// Most table elements one job may have (function tables of large interpreters fit).
@@ -45,7 +54,7 @@ pub(crate) const MAX_TABLE_ELEMENTS: usize = 200_000;
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -53,6 +62,8 @@ impl ResourceLimiter for MemoryLimiter {
             self.refused = true;
             return Ok(false);
         }
+        self.total = self.total.saturating_add(desired.saturating_sub(current));
+        self.peak = self.peak.max(self.total);
         Ok(true)
     }
 
@@ -158,6 +169,8 @@ impl Runtime {
             limiter: MemoryLimiter {
                 memory_bytes: limits.memory_bytes,
                 refused: false,
+                total: 0,
+                peak: 0,
             },
             log: log.clone(),
             cancel: cancel.clone(),
@@ -253,6 +266,7 @@ impl Runtime {
         let stopped = *stopped.lock().unwrap_or_else(|e| e.into_inner());
         let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
         let memory_refused = store.data().limiter.refused;
+        timing.memory(store.data().limiter.peak);
         let outcome = classify(
             result,
             stopped,

@@ -435,6 +435,7 @@ struct Reporter {
     progress: watch::Sender<Option<Progress>>,
     lines: Arc<Mutex<String>>,
     metrics: Arc<Metrics>,
+    function: Arc<metrics::PerFunction>,
 }
 
 /// The most bytes of one attempt's log kept for the queue.
@@ -449,6 +450,10 @@ impl JobHooks for Reporter {
 
     fn instantiated(&self, took: Duration) {
         self.metrics.instantiated(took);
+    }
+
+    fn memory(&self, peak_bytes: usize) {
+        self.function.memory(peak_bytes);
     }
 
     fn log(&self, level: LogLevel, message: String) {
@@ -676,8 +681,8 @@ impl<S: JobSource> Node<S> {
         let lines = Arc::new(Mutex::new(String::new()));
         let plugin_version = plugin.as_ref().map(|p| p.version().to_string());
         let waited = wasmgear_proto::units::now_ms().saturating_sub(lease.info.enqueued_at_ms);
-        self.metrics
-            .job_started(&id.function, lease.info.attempt, waited);
+        let measured = self.metrics.function(&id.function);
+        measured.started(lease.info.attempt, waited);
         let started = std::time::Instant::now();
         let outcome = match plugin {
             None => Outcome::Failed(JobFailure::new(
@@ -690,6 +695,7 @@ impl<S: JobSource> Node<S> {
                     progress: progress_tx,
                     lines: lines.clone(),
                     metrics: self.metrics.clone(),
+                    function: measured.clone(),
                 });
                 let run =
                     self.runtime
@@ -717,7 +723,7 @@ impl<S: JobSource> Node<S> {
                 }
             }
         };
-        self.metrics.job_ran(&id.function, started.elapsed());
+        measured.ran(started.elapsed());
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())

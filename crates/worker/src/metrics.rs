@@ -59,6 +59,11 @@ fn job_histogram() -> Histogram {
     Histogram::new(JOB_SECONDS)
 }
 
+fn memory_histogram() -> Histogram {
+    // 64 KiB to 4 GiB.
+    Histogram::new(exponential_buckets(65536.0, 4.0, 9))
+}
+
 fn round_trip_histogram() -> Histogram {
     // 50 µs to about 13 s.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
@@ -66,11 +71,32 @@ fn round_trip_histogram() -> Histogram {
 
 /// One function's metrics on the job path, looked up once per job event without allocating.
 #[derive(Debug)]
-struct PerFunction {
+pub(crate) struct PerFunction {
     started: Counter,
     succeeded: Counter,
     run: Histogram,
     wait: Histogram,
+    memory: Histogram,
+}
+
+impl PerFunction {
+    /// A job starts, `waited_ms` after it was enqueued (first attempts only).
+    pub(crate) fn started(&self, attempt: u32, waited_ms: u64) {
+        self.started.inc();
+        if attempt <= 1 {
+            self.wait.observe(waited_ms as f64 / 1000.0);
+        }
+    }
+
+    /// A job stopped running after `ran`.
+    pub(crate) fn ran(&self, ran: Duration) {
+        self.run.observe(ran.as_secs_f64());
+    }
+
+    /// A job's linear memory reached `peak_bytes` at most.
+    pub(crate) fn memory(&self, peak_bytes: usize) {
+        self.memory.observe(peak_bytes as f64);
+    }
 }
 
 /// A worker node's metrics.
@@ -81,6 +107,7 @@ pub struct Metrics {
     jobs_finished: Family<Labels, Counter>,
     run_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     wait_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    memory_bytes: Family<Labels, Histogram, fn() -> Histogram>,
     instantiate_seconds: Histogram,
     round_trip_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     source_errors: Family<Labels, Counter>,
@@ -132,6 +159,13 @@ impl Metrics {
              delayed job's delay included)",
             wait_seconds.clone(),
         );
+        let memory_bytes = Family::new_with_constructor(memory_histogram as fn() -> Histogram);
+        registry.register(
+            "job_memory_bytes",
+            "The most linear memory a job's instance had (all its memories together), by \
+             function",
+            memory_bytes.clone(),
+        );
         // 2 µs to about 0.3 s.
         let instantiate_seconds = Histogram::new(exponential_buckets(0.000_002, 2.0, 18));
         registry.register(
@@ -168,6 +202,7 @@ impl Metrics {
             jobs_finished,
             run_seconds,
             wait_seconds,
+            memory_bytes,
             instantiate_seconds,
             round_trip_seconds,
             source_errors,
@@ -178,7 +213,7 @@ impl Metrics {
     }
 
     /// `function`'s handles, made on its first job.
-    fn function(&self, function: &FunctionName) -> Arc<PerFunction> {
+    pub(crate) fn function(&self, function: &FunctionName) -> Arc<PerFunction> {
         let known = self.functions.read().unwrap_or_else(|e| e.into_inner());
         if let Some(handles) = known.get(function) {
             return handles.clone();
@@ -193,6 +228,7 @@ impl Metrics {
             succeeded: self.jobs_finished.get_or_create_owned(&finished),
             run: self.run_seconds.get_or_create_owned(&labels),
             wait: self.wait_seconds.get_or_create_owned(&labels),
+            memory: self.memory_bytes.get_or_create_owned(&labels),
         });
         self.functions
             .write()
@@ -200,20 +236,6 @@ impl Metrics {
             .entry(function.clone())
             .or_insert(handles)
             .clone()
-    }
-
-    /// A job of `function` starts, `waited_ms` after it was enqueued (first attempts only).
-    pub(crate) fn job_started(&self, function: &FunctionName, attempt: u32, waited_ms: u64) {
-        let handles = self.function(function);
-        handles.started.inc();
-        if attempt <= 1 {
-            handles.wait.observe(waited_ms as f64 / 1000.0);
-        }
-    }
-
-    /// A job of `function` stopped running after `ran`.
-    pub(crate) fn job_ran(&self, function: &FunctionName, ran: Duration) {
-        self.function(function).run.observe(ran.as_secs_f64());
     }
 
     /// A job of `function` ended in `state` (as the queue says) with `error_class`.
