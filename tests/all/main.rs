@@ -10,6 +10,7 @@ mod chaos;
 mod cli;
 mod cluster;
 mod commands;
+mod dashboard;
 mod features;
 mod gearman;
 mod hardening;

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod clients;
 pub mod gearmand;
 pub mod gearmonkey;

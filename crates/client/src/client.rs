@@ -681,6 +681,17 @@ impl Client {
         Ok(log.unwrap_or_default())
     }
 
+    /// Job `id`'s input, while it is kept (`None` once the job is forgotten).
+    pub async fn input(&self, id: &JobId) -> Result<Option<Vec<u8>>> {
+        let keys = FunctionKeys::new(&id.function);
+        let input: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(keys.input())
+            .arg(id.seq)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(input)
+    }
+
     /// How many live workers serve `function` (GearMonkey's roll call).
     pub async fn live_workers(&self, function: &FunctionName) -> Result<u64> {
         Ok(scripts::ROLLCALL

@@ -15,6 +15,7 @@ mod error;
 mod health;
 mod metrics;
 mod openapi;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -101,6 +102,11 @@ pub(crate) struct AppState {
     pub(crate) shutdown: CancellationToken,
     /// What the server counts as it serves (`/metrics`).
     pub(crate) metrics: Arc<metrics::ServerMetrics>,
+    /// The dashboard's finished jobs per function and minute.
+    pub(crate) throughput: Arc<ui::Throughput>,
+    /// The value the dashboard's forms carry, which no other site can know: random per
+    /// server process.
+    pub(crate) csrf: Arc<str>,
 }
 
 /// The API's router over `client`, with `auth`; `shutdown` ends long polls and event
@@ -111,28 +117,62 @@ pub fn router(
     shutdown: CancellationToken,
     max_input_bytes: usize,
 ) -> Router {
+    app(client, auth, shutdown, max_input_bytes).0
+}
+
+/// The router and the state its handlers share.
+fn app(
+    client: Client,
+    auth: Auth,
+    shutdown: CancellationToken,
+    max_input_bytes: usize,
+) -> (Router, AppState) {
+    let mut random = [0u8; 16];
+    // Without an entropy source the clock still makes a value other sites cannot guess
+    // from afar (all it has to be).
+    if getrandom::fill(&mut random).is_err() {
+        let now = wasmgear_proto::units::now_ms().to_le_bytes();
+        random[..8].copy_from_slice(&now);
+        random[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+    }
     let state = AppState {
         client,
         auth: Arc::new(auth),
         shutdown,
         metrics: metrics::shared(),
+        throughput: Arc::default(),
+        csrf: random
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .into(),
     };
     let (open, guarded) = declared_routes();
     let guarded = guarded
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(DefaultBodyLimit::max(max_input_bytes));
-    open.route(OPENAPI_PATH, axum::routing::get(openapi::serve))
+    let router = open
+        .route(OPENAPI_PATH, axum::routing::get(openapi::serve))
         .merge(guarded)
+        .merge(ui::routes(state.clone()))
         .fallback(|| async { ApiError::route_not_found() })
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::count,
         ))
-        .with_state(state)
+        .with_state(state.clone());
+    (router, state)
 }
 
-/// Refuses a request without the right bearer token (when a token is required).
+/// Refuses a request without the right bearer token (when a token is required). A read
+/// (`GET`) may carry the token in the dashboard's cookie instead, as a browser's event
+/// stream does; a change may not (a cookie goes with requests other sites make).
 async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.method() == axum::http::Method::GET
+        && ui::cookie_signed_in(&state.auth, request.headers())
+    {
+        return next.run(request).await;
+    }
     if let Auth::Token(token) = &*state.auth {
         let given = request
             .headers()
@@ -167,7 +207,8 @@ pub async fn serve(
     shutdown: CancellationToken,
     max_input_bytes: usize,
 ) -> std::io::Result<()> {
-    let app = router(client, auth, shutdown.clone(), max_input_bytes);
+    let (app, state) = app(client, auth, shutdown.clone(), max_input_bytes);
+    tokio::spawn(ui::count_finished(state));
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

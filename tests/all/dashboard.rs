@@ -1,0 +1,400 @@
+//! The dashboard (`wasmgear serve`, `/ui`): signing in and refusing what comes without the
+//! token, over HTTP; and in a real headless Chromium: the overview, a running job's progress
+//! moving without a reload, a cancel, a failed job retried and succeeding.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use wasmgear_client::EnqueueOptions;
+
+use crate::http::{Server, TOKEN};
+use crate::support::browser::Browser;
+use crate::support::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+
+const WAIT: Option<Duration> = Some(Duration::from_secs(30));
+
+/// An answer: status, headers, body text.
+struct Answer {
+    status: u16,
+    headers: hyper::HeaderMap,
+    body: String,
+}
+
+/// One request to `server` with `headers` and a form or JSON `body`.
+async fn send(
+    server: &Server,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let stream = tokio::net::TcpStream::connect(&server.address)
+        .await
+        .expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", &server.address);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender
+        .send_request(
+            request
+                .body(Full::new(Bytes::from(body.to_string())))
+                .expect("a request"),
+        )
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    // An event stream never ends: its status and headers are enough.
+    if headers
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+    {
+        return Answer {
+            status,
+            headers,
+            body: String::new(),
+        };
+    }
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
+
+/// The value of the hidden `csrf` field in a page.
+fn csrf_of(page: &str) -> String {
+    page.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a form with the anti-forgery value")
+        .to_string()
+}
+
+/// Signing in puts the token in an HttpOnly, SameSite=Strict cookie; pages without it go to
+/// the sign-in page; actions need the cookie and the page's anti-forgery value, and change
+/// nothing without them; the API takes the cookie for reads (the event stream) only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_and_refusals() {
+    let redis = TestRedis::start();
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("nobody"), b"x", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let job_path = format!("/ui/jobs/{id}");
+
+    let page = send(&server, "GET", &job_path, &[], "").await;
+    assert_eq!(page.status, 303);
+    assert_eq!(
+        page.headers["location"],
+        format!("/ui/login?next=/ui/jobs/nobody%3A1")
+    );
+    let login = send(&server, "GET", "/ui/login", &[], "").await;
+    assert_eq!(login.status, 200);
+    assert!(
+        login.body.contains("<label for=\"token\">"),
+        "{}",
+        login.body
+    );
+
+    let wrong = send(
+        &server,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        "token=nope&next=%2Fui",
+    )
+    .await;
+    assert_eq!(wrong.status, 303);
+    assert!(
+        wrong.headers["location"]
+            .to_str()
+            .unwrap()
+            .contains("failed=1")
+    );
+    assert!(wrong.headers.get("set-cookie").is_none());
+    let right = send(
+        &server,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        &format!("token={TOKEN}&next=%2Fui%2Fjobs%2Fnobody%253A1"),
+    )
+    .await;
+    assert_eq!(right.status, 303);
+    let cookie = right.headers["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    // Only a dashboard path is followed after signing in.
+    let elsewhere = send(
+        &server,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        &format!("token={TOKEN}&next=https%3A%2F%2Fevil.example%2F"),
+    )
+    .await;
+    assert_eq!(elsewhere.headers["location"], "/ui");
+    let signed_in = cookie.split(';').next().unwrap().to_string();
+    let with_cookie = [("cookie", signed_in.as_str())];
+
+    let page = send(&server, "GET", &job_path, &with_cookie, "").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("state-queued"), "{}", page.body);
+    let csrf = csrf_of(&page.body);
+
+    // An action without the cookie, or without the page's value, changes nothing.
+    let cancel = format!("/ui/jobs/{id}/cancel");
+    let anonymous = send(&server, "POST", &cancel, &[FORM], &format!("csrf={csrf}")).await;
+    assert_eq!(anonymous.status, 401);
+    let forged = send(
+        &server,
+        "POST",
+        &cancel,
+        &[FORM, ("cookie", signed_in.as_str())],
+        "csrf=0000",
+    )
+    .await;
+    assert_eq!(forged.status, 403);
+    assert!(forged.body.contains("did not come from this dashboard"));
+    // The API's changes want the bearer token, not the cookie; its reads take either.
+    let api_cancel = send(
+        &server,
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        &with_cookie,
+        "",
+    )
+    .await;
+    assert_eq!(api_cancel.status, 401);
+    assert_eq!(
+        client.status(&id).await.unwrap().record.state.as_str(),
+        "queued"
+    );
+    let events = send(&server, "GET", "/v1/events", &with_cookie, "").await;
+    assert_eq!(events.status, 200);
+    assert_eq!(
+        send(&server, "GET", "/v1/events", &[], "").await.status,
+        401
+    );
+
+    // With both, the action is done and the browser goes back to the page.
+    let done = send(
+        &server,
+        "POST",
+        &cancel,
+        &[
+            FORM,
+            ("cookie", signed_in.as_str()),
+            ("referer", &format!("http://{}{job_path}", server.address)),
+        ],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.headers["location"], job_path.as_str());
+    assert_eq!(
+        client.status(&id).await.unwrap().record.state.as_str(),
+        "cancelled"
+    );
+    let script = send(&server, "GET", "/ui/assets/app.js", &[], "").await;
+    assert!(
+        script.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+}
+
+/// In headless Chromium: sign in, see the overview, watch a running job's progress advance
+/// without a reload, cancel it, and retry a failed job (its plugin fixed meanwhile) until it
+/// succeeds. Set WASMGEAR_SCREENSHOTS=DIR to keep PNGs of the main pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_real_browser() {
+    let redis = TestRedis::start();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("count"), plugins.path().join("count.wasm")).unwrap();
+    std::fs::copy(artifact("fail"), plugins.path().join("flaky.wasm")).unwrap();
+    let worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let once = EnqueueOptions {
+        max_attempts: Some(1),
+        ..EnqueueOptions::default()
+    };
+    let flaky = client
+        .enqueue(&function("flaky"), b"x", &once)
+        .await
+        .unwrap();
+    let failed = client.wait(&flaky, WAIT, |_| {}).await.unwrap();
+    assert_eq!(failed.record.state.as_str(), "failed");
+
+    let browser = Browser::start().await;
+    let base = format!("http://{}", server.address);
+    browser.goto(&format!("{base}/ui")).await;
+    assert!(browser.url().await.contains("/ui/login"));
+    browser.type_into("#token", TOKEN).await;
+    browser.click("form.login button").await;
+    browser
+        .until(
+            Duration::from_secs(10),
+            "the overview after signing in",
+            "return location.pathname === '/ui' && document.querySelector('h1').textContent === 'Queues'",
+        )
+        .await;
+    browser
+        .until(
+            Duration::from_secs(10),
+            "flaky's failed job in the overview",
+            "const c = document.querySelector('tr[data-function=\"flaky\"] td[data-count=\"failed\"]'); return c && c.textContent === '1'",
+        )
+        .await;
+
+    // A running job's progress moves on its page, with no reload.
+    let counting = client
+        .enqueue(&function("count"), b"600 100", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    browser.goto(&format!("{base}/ui/jobs/{counting}")).await;
+    browser
+        .run("window.sameLoad = 42; return 1", json!([]))
+        .await;
+    let first = browser
+        .until(
+            Duration::from_secs(15),
+            "a progress bar with progress",
+            "const p = document.querySelector('[data-progress-job] progress'); return p && p.value > 0 ? p.value : 0",
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    let later = browser
+        .until(
+            Duration::from_secs(15),
+            "the progress to advance",
+            &format!("const p = document.querySelector('[data-progress-job] progress'); return p && p.value >= {} ? p.value : 0", first + 2.0),
+        )
+        .await;
+    assert!(later.as_f64().unwrap() > first);
+    assert_eq!(browser.run("return window.sameLoad", json!([])).await, 42);
+    assert_eq!(
+        browser
+            .run("return [...document.querySelectorAll('input:not([type=hidden])')].every(i => i.labels.length > 0)", json!([]))
+            .await,
+        true,
+        "every input has a label"
+    );
+    if let Some(dir) = std::env::var_os("WASMGEAR_SCREENSHOTS") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("dashboard-job.png"), browser.screenshot().await).unwrap();
+        for (page, name) in [
+            ("/ui", "dashboard-queues.png"),
+            ("/ui/failures", "dashboard-failures.png"),
+            ("/ui/workers", "dashboard-workers.png"),
+            (
+                "/ui/functions/count?state=running",
+                "dashboard-function.png",
+            ),
+        ] {
+            browser.goto(&format!("{base}{page}")).await;
+            std::fs::write(dir.join(name), browser.screenshot().await).unwrap();
+        }
+        browser.goto(&format!("{base}/ui/jobs/{counting}")).await;
+    }
+
+    // Cancel it: the dashboard asks first, then the page follows the job to its end.
+    browser.click("form[action$=\"/cancel\"] button").await;
+    let question = browser.dialog(Duration::from_secs(10)).await;
+    assert_eq!(question, format!("Cancel job {counting}?"));
+    browser.accept().await;
+    browser
+        .until(
+            Duration::from_secs(30),
+            "the job to show as cancelled",
+            "const s = document.querySelector('main .state'); return s && s.textContent === 'cancelled'",
+        )
+        .await;
+    assert_eq!(
+        client
+            .status(&counting)
+            .await
+            .unwrap()
+            .record
+            .state
+            .as_str(),
+        "cancelled"
+    );
+
+    // The failed job's plugin is fixed (echo in its place); "retry all" runs it again and
+    // its page shows it succeeded.
+    let loads = || worker.log().matches("flaky.wasm\" version").count();
+    let before = loads();
+    std::fs::copy(artifact("echo"), plugins.path().join("flaky.wasm")).unwrap();
+    eventually_sync(Duration::from_secs(30), "the fixed plugin to load", || {
+        loads() > before
+    });
+    browser.goto(&format!("{base}/ui/failures")).await;
+    browser
+        .click("form[action^=\"/ui/failures/flaky/\"] button")
+        .await;
+    let question = browser.dialog(Duration::from_secs(10)).await;
+    assert!(
+        question.starts_with("Run all 1 failed jobs of flaky"),
+        "{question}"
+    );
+    browser.accept().await;
+    browser.goto(&format!("{base}/ui/jobs/{flaky}")).await;
+    browser
+        .until(
+            Duration::from_secs(30),
+            "the retried job to show as succeeded",
+            "const s = document.querySelector('main .state'); return s && s.textContent === 'succeeded'",
+        )
+        .await;
+    let output = browser
+        .run(
+            "return document.querySelector('main pre').textContent",
+            json!([]),
+        )
+        .await;
+    assert_eq!(output, "x");
+
+    // Readable in a narrow window: the page does not scroll sideways (wide tables scroll
+    // inside their own box).
+    browser.resize(400, 800).await;
+    browser.goto(&format!("{base}/ui")).await;
+    assert_eq!(
+        browser
+            .run(
+                "return document.documentElement.scrollWidth <= window.innerWidth + 1",
+                json!([])
+            )
+            .await,
+        true
+    );
+    drop(worker);
+}

@@ -1,0 +1,251 @@
+//! A real browser for the dashboard's tests: Debian's headless Chromium driven through
+//! its ChromeDriver by the W3C WebDriver protocol (JSON over HTTP, spoken here with hyper).
+//! `scripts/setup` installs both (`chromium`, `chromium-driver`).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+use wasmgear_client::redis_server::free_port;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// The key WebDriver names an element by.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// One headless Chromium session; the driver is stopped when it is dropped.
+pub struct Browser {
+    driver: Child,
+    address: String,
+    session: String,
+}
+
+impl Browser {
+    /// Starts ChromeDriver on a free port and opens a headless Chromium session.
+    pub async fn start() -> Self {
+        for path in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                std::path::Path::new(path).exists(),
+                "{path} is missing: run scripts/setup (it installs Debian's chromium and chromium-driver)"
+            );
+        }
+        let port = free_port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let address = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, status)) = call(&address, "GET", "/status", None).await
+                && status["value"]["ready"] == true
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not get ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let capabilities = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,900"],
+            },
+        } } });
+        let (status, created) = call(&address, "POST", "/session", Some(capabilities))
+            .await
+            .expect("a session");
+        assert_eq!(status, 200, "new session: {created}");
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .expect("a session id")
+            .to_string();
+        Browser {
+            driver,
+            address,
+            session,
+        }
+    }
+
+    async fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let path = format!("/session/{}{path}", self.session);
+        let (status, answer) = call(&self.address, method, &path, body)
+            .await
+            .expect("chromedriver answers");
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+        answer["value"].clone()
+    }
+
+    /// Opens `url`.
+    pub async fn goto(&self, url: &str) {
+        self.command("POST", "/url", Some(json!({ "url": url })))
+            .await;
+    }
+
+    /// The page's URL now.
+    pub async fn url(&self) -> String {
+        self.command("GET", "/url", None)
+            .await
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Runs `script` in the page (`arguments` are `args`) and returns what it returns.
+    pub async fn run(&self, script: &str, args: Value) -> Value {
+        self.command(
+            "POST",
+            "/execute/sync",
+            Some(json!({ "script": script, "args": args })),
+        )
+        .await
+    }
+
+    /// The first element matching `css`.
+    pub async fn find(&self, css: &str) -> String {
+        let found = self
+            .command(
+                "POST",
+                "/element",
+                Some(json!({ "using": "css selector", "value": css })),
+            )
+            .await;
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_string()
+    }
+
+    /// Clicks the first element matching `css`.
+    pub async fn click(&self, css: &str) {
+        let element = self.find(css).await;
+        self.command(
+            "POST",
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    /// Types `text` into the first element matching `css`.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let element = self.find(css).await;
+        self.command(
+            "POST",
+            &format!("/element/{element}/value"),
+            Some(json!({ "text": text })),
+        )
+        .await;
+    }
+
+    /// The text of the open `confirm` dialog, once one opens (within `timeout`).
+    pub async fn dialog(&self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let path = format!("/session/{}/alert/text", self.session);
+            if let Ok((200, answer)) = call(&self.address, "GET", &path, None).await {
+                return answer["value"].as_str().unwrap_or("").to_string();
+            }
+            assert!(Instant::now() < deadline, "no dialog opened");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Accepts the open dialog.
+    pub async fn accept(&self) {
+        self.command("POST", "/alert/accept", Some(json!({}))).await;
+    }
+
+    /// Waits until `script` returns a truthy value (bounded by `timeout`), and returns it.
+    pub async fn until(&self, timeout: Duration, what: &str, script: &str) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let value = self.run(script, json!([])).await;
+            let truthy = match &value {
+                Value::Null | Value::Bool(false) => false,
+                Value::String(s) => !s.is_empty(),
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                _ => true,
+            };
+            if truthy {
+                return value;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A PNG of the window.
+    pub async fn screenshot(&self) -> Vec<u8> {
+        use base64::Engine;
+        let encoded = self.command("GET", "/screenshot", None).await;
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_str().unwrap_or(""))
+            .expect("a base64 PNG")
+    }
+
+    /// Sets the window's size (to see the pages in a narrow window).
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.command(
+            "POST",
+            "/window/rect",
+            Some(json!({ "width": width, "height": height })),
+        )
+        .await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// One WebDriver request; the status and the JSON answer.
+async fn call(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value), String> {
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", address)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    Ok((status, value))
+}
