@@ -398,3 +398,148 @@ async fn the_dashboard_in_a_real_browser() {
     );
     drop(worker);
 }
+
+/// Signs in over HTTP; returns the cookie header value.
+async fn sign_in(server: &Server) -> String {
+    let answer = send(
+        server,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        &format!("token={TOKEN}&next=%2Fui"),
+    )
+    .await;
+    let cookie = answer.headers["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+/// Every page renders what it should: a function's jobs a page at a time and by tag, the
+/// search by id, the statistics, the workers with their plugins; pause, resume and priority
+/// change the queue (and a bad priority changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_and_the_queue_actions() {
+    let redis = TestRedis::start();
+    let server = Server::with_token(&redis);
+    let cookie = sign_in(&server).await;
+    let signed_in = [("cookie", cookie.as_str())];
+    let client = redis.client().await;
+    let waiting = function("waiting");
+    let tagged = EnqueueOptions {
+        tags: vec!["blue".into()],
+        ..EnqueueOptions::default()
+    };
+    for i in 0..60 {
+        let options = if i < 3 {
+            &tagged
+        } else {
+            &EnqueueOptions::default()
+        };
+        client.enqueue(&waiting, b"x", options).await.unwrap();
+    }
+    let get = |path: String| {
+        let server = &server;
+        async move {
+            let answer = send(server, "GET", &path, &signed_in, "").await;
+            assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+            answer.body
+        }
+    };
+    let rows = |page: &str| {
+        page.matches("<tr><th scope=\"row\"><a href=\"/ui/jobs/")
+            .count()
+    };
+    let first = get("/ui/functions/waiting?state=queued".into()).await;
+    assert_eq!(rows(&first), 50);
+    assert!(first.contains("rel=\"next\"") && !first.contains("rel=\"prev\""));
+    let second = get("/ui/functions/waiting?state=queued&page=1".into()).await;
+    assert_eq!(rows(&second), 10);
+    assert!(second.contains("rel=\"prev\"") && !second.contains("rel=\"next\""));
+    let blue = get("/ui/functions/waiting?tag=blue".into()).await;
+    assert_eq!(rows(&blue), 3);
+    let search = send(&server, "GET", "/ui/functions/waiting?id=7", &signed_in, "").await;
+    assert_eq!(search.status, 303);
+    assert_eq!(search.headers["location"], "/ui/jobs/waiting%3A7");
+
+    // Priority: a queued job moves; a bad value is refused and changes nothing.
+    let job = get("/ui/jobs/waiting:60".into()).await;
+    let csrf = csrf_of(&job);
+    let form_headers = [FORM, ("cookie", cookie.as_str())];
+    let bad = send(
+        &server,
+        "POST",
+        "/ui/jobs/waiting:60/priority",
+        &form_headers,
+        &format!("csrf={csrf}&priority=soon"),
+    )
+    .await;
+    assert_eq!(bad.status, 409);
+    let id: wasmgear_client::JobId = "waiting:60".parse().unwrap();
+    assert_eq!(client.status(&id).await.unwrap().record.priority, 0);
+    let moved = send(
+        &server,
+        "POST",
+        "/ui/jobs/waiting:60/priority",
+        &form_headers,
+        &format!("csrf={csrf}&priority=100"),
+    )
+    .await;
+    assert_eq!(moved.status, 303, "{}", moved.body);
+    assert_eq!(client.status(&id).await.unwrap().record.priority, 100);
+    let first = get("/ui/functions/waiting?state=queued".into()).await;
+    let top = first.split("<tbody>").nth(1).unwrap();
+    assert!(
+        top.starts_with("<tr><th scope=\"row\"><a href=\"/ui/jobs/waiting%3A60\">"),
+        "{top}"
+    );
+
+    // Pause and resume.
+    for (path, paused) in [("pause", true), ("resume", false)] {
+        let answer = send(
+            &server,
+            "POST",
+            &format!("/ui/functions/waiting/{path}"),
+            &form_headers,
+            &format!("csrf={csrf}"),
+        )
+        .await;
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        assert_eq!(client.config(&waiting).await.unwrap().paused, paused);
+        let overview = get("/ui".into()).await;
+        assert_eq!(
+            overview.contains("<span class=\"badge\">paused</span>"),
+            paused
+        );
+    }
+
+    // A worker runs some echo jobs: the workers page names it and its plugin, the
+    // statistics page charts today's run times.
+    let plugins = crate::support::plugin_dir(&["echo"]);
+    let worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    for _ in 0..3 {
+        let id = client
+            .enqueue(&function("echo"), b"hi", &EnqueueOptions::default())
+            .await
+            .unwrap();
+        client.wait(&id, WAIT, |_| {}).await.unwrap();
+    }
+    let workers = get("/ui/workers".into()).await;
+    assert!(
+        workers.contains("<h3>Plugins</h3><ul><li>echo <code>"),
+        "{workers}"
+    );
+    let stats = get("/ui/functions/echo/stats".into()).await;
+    assert!(stats.contains("<h2>Run time</h2><p>3 jobs"), "{stats}");
+    assert!(stats.contains("<svg class=\"chart\""), "{stats}");
+    let bad_day = send(
+        &server,
+        "GET",
+        "/ui/functions/echo/stats?day=someday",
+        &signed_in,
+        "",
+    )
+    .await;
+    assert_ne!(bad_day.status, 200);
+    let succeeded = get("/ui/functions/echo?state=succeeded".into()).await;
+    assert_eq!(rows(&succeeded), 3);
+    drop(worker);
+}

@@ -392,7 +392,10 @@ fn state_badge(state: JobState) -> String {
 
 /// A progress bar that the script moves as `progress` events for `id` arrive.
 fn progress_bar(id: &JobId, done: u64, total: u64, message: Option<&str>) -> String {
-    let percent = (done.min(total) * 100).checked_div(total).unwrap_or(0);
+    // In u128: a job may report any u64.
+    let percent = (u128::from(done.min(total)) * 100)
+        .checked_div(u128::from(total))
+        .unwrap_or(0);
     let label = match total {
         0 => format!("{done}"),
         _ => format!("{done}/{total}"),
@@ -694,21 +697,22 @@ async fn function_page(
     respond(&headers, function.as_str(), "queues", Some(&live), main)
 }
 
-/// Bytes shown as text when they are UTF-8, else said to be binary.
+/// Bytes shown as text when they are UTF-8 (the first [`PREVIEW_BYTES`], cut between
+/// characters), else said to be binary.
 fn preview(bytes: &[u8]) -> String {
-    let cut = &bytes[..bytes.len().min(PREVIEW_BYTES)];
-    let more = if bytes.len() > cut.len() {
-        format!("\n… ({} bytes in all)", bytes.len())
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return format!(
+            "<p class=\"muted\">{} bytes, not UTF-8 text.</p>",
+            bytes.len()
+        );
+    };
+    let cut = &text[..text.floor_char_boundary(PREVIEW_BYTES)];
+    let more = if text.len() > cut.len() {
+        format!("\n… ({} bytes in all)", text.len())
     } else {
         String::new()
     };
-    match std::str::from_utf8(cut) {
-        Ok(text) => format!("<pre>{}{}</pre>", esc(text), esc(&more)),
-        Err(_) => format!(
-            "<p class=\"muted\">{} bytes, not UTF-8 text.</p>",
-            bytes.len()
-        ),
-    }
+    format!("<pre>{}{}</pre>", esc(cut), esc(&more))
 }
 
 /// One job: its state, attempts and their history, progress, input, output or error, log;
@@ -1326,6 +1330,21 @@ mod tests {
         assert!(!cookie_signed_in(&Auth::Token("s3creT".into()), &headers));
         assert!(!cookie_signed_in(&auth, &HeaderMap::new()));
         assert!(cookie_signed_in(&Auth::None, &HeaderMap::new()));
+    }
+
+    #[test]
+    fn previews_cut_between_characters_and_bars_take_any_number() {
+        let long = "é".repeat(PREVIEW_BYTES);
+        let shown = preview(long.as_bytes());
+        assert!(
+            shown.contains(&format!("({} bytes in all)", long.len())),
+            "{}",
+            &shown[shown.len() - 60..]
+        );
+        assert!(preview(&[0xff, 0xfe]).contains("2 bytes, not UTF-8 text"));
+        let id: JobId = "f:1".parse().unwrap();
+        assert!(progress_bar(&id, u64::MAX, u64::MAX, None).contains("value=\"100\""));
+        assert!(progress_bar(&id, 5, 0, None).contains("value=\"0\""));
     }
 
     #[test]
