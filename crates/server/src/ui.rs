@@ -113,13 +113,20 @@ impl Throughput {
     }
 }
 
-/// Counts finished jobs from the event stream until the stream ends (the server stops).
+/// Counts finished jobs from the event stream until the server stops. (The stream goes on
+/// across reconnections; only listening the first time needs Redis to answer, and is
+/// tried again until it does.)
 pub(crate) async fn count_finished(state: AppState) {
-    let events = match state.client.events(None).await {
-        Ok(events) => events,
-        Err(error) => {
-            tracing::warn!(%error, "the dashboard's throughput is not counted: cannot listen to events");
-            return;
+    let events = loop {
+        match state.client.events(None).await {
+            Ok(events) => break events,
+            Err(error) => {
+                tracing::warn!(%error, "the dashboard's throughput is not counted yet: cannot listen to events; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+                    () = state.shutdown.cancelled() => return,
+                }
+            }
         }
     };
     let mut events = std::pin::pin!(events.take_until(state.shutdown.clone().cancelled_owned()));
