@@ -68,6 +68,22 @@ fn plugins_in_four_languages_do_the_same_job() {
             "{}",
             stdout(&out)
         );
+        // The project's README says how to try it locally; that command runs it.
+        let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+        let try_it = format!("wasmgear run {name}.wasm '{{\"text\": \"the cat and the dog\"}}'");
+        assert!(readme.contains(&try_it), "{lang}: {readme}");
+        let wasm = built.join(format!("{name}.wasm"));
+        let out = run(&[
+            "run",
+            wasm.to_str().unwrap(),
+            r#"{"text": "the cat and the dog"}"#,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "run {lang}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains("\"the\""),
+            "run {lang}: {}",
+            stdout(&out)
+        );
         std::fs::rename(
             built.join(format!("{name}.wasm")),
             plugins.path().join(format!("{name}.wasm")),

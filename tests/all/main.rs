@@ -24,6 +24,7 @@ mod plugin_dir;
 mod pubsub;
 mod qless;
 mod reload;
+mod run_local;
 mod sandbox;
 mod sources;
 mod structure;

@@ -118,6 +118,7 @@ pub fn new_project(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<Vec<Str
     .map(|(path, text)| (path.to_string(), text.to_string()))
     .collect();
     files.push(("wit/job.wit".into(), super::WIT.into()));
+    files.push(("README.md".into(), readme(name, lang)));
     files.push((
         ".gitignore".into(),
         "*.wasm\ntarget/\nnode_modules/\n__pycache__/\n".into(),
@@ -148,6 +149,37 @@ pub fn new_project(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<Vec<Str
         }
     }
     Ok(written)
+}
+
+/// The project's README: how to build it, try it with `wasmgear run`, and serve it.
+fn readme(name: &str, lang: Lang) -> String {
+    let (language, source) = match lang {
+        Lang::Rust => ("Rust", "src/lib.rs"),
+        Lang::Python => ("Python", "app.py"),
+        Lang::Js => ("JavaScript", "app.js"),
+        Lang::C => ("C", "app.c"),
+    };
+    format!(
+        r#"# {name}
+
+A wasmgear job handler in {language}, made by `wasmgear new`. It counts the words of
+`{{"text": "..."}}`; change `{source}` to do your job.
+
+Build it (writes `{name}.wasm` here):
+
+    wasmgear build .
+
+Try it, here and now, with no Redis and no worker (the same sandbox and limits a worker
+uses; output on stdout, progress and log on stderr):
+
+    wasmgear run {name}.wasm '{{"text": "the cat and the dog"}}'
+
+Serve it: copy `{name}.wasm` into a worker's plugin directory (`wasmgear worker --plugins
+DIR`); a running worker picks it up at once. Then:
+
+    wasmgear enqueue {name} '{{"text": "the cat and the dog"}}' --wait
+"#
+    )
 }
 
 fn rust_manifest(name: &str) -> String {

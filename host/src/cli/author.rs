@@ -33,10 +33,9 @@ pub fn new(args: NewArgs) -> anyhow::Result<i32> {
         println!("  {file}");
     }
     println!(
-        "build it with `wasmgear build {}` (or `{}/build.sh`), then copy {}.wasm into the worker's plugin directory",
-        dir.display(),
-        dir.display(),
-        args.name
+        "build it with `wasmgear build {dir}` (or `{dir}/build.sh`), try it with `wasmgear run {dir}/{name}.wasm INPUT`, then copy {name}.wasm into the worker's plugin directory (see {dir}/README.md)",
+        dir = dir.display(),
+        name = args.name
     );
     Ok(0)
 }

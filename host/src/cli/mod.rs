@@ -16,6 +16,7 @@ mod plugins;
 mod priority;
 mod queues;
 mod retry;
+mod run;
 mod serve;
 mod stats;
 mod status;
@@ -142,6 +143,10 @@ enum Command {
     Pause(config::PauseArgs),
     /// Resume a paused function.
     Resume(config::PauseArgs),
+    /// Run one job of a plugin file here and now: no Redis, no worker; the same sandbox,
+    /// limits and manifest; progress and log on stderr, output on stdout; exit codes as
+    /// `enqueue --wait`.
+    Run(run::RunArgs),
     /// Write a new plugin project (Rust, Python, JavaScript or C) that builds NAME.wasm.
     New(author::NewArgs),
     /// Build a plugin project made by `new` and check that the result is a job component.
@@ -179,6 +184,7 @@ impl Cli {
             Command::Config(args) => config::run(args).await,
             Command::Pause(args) => config::pause(args, true).await,
             Command::Resume(args) => config::pause(args, false).await,
+            Command::Run(args) => run::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

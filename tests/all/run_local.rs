@@ -1,0 +1,157 @@
+//! `wasmgear run`: one job of a plugin file, run here with no Redis and no worker, in the
+//! worker's sandbox with the plugin's manifest; exit codes as `enqueue --wait`.
+
+use std::time::Duration;
+
+use crate::support::{
+    WorkerProcess, artifact, eventually_sync, stderr, stdout, wasmgear, wasmgear_with_stdin,
+};
+
+/// A directory holding `artifact` as `name.wasm`, with `manifest` as `name.toml` if given.
+fn plugin(name: &str, artifact_name: &str, manifest: Option<&str>) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.wasm"));
+    std::fs::copy(artifact(artifact_name), &path).unwrap();
+    if let Some(manifest) = manifest {
+        std::fs::write(dir.path().join(format!("{name}.toml")), manifest).unwrap();
+    }
+    (dir, path.to_str().unwrap().to_string())
+}
+
+/// Input from the argument, stdin or a file; output on stdout; progress and the job's log on
+/// stderr; a failure exits 1 with the guest's error; no Redis anywhere.
+#[test]
+fn runs_a_job_from_the_argument_stdin_or_a_file() {
+    let (_echo, echo) = plugin("echo", "echo", None);
+    let out = wasmgear(&["run", &echo, "hello"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "hello");
+
+    let (_reverse, reverse) = plugin("reverse", "reverse", None);
+    let out = wasmgear_with_stdin(&["run", &reverse, "-"], &[], b"abc");
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "cba".into()));
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), b"from a file").unwrap();
+    let out = wasmgear(
+        &[
+            "run",
+            &reverse,
+            "--input-file",
+            input.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(stdout(&out), "elif a morf");
+
+    let (_count, count) = plugin("count", "count", None);
+    let out = wasmgear(&["run", &count, "3 10"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "counted to 3");
+    let err = stderr(&out);
+    for line in [
+        "progress 1/3 step 1 of 3",
+        "progress 3/3 step 3 of 3",
+        "INFO  job count:0: counting to 3",
+    ] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+
+    let (_fail, fail) = plugin("fail", "fail", None);
+    let out = wasmgear(&["run", &fail, "boom"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("ERROR [guest-error] failed on purpose: boom"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+}
+
+/// The plugin's manifest applies: its limits (a 300 ms timeout stops a loop, exit 1) and
+/// the function names it serves; `--timeout` shortens a job.
+#[test]
+fn the_manifest_and_limits_apply() {
+    let (_tight, tight) = plugin(
+        "tight",
+        "hostile",
+        Some("[limits]\nmemory = \"16MiB\"\ntimeout = \"300ms\"\n"),
+    );
+    let out = wasmgear(&["run", &tight, "loop"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("[timed-out]") && stderr(&out).contains("300 ms"),
+        "{}",
+        stderr(&out)
+    );
+    let out = wasmgear(&["run", &tight, "memory"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("[memory-limit]"), "{}", stderr(&out));
+
+    let (_spin, spin) = plugin("spin", "spin", None);
+    let out = wasmgear(&["run", &spin, "forever", "--timeout", "200ms"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("timeout of 200 ms"),
+        "{}",
+        stderr(&out)
+    );
+
+    let (_two, two) = plugin("two", "echo", Some("functions = [\"first\", \"second\"]\n"));
+    let out = wasmgear(&["run", &two, "--function", "second", "x"], &[]);
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "x".into()));
+    let out = wasmgear(&["run", &two, "--function", "third", "x"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("serves first, second"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// What cannot run is refused in one sentence (exit 2): no such file, no component, an
+/// unreadable input file.
+#[test]
+fn bad_plugins_and_inputs_are_refused() {
+    let out = wasmgear(&["run", "/no/such/plugin.wasm"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot read plugin"),
+        "{}",
+        stderr(&out)
+    );
+    let not_wasm = tempfile::NamedTempFile::with_suffix(".wasm").unwrap();
+    std::fs::write(not_wasm.path(), b"hello").unwrap();
+    let out = wasmgear(&["run", not_wasm.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not a WebAssembly component"),
+        "{}",
+        stderr(&out)
+    );
+    let (_echo, echo) = plugin("echo", "echo", None);
+    let out = wasmgear(&["run", &echo, "--input-file", "/no/such/input"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot read the input file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Ctrl-C asks the job to stop, as a cancel would: it stops at its next check, exit 3.
+#[test]
+fn an_interrupt_cancels_the_job() {
+    let (_count, count) = plugin("count", "count", None);
+    let mut run = WorkerProcess::spawn_command(&["run", &count, "200 50"], &[]);
+    eventually_sync(Duration::from_secs(30), "the job's first progress", || {
+        run.log().contains("progress 1/200")
+    });
+    run.signal("INT");
+    assert_eq!(
+        run.wait_exit(Duration::from_secs(30)),
+        Some(3),
+        "{}",
+        run.log()
+    );
+    assert!(run.log().contains("[cancelled]"), "{}", run.log());
+}
