@@ -155,3 +155,117 @@ fn an_interrupt_cancels_the_job() {
     );
     assert!(run.log().contains("[cancelled]"), "{}", run.log());
 }
+
+/// `replay` runs a failed job again here on the exact build its attempt ran on (found by hash
+/// in a directory, whatever the file's name), writing nothing to the queue; through another
+/// build (`--plugin`) it tries a fix on the same input, and `--requeue` enqueues it for real;
+/// a build that cannot be found is said plainly (exit 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_runs_a_job_on_the_build_it_ran_on() {
+    let redis = crate::support::TestRedis::start();
+    let (served, _) = plugin("flaky", "fail", None);
+    let worker = WorkerProcess::serving(&redis, served.path(), &[]);
+    let client = redis.client().await;
+    let once = wasmgear_client::EnqueueOptions {
+        max_attempts: Some(1),
+        tags: vec!["nightly".into()],
+        ..wasmgear_client::EnqueueOptions::default()
+    };
+    let id = client
+        .enqueue(&crate::support::function("flaky"), b"the input", &once)
+        .await
+        .unwrap();
+    let failed = client
+        .wait(&id, Some(Duration::from_secs(30)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(failed.record.state.as_str(), "failed");
+    drop(worker);
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let id_text = id.to_string();
+
+    // The same build, under another name in another directory.
+    let (archive, _) = plugin("old-build", "fail", None);
+    let dir = archive.path().to_str().unwrap();
+    let keys = || async {
+        let mut conn = redis.raw().await;
+        redis::cmd("DBSIZE")
+            .query_async::<u64>(&mut conn)
+            .await
+            .unwrap()
+    };
+    let size = keys().await;
+    let out = wasmgear(&["replay", &id_text, "--plugins", dir], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("failed on purpose: the input"), "{err}");
+    assert!(
+        err.contains(&format!("replaying {id_text} attempt 1 locally")),
+        "{err}"
+    );
+    assert!(
+        err.contains("failing on purpose on attempt 1 of 1"),
+        "{err}"
+    );
+    assert_eq!(keys().await, size, "a replay writes nothing to the queue");
+
+    // Another build (the fix): the job's input through it, then enqueued for real.
+    let (_fix, fix) = plugin("fixed", "echo", None);
+    let out = wasmgear(&["replay", &id_text, "--plugin", &fix, "--requeue"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "the input");
+    assert!(
+        stderr(&out).contains("the attempt ran on"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("requeued the input of {id_text} as flaky:2")),
+        "{}",
+        stderr(&out)
+    );
+    let again = client.status(&"flaky:2".parse().unwrap()).await.unwrap();
+    assert_eq!(again.record.tags, vec!["nightly".to_string()]);
+    assert_eq!(
+        client
+            .input(&"flaky:2".parse().unwrap())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"the input"[..])
+    );
+
+    // A directory without that build, an attempt that did not end, no plugin named.
+    let (other, _) = plugin("flaky", "echo", None);
+    let out = wasmgear(
+        &[
+            "replay",
+            &id_text,
+            "--plugins",
+            other.path().to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("which is not among the plugins of"),
+        "{}",
+        stderr(&out)
+    );
+    let out = wasmgear(
+        &["replay", &id_text, "--attempt", "2", "--plugins", dir],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("has no ended attempt 2; its ended attempts: 1"),
+        "{}",
+        stderr(&out)
+    );
+    let out = wasmgear(&["replay", &id_text], &env);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--plugins DIR"), "{}", stderr(&out));
+    let out = wasmgear(&["replay", "flaky:99", "--plugins", dir], &env);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+}

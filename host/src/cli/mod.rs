@@ -15,6 +15,7 @@ mod logs;
 mod plugins;
 mod priority;
 mod queues;
+mod replay;
 mod retry;
 mod run;
 mod serve;
@@ -147,6 +148,9 @@ enum Command {
     /// limits and manifest; progress and log on stderr, output on stdout; exit codes as
     /// `enqueue --wait`.
     Run(run::RunArgs),
+    /// Run a job of the queue again, locally (no worker, nothing written), on the exact
+    /// plugin build an attempt ran on (--plugins DIR) or on another (--plugin FILE).
+    Replay(replay::ReplayArgs),
     /// Write a new plugin project (Rust, Python, JavaScript or C) that builds NAME.wasm.
     New(author::NewArgs),
     /// Build a plugin project made by `new` and check that the result is a job component.
@@ -185,6 +189,7 @@ impl Cli {
             Command::Pause(args) => config::pause(args, true).await,
             Command::Resume(args) => config::pause(args, false).await,
             Command::Run(args) => run::run(args).await,
+            Command::Replay(args) => replay::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),
@@ -225,6 +230,11 @@ goes on); 5 no such job; 6 cannot reach Redis (down, wrong password, or not Redi
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Something a command looked for is not there (a plugin version, say): exit code 5.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotFoundError(pub String);
+
 /// A [`UsageError`] as an `anyhow::Error`.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
@@ -236,6 +246,9 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
     for cause in error.chain() {
         if cause.is::<UsageError>() || cause.is::<wasmgear_proto::NameError>() {
             return exit::USAGE;
+        }
+        if cause.is::<NotFoundError>() {
+            return exit::NOT_FOUND;
         }
         if let Some(wasmgear_sources::ConnectError::Unreachable { .. }) = cause.downcast_ref() {
             return exit::UNREACHABLE;

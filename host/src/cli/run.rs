@@ -81,19 +81,28 @@ impl JobHooks for Terminal {
     }
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let input = read_input(&args)?;
+/// A runtime for one job at a time, with the compile cache under `home` unless `no_cache`.
+pub(crate) fn local_runtime(
+    memory_limit: usize,
+    fuel: bool,
+    home: &std::path::Path,
+    no_cache: bool,
+) -> anyhow::Result<Runtime> {
     let config = RuntimeConfig {
         max_instances: 1,
         limits: Limits {
-            memory_bytes: args.memory_limit,
+            memory_bytes: memory_limit,
             ..Limits::default()
         },
-        fuel: args.fuel,
-        cache: (!args.no_cache).then(|| CompileCache::new(args.home.join("cache"))),
+        fuel,
+        cache: (!no_cache).then(|| CompileCache::new(home.join("cache"))),
     };
-    let runtime =
-        Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the runtime: {e:#}"))?;
+    Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the runtime: {e:#}"))
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let input = read_input(&args)?;
+    let runtime = local_runtime(args.memory_limit, args.fuel, &args.home, args.no_cache)?;
     let plugin = runtime
         .load_plugin(&args.plugin)
         .map_err(|e| usage(e.to_string()))?;
@@ -121,7 +130,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         enqueued_at_ms: wasmgear_proto::units::now_ms(),
         timeout_ms: timeout.as_millis() as u64,
     };
+    run_here(&runtime, &plugin, &info, &input).await
+}
 
+/// Runs the job `info` with `input` in a fresh instance of `plugin`, showing its progress
+/// and log on stderr and its output on stdout; returns the exit code (0 succeeded, 1
+/// failed, 3 cancelled by Ctrl-C or SIGTERM).
+pub(crate) async fn run_here(
+    runtime: &Runtime,
+    plugin: &wasmgear_runtime::Plugin,
+    info: &JobInfo,
+    input: &[u8],
+) -> anyhow::Result<i32> {
     let terminal = std::io::stderr().is_terminal();
     let bar = indicatif::ProgressBar::new(0);
     if terminal {
@@ -145,7 +165,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         stop.cancel(CancelReason::Requested);
     });
     let outcome = runtime
-        .run(&plugin, &info, &input, hooks, cancel.clone())
+        .run(plugin, info, input, hooks, cancel.clone())
         .await;
     signals.abort();
     bar.finish_and_clear();
