@@ -185,6 +185,17 @@ async fn replay_runs_a_job_on_the_build_it_ran_on() {
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let id_text = id.to_string();
 
+    // `status` names the build each attempt ran on.
+    let shown = stdout(&wasmgear(&["status", &id_text], &env));
+    let version = &failed.record.history[0].version.clone().unwrap();
+    assert!(
+        shown.contains("history   attempt 1 guest-error (worker ")
+            && shown.contains(&format!(
+                ", plugin {version}): failed on purpose: the input"
+            )),
+        "{shown}"
+    );
+
     // The same build, under another name in another directory.
     let (archive, _) = plugin("old-build", "fail", None);
     let dir = archive.path().to_str().unwrap();

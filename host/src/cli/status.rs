@@ -69,6 +69,20 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
             Err(_) => println!("output    <{} bytes, not UTF-8>", output.len()),
         }
     }
+    // Each ended attempt, with the plugin build it ran on (what `wasmgear replay` finds).
+    for attempt in &record.history {
+        println!(
+            "history   attempt {} {} (worker {}, plugin {}){}",
+            attempt.attempt,
+            attempt.outcome,
+            attempt.worker.as_deref().unwrap_or("-"),
+            attempt.version.as_deref().unwrap_or("-"),
+            attempt
+                .message
+                .as_deref()
+                .map_or(String::new(), |m| format!(": {m}"))
+        );
+    }
     Ok(0)
 }
 
