@@ -444,3 +444,36 @@ async fn the_grafana_dashboard_queries_metrics_that_exist() {
     }
     drop(worker);
 }
+
+/// Once a worker is told to stop, `/readyz` says so (503) while its running jobs finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_worker_is_not_ready() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["count"]);
+    let (mut worker, address) = worker_with_metrics(&redis, plugins.path(), &[]);
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("count"), b"40 100", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(30), "the job to run", || async {
+        let status = client.status(&id).await.ok()?;
+        (status.record.state.as_str() == "running").then_some(())
+    })
+    .await;
+    worker.signal("TERM");
+    let unready = eventually(
+        Duration::from_secs(30),
+        "readyz to say stopping",
+        || async {
+            let answer = get_at(&address, "/readyz").await;
+            (answer.status == 503).then_some(answer)
+        },
+    )
+    .await;
+    let reason = unready.json()["reason"].as_str().unwrap_or("").to_string();
+    assert!(reason.starts_with("shutting down"), "{reason}");
+    assert_eq!(worker.wait_exit(Duration::from_secs(30)), Some(0));
+    let ended = client.status(&id).await.unwrap();
+    assert_eq!(ended.record.state.as_str(), "succeeded");
+}
