@@ -148,6 +148,22 @@ async fn signing_in_and_refusals() {
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
     );
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    // Behind a TLS proxy, the cookie is kept to HTTPS.
+    let proxied = send(
+        &server,
+        "POST",
+        "/ui/login",
+        &[FORM, ("x-forwarded-proto", "https")],
+        &format!("token={TOKEN}&next=%2Fui"),
+    )
+    .await;
+    assert!(
+        proxied.headers["set-cookie"]
+            .to_str()
+            .unwrap()
+            .ends_with("; Secure")
+    );
     // Only a dashboard path is followed after signing in.
     let elsewhere = send(
         &server,

@@ -158,7 +158,7 @@ pub(crate) fn cookie_signed_in(auth: &Auth, headers: &HeaderMap) -> bool {
     match auth {
         Auth::None => true,
         Auth::Token(token) => cookie(headers, TOKEN_COOKIE)
-            .is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())),
+            .is_some_and(|given| same_secret(&decode(given), token.as_bytes())),
     }
 }
 
@@ -217,7 +217,11 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
     let next_page = safe_next(form.next.as_deref());
     let Auth::Token(token) = &*state.auth else {
         return Redirect::to(&next_page).into_response();
@@ -227,7 +231,16 @@ async fn login(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Re
         return Redirect::to(&format!("/ui/login?failed=1&next={}", encode(&next_page)))
             .into_response();
     }
-    let cookie = format!("{TOKEN_COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict");
+    // Encoded: a token may hold what a cookie may not (`;`, spaces). Marked `Secure` when a
+    // TLS proxy in front says the browser came over HTTPS.
+    let secure = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = format!(
+        "{TOKEN_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
+        encode(given),
+        if secure { "; Secure" } else { "" }
+    );
     ([(header::SET_COOKIE, cookie)], Redirect::to(&next_page)).into_response()
 }
 
@@ -288,6 +301,30 @@ fn encode(text: &str) -> String {
             }
             _ => {
                 let _ = write!(out, "%{byte:02X}");
+            }
+        }
+    }
+    out
+}
+
+/// Undoes [`encode`] (a `%` not followed by two hex digits is kept as it is).
+fn decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
             }
         }
     }
@@ -1337,6 +1374,13 @@ mod tests {
         assert!(!cookie_signed_in(&Auth::Token("s3creT".into()), &headers));
         assert!(!cookie_signed_in(&auth, &HeaderMap::new()));
         assert!(cookie_signed_in(&Auth::None, &HeaderMap::new()));
+        // A token with what a cookie may not hold, as the sign-in writes it.
+        let odd = "a b;c=d%/+";
+        let mut headers = HeaderMap::new();
+        let value = format!("{TOKEN_COOKIE}={}", encode(odd));
+        headers.insert(header::COOKIE, HeaderValue::from_str(&value).unwrap());
+        assert!(cookie_signed_in(&Auth::Token(odd.into()), &headers));
+        assert_eq!(decode("100%"), b"100%");
     }
 
     #[test]
