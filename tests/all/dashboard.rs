@@ -383,6 +383,14 @@ async fn the_dashboard_in_a_real_browser() {
         "{question}"
     );
     browser.accept().await;
+    // The form's answer brings the browser back to the failures page, the group gone.
+    browser
+        .until(
+            Duration::from_secs(30),
+            "the failures page without the group",
+            "return location.pathname === '/ui/failures' && document.readyState === 'complete' && !document.querySelector('form[action^=\"/ui/failures/flaky/\"]')",
+        )
+        .await;
     browser.goto(&format!("{base}/ui/jobs/{flaky}")).await;
     browser
         .until(

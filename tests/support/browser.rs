@@ -124,15 +124,24 @@ impl Browser {
             .to_string()
     }
 
-    /// Clicks the first element matching `css`.
+    /// Clicks the first element matching `css`. A live page may replace its content between
+    /// finding the element and clicking it (a stale element): then it is found again.
     pub async fn click(&self, css: &str) {
-        let element = self.find(css).await;
-        self.command(
-            "POST",
-            &format!("/element/{element}/click"),
-            Some(json!({})),
-        )
-        .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let element = self.find(css).await;
+            let path = format!("/session/{}/element/{element}/click", self.session);
+            let (status, answer) = call(&self.address, "POST", &path, Some(json!({})))
+                .await
+                .expect("chromedriver answers");
+            if status == 200 {
+                return;
+            }
+            assert!(
+                answer["value"]["error"] == "stale element reference" && Instant::now() < deadline,
+                "click {css}: {answer}"
+            );
+        }
     }
 
     /// Types `text` into the first element matching `css`.

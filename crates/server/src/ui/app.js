@@ -18,8 +18,11 @@
   var query = main.getAttribute("data-live");
   var source = new EventSource("/v1/events" + (query ? "?" + query : ""));
   document.documentElement.setAttribute("data-live", "connecting");
+  // Once listening (and again after each reconnection), fetch the page once more: what
+  // happened between rendering it and listening would otherwise be missed.
   source.addEventListener("open", function () {
     document.documentElement.setAttribute("data-live", "open");
+    schedule();
   });
 
   function moveBars(data) {
