@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 use wasmgear_client::redis_server::free_port;
 
+use super::eventually;
+
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
@@ -42,16 +44,16 @@ impl Browser {
             .spawn()
             .expect("start chromedriver");
         let address = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok((200, status)) = call(&address, "GET", "/status", None).await
-                && status["value"]["ready"] == true
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "chromedriver did not get ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(
+            Duration::from_secs(30),
+            "chromedriver to get ready",
+            || async {
+                let answer = call(&address, "GET", "/status", None).await;
+                matches!(answer, Ok((200, status)) if status["value"]["ready"] == true)
+                    .then_some(())
+            },
+        )
+        .await;
         let capabilities = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -157,15 +159,14 @@ impl Browser {
 
     /// The text of the open `confirm` dialog, once one opens (within `timeout`).
     pub async fn dialog(&self, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let path = format!("/session/{}/alert/text", self.session);
-            if let Ok((200, answer)) = call(&self.address, "GET", &path, None).await {
-                return answer["value"].as_str().unwrap_or("").to_string();
+        let path = format!("/session/{}/alert/text", self.session);
+        eventually(timeout, "a dialog to open", || async {
+            match call(&self.address, "GET", &path, None).await {
+                Ok((200, answer)) => Some(answer["value"].as_str().unwrap_or("").to_string()),
+                _ => None,
             }
-            assert!(Instant::now() < deadline, "no dialog opened");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// Accepts the open dialog.
@@ -175,8 +176,7 @@ impl Browser {
 
     /// Waits until `script` returns a truthy value (bounded by `timeout`), and returns it.
     pub async fn until(&self, timeout: Duration, what: &str, script: &str) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
+        eventually(timeout, what, || async {
             let value = self.run(script, json!([])).await;
             let truthy = match &value {
                 Value::Null | Value::Bool(false) => false,
@@ -184,15 +184,9 @@ impl Browser {
                 Value::Number(n) => n.as_f64() != Some(0.0),
                 _ => true,
             };
-            if truthy {
-                return value;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            truthy.then_some(value)
+        })
+        .await
     }
 
     /// A PNG of the window.
