@@ -347,8 +347,8 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
     );
     now.register(
         "free_slots",
-        "Slots free for more jobs now (concurrency minus the jobs running or held)",
-        gauge(served.slots.available_permits() as i64),
+        "Slots free for more jobs now: concurrency minus the jobs running",
+        gauge(node.config.concurrency.saturating_sub(running) as i64),
     );
     now.register(
         "concurrency",
