@@ -86,3 +86,76 @@ async fn dependencies_across_functions_work_on_a_cluster() {
     let cluster = TestCluster::start();
     crate::features::check_dependencies(&cluster.url()).await;
 }
+
+/// `bytes` (a component) with a custom section of `extra` bytes appended: still the same
+/// component to run, but larger, with another hash.
+fn padded_component(bytes: &[u8], extra: usize) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"padding";
+    let mut section = Vec::new();
+    leb(name.len(), &mut section);
+    section.extend_from_slice(name);
+    section.extend((0..extra).map(|i| (i * 7 % 251) as u8));
+    let mut out = bytes.to_vec();
+    out.push(0);
+    leb(section.len(), &mut out);
+    out.extend_from_slice(&section);
+    out
+}
+
+/// A plugin deployed through a cluster in several chunks (its chunks in one slot, the
+/// registry in another) reaches a worker serving deployed plugins, which runs its jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_deployed_in_chunks_runs_on_a_cluster() {
+    let cluster = TestCluster::start();
+    let files = tempfile::tempdir().unwrap();
+    let path = files.path().join("big.wasm");
+    let echo = std::fs::read(artifact("echo")).unwrap();
+    std::fs::write(&path, padded_component(&echo, 3 * 1024 * 1024)).unwrap();
+    let url = cluster.url();
+    let out = crate::support::wasmgear(
+        &["deploy", path.to_str().unwrap(), "--json"],
+        &[("WASMGEAR_REDIS_URL", &url)],
+    );
+    let deployed = crate::support::json(&out);
+    assert_eq!(deployed["chunks"], 4, "{deployed}");
+    let home = tempfile::tempdir().unwrap();
+    let worker = crate::support::WorkerProcess::spawn(
+        &["--plugins-from-redis"],
+        &[
+            ("WASMGEAR_REDIS_URL", &url),
+            ("WASMGEAR_HOME", home.path().to_str().unwrap()),
+        ],
+    );
+    let client = Client::connect(&url).await.unwrap();
+    let id = client
+        .enqueue(
+            &function("big"),
+            b"through the cluster",
+            &EnqueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    let status = client
+        .wait(&id, Some(Duration::from_secs(60)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        status.output.as_deref(),
+        Some(&b"through the cluster"[..]),
+        "{}",
+        worker.log()
+    );
+    let version = deployed["version"].as_str().unwrap();
+    assert_eq!(status.record.history[0].version.as_deref(), Some(version));
+}

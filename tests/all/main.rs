@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod commands;
 mod dashboard;
+mod deploy;
 mod features;
 mod gearman;
 mod hardening;

@@ -274,9 +274,14 @@ async fn replay_runs_a_job_on_the_build_it_ran_on() {
         "{}",
         stderr(&out)
     );
+    // Without a directory or a file, the build is looked for in the deployed-plugin store.
     let out = wasmgear(&["replay", &id_text], &env);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--plugins DIR"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(5));
+    assert!(
+        stderr(&out).contains("which is not in the deployed-plugin store"),
+        "{}",
+        stderr(&out)
+    );
     let out = wasmgear(&["replay", "flaky:99", "--plugins", dir], &env);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
 }

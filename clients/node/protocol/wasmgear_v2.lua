@@ -1012,6 +1012,55 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
+-- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
+-- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
+-- version of a function is the field `FUNCTION VERSION` of :versions.
+
+-- The versions `fn` was given, oldest first, the current one last.
+local function deploy_stack(history_key, fn)
+  local raw = redis.call('HGET', history_key, fn)
+  if not raw then return {} end
+  return cjson.decode(raw)
+end
+
+-- Makes `version` the current version of `fn`: on top of its stack (once), in `current`,
+-- and announced to the workers.
+local function deploy_make_current(keys, fn, version)
+  local stack = {}
+  for _, v in ipairs(deploy_stack(keys[3], fn)) do
+    if v ~= version then stack[#stack + 1] = v end
+  end
+  stack[#stack + 1] = version
+  redis.call('HSET', keys[3], fn, cjson.encode(stack))
+  redis.call('HSET', keys[2], fn, version)
+  redis.call('PUBLISH', keys[4], fn .. ' ' .. version)
+end
+
+-- The versions kept with `keep` per function (fields `FUNCTION VERSION`): each function's
+-- current one, the last `keep` of its stack and its `keep` most recently deployed. Returns
+-- that set and every field.
+local function deploy_kept(keys, keep)
+  local fields, by_fn, kept = {}, {}, {}
+  local all = redis.call('HGETALL', keys[1])
+  for i = 1, #all, 2 do
+    local field = all[i]
+    local fn = string.match(field, '^(%S+) ')
+    fields[#fields + 1] = field
+    by_fn[fn] = by_fn[fn] or {}
+    table.insert(by_fn[fn], { field, tonumber(cjson.decode(all[i + 1]).deployed_ms) or 0 })
+  end
+  local current = redis.call('HGETALL', keys[2])
+  for i = 1, #current, 2 do kept[current[i] .. ' ' .. current[i + 1]] = true end
+  for fn, list in pairs(by_fn) do
+    table.sort(list, function(a, b) return a[2] > b[2] end)
+    for i = 1, math.min(keep, #list) do kept[list[i][1]] = true end
+    local stack = deploy_stack(keys[3], fn)
+    for i = math.max(1, #stack - keep + 1), #stack do kept[fn .. ' ' .. stack[i]] = true end
+  end
+  return kept, fields
+end
+
+---------------------------------------------------------------------------------------------
 -- The start of every call: its keys, function name and time, and a clean slate (the
 -- library's locals outlive a call; Redis runs one call at a time).
 local function begin(keys, args, named)
@@ -2354,4 +2403,162 @@ return live
 
 end, flags = { 'no-writes' } }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '14c95c0485a13f2b40c3c4f7204187266a896f41' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_deploy', callback = function(KEYS, ARGV)
+-- deploy: record a version of a plugin whose chunks are stored, for each function it
+-- serves, and make it their current version (unless told not to).
+--
+-- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current   hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+--
+-- ARGV[1]  the version (16 hex digits of the component's SHA-256)
+-- ARGV[2]  its record (JSON: sha256, size, chunks, name, functions, manifest); the function
+--          and the time of the deploy (Redis' clock) are set here
+-- ARGV[3]  `1` to make it current, `0` to store it only
+-- ARGV[4]  how many versions of each function to keep
+--
+-- Returns: the `FUNCTION VERSION`s no longer kept (the caller checks that no kept job
+-- names them, then calls `deploy_forget`).
+
+local version, keep = ARGV[1], tonumber(ARGV[4])
+local record = cjson.decode(ARGV[2])
+local t = redis.call('TIME')
+record.deployed_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+record.version = version
+for _, fn in ipairs(record.functions) do
+  record['function'] = fn
+  redis.call('HSET', KEYS[1], fn .. ' ' .. version, cjson.encode(record))
+  if ARGV[3] == '1' then deploy_make_current(KEYS, fn, version) end
+end
+local kept, fields = deploy_kept(KEYS, keep)
+local gone = {}
+for _, field in ipairs(fields) do
+  if not kept[field] then gone[#gone + 1] = field end
+end
+table.sort(gone)
+return gone
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_activate', callback = function(KEYS, ARGV)
+-- deploy_activate: make a stored version of a function its current version.
+--
+-- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current   hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+--
+-- ARGV[1]  the function
+-- ARGV[2]  the version, or a prefix of it that only one stored version of it has
+--
+-- Returns: {'ok', VERSION}, {'missing', why} (no such version) or {'refused', why}.
+
+local fn, wanted = ARGV[1], ARGV[2]
+local version, matches, elsewhere = nil, 0, {}
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local f, v = string.match(field, '^(%S+) (%S+)$')
+  if string.sub(v, 1, #wanted) == wanted then
+    if f == fn then
+      if v == wanted then
+        version, matches = v, 1
+        break
+      end
+      version, matches = v, matches + 1
+    else
+      elsewhere[#elsewhere + 1] = f
+    end
+  end
+end
+if matches > 1 then
+  return { 'refused', 'more than one deployed version of ' .. fn .. ' starts with ' .. wanted .. ': give more of it' }
+end
+if matches == 0 and #elsewhere > 0 then
+  table.sort(elsewhere)
+  return { 'refused', 'version ' .. wanted .. ' serves ' .. table.concat(elsewhere, ', ') .. ', not ' .. fn }
+end
+if matches == 0 then
+  return { 'missing', 'no deployed version ' .. wanted .. ' of ' .. fn .. ' (`wasmgear deploy --list` shows the versions kept)' }
+end
+deploy_make_current(KEYS, fn, version)
+return { 'ok', version }
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_rollback', callback = function(KEYS, ARGV)
+-- deploy_rollback: put a function back on the version it had before its current one.
+--
+-- KEYS[1]  wg:{deploy}:versions  hash     version -> its record (JSON)
+-- KEYS[2]  wg:{deploy}:current   hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+--
+-- ARGV[1]  the function
+--
+-- Returns: {'ok', VERSION_LEFT, VERSION_NOW} or {'refused', why}. The version left is taken off
+-- the function's stack (a second rollback goes further back, not forth again).
+
+local fn = ARGV[1]
+local stack = deploy_stack(KEYS[3], fn)
+if #stack == 0 then
+  return { 'refused', fn .. ' has no deployed version (deploy one with `wasmgear deploy`)' }
+end
+if #stack == 1 then
+  return { 'refused', fn .. ' has no earlier deployed version to roll back to' }
+end
+local left = table.remove(stack)
+redis.call('HSET', KEYS[3], fn, cjson.encode(stack))
+local now = stack[#stack]
+redis.call('HSET', KEYS[2], fn, now)
+redis.call('PUBLISH', KEYS[4], fn .. ' ' .. now)
+return { 'ok', left, now }
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_forget', callback = function(KEYS, ARGV)
+-- deploy_forget: forget stored versions that are no longer kept.
+--
+-- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current   hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+--
+-- ARGV[1]  how many versions of each function to keep
+-- ARGV[2..]  the `FUNCTION VERSION`s to forget: those `deploy` returned that no kept job
+--            names (one kept again since, by a deploy or an activation, is not forgotten)
+--
+-- Returns: the `FUNCTION VERSION`s forgotten, then `-`, then the versions no function has
+-- any more (the caller deletes their chunks).
+
+local kept, fields = deploy_kept(KEYS, tonumber(ARGV[1]))
+local known = {}
+for _, field in ipairs(fields) do known[field] = true end
+local forgotten = {}
+for i = 2, #ARGV do
+  local field = ARGV[i]
+  if known[field] and not kept[field] then
+    redis.call('HDEL', KEYS[1], field)
+    known[field] = nil
+    local fn, version = string.match(field, '^(%S+) (%S+)$')
+    local stack = {}
+    for _, v in ipairs(deploy_stack(KEYS[3], fn)) do
+      if v ~= version then stack[#stack + 1] = v end
+    end
+    redis.call('HSET', KEYS[3], fn, cjson.encode(stack))
+    forgotten[#forgotten + 1] = field
+  end
+end
+local reply = {}
+local unused = {}
+for _, field in ipairs(forgotten) do
+  reply[#reply + 1] = field
+  unused[string.match(field, ' (%S+)$')] = true
+end
+for field in pairs(known) do unused[string.match(field, ' (%S+)$')] = nil end
+reply[#reply + 1] = '-'
+for version in pairs(unused) do reply[#reply + 1] = version end
+return reply
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return '7f167c3ee75651b850d0a282d863aaaee8a9a1b6' end, flags = { 'no-writes' } }

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod client;
 pub mod connection;
+pub mod deploy;
 mod links;
 pub mod redis_server;
 mod scripts;
@@ -90,6 +91,23 @@ pub enum QueueError {
     /// Waiting for a job ran out of time.
     #[error("gave up waiting for job {0} after the timeout")]
     WaitTimedOut(JobId),
+    /// The deployed-plugin store refused a change (a version that serves another function,
+    /// nothing to roll back to...); nothing was changed.
+    #[error("{0}")]
+    DeployRefused(String),
+    /// No deployed version has this name (it was never deployed, or no longer kept).
+    #[error("{0}")]
+    NoSuchVersion(String),
+    /// A deployed version's stored chunks do not make the component that was deployed.
+    #[error(
+        "deployed version {version} is corrupt in Redis: {reason} (deploy the file again to repair it)"
+    )]
+    CorruptVersion {
+        /// The version.
+        version: String,
+        /// What does not match.
+        reason: String,
+    },
 }
 
 /// What kind of failure a [`QueueError`] is, shared by every front end (the CLI's exit
@@ -136,18 +154,22 @@ impl QueueError {
     /// What kind of failure this is.
     pub fn class(&self) -> ErrorClass {
         match self {
-            QueueError::BadUrl { .. } | QueueError::BadOption(_) | QueueError::Name(_) => {
-                ErrorClass::BadInput
-            }
-            QueueError::NoSuchJob(_) | QueueError::NoSuchFunction(_) => ErrorClass::NotFound,
+            QueueError::BadUrl { .. }
+            | QueueError::BadOption(_)
+            | QueueError::Name(_)
+            | QueueError::DeployRefused(_) => ErrorClass::BadInput,
+            QueueError::NoSuchJob(_)
+            | QueueError::NoSuchFunction(_)
+            | QueueError::NoSuchVersion(_) => ErrorClass::NotFound,
             QueueError::Unreachable { .. } => ErrorClass::Unreachable,
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 ErrorClass::Unreachable
             }
             QueueError::WaitTimedOut(_) => ErrorClass::TimedOut,
-            QueueError::Redis(_) | QueueError::Corrupt { .. } | QueueError::Library { .. } => {
-                ErrorClass::Failed
-            }
+            QueueError::Redis(_)
+            | QueueError::Corrupt { .. }
+            | QueueError::CorruptVersion { .. }
+            | QueueError::Library { .. } => ErrorClass::Failed,
         }
     }
 }

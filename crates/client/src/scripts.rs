@@ -96,6 +96,10 @@ functions! {
     ADVERTISE = "advertise", None, false;
     ROLLCALL = "rollcall", None, false;
     WORKERS = "workers", None, true;
+    DEPLOY = "deploy", None, false;
+    DEPLOY_ACTIVATE = "deploy_activate", None, false;
+    DEPLOY_ROLLBACK = "deploy_rollback", None, false;
+    DEPLOY_FORGET = "deploy_forget", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

@@ -265,6 +265,35 @@ impl WorkerListKeys {
     }
 }
 
+/// The keys of the deployed-plugin store (`wasmgear deploy`). The registry is in the
+/// `{deploy}` slot; each version's chunks are under a hash tag of their own, so a large
+/// component fills one slot of a cluster, not the registry's.
+pub struct DeployKeys;
+
+impl DeployKeys {
+    /// Hash: version → what was deployed (JSON: functions, manifest, size, SHA-256, chunks).
+    pub fn versions() -> String {
+        format!("{PREFIX}:{{deploy}}:versions")
+    }
+    /// Hash: function → the version serving it now.
+    pub fn current() -> String {
+        format!("{PREFIX}:{{deploy}}:current")
+    }
+    /// Hash: function → the versions it was given, oldest first, the current one last
+    /// (JSON array): what `--rollback` goes back through.
+    pub fn history() -> String {
+        format!("{PREFIX}:{{deploy}}:history")
+    }
+    /// Pub/sub channel: `FUNCTION VERSION` after each change of a current version.
+    pub fn events() -> String {
+        format!("{PREFIX}:{{deploy}}:events")
+    }
+    /// Hash: chunk number (`0`, `1`...) → that part of version `version`'s component.
+    pub fn chunks(version: &str) -> String {
+        format!("{PREFIX}:{{plugin:{version}}}:chunks")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

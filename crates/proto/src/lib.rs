@@ -3,6 +3,7 @@
 //! the names of the Redis keys. No I/O: the client, the runtime and the worker all depend
 //! on this crate, and it depends on none of them.
 //!
+//! - [`deploy`]: what the deployed-plugin store keeps about each version.
 //! - [`event`]: the events published on each function's channel, typed.
 //! - [`job`]: names, ids, progress, outcomes, error classes, leases.
 //! - [`model`]: the job record as stored, its states, what `status` returns.
@@ -11,6 +12,7 @@
 //! - [`units`]: durations and times as people write them, and back.
 //! - [`worker`]: what workers advertise in the worker list.
 
+pub mod deploy;
 pub mod event;
 pub mod job;
 pub mod keys;

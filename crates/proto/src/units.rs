@@ -132,6 +132,15 @@ pub fn human(duration: Duration) -> String {
     }
 }
 
+/// `ms` (milliseconds since the epoch) as `2026-11-26 00:41:02 UTC`.
+pub fn utc_text(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}
+
 /// How far `ms` (milliseconds since the epoch) is from now: `in 5m 3s` or `2.0s ago`.
 pub fn in_or_ago(ms: u64) -> String {
     let now = now_ms();

@@ -27,6 +27,10 @@ pub struct WorkerAd {
     /// `gearmonkey@redis://host:6380`, ...); empty for wasmgear's own queue alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
+    /// The functions it serves from the deployed-plugin store (`--plugins-from-redis`); the
+    /// others come from its plugin directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployed: Vec<String>,
 }
 
 /// A live worker as the worker list holds it.

@@ -38,12 +38,18 @@ pub enum BuildError {
     /// Redis could not be reached.
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// Neither a plugin directory nor the deployed plugins were given.
+    #[error(
+        "no plugins to serve: give a plugin directory (--plugins) or serve deployed plugins (--plugins-from-redis)"
+    )]
+    NoPlugins,
 }
 
 /// Sets up a [`Worker`]: where its jobs come from, its plugins, and how it behaves.
 #[derive(Debug, Clone)]
 pub struct WorkerBuilder {
-    plugins: PathBuf,
+    plugins: Option<PathBuf>,
+    from_redis: bool,
     id: Option<String>,
     runtime: RuntimeConfig,
     config: WorkerConfig,
@@ -57,7 +63,8 @@ impl WorkerBuilder {
     /// runtime and node settings.
     pub fn new(plugins: impl Into<PathBuf>) -> Self {
         WorkerBuilder {
-            plugins: plugins.into(),
+            plugins: Some(plugins.into()),
+            from_redis: false,
             id: None,
             runtime: RuntimeConfig::default(),
             config: WorkerConfig::default(),
@@ -68,6 +75,22 @@ impl WorkerBuilder {
             strict_order: false,
             watch: true,
         }
+    }
+
+    /// A worker with no plugin directory: call [`plugins_from_redis`](Self::plugins_from_redis).
+    pub fn without_directory() -> Self {
+        WorkerBuilder {
+            plugins: None,
+            ..WorkerBuilder::new(PathBuf::new())
+        }
+    }
+
+    /// Also serves the plugins deployed in Redis (`wasmgear deploy`), kept up to date while
+    /// the worker runs; the directory's plugin wins for a function both have (see
+    /// [`crate::deployed`]).
+    pub fn plugins_from_redis(mut self, yes: bool) -> Self {
+        self.from_redis = yes;
+        self
     }
 
     /// The worker's id in the queue (default: [`new_worker_id`]).
@@ -114,17 +137,23 @@ impl WorkerBuilder {
         let runtime = Arc::new(
             Runtime::new(self.runtime).map_err(|e| BuildError::Runtime(format!("{e:#}")))?,
         );
-        let (registry, problems) = PluginRegistry::load_dir(&runtime, &self.plugins)?;
+        let (registry, problems) = match &self.plugins {
+            Some(dir) => PluginRegistry::load_dir_allow_empty(&runtime, dir, self.from_redis)?,
+            None if self.from_redis => (PluginRegistry::default(), Vec::new()),
+            None => return Err(BuildError::NoPlugins),
+        };
         let available = registry.functions();
-        if let Some(missing) = self
-            .config
-            .functions
-            .iter()
-            .find(|f| !available.contains(f))
+        // With deployed plugins, a function to serve may be deployed later.
+        if let (Some(dir), false) = (&self.plugins, self.from_redis)
+            && let Some(missing) = self
+                .config
+                .functions
+                .iter()
+                .find(|f| !available.contains(f))
         {
             return Err(BuildError::UnknownFunction {
                 function: missing.to_string(),
-                dir: self.plugins,
+                dir: dir.clone(),
             });
         }
         Ok(LoadedWorker {
@@ -136,6 +165,7 @@ impl WorkerBuilder {
             runtime,
             registry: Arc::new(registry),
             problems,
+            deployed: None,
         })
     }
 
@@ -152,9 +182,30 @@ pub struct LoadedWorker {
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
     problems: Vec<LoadProblem>,
+    deployed: Option<wasmgear_client::Client>,
 }
 
 impl LoadedWorker {
+    /// If the worker serves deployed plugins, connects to the store in the Redis at `url`
+    /// and loads the current versions, so that the worker serves them from its first lease.
+    /// A version that cannot be loaded is reported (see [`PluginRegistry::errors`]) and
+    /// does not stop the worker.
+    pub async fn load_deployed(mut self, url: &str) -> Result<Self, BuildError> {
+        if !self.builder.from_redis || self.deployed.is_some() {
+            return Ok(self);
+        }
+        let client = wasmgear_client::Client::connect(url).await?;
+        let report = crate::deployed::sync(&client, &self.runtime, &self.registry).await?;
+        crate::deployed::log(&report);
+        if self.registry.functions().is_empty() {
+            tracing::warn!(
+                "no plugin deployed yet: serving nothing until `wasmgear deploy FUNCTION.wasm`"
+            );
+        }
+        self.deployed = Some(client);
+        Ok(self)
+    }
+
     /// The files of the plugin directory that were not loaded, and why.
     pub fn problems(&self) -> &[LoadProblem] {
         &self.problems
@@ -175,19 +226,22 @@ impl LoadedWorker {
         self.builder.backoff
     }
 
-    /// Connects to wasmgear's own queue on the Redis (or Redis Cluster) at `url`.
+    /// Connects to wasmgear's own queue on the Redis (or Redis Cluster) at `url` (and to
+    /// its deployed plugins, when asked: [`load_deployed`](Self::load_deployed)).
     pub async fn connect(self, url: &str) -> Result<Worker, BuildError> {
-        let queue = WorkerQueue::connect(url, self.id.clone())
+        let this = self.load_deployed(url).await?;
+        let queue = WorkerQueue::connect(url, this.id.clone())
             .await?
-            .with_backoff(self.builder.backoff.0, self.builder.backoff.1)
-            .with_strict_order(self.builder.strict_order);
+            .with_backoff(this.builder.backoff.0, this.builder.backoff.1)
+            .with_strict_order(this.builder.strict_order);
         tracing::info!(
-            worker_id = self.id,
+            worker_id = this.id,
             redis = wasmgear_client::connection::redact(url),
-            plugins = ?self.builder.plugins,
+            plugins = ?this.builder.plugins,
+            from_redis = this.builder.from_redis,
             "connected"
         );
-        Ok(self.with_source(queue))
+        Ok(this.with_source(queue))
     }
 
     /// Serves the jobs of `source` (connected with this worker's [`id`](Self::id)).
@@ -198,8 +252,10 @@ impl LoadedWorker {
             runtime,
             registry,
             problems,
+            deployed,
         } = self;
         Worker {
+            deployed,
             id,
             queue: source,
             runtime,
@@ -222,10 +278,11 @@ pub struct Worker<S: JobSource = WorkerQueue> {
     registry: Arc<PluginRegistry>,
     problems: Vec<LoadProblem>,
     config: WorkerConfig,
-    plugins: PathBuf,
+    plugins: Option<PathBuf>,
     watch: bool,
     metrics: Arc<Metrics>,
     metrics_listener: Option<tokio::net::TcpListener>,
+    deployed: Option<wasmgear_client::Client>,
 }
 
 impl<S: JobSource> Worker<S> {
@@ -256,9 +313,9 @@ impl<S: JobSource> Worker<S> {
         &self.runtime
     }
 
-    /// The plugin directory.
-    pub fn plugins(&self) -> &Path {
-        &self.plugins
+    /// The plugin directory, if it has one.
+    pub fn plugins(&self) -> Option<&Path> {
+        self.plugins.as_deref()
     }
 
     /// The files of the plugin directory that were not loaded, and why.
@@ -270,9 +327,18 @@ impl<S: JobSource> Worker<S> {
     /// ended or been handed back; then stops watching.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let stop_watching = CancellationToken::new();
-        let watcher = self.watch.then(|| {
-            let (runtime, registry, dir) =
-                (self.runtime.clone(), self.registry.clone(), self.plugins.clone());
+        let deployed = self.deployed.map(|client| {
+            let (runtime, registry) = (self.runtime.clone(), self.registry.clone());
+            let stop = stop_watching.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = crate::deployed::watch(client, runtime, registry) => {},
+                    () = stop.cancelled() => {}
+                }
+            })
+        });
+        let watcher = self.plugins.clone().filter(|_| self.watch).map(|dir| {
+            let (runtime, registry) = (self.runtime.clone(), self.registry.clone());
             let stop = stop_watching.clone();
             tokio::spawn(async move {
                 tokio::select! {
@@ -299,6 +365,9 @@ impl<S: JobSource> Worker<S> {
         stop_watching.cancel();
         if let Some(watcher) = watcher {
             let _ = watcher.await;
+        }
+        if let Some(deployed) = deployed {
+            let _ = deployed.await;
         }
     }
 }

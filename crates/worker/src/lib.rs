@@ -6,6 +6,7 @@
 //! then cancels the rest and hands them back to the source.
 
 pub mod builder;
+pub mod deployed;
 pub mod metrics;
 pub mod plugins;
 pub mod source;
@@ -184,6 +185,8 @@ pub async fn run_observed<S: JobSource>(
     let upkeep = tokio::spawn(upkeep(node.clone(), stopping.clone()));
 
     tracing::info!(functions = ?node.serving(), concurrency, "worker started");
+    // A plugin added or swapped in: an idle worker leases again at once.
+    let mut plugin_changes = node.registry.changes();
     // Lease calls on their way, each holding the slots it leases for. Usually one; a second
     // starts when a quarter of the slots are free again before the first has returned
     // (Redis far away, or busy), so that slots do not sit idle for a whole round trip.
@@ -246,6 +249,9 @@ pub async fn run_observed<S: JobSource>(
                 retry_at = None;
             }
             _ = node.source.wait_for_work(node.config.idle_poll), if idle && leasing.is_empty() => {
+                idle = false;
+            }
+            Ok(()) = plugin_changes.changed(), if idle => {
                 idle = false;
             }
             // A plugin at its concurrency limit got a free slot, or enough slots may have
@@ -386,6 +392,11 @@ async fn upkeep<S: JobSource>(node: Arc<Node<S>>, stopping: CancellationToken) {
                 .map(|(p, e)| format!("{p:?}: {e}"))
                 .collect(),
             sources: Vec::new(),
+            deployed: served
+                .iter()
+                .filter(|f| node.registry.is_deployed(f))
+                .map(|f| f.to_string())
+                .collect(),
         };
         if let Err(error) = node.source.advertise(&ad, &served, ADVERTISE_TTL).await {
             node.metrics.source_error("advertise");

@@ -96,6 +96,9 @@ struct State {
     by_file: BTreeMap<PathBuf, Arc<Plugin>>,
     by_function: BTreeMap<FunctionName, Arc<Plugin>>,
     errors: BTreeMap<PathBuf, String>,
+    /// Plugins from the deployed-plugin store, by function, with the manifest text they
+    /// were deployed with; a function the directory serves is served from the directory.
+    deployed: BTreeMap<FunctionName, (Arc<Plugin>, Option<String>)>,
 }
 
 /// The loaded plugins, by function name.
@@ -138,9 +141,19 @@ impl PluginRegistry {
         runtime: &Runtime,
         dir: &Path,
     ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
+        Self::load_dir_allow_empty(runtime, dir, false)
+    }
+
+    /// [`load_dir`](Self::load_dir), which, if `allow_empty`, also accepts a directory with
+    /// no plugin (the worker's plugins come from elsewhere too).
+    pub fn load_dir_allow_empty(
+        runtime: &Runtime,
+        dir: &Path,
+        allow_empty: bool,
+    ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
         let registry = PluginRegistry::default();
         let report = registry.sync_dir(runtime, dir)?;
-        if registry.functions().is_empty() {
+        if registry.functions().is_empty() && !allow_empty {
             return Err(RegistryError::NoPlugins {
                 dir: dir.to_path_buf(),
                 problems: report.problems,
@@ -252,19 +265,101 @@ impl PluginRegistry {
         state.errors.remove(path);
     }
 
-    /// The plugin serving `function`, if any.
+    /// Serves `functions` with `plugin`, deployed with `manifest` (its text), where the
+    /// directory does not serve them; the plugin serving them before (if any) keeps running
+    /// the jobs it started.
+    pub fn set_deployed(
+        &self,
+        functions: &[FunctionName],
+        plugin: Arc<Plugin>,
+        manifest: Option<String>,
+    ) {
+        let mut state = self.write();
+        let mut replaced = false;
+        for function in functions {
+            replaced |= state
+                .deployed
+                .insert(function.clone(), (plugin.clone(), manifest.clone()))
+                .is_some();
+            state.errors.remove(&deployed_source(function));
+        }
+        drop(state);
+        let counter = if replaced {
+            &self.reloaded
+        } else {
+            &self.loaded
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Stops serving `function` from the deployed-plugin store.
+    pub fn remove_deployed(&self, function: &FunctionName) {
+        let removed = self.write().deployed.remove(function).is_some();
+        if removed {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Records why the current deployed version of `function` could not be loaded (the
+    /// version serving it, if any, keeps serving).
+    pub fn deployed_failed(&self, function: &FunctionName, reason: String) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        self.write()
+            .errors
+            .insert(deployed_source(function), reason);
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Function → the version and manifest text of the deployed plugin loaded for it.
+    pub fn deployed(&self) -> BTreeMap<FunctionName, (String, Option<String>)> {
+        self.read()
+            .deployed
+            .iter()
+            .map(|(f, (p, m))| (f.clone(), (p.version().to_string(), m.clone())))
+            .collect()
+    }
+
+    /// Whether `function` is served from the deployed-plugin store (not from the directory).
+    pub fn is_deployed(&self, function: &FunctionName) -> bool {
+        let state = self.read();
+        !state.by_function.contains_key(function) && state.deployed.contains_key(function)
+    }
+
+    /// The plugin serving `function`, if any: the directory's, else the deployed one.
     pub fn get(&self, function: &FunctionName) -> Option<Arc<Plugin>> {
-        self.read().by_function.get(function).cloned()
+        let state = self.read();
+        state
+            .by_function
+            .get(function)
+            .or_else(|| state.deployed.get(function).map(|(p, _)| p))
+            .cloned()
     }
 
     /// The functions served, in name order.
     pub fn functions(&self) -> Vec<FunctionName> {
-        self.read().by_function.keys().cloned().collect()
+        let state = self.read();
+        let mut functions: Vec<FunctionName> = state
+            .by_function
+            .keys()
+            .chain(state.deployed.keys())
+            .cloned()
+            .collect();
+        functions.sort();
+        functions.dedup();
+        functions
     }
 
-    /// The loaded plugins, by file.
+    /// The loaded plugins: the directory's by file, then the deployed ones.
     pub fn plugins(&self) -> Vec<Arc<Plugin>> {
-        self.read().by_file.values().cloned().collect()
+        let state = self.read();
+        let mut plugins: Vec<Arc<Plugin>> = state.by_file.values().cloned().collect();
+        for (plugin, _) in state.deployed.values() {
+            if !plugins.iter().any(|p| Arc::ptr_eq(p, plugin)) {
+                plugins.push(plugin.clone());
+            }
+        }
+        plugins
     }
 
     /// Files whose last load failed, and why (a previous version may still be serving).
@@ -297,6 +392,11 @@ impl PluginRegistry {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The name under which problems with the deployed plugin of `function` are reported.
+pub fn deployed_source(function: &FunctionName) -> PathBuf {
+    PathBuf::from(format!("deployed:{function}"))
 }
 
 /// Watches `dir` and keeps `registry` in line with it until the returned future is dropped.

@@ -7,6 +7,7 @@ mod bulk;
 mod cancel;
 mod completions;
 mod config;
+mod deploy;
 mod enqueue;
 mod events;
 mod failed;
@@ -149,8 +150,12 @@ enum Command {
     /// `enqueue --wait`.
     Run(run::RunArgs),
     /// Run a job of the queue again, locally (no worker, nothing written), on the exact
-    /// plugin build an attempt ran on (--plugins DIR) or on another (--plugin FILE).
+    /// plugin build an attempt ran on (deployed, or in --plugins DIR) or on another
+    /// (--plugin FILE).
     Replay(replay::ReplayArgs),
+    /// Deploy a plugin once for every worker started with --plugins-from-redis (stored in
+    /// Redis by content hash); list the versions kept, roll back, or activate another.
+    Deploy(deploy::DeployArgs),
     /// Write a new plugin project (Rust, Python, JavaScript or C) that builds NAME.wasm.
     New(author::NewArgs),
     /// Build a plugin project made by `new` and check that the result is a job component.
@@ -190,6 +195,7 @@ impl Cli {
             Command::Resume(args) => config::pause(args, false).await,
             Command::Run(args) => run::run(args).await,
             Command::Replay(args) => replay::run(args).await,
+            Command::Deploy(args) => deploy::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

@@ -1,6 +1,6 @@
 //! `wasmgear replay`: run a job of the queue again, locally (no worker, nothing written to
 //! the queue), on the exact plugin build one of its attempts ran on, found by its content
-//! hash in a plugin directory; or through another build (`--plugin`), the way to try a fix
+//! hash in a plugin directory or in the deployed-plugin store; or through another build (`--plugin`), the way to try a fix
 //! against the input that failed. `--requeue` enqueues it for real afterwards.
 
 use std::path::{Path, PathBuf};
@@ -26,7 +26,8 @@ pub struct ReplayArgs {
     attempt: Option<u32>,
 
     /// Find the build the attempt ran on among the plugins of this directory (by content
-    /// hash, whatever the file's name).
+    /// hash, whatever the file's name). Without it or --plugin, the build is taken from the
+    /// deployed-plugin store (`wasmgear deploy`).
     #[arg(long, env = "WASMGEAR_PLUGINS", conflicts_with = "plugin")]
     plugins: Option<PathBuf>,
 
@@ -68,38 +69,39 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         &args.redis.home,
         args.no_cache,
     )?;
-    let path = match (&args.plugin, &args.plugins) {
-        (Some(path), _) => path.clone(),
-        (None, Some(dir)) => match &version {
-            Some(version) => find_version(dir, version)?.ok_or_else(|| {
+    let (plugin, source) = match (&args.plugin, &args.plugins) {
+        (Some(path), _) => (load_file(&runtime, path)?, path.display().to_string()),
+        (None, Some(dir)) => {
+            let version = recorded_version(&id, attempt, &version)?;
+            let path = find_version(dir, version)?.ok_or_else(|| {
                 not_found(format!(
                     "attempt {attempt} of {id} ran on version {version} of its plugin, which \
                      is not among the plugins of {}: give the directory that has it, or try \
                      another build with --plugin",
                     dir.display()
                 ))
-            })?,
-            None => {
-                return Err(usage(format!(
-                    "attempt {attempt} of {id} recorded no plugin version: name the build \
-                     with --plugin"
-                )));
-            }
-        },
+            })?;
+            (load_file(&runtime, &path)?, path.display().to_string())
+        }
         (None, None) => {
-            return Err(usage(
-                "say where the plugin is: --plugins DIR (the build the attempt ran on, found \
-                 by its hash) or --plugin FILE (another build)",
-            ));
+            let version = recorded_version(&id, attempt, &version)?;
+            let Some(record) = client.deployed_version(&id.function, version).await? else {
+                return Err(not_found(format!(
+                    "attempt {attempt} of {id} ran on version {version} of its plugin, which \
+                     is not in the deployed-plugin store (`wasmgear deploy --list`): give the \
+                     plugin directory that has it with --plugins, or try another build with \
+                     --plugin"
+                )));
+            };
+            let bytes = client.fetch_deployed(&record).await?;
+            let plugin = wasmgear_worker::deployed::load(&runtime, &record, &bytes)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            (plugin, format!("deployed version {version}"))
         }
     };
-    let plugin = runtime
-        .load_plugin(&path)
-        .map_err(|e| usage(e.to_string()))?;
     let record = &status.record;
     eprintln!(
-        "replaying {id} attempt {attempt} locally on {} (version {}{}), {} bytes of input",
-        path.display(),
+        "replaying {id} attempt {attempt} locally on {source} (version {}{}), {} bytes of input",
         plugin.version(),
         match &version {
             Some(v) if v != plugin.version() => format!("; the attempt ran on {v}"),
@@ -127,6 +129,27 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         eprintln!("requeued the input of {id} as {new}");
     }
     Ok(code)
+}
+
+/// The plugin file at `path`, loaded with the manifest beside it.
+fn load_file(
+    runtime: &wasmgear_runtime::Runtime,
+    path: &Path,
+) -> anyhow::Result<wasmgear_runtime::Plugin> {
+    runtime.load_plugin(path).map_err(|e| usage(e.to_string()))
+}
+
+/// The plugin version attempt `attempt` of `id` recorded, or why there is none.
+fn recorded_version<'a>(
+    id: &JobId,
+    attempt: u32,
+    version: &'a Option<String>,
+) -> anyhow::Result<&'a str> {
+    version.as_deref().ok_or_else(|| {
+        usage(format!(
+            "attempt {attempt} of {id} recorded no plugin version: name the build with --plugin"
+        ))
+    })
 }
 
 /// The attempt to replay (the last ended one unless `wanted`) and the plugin version it ran

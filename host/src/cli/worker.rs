@@ -27,8 +27,18 @@ pub struct WorkerArgs {
     redis: RedisArgs,
 
     /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION.
-    #[arg(long, env = "WASMGEAR_PLUGINS")]
-    plugins: PathBuf,
+    #[arg(
+        long,
+        env = "WASMGEAR_PLUGINS",
+        required_unless_present = "plugins_from_redis"
+    )]
+    plugins: Option<PathBuf>,
+
+    /// Also serve the plugins deployed in Redis with `wasmgear deploy`, swapped in as soon
+    /// as a new version is deployed; a function the --plugins directory also has is served
+    /// from the directory.
+    #[arg(long, env = "WASMGEAR_PLUGINS_FROM_REDIS")]
+    plugins_from_redis: bool,
 
     /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`,
     /// `redis-work-queue:PREFIX=FUNCTION` (the items under key prefix PREFIX are jobs of
@@ -151,7 +161,12 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         ..WorkerConfig::default()
     };
     // Plugins first: a directory that serves nothing starts no Redis.
-    let loaded = WorkerBuilder::new(&args.plugins)
+    let builder = match &args.plugins {
+        Some(dir) => WorkerBuilder::new(dir),
+        None => WorkerBuilder::without_directory(),
+    };
+    let loaded = builder
+        .plugins_from_redis(args.plugins_from_redis)
         .runtime(runtime)
         .config(config)
         .retry_backoff(args.retry_backoff, DEFAULT_BACKOFF_MAX)
@@ -196,6 +211,13 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         })?;
         run_worker(with_metrics(worker, metrics), embedded, &args).await;
     } else {
+        let loaded = loaded
+            .load_deployed(&url)
+            .await
+            .map_err(|error| match error {
+                BuildError::Queue(error) => anyhow::Error::from(error),
+                error => error.into(),
+            })?;
         let sources = connect_sources(&args, &loaded, &url).await?;
         let worker = with_metrics(loaded.with_source(sources), metrics);
         run_worker(worker, embedded, &args).await;

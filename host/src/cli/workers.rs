@@ -47,7 +47,12 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
                     println!("  sources {}", ad.sources.join(", "));
                 }
                 for (function, version) in &ad.functions {
-                    println!("  serves {function} (plugin {version})");
+                    let from = if ad.deployed.contains(function) {
+                        "deployed"
+                    } else {
+                        "directory"
+                    };
+                    println!("  serves {function} (plugin {version}, {from})");
                 }
                 for error in &ad.plugin_errors {
                     println!("  plugin error: {error}");

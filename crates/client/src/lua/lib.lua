@@ -1005,6 +1005,55 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
+-- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
+-- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
+-- version of a function is the field `FUNCTION VERSION` of :versions.
+
+-- The versions `fn` was given, oldest first, the current one last.
+local function deploy_stack(history_key, fn)
+  local raw = redis.call('HGET', history_key, fn)
+  if not raw then return {} end
+  return cjson.decode(raw)
+end
+
+-- Makes `version` the current version of `fn`: on top of its stack (once), in `current`,
+-- and announced to the workers.
+local function deploy_make_current(keys, fn, version)
+  local stack = {}
+  for _, v in ipairs(deploy_stack(keys[3], fn)) do
+    if v ~= version then stack[#stack + 1] = v end
+  end
+  stack[#stack + 1] = version
+  redis.call('HSET', keys[3], fn, cjson.encode(stack))
+  redis.call('HSET', keys[2], fn, version)
+  redis.call('PUBLISH', keys[4], fn .. ' ' .. version)
+end
+
+-- The versions kept with `keep` per function (fields `FUNCTION VERSION`): each function's
+-- current one, the last `keep` of its stack and its `keep` most recently deployed. Returns
+-- that set and every field.
+local function deploy_kept(keys, keep)
+  local fields, by_fn, kept = {}, {}, {}
+  local all = redis.call('HGETALL', keys[1])
+  for i = 1, #all, 2 do
+    local field = all[i]
+    local fn = string.match(field, '^(%S+) ')
+    fields[#fields + 1] = field
+    by_fn[fn] = by_fn[fn] or {}
+    table.insert(by_fn[fn], { field, tonumber(cjson.decode(all[i + 1]).deployed_ms) or 0 })
+  end
+  local current = redis.call('HGETALL', keys[2])
+  for i = 1, #current, 2 do kept[current[i] .. ' ' .. current[i + 1]] = true end
+  for fn, list in pairs(by_fn) do
+    table.sort(list, function(a, b) return a[2] > b[2] end)
+    for i = 1, math.min(keep, #list) do kept[list[i][1]] = true end
+    local stack = deploy_stack(keys[3], fn)
+    for i = math.max(1, #stack - keep + 1), #stack do kept[fn .. ' ' .. stack[i]] = true end
+  end
+  return kept, fields
+end
+
+---------------------------------------------------------------------------------------------
 -- The start of every call: its keys, function name and time, and a clean slate (the
 -- library's locals outlive a call; Redis runs one call at a time).
 local function begin(keys, args, named)

@@ -1,0 +1,286 @@
+//! `wasmgear deploy`: store a plugin in Redis once for every worker node started with
+//! `--plugins-from-redis`, list the versions kept, roll back or activate another one.
+
+use std::path::{Path, PathBuf};
+
+use wasmgear_client::FunctionName;
+use wasmgear_client::deploy::DeployState;
+use wasmgear_proto::deploy::DEFAULT_KEEP;
+use wasmgear_runtime::manifest;
+
+use super::{RedisArgs, print_json, print_table, usage};
+
+/// Options of `wasmgear deploy`.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate"]).required(true))]
+pub struct DeployArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The plugin to deploy (`FUNCTION.wasm`): checked (it must load as a job component),
+    /// stored in Redis by its content hash and made the current version of each function
+    /// it serves. Its manifest is `FUNCTION.toml` beside it unless --manifest says.
+    plugin: Option<PathBuf>,
+
+    /// The plugin's manifest [default: NAME.toml beside the plugin, if there is one].
+    #[arg(long, requires = "plugin")]
+    manifest: Option<PathBuf>,
+
+    /// Store the plugin without making it current (make it current later with --activate).
+    #[arg(long, requires = "plugin")]
+    no_activate: bool,
+
+    /// How many versions of each function to keep; older ones are forgotten unless a kept
+    /// job's history names them (so that `wasmgear replay` still finds them).
+    #[arg(long, default_value_t = DEFAULT_KEEP, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    keep: u32,
+
+    /// List the versions kept (of FUNCTION only, if given), with when they were deployed,
+    /// their size, and which is current.
+    #[arg(long, value_name = "FUNCTION", num_args = 0..=1, default_missing_value = "")]
+    list: Option<String>,
+
+    /// Put FUNCTION back on the version it had before its current one.
+    #[arg(long, value_name = "FUNCTION")]
+    rollback: Option<FunctionName>,
+
+    /// Make VERSION (or the one version starting with it) the current version of FUNCTION.
+    #[arg(long, num_args = 2, value_names = ["FUNCTION", "VERSION"])]
+    activate: Option<Vec<String>>,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// Check the plugin by compiling it anew instead of through the compile cache
+    /// (WASMGEAR_HOME/cache).
+    #[arg(long, requires = "plugin")]
+    no_cache: bool,
+}
+
+pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
+    if let Some(function) = &args.list {
+        return list(&args, function).await;
+    }
+    if let Some(function) = &args.rollback {
+        let client = args.redis.client().await?;
+        let (left, now) = client.rollback_deployed(function).await?;
+        if args.json {
+            print_json(&serde_json::json!({ "function": function, "left": left, "current": now }))?;
+        } else {
+            println!("{function}: rolled back from {left} to {now}");
+        }
+        return Ok(0);
+    }
+    if let Some(pair) = &args.activate {
+        let [function, version] = pair.as_slice() else {
+            return Err(usage("--activate takes FUNCTION VERSION"));
+        };
+        let function = FunctionName::new(function)?;
+        let client = args.redis.client().await?;
+        let version = client.activate_deployed(&function, version).await?;
+        if args.json {
+            print_json(&serde_json::json!({ "function": function, "current": version }))?;
+        } else {
+            println!("{function}: version {version} is current");
+        }
+        return Ok(0);
+    }
+    let Some(path) = &args.plugin else {
+        return Err(usage(
+            "give a plugin to deploy, or --list, --rollback FUNCTION or --activate FUNCTION VERSION",
+        ));
+    };
+    deploy(&args, path).await
+}
+
+/// Checks, stores and (unless `--no-activate`) activates the plugin at `path`.
+async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| usage(format!("cannot read plugin {}: {e}", path.display())))?;
+    let manifest_path = args
+        .manifest
+        .clone()
+        .unwrap_or_else(|| manifest::manifest_path(path));
+    let manifest_text = match std::fs::read_to_string(&manifest_path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.manifest.is_none() => None,
+        Err(e) => {
+            return Err(usage(format!(
+                "cannot read the manifest {}: {e}",
+                manifest_path.display()
+            )));
+        }
+    };
+    let parsed = match &manifest_text {
+        Some(text) => manifest::parse(&manifest_path, text).map_err(|e| usage(e.to_string()))?,
+        None => manifest::Manifest::default(),
+    };
+    if !parsed.capabilities.dirs.is_empty() {
+        return Err(usage(format!(
+            "{} grants host directories ([[dirs]]): a deployed plugin cannot, as they would \
+             have to exist on every node; serve it from a plugin directory instead",
+            manifest_path.display()
+        )));
+    }
+    // The same check a worker makes: it compiles and links as a job component.
+    let runtime = super::run::local_runtime(
+        wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES,
+        parsed.limits.fuel.is_some(),
+        &args.redis.home,
+        args.no_cache,
+    )?;
+    let plugin = {
+        let (path, bytes) = (path.to_path_buf(), bytes.clone());
+        tokio::task::spawn_blocking(move || runtime.compile_plugin(&path, &bytes, parsed))
+            .await?
+            .map_err(|e| usage(e.to_string()))?
+    };
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let client = args.redis.client().await?;
+    let outcome = client
+        .deploy(
+            &bytes,
+            name,
+            plugin.functions(),
+            manifest_text.as_deref(),
+            !args.no_activate,
+            args.keep as usize,
+        )
+        .await?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "version": outcome.record.version,
+            "sha256": outcome.record.sha256,
+            "size": outcome.record.size,
+            "chunks": outcome.record.chunks,
+            "functions": outcome.record.functions,
+            "deployed_ms": outcome.record.deployed_ms,
+            "activated": outcome.activated,
+            "forgotten": pairs(&outcome.forgotten),
+            "kept_for_jobs": pairs(&outcome.kept_for_jobs),
+        }))?;
+        return Ok(0);
+    }
+    let record = &outcome.record;
+    println!(
+        "deployed {} as version {} ({}, {} chunk{}){}",
+        path.display(),
+        record.version,
+        indicatif::HumanBytes(record.size),
+        record.chunks,
+        if record.chunks == 1 { "" } else { "s" },
+        if outcome.activated {
+            format!(": now current for {}", record.functions.join(", "))
+        } else {
+            format!(
+                ": stored, not current (`wasmgear deploy --activate {} {}`)",
+                record.functions[0], record.version
+            )
+        }
+    );
+    for field in &outcome.forgotten {
+        let (function, version) = field.split_once(' ').unwrap_or((field, ""));
+        println!(
+            "forgot version {version} of {function} (beyond the {} kept)",
+            args.keep
+        );
+    }
+    for field in &outcome.kept_for_jobs {
+        let (function, version) = field.split_once(' ').unwrap_or((field, ""));
+        println!("kept version {version} of {function}: a kept job ran on it");
+    }
+    Ok(0)
+}
+
+/// `FUNCTION VERSION`s as JSON objects.
+fn pairs(fields: &[String]) -> Vec<serde_json::Value> {
+    fields
+        .iter()
+        .map(|field| {
+            let (function, version) = field.split_once(' ').unwrap_or((field, ""));
+            serde_json::json!({ "function": function, "version": version })
+        })
+        .collect()
+}
+
+/// `--list [FUNCTION]`.
+async fn list(args: &DeployArgs, function: &str) -> anyhow::Result<i32> {
+    let client = args.redis.client().await?;
+    let state = client.deploy_state().await?;
+    let functions: Vec<&String> = if function.is_empty() {
+        state.history.keys().collect()
+    } else {
+        FunctionName::new(function)?;
+        match state.history.get_key_value(function) {
+            Some((f, _)) => vec![f],
+            None => {
+                return Err(super::NotFoundError(format!(
+                    "{function} has no deployed version (deploy one with `wasmgear deploy`)"
+                ))
+                .into());
+            }
+        }
+    };
+    if args.json {
+        let list: Vec<serde_json::Value> = functions
+            .iter()
+            .map(|f| {
+                let versions: Vec<serde_json::Value> = state
+                    .versions_of(f)
+                    .map(|v| {
+                        serde_json::json!({
+                            "version": v.version,
+                            "deployed_ms": v.deployed_ms,
+                            "size": v.size,
+                            "sha256": v.sha256,
+                            "current": state.current.get(*f) == Some(&v.version),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({ "function": f, "current": state.current.get(*f), "versions": versions })
+            })
+            .collect();
+        print_json(&list)?;
+        return Ok(0);
+    }
+    if functions.is_empty() {
+        println!("no plugin deployed yet: `wasmgear deploy FUNCTION.wasm`");
+        return Ok(0);
+    }
+    print_table(
+        &["FUNCTION", "VERSION", "DEPLOYED", "SIZE", ""],
+        rows(&state, &functions),
+    );
+    Ok(0)
+}
+
+/// One row per version of each function, newest first, the current one marked.
+fn rows(state: &DeployState, functions: &[&String]) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for function in functions {
+        let mut versions: Vec<_> = state.versions_of(function).collect();
+        versions.reverse();
+        for v in versions {
+            let when = wasmgear_proto::units::utc_text(v.deployed_ms);
+            rows.push(vec![
+                function.to_string(),
+                v.version.clone(),
+                format!(
+                    "{when} ({})",
+                    wasmgear_proto::units::in_or_ago(v.deployed_ms)
+                ),
+                indicatif::HumanBytes(v.size).to_string(),
+                if state.current.get(*function) == Some(&v.version) {
+                    "current".into()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    rows
+}

@@ -1,0 +1,466 @@
+//! `wasmgear deploy` and `wasmgear worker --plugins-from-redis`: a plugin stored in Redis
+//! once reaches every worker process (none shares a file with another), new versions swap
+//! in while running jobs finish on the old one, rollbacks, a corrupt chunk refused, old
+//! versions forgotten unless a kept job names them, and replay from the store.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use wasmgear_client::{Client, EnqueueOptions, JobId, JobStatus};
+use wasmgear_proto::keys::DeployKeys;
+
+use crate::support::{
+    TestRedis, WorkerProcess, artifact, eventually, function, json, stderr, stdout, wasmgear,
+};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// `artifact` copied to `dir/name.wasm`, its path.
+fn plugin_file(dir: &Path, name: &str, artifact_name: &str) -> String {
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::copy(artifact(artifact_name), &path).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Runs `wasmgear deploy ARGS --json` against `redis` and returns its JSON (exit 0 asserted).
+fn deploy(redis: &TestRedis, args: &[&str]) -> serde_json::Value {
+    let url = redis.url();
+    let mut all = vec!["deploy"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = wasmgear(&all, &[("WASMGEAR_REDIS_URL", &url)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json(&out)
+}
+
+/// Runs `wasmgear deploy ARGS` and returns the output (whatever the exit code).
+fn deploy_raw(redis: &TestRedis, args: &[&str]) -> std::process::Output {
+    let url = redis.url();
+    let mut all = vec!["deploy"];
+    all.extend_from_slice(args);
+    wasmgear(&all, &[("WASMGEAR_REDIS_URL", &url)])
+}
+
+/// A worker process serving deployed plugins only, with a home (compile cache) of its own.
+fn deployed_worker(redis: &TestRedis, home: &Path, extra: &[&str]) -> WorkerProcess {
+    let url = redis.url();
+    let mut args = vec!["--plugins-from-redis"];
+    args.extend_from_slice(extra);
+    let worker = WorkerProcess::spawn(
+        &args,
+        &[
+            ("WASMGEAR_REDIS_URL", &url),
+            ("WASMGEAR_HOME", home.to_str().unwrap()),
+        ],
+    );
+    crate::support::eventually_sync(WAIT, "the worker to start", || {
+        worker.log().contains("worker started")
+    });
+    worker
+}
+
+/// Worker pid → (function → version) of every live worker.
+async fn served(client: &Client) -> BTreeMap<u32, BTreeMap<String, String>> {
+    client
+        .workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|w| w.ad.ok())
+        .map(|ad| (ad.pid, ad.functions))
+        .collect()
+}
+
+/// Waits until each of `pids` advertises `version` for `function`.
+async fn until_serving(client: &Client, pids: &[u32], function: &str, version: &str) {
+    eventually(
+        WAIT,
+        &format!("{pids:?} to serve {function} {version}"),
+        || async {
+            let served = served(client).await;
+            pids.iter()
+                .all(|pid| {
+                    served
+                        .get(pid)
+                        .and_then(|f| f.get(function))
+                        .is_some_and(|v| v == version)
+                })
+                .then_some(())
+        },
+    )
+    .await
+}
+
+async fn finished(client: &Client, id: &JobId) -> JobStatus {
+    client.wait(id, Some(WAIT), |_| {}).await.unwrap()
+}
+
+fn output(status: &JobStatus) -> String {
+    String::from_utf8_lossy(status.output.as_deref().unwrap_or_default()).into_owned()
+}
+
+fn ran_on(status: &JobStatus) -> (String, String) {
+    let last = status.record.history.last().expect("an ended attempt");
+    (
+        last.version.clone().unwrap_or_default(),
+        last.worker.clone().unwrap_or_default(),
+    )
+}
+
+/// Two workers with no shared files: v1 deployed reaches both; v2 deployed while a long
+/// job runs on each: those finish on v1 and new jobs run v2; a rollback brings v1 back; a
+/// worker started later serves the current version from its first lease; a version with a
+/// corrupt chunk is refused by every worker (v1 keeps serving) until it is deployed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let files = tempfile::tempdir().unwrap();
+    let (home_a, home_b, home_c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    // Started before anything is deployed: they serve nothing yet.
+    let a = deployed_worker(&redis, home_a.path(), &["--concurrency", "1"]);
+    let b = deployed_worker(&redis, home_b.path(), &["--concurrency", "1"]);
+    let pids = [a.pid(), b.pid()];
+
+    let v1_dir = tempfile::tempdir().unwrap();
+    let v1 = deploy(&redis, &[&plugin_file(v1_dir.path(), "job", "count")]);
+    let v1 = v1["version"].as_str().unwrap().to_string();
+    until_serving(&client, &pids, "job", &v1).await;
+
+    // One long job on each worker (each runs one at a time).
+    let job = function("job");
+    let options = EnqueueOptions::default();
+    let long: Vec<JobId> = [
+        client.enqueue(&job, b"40 50", &options).await.unwrap(),
+        client.enqueue(&job, b"40 50", &options).await.unwrap(),
+    ]
+    .into();
+    eventually(WAIT, "both long jobs to run", || async {
+        let mut running = 0;
+        for id in &long {
+            let status = client.status(id).await.unwrap();
+            running += usize::from(status.record.progress.is_some());
+        }
+        (running == 2).then_some(())
+    })
+    .await;
+
+    let v2 = deploy(&redis, &[&plugin_file(files.path(), "job", "echo")]);
+    let v2 = v2["version"].as_str().unwrap().to_string();
+    assert_ne!(v1, v2);
+    until_serving(&client, &pids, "job", &v2).await;
+    // Both heard of it on the store's channel (not by the poll).
+    for worker in [&a, &b] {
+        assert!(
+            worker
+                .log()
+                .contains(&format!("deploy announced deploy=job {v2}")),
+            "{}",
+            worker.log()
+        );
+    }
+    let mut workers_of_long = Vec::new();
+    for id in &long {
+        let status = finished(&client, id).await;
+        assert_eq!(output(&status), "counted to 40");
+        let (version, worker) = ran_on(&status);
+        assert_eq!(
+            version, v1,
+            "a running job finishes on the version it started on"
+        );
+        workers_of_long.push(worker);
+    }
+    assert_ne!(workers_of_long[0], workers_of_long[1], "one on each worker");
+    let new = client.enqueue(&job, b"on v2", &options).await.unwrap();
+    let status = finished(&client, &new).await;
+    assert_eq!(
+        (output(&status), ran_on(&status).0),
+        ("on v2".into(), v2.clone())
+    );
+
+    // Roll back: both go back to v1.
+    let back = deploy(&redis, &["--rollback", "job"]);
+    assert_eq!(
+        (back["left"].as_str(), back["current"].as_str()),
+        (Some(v2.as_str()), Some(v1.as_str()))
+    );
+    until_serving(&client, &pids, "job", &v1).await;
+    let id = client.enqueue(&job, b"2", &options).await.unwrap();
+    assert_eq!(output(&finished(&client, &id).await), "counted to 2");
+
+    // A worker started now serves v1 before its first lease.
+    let c = deployed_worker(&redis, home_c.path(), &[]);
+    let log = c.log();
+    let loaded = log
+        .find("deployed plugin loaded")
+        .expect("the deployed plugin loaded");
+    assert!(loaded < log.find("worker started").unwrap(), "{log}");
+    assert!(log.contains(&v1), "{log}");
+    until_serving(&client, &[c.pid()], "job", &v1).await;
+
+    // A corrupt chunk: stored, altered in Redis, then activated. Every worker refuses it,
+    // says why, and keeps v1.
+    let v3 = deploy(
+        &redis,
+        &[
+            &plugin_file(files.path(), "job", "reverse"),
+            "--no-activate",
+        ],
+    );
+    assert_eq!(v3["activated"], false);
+    let v3 = v3["version"].as_str().unwrap().to_string();
+    let mut raw = redis.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg(DeployKeys::chunks(&v3))
+        .arg(0)
+        .arg(b"\0asm not quite".as_slice())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    deploy(&redis, &["--activate", "job", &v3[..8]]);
+    let all = [a.pid(), b.pid(), c.pid()];
+    eventually(
+        WAIT,
+        "every worker to refuse the corrupt version",
+        || async {
+            let workers = client.workers().await.unwrap();
+            let refused = workers
+                .iter()
+                .filter_map(|w| w.ad.as_ref().ok())
+                .filter(|ad| {
+                    all.contains(&ad.pid)
+                        && ad.functions.get("job") == Some(&v1)
+                        && ad
+                            .plugin_errors
+                            .iter()
+                            .any(|e| e.contains("corrupt") && e.contains(&v3))
+                })
+                .count();
+            (refused == 3).then_some(())
+        },
+    )
+    .await;
+    let id = client.enqueue(&job, b"3", &options).await.unwrap();
+    let status = finished(&client, &id).await;
+    assert_eq!(
+        (output(&status), ran_on(&status).0),
+        ("counted to 3".into(), v1.clone())
+    );
+    let url = redis.url();
+    let listed = stdout(&wasmgear(&["workers"], &[("WASMGEAR_REDIS_URL", &url)]));
+    assert!(
+        listed.contains(&format!("serves job (plugin {v1}, deployed)")),
+        "{listed}"
+    );
+    assert!(listed.contains("is corrupt in Redis"), "{listed}");
+
+    // Deploying the same file again repairs the chunks; the workers take it.
+    deploy(&redis, &[&plugin_file(files.path(), "job", "reverse")]);
+    until_serving(&client, &all, "job", &v3).await;
+    let id = client.enqueue(&job, b"abc", &options).await.unwrap();
+    assert_eq!(output(&finished(&client, &id).await), "cba");
+    drop((a, b, c));
+}
+
+/// `--keep` forgets old versions with their chunks, except one a kept job ran on (and
+/// `replay` runs that job again from the store); `--list` shows what is kept; a function
+/// the worker's directory also has is served from the directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let files = tempfile::tempdir().unwrap();
+    // The directory serves `local` (echo); `local` is deployed too (as fail), and loses.
+    let dir = tempfile::tempdir().unwrap();
+    plugin_file(dir.path(), "local", "echo");
+    deploy(&redis, &[&plugin_file(files.path(), "local", "fail")]);
+    let home = tempfile::tempdir().unwrap();
+    let worker = deployed_worker(
+        &redis,
+        home.path(),
+        &["--plugins", dir.path().to_str().unwrap()],
+    );
+
+    let v1 = deploy(
+        &redis,
+        &[&plugin_file(files.path(), "f", "echo"), "--keep", "1"],
+    );
+    let v1 = v1["version"].as_str().unwrap().to_string();
+    until_serving(&client, &[worker.pid()], "f", &v1).await;
+    let id = client
+        .enqueue(&function("f"), b"kept input", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(ran_on(&finished(&client, &id).await).0, v1);
+
+    let v2 = deploy(
+        &redis,
+        &[&plugin_file(files.path(), "f", "reverse"), "--keep", "1"],
+    );
+    let f_v1 = serde_json::json!([{ "function": "f", "version": v1 }]);
+    assert_eq!(v2["kept_for_jobs"], f_v1);
+    let v2 = v2["version"].as_str().unwrap().to_string();
+    let v3 = deploy(
+        &redis,
+        &[&plugin_file(files.path(), "f", "sum"), "--keep", "1"],
+    );
+    // v2 ran no job: forgotten, chunks and all; v1 stays for the job that ran on it.
+    assert_eq!(
+        v3["forgotten"],
+        serde_json::json!([{ "function": "f", "version": v2 }])
+    );
+    assert_eq!(v3["kept_for_jobs"], f_v1);
+    let v3 = v3["version"].as_str().unwrap().to_string();
+    let mut raw = redis.raw().await;
+    let exists: Vec<bool> = redis::pipe()
+        .exists(DeployKeys::chunks(&v1))
+        .exists(DeployKeys::chunks(&v2))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(exists, [true, false]);
+    let listed = deploy(&redis, &["--list", "f"]);
+    let versions: Vec<(String, bool)> = listed[0]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_str().unwrap().to_string(),
+                v["current"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(versions, [(v1.clone(), false), (v3.clone(), true)]);
+    let out = deploy_raw(&redis, &["--list"]);
+    let table = stdout(&out);
+    assert!(
+        table.contains("FUNCTION") && table.contains(&v3) && table.contains("current"),
+        "{table}"
+    );
+
+    // Replay from the store runs the job on v1 (echo), writing nothing.
+    let url = redis.url();
+    let out = wasmgear(
+        &["replay", &id.to_string()],
+        &[("WASMGEAR_REDIS_URL", &url)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "kept input");
+    assert!(
+        stderr(&out).contains(&format!("deployed version {v1}")),
+        "{}",
+        stderr(&out)
+    );
+
+    // The directory wins for `local`; `wasmgear workers` says where each comes from.
+    let id = client
+        .enqueue(&function("local"), b"abc", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(output(&finished(&client, &id).await), "abc");
+    let ads = client.workers().await.unwrap();
+    let ad = ads[0].ad.as_ref().unwrap();
+    assert_eq!(ad.deployed, ["f"]);
+    let listed = stdout(&wasmgear(&["workers"], &[("WASMGEAR_REDIS_URL", &url)]));
+    assert!(
+        listed.contains("serves local (plugin") && listed.contains(", directory)"),
+        "{listed}"
+    );
+
+    // A change nobody announced (the message lost) is found by the poll.
+    let _: () = redis::cmd("HSET")
+        .arg(DeployKeys::current())
+        .arg("f")
+        .arg(&v1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    until_serving(&client, &[worker.pid()], "f", &v1).await;
+    drop(worker);
+}
+
+/// Every key's name and every stored record of the deployed-plugin store, sorted.
+async fn store_snapshot(redis: &TestRedis) -> (Vec<String>, Vec<(String, String)>) {
+    let mut raw = redis.raw().await;
+    let (mut keys, mut records): (Vec<String>, Vec<(String, String)>) = redis::pipe()
+        .cmd("KEYS")
+        .arg("*")
+        .hgetall(DeployKeys::versions())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    keys.sort();
+    records.sort();
+    (keys, records)
+}
+
+/// What cannot be deployed is refused with one sentence, exit 2 (5 for a version that does
+/// not exist), and changes nothing in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_deploys_are_refused_and_change_nothing() {
+    let redis = TestRedis::start();
+    let files = tempfile::tempdir().unwrap();
+    let good = deploy(&redis, &[&plugin_file(files.path(), "echo", "echo")]);
+    let version = good["version"].as_str().unwrap().to_string();
+    let before = store_snapshot(&redis).await;
+
+    let not_a_job = plugin_file(files.path(), "nope", "not-a-job");
+    let garbage = files.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"not wasm at all").unwrap();
+    let with_dirs = plugin_file(files.path(), "dirs", "echo");
+    std::fs::write(
+        files.path().join("dirs.toml"),
+        format!(
+            "[[dirs]]\nhost = \"{}\"\nguest = \"/d\"\n",
+            files.path().display()
+        ),
+    )
+    .unwrap();
+    let bad_manifest = plugin_file(files.path(), "badm", "echo");
+    std::fs::write(files.path().join("badm.toml"), "concurrency = \"many\"\n").unwrap();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec![not_a_job.as_str()],
+            2,
+            "does not implement the wasmgear:job",
+        ),
+        (
+            vec![garbage.to_str().unwrap()],
+            2,
+            "is not a WebAssembly component",
+        ),
+        (
+            vec![with_dirs.as_str()],
+            2,
+            "cannot, as they would have to exist on every node",
+        ),
+        (vec![bad_manifest.as_str()], 2, "is invalid"),
+        (vec!["/no/such/file.wasm"], 2, "cannot read plugin"),
+        (vec!["--rollback", "echo"], 2, "no earlier deployed version"),
+        (vec!["--rollback", "other"], 2, "has no deployed version"),
+        (
+            vec!["--activate", "echo", "ffff"],
+            5,
+            "no deployed version ffff of echo",
+        ),
+        (
+            vec!["--activate", "other", &version],
+            2,
+            "serves echo, not other",
+        ),
+        (vec!["--list", "other"], 5, "other has no deployed version"),
+        (vec![], 2, "required"),
+    ];
+    for (args, code, message) in cases {
+        let out = deploy_raw(&redis, &args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(before, store_snapshot(&redis).await);
+}
