@@ -100,13 +100,15 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         }
     };
     let record = &status.record;
+    let which = match &version {
+        Some(v) if v != plugin.version() => {
+            format!(" (version {}; the attempt ran on {v})", plugin.version())
+        }
+        _ if args.plugin.is_none() && args.plugins.is_none() => String::new(),
+        _ => format!(" (version {})", plugin.version()),
+    };
     eprintln!(
-        "replaying {id} attempt {attempt} locally on {source} (version {}{}), {} bytes of input",
-        plugin.version(),
-        match &version {
-            Some(v) if v != plugin.version() => format!("; the attempt ran on {v}"),
-            _ => String::new(),
-        },
+        "replaying {id} attempt {attempt} locally on {source}{which}, {} bytes of input",
         input.len()
     );
     let info = JobInfo {
