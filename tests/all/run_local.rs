@@ -274,14 +274,39 @@ async fn replay_runs_a_job_on_the_build_it_ran_on() {
         "{}",
         stderr(&out)
     );
-    // Without a directory or a file, the build is looked for in the deployed-plugin store.
-    let out = wasmgear(&["replay", &id_text], &env);
+    // Without a directory or a file, the build is looked for in the deployed-plugin store,
+    // then in the compile cache (of a home where `run` compiled it; the manifest is unknown
+    // there, so the defaults apply).
+    let fresh = tempfile::tempdir().unwrap();
+    let fresh_home = fresh.path().to_str().unwrap();
+    let env_fresh = [
+        ("WASMGEAR_REDIS_URL", url.as_str()),
+        ("WASMGEAR_HOME", fresh_home),
+    ];
+    let out = wasmgear(&["replay", &id_text], &env_fresh);
     assert_eq!(out.status.code(), Some(5));
     assert!(
-        stderr(&out).contains("which is not in the deployed-plugin store"),
+        stderr(&out).contains("neither in the deployed-plugin store (`wasmgear deploy --list`) nor in the compile cache"),
         "{}",
         stderr(&out)
     );
+    let archived = archive.path().join("old-build.wasm");
+    let out = wasmgear(&["run", archived.to_str().unwrap(), "x"], &env_fresh);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = wasmgear(&["replay", &id_text], &env_fresh);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "locally on version {version} from the compile cache"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("running with the default limits and no grants"),
+        "{err}"
+    );
+    assert!(err.contains("failed on purpose: the input"), "{err}");
     let out = wasmgear(&["replay", "flaky:99", "--plugins", dir], &env);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
 }

@@ -53,6 +53,14 @@ impl Hasher for Sha256Hasher {
     }
 }
 
+/// What names an engine configuration in entry names: the first 8 bytes, in hex, of the
+/// SHA-256 of wasmtime's compatibility hash.
+fn engine_hash(engine: &Engine) -> String {
+    let mut hasher = Sha256Hasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hex(&hasher.0.finalize()[..8])
+}
+
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -79,11 +87,30 @@ impl CompileCache {
     }
 
     fn entry(&self, engine: &Engine, digest: &str) -> PathBuf {
-        let mut hasher = Sha256Hasher(Sha256::new());
-        engine.precompile_compatibility_hash().hash(&mut hasher);
-        let engine_hash = hex(&hasher.0.finalize()[..8]);
-        self.dir
-            .join(format!("{digest}-{engine_hash}.{ENTRY_EXTENSION}"))
+        self.dir.join(format!(
+            "{digest}-{}.{ENTRY_EXTENSION}",
+            engine_hash(engine)
+        ))
+    }
+
+    /// The cached component whose content hash starts with `prefix` (a plugin version),
+    /// compiled for this engine's configuration, and its whole hash; `None` when there is
+    /// none (or its entry does not verify).
+    pub(crate) fn find(&self, engine: &Engine, prefix: &str) -> Option<(String, Component)> {
+        let suffix = format!("-{}.{ENTRY_EXTENSION}", engine_hash(engine));
+        let entries = std::fs::read_dir(&self.dir).ok()?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(digest) = name.to_str().and_then(|n| n.strip_suffix(&suffix)) else {
+                continue;
+            };
+            if digest.starts_with(prefix)
+                && let Some(component) = self.read(engine, &entry.path())
+            {
+                return Some((digest.to_string(), component));
+            }
+        }
+        None
     }
 
     /// The component with content hash `digest`: from a verified cache entry, or compiled

@@ -106,6 +106,24 @@ pub enum PluginError {
     },
 }
 
+/// The functions a plugin at `path` serves: those its manifest names, else the one named
+/// like the file.
+fn plugin_functions(path: &Path, manifest: &Manifest) -> Result<Vec<FunctionName>, PluginError> {
+    if !manifest.functions.is_empty() {
+        return Ok(manifest.functions.clone());
+    }
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    Ok(vec![FunctionName::new(stem).map_err(|e| {
+        PluginError::BadName {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    })?])
+}
+
 /// A loaded plugin: a compiled component, its manifest, and the limits its jobs run with.
 /// Instantiated afresh for each job.
 pub struct Plugin {
@@ -235,19 +253,9 @@ impl Runtime {
         manifest: Manifest,
     ) -> Result<Plugin, PluginError> {
         let path_buf = || path.to_path_buf();
-        let functions = if manifest.functions.is_empty() {
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default();
-            vec![FunctionName::new(stem).map_err(|e| PluginError::BadName {
-                path: path_buf(),
-                reason: e.to_string(),
-            })?]
-        } else {
-            manifest.functions.clone()
-        };
-        let limits = self.plugin_limits(path, &manifest)?;
+        // Cheap checks first: a bad name or limit is refused before compiling.
+        plugin_functions(path, &manifest)?;
+        self.plugin_limits(path, &manifest)?;
         check_header(bytes).map_err(|error| error.at(path_buf()))?;
         let digest = sha256_hex(bytes);
         let compiled = match &self.cache {
@@ -259,6 +267,43 @@ impl Runtime {
             path: path_buf(),
             reason: format!("{e:#}"),
         })?;
+        self.link_plugin(
+            path,
+            component,
+            compiled_from,
+            &digest,
+            bytes.len(),
+            manifest,
+        )
+    }
+
+    /// The plugin whose version (content hash prefix) is `version`, from the compile cache
+    /// alone, with `manifest`; named `path` in errors (its stem names the function when the
+    /// manifest names none). `None` when the cache has no such build for this engine.
+    pub fn cached_plugin(
+        &self,
+        path: &Path,
+        version: &str,
+        manifest: Manifest,
+    ) -> Option<Result<Plugin, PluginError>> {
+        let (digest, component) = self.cache.as_ref()?.find(&self.engine, version)?;
+        Some(self.link_plugin(path, component, CompileSource::Cache, &digest, 0, manifest))
+    }
+
+    /// Links compiled `component` (content hash `digest`, `size` bytes) against the job
+    /// world, with `manifest`'s functions and limits.
+    fn link_plugin(
+        &self,
+        path: &Path,
+        component: wasmtime::component::Component,
+        compiled_from: CompileSource,
+        digest: &str,
+        size: usize,
+        manifest: Manifest,
+    ) -> Result<Plugin, PluginError> {
+        let path_buf = || path.to_path_buf();
+        let functions = plugin_functions(path, &manifest)?;
+        let limits = self.plugin_limits(path, &manifest)?;
         let instance_pre =
             self.linker
                 .instantiate_pre(&component)
@@ -273,7 +318,7 @@ impl Runtime {
         Ok(Plugin {
             functions,
             source: path_buf(),
-            size: bytes.len(),
+            size,
             version: digest[..16].to_string(),
             compiled_from,
             limits,

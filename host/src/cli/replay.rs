@@ -85,18 +85,18 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         }
         (None, None) => {
             let version = recorded_version(&id, attempt, &version)?;
-            let Some(record) = client.deployed_version(&id.function, version).await? else {
-                return Err(not_found(format!(
-                    "attempt {attempt} of {id} ran on version {version} of its plugin, which \
-                     is not in the deployed-plugin store (`wasmgear deploy --list`): give the \
-                     plugin directory that has it with --plugins, or try another build with \
-                     --plugin"
-                )));
-            };
-            let bytes = client.fetch_deployed(&record).await?;
-            let plugin = wasmgear_worker::deployed::load(&runtime, &record, &bytes)
-                .map_err(|e| anyhow::anyhow!(e))?;
-            (plugin, format!("deployed version {version}"))
+            match client.deployed_version(&id.function, version).await? {
+                Some(record) => {
+                    let bytes = client.fetch_deployed(&record).await?;
+                    let plugin = wasmgear_worker::deployed::load(&runtime, &record, &bytes)
+                        .map_err(|e| anyhow::anyhow!(e))?;
+                    (plugin, format!("deployed version {version}"))
+                }
+                None => (
+                    from_cache(&runtime, &args, &id, attempt, version)?,
+                    format!("version {version} from the compile cache"),
+                ),
+            }
         }
     };
     let record = &status.record;
@@ -131,6 +131,36 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         eprintln!("requeued the input of {id} as {new}");
     }
     Ok(code)
+}
+
+/// Version `version` of `id`'s plugin from the compile cache (where `run`, `deploy`,
+/// `replay` and workers sharing this home leave what they compiled), with the strict default
+/// manifest: the cache keeps no manifest.
+fn from_cache(
+    runtime: &wasmgear_runtime::Runtime,
+    args: &ReplayArgs,
+    id: &JobId,
+    attempt: u32,
+    version: &str,
+) -> anyhow::Result<wasmgear_runtime::Plugin> {
+    let path = PathBuf::from(format!("cache:{version}/{}.wasm", id.function));
+    let cached = (!args.no_cache)
+        .then(|| runtime.cached_plugin(&path, version, wasmgear_runtime::Manifest::default()))
+        .flatten();
+    let Some(plugin) = cached else {
+        return Err(not_found(format!(
+            "attempt {attempt} of {id} ran on version {version} of its plugin, which is \
+             neither in the deployed-plugin store (`wasmgear deploy --list`) nor in the compile \
+             cache of {}: give the plugin directory that has it with --plugins, or try another \
+             build with --plugin",
+            args.redis.home.display()
+        )));
+    };
+    eprintln!(
+        "its manifest is not known here (the compile cache keeps none): running with the \
+         default limits and no grants"
+    );
+    plugin.map_err(|e| usage(e.to_string()))
 }
 
 /// The plugin file at `path`, loaded with the manifest beside it.
