@@ -382,6 +382,20 @@ async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
         .await
         .unwrap();
     until_serving(&client, &[worker.pid()], "f", &v1).await;
+
+    // Removed: the worker stops serving it; its versions stay, and one can be served again.
+    let removed = deploy(&redis, &["--remove", "f"]);
+    assert_eq!(removed["left"].as_str(), Some(v1.as_str()));
+    eventually(WAIT, "the worker to stop serving f", || async {
+        let served = served(&client).await;
+        (!served[&worker.pid()].contains_key("f")).then_some(())
+    })
+    .await;
+    let out = deploy_raw(&redis, &["--remove", "f"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("f is not served from the deployed-plugin store"));
+    deploy(&redis, &["--activate", "f", &v3]);
+    until_serving(&client, &[worker.pid()], "f", &v3).await;
     drop(worker);
 }
 

@@ -1044,10 +1044,14 @@ local function deploy_kept(keys, keep)
   local all = redis.call('HGETALL', keys[1])
   for i = 1, #all, 2 do
     local field = all[i]
-    local fn = string.match(field, '^(%S+) ')
-    fields[#fields + 1] = field
-    by_fn[fn] = by_fn[fn] or {}
-    table.insert(by_fn[fn], { field, tonumber(cjson.decode(all[i + 1]).deployed_ms) or 0 })
+    local fn = string.match(field, '^(%S+) %S+$')
+    local ok, record = pcall(cjson.decode, all[i + 1])
+    -- A field or record not written by `deploy` is left alone (and never forgotten).
+    if fn and ok and type(record) == 'table' then
+      fields[#fields + 1] = field
+      by_fn[fn] = by_fn[fn] or {}
+      table.insert(by_fn[fn], { field, tonumber(record.deployed_ms) or 0 })
+    end
   end
   local current = redis.call('HGETALL', keys[2])
   for i = 1, #current, 2 do kept[current[i] .. ' ' .. current[i + 1]] = true end
@@ -2458,7 +2462,7 @@ local fn, wanted = ARGV[1], ARGV[2]
 local version, matches, elsewhere = nil, 0, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   local f, v = string.match(field, '^(%S+) (%S+)$')
-  if string.sub(v, 1, #wanted) == wanted then
+  if v and string.sub(v, 1, #wanted) == wanted then
     if f == fn then
       if v == wanted then
         version, matches = v, 1
@@ -2561,4 +2565,30 @@ return reply
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '7f167c3ee75651b850d0a282d863aaaee8a9a1b6' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_deploy_remove', callback = function(KEYS, ARGV)
+-- deploy_remove: stop serving a function from the deployed-plugin store. Its versions stay
+-- stored (replay finds them; `deploy_activate` serves one again).
+--
+-- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current   hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change (`FUNCTION -`
+--                                         here)
+--
+-- ARGV[1]  the function
+--
+-- Returns: {'ok', VERSION_LEFT} or {'refused', why}.
+
+local fn = ARGV[1]
+local current = redis.call('HGET', KEYS[2], fn)
+if not current then
+  return { 'refused', fn .. ' is not served from the deployed-plugin store' }
+end
+redis.call('HDEL', KEYS[2], fn)
+redis.call('HDEL', KEYS[3], fn)
+redis.call('PUBLISH', KEYS[4], fn .. ' -')
+return { 'ok', current }
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'd7cff0b0c816c363f74a9a053ddcc2044309e8ba' end, flags = { 'no-writes' } }

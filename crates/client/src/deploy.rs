@@ -340,8 +340,8 @@ impl Client {
                 &record.version,
                 format!(
                     "its chunks hash to {}, not to the {} deployed",
-                    &sha256[..16],
-                    &record.sha256[..record.sha256.len().min(16)]
+                    version_of(&sha256),
+                    version_of(&record.sha256)
                 ),
             ));
         }
@@ -384,6 +384,23 @@ impl Client {
             [_, why, ..] => Err(QueueError::DeployRefused(why.clone())),
             _ => Err(QueueError::DeployRefused(format!(
                 "unexpected reply from deploy_rollback: {reply:?}"
+            ))),
+        }
+    }
+
+    /// Stops serving `function` from the store (its versions stay stored). Returns the
+    /// version it had.
+    pub async fn remove_deployed(&self, function: &FunctionName) -> Result<String> {
+        let reply: Vec<String> = scripts::DEPLOY_REMOVE
+            .with_keys(&registry_keys())
+            .arg(function.as_str())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        match reply.as_slice() {
+            [ok, left] if ok == "ok" => Ok(left.clone()),
+            [_, why, ..] => Err(QueueError::DeployRefused(why.clone())),
+            _ => Err(QueueError::DeployRefused(format!(
+                "unexpected reply from deploy_remove: {reply:?}"
             ))),
         }
     }

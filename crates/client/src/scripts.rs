@@ -100,6 +100,7 @@ functions! {
     DEPLOY_ACTIVATE = "deploy_activate", None, false;
     DEPLOY_ROLLBACK = "deploy_rollback", None, false;
     DEPLOY_FORGET = "deploy_forget", None, false;
+    DEPLOY_REMOVE = "deploy_remove", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

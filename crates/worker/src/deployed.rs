@@ -65,11 +65,20 @@ pub async fn sync(
         let Ok(function) = FunctionName::new(function) else {
             continue;
         };
-        let Some(record) = client.deployed_version(&function, version).await? else {
-            let reason =
-                format!("current deployed version {version} is not in the store (deploy it again)");
-            fail_all(registry, &[function], &reason, &mut report);
-            continue;
+        let record = match client.deployed_version(&function, version).await {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                let reason = format!(
+                    "current deployed version {version} is not in the store (deploy it again)"
+                );
+                fail_all(registry, &[function], &reason, &mut report);
+                continue;
+            }
+            Err(wasmgear_client::QueueError::Redis(e)) => return Err(e.into()),
+            Err(error) => {
+                fail_all(registry, &[function], &error.to_string(), &mut report);
+                continue;
+            }
         };
         if loaded
             .get(&function)

@@ -295,7 +295,10 @@ impl PluginRegistry {
 
     /// Stops serving `function` from the deployed-plugin store.
     pub fn remove_deployed(&self, function: &FunctionName) {
-        let removed = self.write().deployed.remove(function).is_some();
+        let mut state = self.write();
+        let removed = state.deployed.remove(function).is_some()
+            | state.errors.remove(&deployed_source(function)).is_some();
+        drop(state);
         if removed {
             self.generation.send_modify(|g| *g += 1);
         }

@@ -12,7 +12,7 @@ use super::{RedisArgs, print_json, print_table, usage};
 
 /// Options of `wasmgear deploy`.
 #[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate"]).required(true))]
+#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate", "remove"]).required(true))]
 pub struct DeployArgs {
     #[command(flatten)]
     redis: RedisArgs,
@@ -48,6 +48,11 @@ pub struct DeployArgs {
     #[arg(long, num_args = 2, value_names = ["FUNCTION", "VERSION"])]
     activate: Option<Vec<String>>,
 
+    /// Stop serving FUNCTION from the store: workers drop it (running jobs finish); its
+    /// versions stay stored, for replay and for --activate.
+    #[arg(long, value_name = "FUNCTION")]
+    remove: Option<FunctionName>,
+
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -72,6 +77,16 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
+    if let Some(function) = &args.remove {
+        let client = args.redis.client().await?;
+        let left = client.remove_deployed(function).await?;
+        if args.json {
+            print_json(&serde_json::json!({ "function": function, "left": left }))?;
+        } else {
+            println!("{function}: no longer served from the store (it was on {left})");
+        }
+        return Ok(0);
+    }
     if let Some(pair) = &args.activate {
         let [function, version] = pair.as_slice() else {
             return Err(usage("--activate takes FUNCTION VERSION"));
@@ -88,7 +103,7 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
     }
     let Some(path) = &args.plugin else {
         return Err(usage(
-            "give a plugin to deploy, or --list, --rollback FUNCTION or --activate FUNCTION VERSION",
+            "give a plugin to deploy, or --list, --rollback FUNCTION, --activate FUNCTION VERSION or --remove FUNCTION",
         ));
     };
     deploy(&args, path).await

@@ -14,7 +14,7 @@ local fn, wanted = ARGV[1], ARGV[2]
 local version, matches, elsewhere = nil, 0, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   local f, v = string.match(field, '^(%S+) (%S+)$')
-  if string.sub(v, 1, #wanted) == wanted then
+  if v and string.sub(v, 1, #wanted) == wanted then
     if f == fn then
       if v == wanted then
         version, matches = v, 1

@@ -1037,10 +1037,14 @@ local function deploy_kept(keys, keep)
   local all = redis.call('HGETALL', keys[1])
   for i = 1, #all, 2 do
     local field = all[i]
-    local fn = string.match(field, '^(%S+) ')
-    fields[#fields + 1] = field
-    by_fn[fn] = by_fn[fn] or {}
-    table.insert(by_fn[fn], { field, tonumber(cjson.decode(all[i + 1]).deployed_ms) or 0 })
+    local fn = string.match(field, '^(%S+) %S+$')
+    local ok, record = pcall(cjson.decode, all[i + 1])
+    -- A field or record not written by `deploy` is left alone (and never forgotten).
+    if fn and ok and type(record) == 'table' then
+      fields[#fields + 1] = field
+      by_fn[fn] = by_fn[fn] or {}
+      table.insert(by_fn[fn], { field, tonumber(record.deployed_ms) or 0 })
+    end
   end
   local current = redis.call('HGETALL', keys[2])
   for i = 1, #current, 2 do kept[current[i] .. ' ' .. current[i + 1]] = true end
