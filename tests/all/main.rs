@@ -27,6 +27,7 @@ mod qless;
 mod reload;
 mod run_local;
 mod sandbox;
+mod schedule;
 mod sources;
 mod structure;
 mod worqr;

@@ -1087,14 +1087,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -1119,6 +1119,10 @@ local reply = (function()
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
+--                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
+--                     if the schedule has had none as late for this function (`ticks`);
+--                     otherwise the call returns the job of that later tick, not created
 --
 -- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
 -- leased to them in this call and published on their channels (lib.lua, "Idle workers
@@ -1168,10 +1172,10 @@ end
 -- function are kept (not forgotten by the housekeeping below) while this call runs.
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
-  delay = true, at = true, uniq = true,
+  delay = true, at = true, uniq = true, schedule = true, tick = true,
 }
 local JOB_LISTS = { tag = true, after = true }
-local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at' }
+local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
 local n_at = 3 + 2 * m
 local n = tonumber(ARGV[n_at] or '')
 if not n or n < 0 then
@@ -1191,6 +1195,9 @@ for i = 0, n - 1 do
       if options[name] and not tonumber(options[name]) then
         return bad(i, name .. ' is not a number: ' .. options[name])
       end
+    end
+    if (options.schedule == nil) ~= (options.tick == nil) then
+      return bad(i, 'schedule and tick go together')
     end
     local at = tonumber(options.at or '0')
     if at > 0 and at < NOW then
@@ -1263,7 +1270,7 @@ for i = 0, n - 1 do
   local delay = number_of(options.delay or '0')
   local at = number_of(options.at or '0')
   local uniq = options.uniq
-  if not uniq and not options.tag and not options.after and delay <= 0 and at <= 0 then
+  if not uniq and not options.tag and not options.after and not options.schedule and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -1283,7 +1290,12 @@ for i = 0, n - 1 do
     created[#created + 1] = '1'
   else
     local existing = nil
-    if uniq then
+    local schedule, tick = options.schedule, number_of(options.tick or '0')
+    if schedule then
+      local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
+      if last_tick and tonumber(last_tick) >= tick then existing = last_number end
+    end
+    if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
         local held = load(holder)
@@ -1311,6 +1323,11 @@ for i = 0, n - 1 do
       if uniq then
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
+      end
+      if schedule then
+        record.schedule = schedule
+        record.tick_ms = tick
+        redis.call('HSET', K.ticks, schedule, int(tick) .. ',' .. number)
       end
       if options.tag then
         local tags = {}
@@ -2591,4 +2608,132 @@ return { 'ok', current }
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'd7cff0b0c816c363f74a9a053ddcc2044309e8ba' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_schedule_set', callback = function(KEYS, ARGV)
+-- schedule_set: add a recurring schedule (or replace one of the same name).
+--
+-- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+--
+-- ARGV[1]  the name
+-- ARGV[2]  the definition (JSON); `created_ms` is set here (Redis' clock)
+-- ARGV[3]  the input
+-- ARGV[4]  its next tick (ms): the first after Redis' `TIME`, computed by the caller;
+--          empty when it is paused
+-- ARGV[5]  `1` to replace a schedule of that name, `0` to refuse
+--
+-- Returns: {'ok', created_ms} or {'exists', ''}.
+
+local name = ARGV[1]
+if ARGV[5] ~= '1' and redis.call('HEXISTS', KEYS[1], name) == 1 then
+  return { 'exists', '' }
+end
+local def = cjson.decode(ARGV[2])
+local t = redis.call('TIME')
+def.created_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], name, cjson.encode(def))
+redis.call('HSET', KEYS[2], name, ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[4], name)
+else
+  redis.call('ZREM', KEYS[3], name)
+end
+return { 'ok', string.format('%d', def.created_ms) }
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_pause', callback = function(KEYS, ARGV)
+-- schedule_pause: pause a schedule (no tick fires) or resume it.
+--
+-- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+--
+-- ARGV[1]  the name
+-- ARGV[2]  `1` to pause, `0` to resume
+-- ARGV[3]  when resuming, its next tick (ms, after now on Redis' clock)
+--
+-- Returns: 1, or 0 when there is no such schedule.
+
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local def = cjson.decode(raw)
+def.paused = ARGV[2] == '1'
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(def))
+if def.paused then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+end
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_remove', callback = function(KEYS, ARGV)
+-- schedule_remove: remove a schedule; jobs it enqueued stay.
+--
+-- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+--
+-- ARGV[1]  the name
+--
+-- Returns: 1, or 0 when there is no such schedule.
+
+local removed = redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return removed
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_due', callback = function(KEYS, ARGV)
+-- schedule_due: the schedules whose next tick has come, on Redis' clock (read only).
+--
+-- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+--
+-- ARGV[1]  the most schedules to return
+--
+-- Returns: {now_ms, next_ms of the earliest schedule not due ('' if none), then for each due
+-- schedule, earliest first: name, its due tick, its definition, its input}.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local reply = { string.format('%d', now), '' }
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+for i = 1, #due, 2 do
+  local def = redis.call('HGET', KEYS[1], due[i])
+  if def then
+    reply[#reply + 1] = due[i]
+    reply[#reply + 1] = due[i + 1]
+    reply[#reply + 1] = def
+    reply[#reply + 1] = redis.call('HGET', KEYS[2], due[i]) or ''
+  end
+end
+local later = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if #later == 2 then reply[2] = later[2] end
+return reply
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_schedule_advance', callback = function(KEYS, ARGV)
+-- schedule_advance: move a schedule on to its next tick once its due tick is dealt with,
+-- unless another worker has already (or it was paused, resumed or removed meanwhile).
+--
+-- KEYS[1]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+--
+-- ARGV[1]  the name
+-- ARGV[2]  the due tick the caller read (ms)
+-- ARGV[3]  the next tick (ms)
+--
+-- Returns: 1 if moved, 0 if not.
+
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return '3d202a4ac5963290d0c9ebb0a183a3aaed2d5e3f' end, flags = { 'no-writes' } }

@@ -142,6 +142,18 @@ pub struct EnqueueOptions {
     /// Jobs (of any function) that must succeed before this one runs (qless). If one of them
     /// fails or is cancelled, this job is cancelled.
     pub after: Vec<JobId>,
+    /// The tick of a recurring schedule this job is for: the queue enqueues no job for a
+    /// tick of that schedule it has had (or one earlier), and returns that job instead.
+    pub tick: Option<Tick>,
+}
+
+/// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tick {
+    /// The schedule's name.
+    pub schedule: String,
+    /// The tick's time, ms since the epoch (Redis clock).
+    pub at_ms: u64,
 }
 
 impl Default for EnqueueOptions {
@@ -157,6 +169,7 @@ impl Default for EnqueueOptions {
             uniq: None,
             tags: Vec::new(),
             after: Vec::new(),
+            tick: None,
         }
     }
 }
@@ -394,6 +407,10 @@ impl Client {
             }
             named.extend(options.tags.iter().map(|tag| ("tag", tag.clone())));
             named.extend(options.after.iter().map(|id| ("after", id.to_string())));
+            if let Some(tick) = &options.tick {
+                named.push(("schedule", tick.schedule.clone()));
+                named.push(("tick", tick.at_ms.to_string()));
+            }
             call.arg(named.len());
             for (name, value) in &named {
                 call.option(name, value);

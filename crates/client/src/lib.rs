@@ -15,6 +15,7 @@ pub mod connection;
 pub mod deploy;
 mod links;
 pub mod redis_server;
+pub mod schedule;
 mod scripts;
 pub use scripts::{library, manifest, queue_keys};
 pub mod source;
@@ -22,7 +23,7 @@ pub mod subscriber;
 mod watch;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
-pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service};
+pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service, Tick};
 pub use source::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
@@ -95,6 +96,9 @@ pub enum QueueError {
     /// nothing to roll back to...); nothing was changed.
     #[error("{0}")]
     DeployRefused(String),
+    /// No schedule has this name.
+    #[error("no schedule {0} (`wasmgear schedule list` shows them)")]
+    NoSuchSchedule(String),
     /// No deployed version has this name (it was never deployed, or no longer kept).
     #[error("{0}")]
     NoSuchVersion(String),
@@ -160,7 +164,8 @@ impl QueueError {
             | QueueError::DeployRefused(_) => ErrorClass::BadInput,
             QueueError::NoSuchJob(_)
             | QueueError::NoSuchFunction(_)
-            | QueueError::NoSuchVersion(_) => ErrorClass::NotFound,
+            | QueueError::NoSuchVersion(_)
+            | QueueError::NoSuchSchedule(_) => ErrorClass::NotFound,
             QueueError::Unreachable { .. } => ErrorClass::Unreachable,
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 ErrorClass::Unreachable

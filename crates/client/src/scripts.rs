@@ -69,7 +69,7 @@ const LEASING: &[QueueKey] = &[
 functions! {
     ENQUEUE = "enqueue", Some(&[
         Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
-        Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs,
+        Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
     ]), false;
     LEASE = "lease", Some(LEASING), false;
     HEARTBEAT = "heartbeat", Some(&[Jobs, Leased, Stats, Events]), false;
@@ -101,6 +101,11 @@ functions! {
     DEPLOY_ROLLBACK = "deploy_rollback", None, false;
     DEPLOY_FORGET = "deploy_forget", None, false;
     DEPLOY_REMOVE = "deploy_remove", None, false;
+    SCHEDULE_SET = "schedule_set", None, false;
+    SCHEDULE_PAUSE = "schedule_pause", None, false;
+    SCHEDULE_REMOVE = "schedule_remove", None, false;
+    SCHEDULE_DUE = "schedule_due", None, true;
+    SCHEDULE_ADVANCE = "schedule_advance", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

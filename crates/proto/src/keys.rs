@@ -59,6 +59,8 @@ pub enum QueueKey {
     Idle,
     /// `idle-args`: how each of those workers leases.
     IdleArgs,
+    /// `ticks`: the last tick of each schedule a job was enqueued for.
+    Ticks,
 }
 
 impl QueueKey {
@@ -97,6 +99,7 @@ impl QueueKey {
             QueueKey::CallsExp => "calls-exp",
             QueueKey::Idle => "idle",
             QueueKey::IdleArgs => "idle-args",
+            QueueKey::Ticks => "ticks",
         }
     }
 }
@@ -208,6 +211,11 @@ impl FunctionKeys {
     pub fn idle_args(&self) -> String {
         self.key("idle-args")
     }
+    /// Hash: schedule name → `TICK_MS,NUMBER`, the last tick of that schedule a job of the
+    /// function was enqueued for and the job: a tick is never enqueued twice.
+    pub fn ticks(&self) -> String {
+        self.key("ticks")
+    }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {
         format!("{PREFIX}:{{*}}:events")
@@ -262,6 +270,24 @@ impl WorkerListKeys {
     /// Hash: worker id → its advertisement (JSON).
     pub fn info() -> String {
         format!("{PREFIX}:{{workers}}:info")
+    }
+}
+
+/// The keys of the recurring jobs (`wasmgear schedule`), all in the `{schedules}` slot.
+pub struct ScheduleKeys;
+
+impl ScheduleKeys {
+    /// Hash: schedule name → its definition (JSON).
+    pub fn defs() -> String {
+        format!("{PREFIX}:{{schedules}}:defs")
+    }
+    /// Hash: schedule name → the input of its jobs.
+    pub fn inputs() -> String {
+        format!("{PREFIX}:{{schedules}}:inputs")
+    }
+    /// Sorted set: schedule name, scored by its next tick (ms); a paused schedule has none.
+    pub fn next() -> String {
+        format!("{PREFIX}:{{schedules}}:next")
     }
 }
 

@@ -126,6 +126,12 @@ pub struct JobRecord {
     /// with the same key returns this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uniq: Option<String>,
+    /// The recurring schedule whose tick enqueued the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// That tick's time, ms since the epoch (Redis clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_ms: Option<u64>,
     /// The job's tags.
     #[serde(
         default,

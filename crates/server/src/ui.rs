@@ -857,6 +857,16 @@ async fn job_page(
     if !record.tags.is_empty() {
         main.push_str(&row("tags", esc(&record.tags.join(", "))));
     }
+    if let (Some(schedule), Some(tick)) = (&record.schedule, record.tick_ms) {
+        main.push_str(&row(
+            "schedule",
+            format!(
+                "{}, tick {}",
+                esc(schedule),
+                esc(&wasmgear_proto::units::utc_text(tick))
+            ),
+        ));
+    }
     if !record.after.is_empty() {
         main.push_str(&row("after", links(&record.after)));
     }

@@ -166,6 +166,7 @@ impl WorkerBuilder {
             registry: Arc::new(registry),
             problems,
             deployed: None,
+            scheduler: None,
         })
     }
 
@@ -183,6 +184,7 @@ pub struct LoadedWorker {
     registry: Arc<PluginRegistry>,
     problems: Vec<LoadProblem>,
     deployed: Option<wasmgear_client::Client>,
+    scheduler: Option<wasmgear_client::Client>,
 }
 
 impl LoadedWorker {
@@ -229,7 +231,12 @@ impl LoadedWorker {
     /// Connects to wasmgear's own queue on the Redis (or Redis Cluster) at `url` (and to
     /// its deployed plugins, when asked: [`load_deployed`](Self::load_deployed)).
     pub async fn connect(self, url: &str) -> Result<Worker, BuildError> {
-        let this = self.load_deployed(url).await?;
+        let mut this = self.load_deployed(url).await?;
+        // Workers of wasmgear's own queue fire the recurring schedules.
+        this.scheduler = Some(match &this.deployed {
+            Some(client) => client.clone(),
+            None => wasmgear_client::Client::connect(url).await?,
+        });
         let queue = WorkerQueue::connect(url, this.id.clone())
             .await?
             .with_backoff(this.builder.backoff.0, this.builder.backoff.1)
@@ -253,9 +260,11 @@ impl LoadedWorker {
             registry,
             problems,
             deployed,
+            scheduler,
         } = self;
         Worker {
             deployed,
+            scheduler,
             id,
             queue: source,
             runtime,
@@ -283,6 +292,7 @@ pub struct Worker<S: JobSource = WorkerQueue> {
     metrics: Arc<Metrics>,
     metrics_listener: Option<tokio::net::TcpListener>,
     deployed: Option<wasmgear_client::Client>,
+    scheduler: Option<wasmgear_client::Client>,
 }
 
 impl<S: JobSource> Worker<S> {
@@ -337,6 +347,15 @@ impl<S: JobSource> Worker<S> {
                 }
             })
         });
+        let scheduler = self.scheduler.map(|client| {
+            let stop = stop_watching.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = crate::scheduler::run(client) => {},
+                    () = stop.cancelled() => {}
+                }
+            })
+        });
         let watcher = self.plugins.clone().filter(|_| self.watch).map(|dir| {
             let (runtime, registry) = (self.runtime.clone(), self.registry.clone());
             let stop = stop_watching.clone();
@@ -368,6 +387,9 @@ impl<S: JobSource> Worker<S> {
         }
         if let Some(deployed) = deployed {
             let _ = deployed.await;
+        }
+        if let Some(scheduler) = scheduler {
+            let _ = scheduler.await;
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod builder;
 pub mod deployed;
 pub mod metrics;
 pub mod plugins;
+pub mod scheduler;
 pub mod source;
 
 use std::collections::HashMap;

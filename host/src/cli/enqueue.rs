@@ -121,6 +121,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|id| id.parse::<JobId>())
             .collect::<Result<_, _>>()?,
+        tick: None,
     };
     options.validate()?;
     let input = read_input(&args)?;

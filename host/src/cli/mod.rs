@@ -19,6 +19,7 @@ mod queues;
 mod replay;
 mod retry;
 mod run;
+mod schedule;
 mod serve;
 mod stats;
 mod status;
@@ -153,6 +154,9 @@ enum Command {
     /// plugin build an attempt ran on (deployed, or in --plugins DIR) or on another
     /// (--plugin FILE).
     Replay(replay::ReplayArgs),
+    /// Recurring jobs: add (cron or fixed interval), list, rm, pause, resume; fired by the
+    /// workers, one job per tick.
+    Schedule(schedule::ScheduleArgs),
     /// Deploy a plugin once for every worker started with --plugins-from-redis (stored in
     /// Redis by content hash); list the versions kept, roll back, or activate another.
     Deploy(deploy::DeployArgs),
@@ -196,6 +200,7 @@ impl Cli {
             Command::Run(args) => run::run(args).await,
             Command::Replay(args) => replay::run(args).await,
             Command::Deploy(args) => deploy::run(args).await,
+            Command::Schedule(args) => schedule::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

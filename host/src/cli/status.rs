@@ -44,6 +44,12 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     }
     println!("priority  {}", record.priority);
     println!("enqueued  {}", in_or_ago(record.created_ms));
+    if let (Some(schedule), Some(tick)) = (&record.schedule, record.tick_ms) {
+        println!(
+            "schedule  {schedule}, tick {}",
+            wasmgear_proto::units::utc_text(tick)
+        );
+    }
     if let Some(at) = record.run_at_ms {
         println!("runs at   {}", in_or_ago(at));
     }

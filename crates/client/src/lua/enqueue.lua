@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -26,6 +26,10 @@
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
+--                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
+--                     if the schedule has had none as late for this function (`ticks`);
+--                     otherwise the call returns the job of that later tick, not created
 --
 -- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
 -- leased to them in this call and published on their channels (lib.lua, "Idle workers
@@ -75,10 +79,10 @@ end
 -- function are kept (not forgotten by the housekeeping below) while this call runs.
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
-  delay = true, at = true, uniq = true,
+  delay = true, at = true, uniq = true, schedule = true, tick = true,
 }
 local JOB_LISTS = { tag = true, after = true }
-local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at' }
+local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
 local n_at = 3 + 2 * m
 local n = tonumber(ARGV[n_at] or '')
 if not n or n < 0 then
@@ -98,6 +102,9 @@ for i = 0, n - 1 do
       if options[name] and not tonumber(options[name]) then
         return bad(i, name .. ' is not a number: ' .. options[name])
       end
+    end
+    if (options.schedule == nil) ~= (options.tick == nil) then
+      return bad(i, 'schedule and tick go together')
     end
     local at = tonumber(options.at or '0')
     if at > 0 and at < NOW then
@@ -170,7 +177,7 @@ for i = 0, n - 1 do
   local delay = number_of(options.delay or '0')
   local at = number_of(options.at or '0')
   local uniq = options.uniq
-  if not uniq and not options.tag and not options.after and delay <= 0 and at <= 0 then
+  if not uniq and not options.tag and not options.after and not options.schedule and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -190,7 +197,12 @@ for i = 0, n - 1 do
     created[#created + 1] = '1'
   else
     local existing = nil
-    if uniq then
+    local schedule, tick = options.schedule, number_of(options.tick or '0')
+    if schedule then
+      local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
+      if last_tick and tonumber(last_tick) >= tick then existing = last_number end
+    end
+    if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
         local held = load(holder)
@@ -218,6 +230,11 @@ for i = 0, n - 1 do
       if uniq then
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
+      end
+      if schedule then
+        record.schedule = schedule
+        record.tick_ms = tick
+        redis.call('HSET', K.ticks, schedule, int(tick) .. ',' .. number)
       end
       if options.tag then
         local tags = {}

@@ -1,0 +1,313 @@
+//! Recurring jobs (`wasmgear schedule`): fired by the workers, exactly one job per tick
+//! however many workers run, on cron expressions in time zones or fixed intervals; pause,
+//! resume, removal; missed ticks fired once or skipped.
+
+use std::time::Duration;
+
+use wasmgear_client::{Client, JobId, JobStatus};
+use wasmgear_proto::schedule::Recurrence;
+
+use crate::support::{
+    TestRedis, WorkerProcess, eventually, function, json, plugin_copies, stderr, stdout, wasmgear,
+};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn schedule(redis: &TestRedis, args: &[&str]) -> std::process::Output {
+    let url = redis.url();
+    let mut all = vec!["schedule"];
+    all.extend_from_slice(args);
+    wasmgear(&all, &[("WASMGEAR_REDIS_URL", &url)])
+}
+
+fn ok(out: std::process::Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// Every job of `function` enqueued so far (numbers 1, 2, ... up to its sequence).
+async fn jobs(client: &Client, function: &str) -> Vec<JobStatus> {
+    let mut found = Vec::new();
+    for seq in 1.. {
+        let id = JobId {
+            function: crate::support::function(function),
+            seq,
+        };
+        match client.status(&id).await {
+            Ok(status) => found.push(status),
+            Err(_) => return found,
+        }
+    }
+    found
+}
+
+/// The tick times of `function`'s jobs, sorted, checking each names `schedule`.
+async fn ticks_of(client: &Client, function: &str, schedule: &str) -> Vec<u64> {
+    let mut ticks: Vec<u64> = jobs(client, function)
+        .await
+        .iter()
+        .map(|job| {
+            assert_eq!(job.record.schedule.as_deref(), Some(schedule), "{job:?}");
+            job.record.tick_ms.expect("a tick time")
+        })
+        .collect();
+    ticks.sort();
+    ticks
+}
+
+/// Waits until `function` has at least `n` jobs; returns their ticks.
+async fn until_ticks(client: &Client, function: &str, schedule: &str, n: usize) -> Vec<u64> {
+    eventually(WAIT, &format!("{n} jobs of {function}"), || async {
+        let ticks = ticks_of(client, function, schedule).await;
+        (ticks.len() >= n).then_some(ticks)
+    })
+    .await
+}
+
+fn workers(redis: &TestRedis, dir: &std::path::Path, n: usize) -> Vec<WorkerProcess> {
+    (0..n)
+        .map(|_| WorkerProcess::serving(redis, dir, &[]))
+        .collect()
+}
+
+/// Three workers, an `--every 1s` schedule: ten ticks make ten jobs, one per tick (distinct,
+/// consecutive seconds: none twice, none skipped), each naming its schedule and tick (also
+/// in `status`). Pause stops it while another
+/// schedule goes on; resume starts it again; removal stops it for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_fire_one_job_per_tick() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let dir = plugin_copies("echo", &["beat".into(), "control".into()]);
+    let _workers = workers(&redis, dir.path(), 3);
+    ok(schedule(
+        &redis,
+        &[
+            "add",
+            "beat",
+            "--function",
+            "beat",
+            "--every",
+            "1s",
+            "--input",
+            "tick",
+        ],
+    ));
+    ok(schedule(
+        &redis,
+        &["add", "control", "--function", "control", "--every", "1s"],
+    ));
+
+    let ticks = until_ticks(&client, "beat", "beat", 10).await;
+    for pair in ticks.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            1000,
+            "one job per tick, every tick: {ticks:?}"
+        );
+    }
+    assert!(ticks.iter().all(|t| t % 1000 == 0), "{ticks:?}");
+    let jobs_now = jobs(&client, "beat").await;
+
+    assert!(
+        jobs_now
+            .iter()
+            .all(|j| j.output.as_deref() == Some(&b"tick"[..]))
+    );
+    let url = redis.url();
+    let shown = ok(wasmgear(
+        &["status", &jobs_now[0].id.to_string()],
+        &[("WASMGEAR_REDIS_URL", &url)],
+    ));
+    assert!(shown.contains("schedule  beat, tick "), "{shown}");
+
+    // Paused: nothing fires for it while the control schedule ticks three more times.
+    ok(schedule(&redis, &["pause", "beat"]));
+    let listed = json(&schedule(&redis, &["list", "--json"]));
+    let beat = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "beat")
+        .unwrap();
+    assert_eq!(
+        (beat["paused"].as_bool(), beat["next_ms"].is_null()),
+        (Some(true), true)
+    );
+    let paused_at = ticks_of(&client, "beat", "beat").await.len();
+    let control = ticks_of(&client, "control", "control").await.len();
+    until_ticks(&client, "control", "control", control + 3).await;
+    // A tick that was being fired as the pause came may land; nothing after it.
+    let after_pause = ticks_of(&client, "beat", "beat").await.len();
+    assert!(after_pause <= paused_at + 1, "{paused_at} -> {after_pause}");
+
+    ok(schedule(&redis, &["resume", "beat"]));
+    until_ticks(&client, "beat", "beat", after_pause + 2).await;
+
+    // Removed: nothing more, while the control goes on.
+    ok(schedule(&redis, &["rm", "beat"]));
+    let removed_at = ticks_of(&client, "beat", "beat").await.len();
+    let control = ticks_of(&client, "control", "control").await.len();
+    until_ticks(&client, "control", "control", control + 3).await;
+    assert!(ticks_of(&client, "beat", "beat").await.len() <= removed_at + 1);
+    let out = schedule(&redis, &["rm", "beat"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(
+        stderr(&out).contains("no schedule beat"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A cron expression with seconds fires on its seconds; a five-field one in a time zone is
+/// next due at the minute that zone says (the list shows it, computed from Redis' clock);
+/// invalid expressions, zones, names and intervals are refused in one sentence, and change
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_expressions_fire_at_their_times_and_bad_ones_are_refused() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let dir = plugin_copies("echo", &["even".into()]);
+    let _worker = workers(&redis, dir.path(), 1);
+    ok(schedule(
+        &redis,
+        &[
+            "add",
+            "even",
+            "--function",
+            "even",
+            "--cron",
+            "*/2 * * * * *",
+        ],
+    ));
+    let even = until_ticks(&client, "even", "even", 3).await;
+    assert!(even.iter().all(|t| t % 2000 == 0), "{even:?}");
+
+    let before = client.redis_now_ms().await.unwrap();
+    ok(schedule(
+        &redis,
+        &[
+            "add",
+            "paris",
+            "--function",
+            "even",
+            "--cron",
+            "0 9 * * *",
+            "--tz",
+            "Europe/Paris",
+        ],
+    ));
+    let listed = json(&schedule(&redis, &["list", "--json"]));
+    let paris = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "paris")
+        .unwrap();
+    let expected = Recurrence::cron("0 9 * * *", "Europe/Paris")
+        .unwrap()
+        .next_after(before)
+        .unwrap()
+        .unwrap();
+    assert_eq!(paris["next_ms"].as_u64(), Some(expected));
+    assert_eq!(paris["recurrence"]["tz"], "Europe/Paris");
+    let table = ok(schedule(&redis, &["list"]));
+    assert!(table.contains("cron \"0 9 * * *\" Europe/Paris"), "{table}");
+
+    let before = ok(schedule(&redis, &["list", "--json"]));
+    for (args, message) in [
+        (
+            vec!["add", "x", "--function", "even", "--cron", "61 * * * *"],
+            "invalid cron expression \"61 * * * *\": ",
+        ),
+        (
+            vec![
+                "add",
+                "x",
+                "--function",
+                "even",
+                "--cron",
+                "* * * * *",
+                "--tz",
+                "Mars/Olympus",
+            ],
+            "unknown time zone \"Mars/Olympus\"",
+        ),
+        (
+            vec!["add", "x", "--function", "even", "--every", "10ms"],
+            "shorter than 1s",
+        ),
+        (
+            vec!["add", "bad name", "--function", "even", "--every", "1s"],
+            "schedule name \"bad name\"",
+        ),
+        (
+            vec!["add", "even", "--function", "even", "--every", "1s"],
+            "schedule even exists already",
+        ),
+        (vec!["add", "x", "--function", "even"], "required"),
+        (vec!["pause", "nope"], "no schedule nope"),
+    ] {
+        let out = schedule(&redis, &args);
+        assert!(
+            matches!(out.status.code(), Some(2) | Some(5)),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        let err = stderr(&out);
+        assert!(err.contains(message), "{args:?}: {err}");
+        // (clap's own usage errors come with the usage.)
+        if message != "required" {
+            assert_eq!(err.trim_end().lines().count(), 1, "one sentence: {err}");
+        }
+    }
+    assert_eq!(ok(schedule(&redis, &["list", "--json"])), before);
+}
+
+/// Ticks missed while no worker ran: `--catch-up one` fires once, for the latest missed
+/// tick, when a worker comes; `--catch-up none` fires none of them. Both then go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missed_ticks_fire_once_or_not_at_all() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    ok(schedule(
+        &redis,
+        &["add", "once", "--function", "once", "--every", "1s"],
+    ));
+    ok(schedule(
+        &redis,
+        &[
+            "add",
+            "skip",
+            "--function",
+            "skip",
+            "--every",
+            "1s",
+            "--catch-up",
+            "none",
+        ],
+    ));
+    let listed = json(&schedule(&redis, &["list", "--json"]));
+    let first = listed[0]["next_ms"].as_u64().unwrap();
+    // No worker: wait (on Redis' clock) until three ticks have passed.
+    eventually(WAIT, "three ticks to pass", || async {
+        (client.redis_now_ms().await.unwrap() >= first + 2500).then_some(())
+    })
+    .await;
+    let dir = plugin_copies("echo", &["once".into(), "skip".into()]);
+    let started = client.redis_now_ms().await.unwrap();
+    let _worker = workers(&redis, dir.path(), 1);
+    let once = until_ticks(&client, "once", "once", 2).await;
+    // The first job is the latest missed tick (at or after first + 2s), none before it.
+    assert!(
+        once[0] >= first + 2000 && once[0] <= started,
+        "{once:?} from {first}"
+    );
+    assert_eq!(once[1] - once[0], 1000, "{once:?}");
+    let skip = until_ticks(&client, "skip", "skip", 1).await;
+    assert!(
+        skip[0] > started,
+        "no missed tick fired: {skip:?} (worker started {started})"
+    );
+    let _ = function("once");
+}
