@@ -92,6 +92,7 @@ mod host;
 mod io;
 mod job;
 
+pub mod children;
 pub use error::JobError;
 pub use host::{Level, cancelled, config, log, progress, progress_msg};
 #[cfg(feature = "json")]
@@ -99,7 +100,8 @@ pub use io::Json;
 pub use io::{FromInput, IntoOutput};
 pub use job::Job;
 
-/// The raw bindings wit-bindgen generates for the `job` world of `wit/job.wit`.
+/// The raw bindings wit-bindgen generates for the `parent` world of `wit/job.wit` (the `job`
+/// world and child jobs).
 ///
 /// Public only because the macros of this crate expand to paths into it in the plugin's
 /// crate. Not part of the API: use the items at the crate root instead.
@@ -107,7 +109,7 @@ pub use job::Job;
 #[allow(missing_docs)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        world: "job",
+        world: "parent",
         path: "../wit",
         // `job!` expands to the generated `export!` in the plugin's crate, not in this one.
         pub_export_macro: true,

@@ -76,7 +76,7 @@ impl wasmtime_wasi::WasiView for Bare {
 }
 
 mod bare_imports {
-    use wasmgear_runtime::bindings::wasmgear::job::{cancel, config, log, progress, types};
+    use wasmgear_runtime::bindings::wasmgear::job::{cancel, config, jobs, log, progress, types};
 
     impl types::Host for super::Bare {}
     impl progress::Host for super::Bare {
@@ -93,6 +93,20 @@ mod bare_imports {
     impl config::Host for super::Bare {
         fn get(&mut self, _: String) -> Option<String> {
             None
+        }
+    }
+    // Child jobs: refused, as for a plugin with no grant (echo never asks).
+    impl jobs::Host for super::Bare {
+        async fn enqueue(
+            &mut self,
+            _: String,
+            _: Vec<u8>,
+            _: jobs::ChildOptions,
+        ) -> Result<String, String> {
+            Err("not granted".into())
+        }
+        async fn wait(&mut self, _: String, _: u64) -> Result<jobs::Outcome, String> {
+            Err("not granted".into())
         }
     }
 }

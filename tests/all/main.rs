@@ -7,6 +7,7 @@ mod support;
 mod api;
 mod cancel;
 mod chaos;
+mod children;
 mod cli;
 mod cluster;
 mod commands;

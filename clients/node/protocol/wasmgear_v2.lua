@@ -1119,6 +1119,10 @@ local reply = (function()
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   parent            the id ('G:N') of the job that enqueued this one as its child
+--   once              a key: a job is enqueued for it only the first time ever (kept in
+--                     `ticks`); again, the call returns that first job, not created (a
+--                     parent's child keys: `PARENT/KEY`)
 --   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
 --                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
 --                     if the schedule has had none as late for this function (`ticks`);
@@ -1172,7 +1176,7 @@ end
 -- function are kept (not forgotten by the housekeeping below) while this call runs.
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
-  delay = true, at = true, uniq = true, schedule = true, tick = true,
+  delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
 }
 local JOB_LISTS = { tag = true, after = true }
 local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
@@ -1270,7 +1274,8 @@ for i = 0, n - 1 do
   local delay = number_of(options.delay or '0')
   local at = number_of(options.at or '0')
   local uniq = options.uniq
-  if not uniq and not options.tag and not options.after and not options.schedule and delay <= 0 and at <= 0 then
+  if not uniq and not options.tag and not options.after and not options.schedule and not options.once
+    and not options.parent and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -1295,6 +1300,8 @@ for i = 0, n - 1 do
       local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
       if last_tick and tonumber(last_tick) >= tick then existing = last_number end
     end
+    local once = options.once
+    if once and not existing then existing = redis.call('HGET', K.ticks, 'once\0' .. once) or nil end
     if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
@@ -1324,6 +1331,8 @@ for i = 0, n - 1 do
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
+      if once then redis.call('HSET', K.ticks, 'once\0' .. once, number) end
+      if options.parent then record.parent = options.parent end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
@@ -2090,6 +2099,38 @@ return reply
 
 end }
 
+local function keys_adopt(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
+redis.register_function{ function_name = 'wg2_adopt', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_adopt)
+local reply = (function()
+-- adopt: record a child job in its parent's record (the child was enqueued with the option
+-- `parent`; its function may be another, so this is a call of its own on the parent's).
+--
+-- KEYS: jobs stats events
+-- ARGV[1]  the function name (the parent's)
+-- ARGV[2]  the parent's job number
+-- ARGV[3]  the child's id (`G:N`)
+--
+-- Returns: how many children the parent has, or the error reply `NOJOB` when there is no
+-- such job.
+
+local number, child = ARGV[2], ARGV[3]
+local record = load(number)
+if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
+local children = record.children or {}
+if not contains(children, child) then
+  children[#children + 1] = child
+  record.children = children
+  save(number, record)
+end
+return #children
+
+end)()
+end_call()
+return reply
+
+end }
+
 local function keys_retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12] } end
 redis.register_function{ function_name = 'wg2_retry', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_retry)
@@ -2736,4 +2777,4 @@ return 1
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '3d202a4ac5963290d0c9ebb0a183a3aaed2d5e3f' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'ba5f6a61b70bc1d0289a4e8178946e31d03fc976' end, flags = { 'no-writes' } }

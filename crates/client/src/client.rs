@@ -145,6 +145,10 @@ pub struct EnqueueOptions {
     /// The tick of a recurring schedule this job is for: the queue enqueues no job for a
     /// tick of that schedule it has had (or one earlier), and returns that job instead.
     pub tick: Option<Tick>,
+    /// The job that enqueues this one as its child (see [`Client::enqueue_child`]).
+    pub parent: Option<JobId>,
+    /// A key enqueued once ever: enqueueing again with it returns the first job instead.
+    pub once: Option<String>,
 }
 
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
@@ -170,6 +174,8 @@ impl Default for EnqueueOptions {
             tags: Vec::new(),
             after: Vec::new(),
             tick: None,
+            parent: None,
+            once: None,
         }
     }
 }
@@ -410,6 +416,12 @@ impl Client {
             if let Some(tick) = &options.tick {
                 named.push(("schedule", tick.schedule.clone()));
                 named.push(("tick", tick.at_ms.to_string()));
+            }
+            if let Some(parent) = &options.parent {
+                named.push(("parent", parent.to_string()));
+            }
+            if let Some(once) = &options.once {
+                named.push(("once", once.clone()));
             }
             call.arg(named.len());
             for (name, value) in &named {
@@ -765,6 +777,14 @@ impl Client {
     /// Cancels job `id`: a waiting job at once, a running one by asking its worker to stop
     /// (it ends `cancelled` when the worker has stopped it, within the grace period).
     pub async fn cancel(&self, id: &JobId) -> Result<CancelOutcome> {
+        let outcome = self.cancel_one(id).await?;
+        // Its unfinished children too (and theirs), whatever the parent's own outcome.
+        self.cancel_children(id).await?;
+        Ok(outcome)
+    }
+
+    /// Cancels job `id` alone.
+    pub(crate) async fn cancel_one(&self, id: &JobId) -> Result<CancelOutcome> {
         let (done, word, notify): (i64, String, Vec<String>) =
             scripts::on_function(&scripts::CANCEL, &id.function)
                 .arg(id.seq)

@@ -10,6 +10,7 @@
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
 pub mod admin;
+pub mod children;
 pub mod client;
 pub mod connection;
 pub mod deploy;

@@ -86,6 +86,7 @@ functions! {
     TOLD = "told", Some(&[Jobs, Expires, Stats, Events]), false;
     RECHECK = "recheck", Some(&[Jobs, Waiting, Stats, Events]), false;
     TAG = "tag", Some(&[Jobs, Tagged, Stats, Events]), false;
+    ADOPT = "adopt", Some(&[Jobs, Stats, Events]), false;
     RETRY = "retry", Some(&[
         Jobs, Ready, Scheduled, Waiting, Expires, Uniq, Failed, Counts, Stats, Config, Events,
         Work,

@@ -126,6 +126,16 @@ pub struct JobRecord {
     /// with the same key returns this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uniq: Option<String>,
+    /// The job that enqueued this one as its child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The jobs this one enqueued as its children, in order.
+    #[serde(
+        default,
+        deserialize_with = "lua_array",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub children: Vec<String>,
     /// The recurring schedule whose tick enqueued the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,

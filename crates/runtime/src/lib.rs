@@ -31,6 +31,6 @@ pub use cancel::{CancelReason, CancelSignal};
 pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};
-pub use run::JobHooks;
+pub use run::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest, JobHooks};
 
 use wasmgear_proto::{job, units};

@@ -29,6 +29,10 @@
 //!
 //! [http]                                # outgoing wasi:http, to these hosts only
 //! allow = ["images.example.com", "127.0.0.1:8080"]
+//!
+//! [jobs]                                # child jobs (wasmgear:job/jobs)
+//! enqueue = ["thumbnail"]               # the functions a job may enqueue children of
+//! max_children = 100                    # per job (the default)
 //! ```
 
 use std::collections::BTreeMap;
@@ -105,7 +109,16 @@ pub struct Capabilities {
     pub config: BTreeMap<String, String>,
     /// Hosts (`host` or `host:port`) outgoing HTTP may reach.
     pub http_allow: Vec<String>,
+    /// Functions whose jobs a job may enqueue as its children (`wasmgear:job/jobs`).
+    pub enqueue: Vec<FunctionName>,
+    /// The most children one job may enqueue.
+    pub max_children: u32,
 }
+
+/// The most children one job may enqueue when the manifest does not say.
+pub const DEFAULT_MAX_CHILDREN: u32 = 100;
+/// The most children one job may ever be allowed.
+pub const MAX_CHILDREN_LIMIT: u32 = 10_000;
 
 /// A plugin's manifest, checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -139,6 +152,16 @@ struct RawManifest {
     config: BTreeMap<String, String>,
     #[serde(default)]
     http: RawHttp,
+    #[serde(default)]
+    jobs: RawJobs,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJobs {
+    #[serde(default)]
+    enqueue: Vec<String>,
+    max_children: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -290,6 +313,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         }
         http_allow.push(host);
     }
+    let mut enqueue = Vec::new();
+    for (i, name) in raw.jobs.enqueue.iter().enumerate() {
+        let function = FunctionName::new(name.clone())
+            .map_err(|e| field(&format!("jobs.enqueue[{i}]"), e.to_string()))?;
+        enqueue.push(function);
+    }
+    let max_children = raw.jobs.max_children.unwrap_or(DEFAULT_MAX_CHILDREN);
+    if !(1..=MAX_CHILDREN_LIMIT).contains(&max_children) {
+        return Err(field(
+            "jobs.max_children",
+            format!("must be 1..={MAX_CHILDREN_LIMIT}, got {max_children}"),
+        ));
+    }
     let base = path.parent().unwrap_or(Path::new("."));
     let mut dirs = Vec::new();
     for (i, dir) in raw.dirs.into_iter().enumerate() {
@@ -321,6 +357,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
             dirs,
             config: raw.config,
             http_allow,
+            enqueue,
+            max_children,
         },
     })
 }

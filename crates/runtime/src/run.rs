@@ -35,6 +35,52 @@ pub trait JobHooks: Send + Sync {
     fn memory(&self, peak_bytes: usize) {
         let _ = peak_bytes;
     }
+    /// Where the job's child jobs go (`wasmgear:job/jobs`); `None` (the default): the job
+    /// runs with no queue behind it, and enqueueing a child says so.
+    fn children(&self) -> Option<Arc<dyn ChildJobs>> {
+        None
+    }
+}
+
+/// A child job to enqueue, as the guest asked for it (its grant and the cap checked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildRequest {
+    /// The function.
+    pub function: crate::job::FunctionName,
+    /// The input.
+    pub input: Vec<u8>,
+    /// Its key within the parent: the guest's, or `#N` for the Nth `enqueue` call (from 0).
+    pub key: String,
+    /// Priority, -1000..1000.
+    pub priority: Option<i32>,
+    /// Attempts in all.
+    pub max_attempts: Option<u32>,
+    /// Timeout of one attempt.
+    pub timeout: Option<Duration>,
+}
+
+/// How a child job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildOutcome {
+    /// Succeeded with this output.
+    Succeeded(Vec<u8>),
+    /// Failed for good with this message.
+    Failed(String),
+    /// Cancelled.
+    Cancelled,
+}
+
+/// A future a [`ChildJobs`] method returns.
+pub type ChildFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// The queue behind a running job's child jobs (the worker provides it; the runtime never
+/// talks to Redis). Errors are sentences the guest sees.
+pub trait ChildJobs: Send + Sync {
+    /// Enqueues `request` as a child of the running job (the same key from any attempt of
+    /// the parent returns the same child). Returns its id.
+    fn enqueue(&self, request: ChildRequest) -> ChildFuture<Result<String, String>>;
+    /// Waits up to `timeout` for job `id` to end.
+    fn wait(&self, id: String, timeout: Duration) -> ChildFuture<Result<ChildOutcome, String>>;
 }
 
 /// Caps one job's memory and notes when it was refused, so that the trap that usually
@@ -91,6 +137,11 @@ pub struct StoreData {
     pub(crate) config: Arc<BTreeMap<String, String>>,
     http: WasiHttpCtx,
     http_gate: HttpGate,
+    /// The queue behind child jobs, and how many `enqueue` calls the job has made.
+    pub(crate) children: Option<Arc<dyn ChildJobs>>,
+    pub(crate) child_calls: u32,
+    pub(crate) child_grants: Arc<Vec<crate::job::FunctionName>>,
+    pub(crate) max_children: u32,
 }
 
 impl WasiHttpView for StoreData {
@@ -142,6 +193,7 @@ impl Runtime {
         let started = tokio::time::Instant::now().into_std();
         let deadline = started + Duration::from_millis(timeout_ms);
         let timing = hooks.clone();
+        let children = hooks.children();
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
         let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
@@ -177,6 +229,10 @@ impl Runtime {
             config: plugin.config.clone(),
             http: WasiHttpCtx::new(),
             http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone())),
+            children,
+            child_calls: 0,
+            child_grants: plugin.child_grants.clone(),
+            max_children: plugin.capabilities.max_children,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

@@ -870,6 +870,12 @@ async fn job_page(
     if !record.after.is_empty() {
         main.push_str(&row("after", links(&record.after)));
     }
+    if let Some(parent) = &record.parent {
+        main.push_str(&row("parent", links(std::slice::from_ref(parent))));
+    }
+    if !record.children.is_empty() {
+        main.push_str(&row("children", links(&record.children)));
+    }
     if !record.waiting_on.is_empty() {
         main.push_str(&row("waiting on", links(&record.waiting_on)));
     }

@@ -347,6 +347,7 @@ impl<S: JobSource> Worker<S> {
                 }
             })
         });
+        let children = self.scheduler.clone();
         let scheduler = self.scheduler.map(|client| {
             let stop = stop_watching.clone();
             tokio::spawn(async move {
@@ -371,6 +372,7 @@ impl<S: JobSource> Worker<S> {
         let observe = crate::Observe {
             metrics: self.metrics,
             listener: self.metrics_listener,
+            children,
         };
         crate::run_observed(
             self.queue,

@@ -6,6 +6,7 @@
 //! then cancels the rest and hands them back to the source.
 
 pub mod builder;
+mod children;
 pub mod deployed;
 pub mod metrics;
 pub mod plugins;
@@ -120,6 +121,7 @@ struct Node<S> {
     /// Shutdown has begun: a finished job's result leases nothing more.
     stopping_leases: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
+    children: Option<queue::Client>,
 }
 
 /// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
@@ -133,6 +135,7 @@ pub async fn run<S: JobSource>(
     let observe = Observe {
         metrics: Arc::default(),
         listener: None,
+        children: None,
     };
     run_observed(source, runtime, registry, config, observe, shutdown).await
 }
@@ -144,6 +147,9 @@ pub struct Observe {
     pub metrics: Arc<Metrics>,
     /// The address that serves them.
     pub listener: Option<tokio::net::TcpListener>,
+    /// The queue jobs' children go to (`wasmgear:job/jobs`); `None`: a job that enqueues a
+    /// child is told there is no queue.
+    pub children: Option<queue::Client>,
 }
 
 /// [`run`], with the node's metrics in `observe.metrics`, served on `observe.listener`.
@@ -165,6 +171,7 @@ pub async fn run_observed<S: JobSource>(
         slot_freed: tokio::sync::Notify::new(),
         stopping_leases: std::sync::atomic::AtomicBool::new(false),
         metrics: observe.metrics,
+        children: observe.children,
     });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
@@ -448,6 +455,7 @@ struct Reporter {
     lines: Arc<Mutex<String>>,
     metrics: Arc<Metrics>,
     function: Arc<metrics::PerFunction>,
+    children: Option<Arc<dyn runtime::ChildJobs>>,
 }
 
 /// The most bytes of one attempt's log kept for the queue.
@@ -466,6 +474,10 @@ impl JobHooks for Reporter {
 
     fn memory(&self, peak_bytes: usize) {
         self.function.memory(peak_bytes);
+    }
+
+    fn children(&self) -> Option<Arc<dyn runtime::ChildJobs>> {
+        self.children.clone()
     }
 
     fn log(&self, level: LogLevel, message: String) {
@@ -708,6 +720,12 @@ impl<S: JobSource> Node<S> {
                     lines: lines.clone(),
                     metrics: self.metrics.clone(),
                     function: measured.clone(),
+                    children: self.children.as_ref().map(|client| {
+                        Arc::new(children::Children::new(
+                            client.clone(),
+                            lease.info.id.clone(),
+                        )) as Arc<dyn runtime::ChildJobs>
+                    }),
                 });
                 let run =
                     self.runtime

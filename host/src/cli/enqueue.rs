@@ -122,6 +122,8 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
             .map(|id| id.parse::<JobId>())
             .collect::<Result<_, _>>()?,
         tick: None,
+        parent: None,
+        once: None,
     };
     options.validate()?;
     let input = read_input(&args)?;

@@ -44,6 +44,16 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     }
     println!("priority  {}", record.priority);
     println!("enqueued  {}", in_or_ago(record.created_ms));
+    if let Some(parent) = &record.parent {
+        println!("parent    {parent}");
+    }
+    if !record.children.is_empty() {
+        println!(
+            "children  {} ({})",
+            record.children.len(),
+            record.children.join(", ")
+        );
+    }
     if let (Some(schedule), Some(tick)) = (&record.schedule, record.tick_ms) {
         println!(
             "schedule  {schedule}, tick {}",

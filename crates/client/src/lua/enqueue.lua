@@ -26,6 +26,10 @@
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   parent            the id ('G:N') of the job that enqueued this one as its child
+--   once              a key: a job is enqueued for it only the first time ever (kept in
+--                     `ticks`); again, the call returns that first job, not created (a
+--                     parent's child keys: `PARENT/KEY`)
 --   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
 --                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
 --                     if the schedule has had none as late for this function (`ticks`);
@@ -79,7 +83,7 @@ end
 -- function are kept (not forgotten by the housekeeping below) while this call runs.
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
-  delay = true, at = true, uniq = true, schedule = true, tick = true,
+  delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
 }
 local JOB_LISTS = { tag = true, after = true }
 local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
@@ -177,7 +181,8 @@ for i = 0, n - 1 do
   local delay = number_of(options.delay or '0')
   local at = number_of(options.at or '0')
   local uniq = options.uniq
-  if not uniq and not options.tag and not options.after and not options.schedule and delay <= 0 and at <= 0 then
+  if not uniq and not options.tag and not options.after and not options.schedule and not options.once
+    and not options.parent and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -202,6 +207,8 @@ for i = 0, n - 1 do
       local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
       if last_tick and tonumber(last_tick) >= tick then existing = last_number end
     end
+    local once = options.once
+    if once and not existing then existing = redis.call('HGET', K.ticks, 'once\0' .. once) or nil end
     if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
@@ -231,6 +238,8 @@ for i = 0, n - 1 do
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
+      if once then redis.call('HSET', K.ticks, 'once\0' .. once, number) end
+      if options.parent then record.parent = options.parent end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick

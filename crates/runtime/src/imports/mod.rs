@@ -2,6 +2,7 @@
 
 mod cancel;
 mod config;
+mod jobs;
 mod log;
 mod progress;
 

@@ -1,0 +1,61 @@
+//! `wasmgear:job/jobs`: child jobs, denied unless the manifest grants them (`[jobs]`).
+
+use std::time::Duration;
+
+use crate::bindings::wasmgear::job::jobs::{ChildOptions, Host, Outcome};
+use crate::job::FunctionName;
+use crate::run::{ChildOutcome, ChildRequest, StoreData};
+
+impl Host for StoreData {
+    async fn enqueue(
+        &mut self,
+        function: String,
+        input: Vec<u8>,
+        options: ChildOptions,
+    ) -> Result<String, String> {
+        let function = FunctionName::new(function).map_err(|e| e.to_string())?;
+        if !self.child_grants.contains(&function) {
+            return Err(format!(
+                "enqueueing jobs of {function} is not granted to this plugin: add it to \
+                 `enqueue` under [jobs] in its manifest"
+            ));
+        }
+        let Some(children) = self.children.clone() else {
+            return Err("child jobs need a queue: this job runs without one".into());
+        };
+        // Every call counts, refused or not, so that a child's place is the same on every
+        // attempt of the parent.
+        let place = self.child_calls;
+        self.child_calls += 1;
+        if place >= self.max_children {
+            return Err(format!(
+                "this job may enqueue at most {} child jobs ([jobs] max_children in the manifest)",
+                self.max_children
+            ));
+        }
+        let request = ChildRequest {
+            function,
+            input,
+            key: options.key.unwrap_or_else(|| format!("#{place}")),
+            priority: options.priority,
+            max_attempts: options.max_attempts,
+            timeout: options.timeout_ms.map(Duration::from_millis),
+        };
+        children.enqueue(request).await
+    }
+
+    async fn wait(&mut self, id: String, timeout_ms: u64) -> Result<Outcome, String> {
+        let Some(children) = self.children.clone() else {
+            return Err("child jobs need a queue: this job runs without one".into());
+        };
+        let cancel = self.cancel.clone();
+        tokio::select! {
+            outcome = children.wait(id, Duration::from_millis(timeout_ms)) => outcome.map(|o| match o {
+                ChildOutcome::Succeeded(output) => Outcome::Succeeded(output),
+                ChildOutcome::Failed(message) => Outcome::Failed(message),
+                ChildOutcome::Cancelled => Outcome::Cancelled,
+            }),
+            () = cancel.fired_wait() => Err("the job was asked to stop while it waited".into()),
+        }
+    }
+}
