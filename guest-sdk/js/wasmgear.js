@@ -2,7 +2,7 @@
 //
 // A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This ES
 // module turns one plain function into such a component (built with componentize-js against
-// the `job` world of `wit/job.wit`):
+// the `parent` world of `wit/job.wit`, which includes `job`):
 //
 //     import { job, log, Fail } from './wasmgear.js';
 //
@@ -24,7 +24,8 @@
 // `enqueuedAtMs` and `timeoutMs` are WIT `u64`, so they are BigInts (`Number(job.timeoutMs)`).
 //
 // While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
-// it has been `cancelled`, and read the settings its manifest grants (`config`). `jsonInput`
+// it has been `cancelled`, read the settings its manifest grants (`config`), and enqueue child
+// jobs and wait for them (`enqueue`, `wait`; the manifest must grant them). `jsonInput`
 // and `jsonOutput` read and write JSON.
 //
 // The entry module must itself say `export const handler = job(fn);`: componentize-js takes
@@ -34,6 +35,7 @@ import { report } from 'wasmgear:job/progress@0.1.0';
 import { write } from 'wasmgear:job/log@0.1.0';
 import { cancelled as hostCancelled } from 'wasmgear:job/cancel@0.1.0';
 import { get as hostConfigGet } from 'wasmgear:job/config@0.1.0';
+import { enqueue as hostEnqueue, wait as hostWait } from 'wasmgear:job/jobs@0.1.0';
 
 /** Why a job did not produce an output: throw `Retry` or `Fail`, not this. */
 export class JobError extends Error {
@@ -116,6 +118,54 @@ export function cancelled() {
 export function config(key) {
   const value = hostConfigGet(String(key));
   return value === null ? undefined : value;
+}
+
+// --- child jobs ------------------------------------------------------------------------
+
+/** The text of an error a host call threw (jco carries a WIT error in `payload`). */
+function hostError(e) {
+  if (e && e.payload !== undefined) return String(e.payload);
+  return String(e && e.message ? e.message : e);
+}
+
+/**
+ * Enqueues a job of `fn` with `input` (a Uint8Array or a string) as a child of the running
+ * job and returns its id (`FUNCTION:N`). The plugin's manifest must grant it (`[jobs] enqueue
+ * = ["FUNCTION"]`, up to `max_children` per job). `options.key` names the child within its
+ * parent (by default its place among the parent's calls): a retried parent gets the same child
+ * back. Throws `Fail` with the reason when refused.
+ */
+export function enqueue(fn, input, options = {}) {
+  const bytes = typeof input === 'string' ? new TextEncoder().encode(input) : input;
+  try {
+    return hostEnqueue(String(fn), bytes, {
+      key: options.key,
+      priority: options.priority,
+      maxAttempts: options.maxAttempts,
+      timeoutMs: options.timeoutMs === undefined ? undefined : BigInt(options.timeoutMs),
+    });
+  } catch (e) {
+    throw new Fail(hostError(e));
+  }
+}
+
+/**
+ * Waits up to `timeoutMs` for job `id` to end. Returns `{ state: 'succeeded', output }`,
+ * `{ state: 'failed', message }` or `{ state: 'cancelled' }`; throws `Retry` when waiting
+ * failed (the time ran out: the job goes on).
+ */
+export function wait(id, timeoutMs = 60000) {
+  let outcome;
+  try {
+    outcome = hostWait(String(id), BigInt(timeoutMs));
+  } catch (e) {
+    throw new Retry(hostError(e));
+  }
+  switch (outcome.tag) {
+    case 'succeeded': return { state: 'succeeded', output: outcome.val };
+    case 'failed': return { state: 'failed', message: outcome.val };
+    default: return { state: 'cancelled' };
+  }
 }
 
 // --- input and output --------------------------------------------------------------------

@@ -19,12 +19,14 @@ transient failure (the queue runs the job again, with backoff, while attempts re
 exception's text, and its traceback goes to the job's log.
 
 While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
-it has been `cancelled`, and read the settings its manifest grants (`config`). `json_input`
+it has been `cancelled`, read the settings its manifest grants (`config`), and enqueue child
+jobs and wait for them (`enqueue`, `wait`: built against the `parent` world, which includes
+`job`, and granted by the manifest). `json_input`
 and `json_output` read and write JSON.
 
 `@wasmgear.job` defines the class `Handler` in the decorated function's module: that is the
 export componentize-py looks for, so build with that module as the app
-(`componentize-py -d wit -w job componentize app -o plugin.wasm`). A module may use
+(`componentize-py -d wit -w parent componentize app -o plugin.wasm`). A module may use
 `@wasmgear.job` only once: a component exports exactly one handler.
 
 Outside a component (plain `python3`, for unit tests) the module imports as well: `progress`
@@ -48,6 +50,9 @@ __all__ = [
     "log",
     "cancelled",
     "config",
+    "ChildOutcome",
+    "enqueue",
+    "wait",
     "text_input",
     "json_input",
     "json_output",
@@ -205,6 +210,64 @@ def config(key):
     if IN_COMPONENT:
         return _config.get(str(key))
     return None
+
+
+# --- child jobs ---------------------------------------------------------------------------
+
+
+class ChildOutcome:
+    """How a child job ended: `state` is "succeeded" (with `output` bytes), "failed" (with
+    `message`) or "cancelled"."""
+
+    def __init__(self, state, output=b"", message=""):
+        self.state = state
+        self.output = output
+        self.message = message
+
+    def __repr__(self):
+        return f"ChildOutcome({self.state!r}, output={self.output!r}, message={self.message!r})"
+
+
+def _jobs():
+    """The `wasmgear:job/jobs` bindings: present in a component built against the `parent`
+    world (`-w parent`, as `build.sh` does)."""
+    if not IN_COMPONENT:
+        raise Fail("child jobs need a worker: this runs outside a component")
+    try:
+        from wit_world.imports import jobs
+    except ImportError:
+        raise Fail("child jobs need the plugin built with `-w parent`") from None
+    return jobs
+
+
+def enqueue(function, input, key=None, priority=None, max_attempts=None, timeout_ms=None):
+    """Enqueues a job of `function` with `input` (bytes or str) as a child of the running job
+    and returns its id (`FUNCTION:N`). The plugin's manifest must grant it (`[jobs] enqueue =
+    ["FUNCTION"]`, up to `max_children` per job). `key` names the child within its parent (by
+    default its place among the parent's calls): a retried parent gets the same child back.
+    Raises `Fail` with the reason when refused."""
+    jobs = _jobs()
+    data = input.encode("utf-8") if isinstance(input, str) else bytes(input)
+    options = jobs.ChildOptions(key, priority, max_attempts, timeout_ms)
+    try:
+        return jobs.enqueue(str(function), data, options)
+    except _Err as e:
+        raise Fail(str(e.value)) from None
+
+
+def wait(id, timeout_ms=60000):
+    """Waits up to `timeout_ms` for job `id` to end and returns its `ChildOutcome`; raises
+    `Retry` when waiting failed (the time ran out: the job goes on)."""
+    jobs = _jobs()
+    try:
+        outcome = jobs.wait(str(id), int(timeout_ms))
+    except _Err as e:
+        raise Retry(str(e.value)) from None
+    if isinstance(outcome, jobs.Outcome_Succeeded):
+        return ChildOutcome("succeeded", output=bytes(outcome.value))
+    if isinstance(outcome, jobs.Outcome_Failed):
+        return ChildOutcome("failed", message=str(outcome.value))
+    return ChildOutcome("cancelled")
 
 
 # --- input and output ---------------------------------------------------------------------

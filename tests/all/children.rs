@@ -201,3 +201,83 @@ async fn a_retried_parent_does_not_enqueue_its_children_twice() {
     assert_eq!(count_jobs(&client, "reverse").await, 4);
     assert_eq!(status.record.children.len(), 4);
 }
+
+/// A project made by `wasmgear new --lang LANG` whose app is replaced by `app` (a child job
+/// per line of the input, outputs combined), built, and run as function `name` in a worker:
+/// it fans out through the worker like the Rust plugin.
+async fn fan_out_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &str) {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let work = tempfile::tempdir().unwrap();
+    let project = work.path().join(name);
+    let built = work.path().join("built");
+    let run = |args: &[&str]| crate::support::wasmgear(args, &[]);
+    let out = run(&[
+        "new",
+        name,
+        "--lang",
+        lang,
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    std::fs::copy(app, project.join(app_file)).unwrap();
+    let out = run(&[
+        "build",
+        project.to_str().unwrap(),
+        "--out",
+        built.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+
+    let dir = plugins(None, &["reverse"]);
+    std::fs::remove_file(dir.path().join("split.wasm")).unwrap();
+    let wasm = format!("{name}.wasm");
+    std::fs::copy(built.join(&wasm), dir.path().join(&wasm)).unwrap();
+    std::fs::write(
+        dir.path().join(format!("{name}.toml")),
+        "[jobs]\nenqueue = [\"reverse\"]\n",
+    )
+    .unwrap();
+    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--concurrency", "4"]);
+    let id = client
+        .enqueue(&function(name), b"ab\ncd\nef", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client.wait(&id, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(
+        status.record.state,
+        JobState::Succeeded,
+        "{lang}: {:?}",
+        status.record.error
+    );
+    assert_eq!(status.output.as_deref(), Some(&b"ba\ndc\nfe"[..]), "{lang}");
+    assert_eq!(status.record.children.len(), 3, "{lang}");
+}
+
+/// The Python SDK (`plugins/split-python`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_parent_fans_out_through_the_sdk() {
+    let app = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../plugins/split-python/app.py"
+    );
+    fan_out_through_an_sdk("python", app, "app.py", "splitpy").await;
+}
+
+/// The JavaScript SDK (`plugins/split-js`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_parent_fans_out_through_the_sdk() {
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/split-js/app.js");
+    fan_out_through_an_sdk("js", app, "app.js", "splitjs").await;
+}
