@@ -450,6 +450,83 @@ static inline char *wasmgear__cstr(const job_string_t *s) {
     return c;
 }
 
+/* ---- child jobs ------------------------------------------------------------------------ */
+
+/* Enqueues a job of `function` with input[0..len) as a child of the running job (the
+ * manifest must grant it: `[jobs] enqueue = ["FUNCTION"]`, up to `max_children` per job).
+ * `key` (NULL: the child's place among the parent's calls) names the child within its
+ * parent: a retried parent gets the same child back. Returns the child's id (`FUNCTION:N`)
+ * as a heap string the caller must free(), or NULL with `*error` (if not NULL) set to a heap
+ * string saying why (free it too). */
+static inline char *wasmgear_enqueue(const char *function, const void *input, size_t len,
+                                     const char *key, char **error) {
+    uint8_t *owned_function, *owned_key = NULL;
+    job_string_t f = wasmgear__wit_str(function, strlen(function), &owned_function);
+    wasmgear_job_jobs_child_options_t options;
+    memset(&options, 0, sizeof options);
+    if (key) {
+        options.key.is_some = true;
+        options.key.val = wasmgear__wit_str(key, strlen(key), &owned_key);
+    }
+    job_list_u8_t in = {(uint8_t *)input, len};
+    job_string_t id = {NULL, 0}, err = {NULL, 0};
+    bool ok = wasmgear_job_jobs_enqueue(&f, &in, &options, &id, &err);
+    free(owned_function);
+    free(owned_key);
+    if (ok) {
+        char *text = wasmgear__cstr(&id);
+        job_string_free(&id);
+        if (error) *error = NULL;
+        return text;
+    }
+    if (error) *error = wasmgear__cstr(&err);
+    job_string_free(&err);
+    return NULL;
+}
+
+/* How a child job ended, or that waiting for it failed. */
+typedef enum {
+    WASMGEAR_CHILD_SUCCEEDED,
+    WASMGEAR_CHILD_FAILED,
+    WASMGEAR_CHILD_CANCELLED,
+    /* Waiting failed (the time ran out: the job goes on; or no such job). */
+    WASMGEAR_CHILD_NOT_ENDED,
+} wasmgear_child_state;
+
+/* Waits up to `timeout_ms` for job `id` to end. `*data` gets, as a NUL-terminated heap block
+ * the caller must free() (NULL when cancelled), its output when it succeeded, its message
+ * when it failed, or why waiting failed; `*len` its length (without the NUL). */
+static inline wasmgear_child_state wasmgear_wait(const char *id, uint64_t timeout_ms, char **data,
+                                                 size_t *len) {
+    uint8_t *owned;
+    job_string_t w = wasmgear__wit_str(id, strlen(id), &owned);
+    wasmgear_job_jobs_outcome_t outcome;
+    job_string_t err = {NULL, 0};
+    bool ok = wasmgear_job_jobs_wait(&w, timeout_ms, &outcome, &err);
+    free(owned);
+    *data = NULL;
+    *len = 0;
+    if (!ok) {
+        *data = wasmgear__cstr(&err);
+        *len = err.len;
+        job_string_free(&err);
+        return WASMGEAR_CHILD_NOT_ENDED;
+    }
+    wasmgear_child_state state = WASMGEAR_CHILD_CANCELLED;
+    if (outcome.tag == WASMGEAR_JOB_JOBS_OUTCOME_SUCCEEDED) {
+        job_string_t out = {outcome.val.succeeded.ptr, outcome.val.succeeded.len};
+        *data = wasmgear__cstr(&out);
+        *len = out.len;
+        state = WASMGEAR_CHILD_SUCCEEDED;
+    } else if (outcome.tag == WASMGEAR_JOB_JOBS_OUTCOME_FAILED) {
+        *data = wasmgear__cstr(&outcome.val.failed);
+        *len = outcome.val.failed.len;
+        state = WASMGEAR_CHILD_FAILED;
+    }
+    wasmgear_job_jobs_outcome_free(&outcome);
+    return state;
+}
+
 /* Runs one job through `handler` and fills in the export's result (see the ownership
  * notes at the top). */
 static inline bool wasmgear__run(wasmgear_handler handler,

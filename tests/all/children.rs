@@ -281,3 +281,10 @@ async fn a_javascript_parent_fans_out_through_the_sdk() {
     let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/split-js/app.js");
     fan_out_through_an_sdk("js", app, "app.js", "splitjs").await;
 }
+
+/// The C helper (`plugins/split-c`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_c_parent_fans_out_through_the_sdk() {
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/split-c/app.c");
+    fan_out_through_an_sdk("c", app, "app.c", "splitc").await;
+}

@@ -17,13 +17,13 @@ pub use templates::{Lang, new_project};
 /// The job world's WIT, as this wasmgear speaks it.
 pub const WIT: &str = include_str!("../../../wit/job.wit");
 
-/// The job world, parsed.
+/// The world plugins are built against, parsed: `parent` (the `job` world and child jobs).
 fn job_world() -> anyhow::Result<(Resolve, WorldId)> {
     let mut resolve = Resolve::default();
     let package = resolve
         .push_str("job.wit", WIT)
         .context("the built-in job WIT does not parse")?;
-    let world = resolve.select_world(&[package], Some("job"))?;
+    let world = resolve.select_world(&[package], Some("parent"))?;
     Ok((resolve, world))
 }
 
@@ -33,10 +33,14 @@ fn job_world() -> anyhow::Result<(Resolve, WorldId)> {
 pub fn c_bindings(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let (mut resolve, world) = job_world()?;
     let mut files = wit_bindgen_core::Files::default();
-    wit_bindgen_c::Opts::default()
-        .build()
-        .generate(&mut resolve, world, &mut files)
-        .context("generating the C bindings failed")?;
+    // Named `job` in files and identifiers (job.h, job_string_t...), as before child jobs.
+    wit_bindgen_c::Opts {
+        rename_world: Some("job".into()),
+        ..wit_bindgen_c::Opts::default()
+    }
+    .build()
+    .generate(&mut resolve, world, &mut files)
+    .context("generating the C bindings failed")?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {dir:?}"))?;
     let mut written = Vec::new();
     for (name, contents) in files.iter() {
