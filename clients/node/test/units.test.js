@@ -92,8 +92,8 @@ describe('protocol', () => {
     assert.deepEqual(call.keys, ['wg:{echo}:jobs', 'wg:{echo}:output', 'wg:{echo}:stats', 'wg:{echo}:events']);
     const enqueue = protocol.callOn('enqueue', 'f');
     assert.equal(enqueue.command, 'FCALL');
-    assert.equal(enqueue.keys.length, 23);
-    assert.equal(enqueue.keys.at(-1), 'wg:{f}:idle-args');
+    assert.equal(enqueue.keys.length, 24);
+    assert.equal(enqueue.keys.at(-1), 'wg:{f}:ticks');
     assert.equal(protocol.allEventsPattern(), 'wg:{*}:events');
     assert.equal(protocol.functionOfChannel('wg:{a.b}:events'), 'a.b');
     assert.equal(protocol.functionOfChannel('wg:{a}:work'), undefined);
