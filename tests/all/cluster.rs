@@ -159,3 +159,79 @@ async fn a_plugin_deployed_in_chunks_runs_on_a_cluster() {
     let version = deployed["version"].as_str().unwrap();
     assert_eq!(status.record.history[0].version.as_deref(), Some(version));
 }
+
+/// Recurring jobs and child jobs across slots: a schedule (in the `{schedules}` slot) fires
+/// jobs of a function in another; a parent's children (another function, another slot) are
+/// enqueued, adopted and combined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_and_child_jobs_work_on_a_cluster() {
+    let cluster = TestCluster::start();
+    let url = cluster.url();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["split", "reverse", "echo"] {
+        std::fs::copy(artifact(name), dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("split.toml"),
+        "[jobs]\nenqueue = [\"reverse\"]\n",
+    )
+    .unwrap();
+    let worker = TestWorker::start_on(&url, dir, TestWorkerOptions::default()).await;
+    let client = Client::connect(&url).await.unwrap();
+
+    let out = crate::support::wasmgear(
+        &[
+            "schedule",
+            "add",
+            "beat",
+            "--function",
+            "echo",
+            "--every",
+            "1s",
+            "--input",
+            "x",
+        ],
+        &[("WASMGEAR_REDIS_URL", &url)],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    crate::support::eventually(Duration::from_secs(30), "two ticks' jobs", || async {
+        let second = wasmgear_client::JobId {
+            function: function("echo"),
+            seq: 2,
+        };
+        let status = client.status(&second).await.ok()?;
+        (status.record.schedule.as_deref() == Some("beat")).then_some(())
+    })
+    .await;
+
+    let plan = serde_json::json!({ "function": "reverse", "chunks": ["ab", "cd", "ef"] });
+    let id = client
+        .enqueue(
+            &function("split"),
+            plan.to_string().as_bytes(),
+            &EnqueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    let status = client
+        .wait(&id, Some(Duration::from_secs(60)), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        status.record.state,
+        JobState::Succeeded,
+        "{:?}",
+        status.record.error
+    );
+    assert_eq!(
+        status.output.as_deref(),
+        Some(&b"[\"ba\",\"dc\",\"fe\"]"[..])
+    );
+    assert_eq!(status.record.children.len(), 3);
+    worker.stop().await;
+}

@@ -211,6 +211,21 @@ async fn cron_expressions_fire_at_their_times_and_bad_ones_are_refused() {
         .unwrap();
     assert_eq!(paris["next_ms"].as_u64(), Some(expected));
     assert_eq!(paris["recurrence"]["tz"], "Europe/Paris");
+    // Replaced in place with --replace (refused without it, below).
+    ok(schedule(
+        &redis,
+        &[
+            "add",
+            "paris",
+            "--function",
+            "even",
+            "--cron",
+            "0 9 * * *",
+            "--tz",
+            "Europe/Paris",
+            "--replace",
+        ],
+    ));
     let table = ok(schedule(&redis, &["list"]));
     assert!(table.contains("cron \"0 9 * * *\" Europe/Paris"), "{table}");
 

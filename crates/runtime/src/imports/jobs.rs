@@ -6,6 +6,9 @@ use crate::bindings::wasmgear::job::jobs::{ChildOptions, Host, Outcome};
 use crate::job::FunctionName;
 use crate::run::{ChildOutcome, ChildRequest, StoreData};
 
+/// The longest key a child may be given (a parent's key names it in the queue).
+const MAX_KEY_BYTES: usize = 200;
+
 impl Host for StoreData {
     async fn enqueue(
         &mut self,
@@ -31,6 +34,14 @@ impl Host for StoreData {
             return Err(format!(
                 "this job may enqueue at most {} child jobs ([jobs] max_children in the manifest)",
                 self.max_children
+            ));
+        }
+        if let Some(key) = &options.key
+            && (key.is_empty() || key.len() > MAX_KEY_BYTES)
+        {
+            return Err(format!(
+                "a child's key must be 1 to {MAX_KEY_BYTES} bytes long, not {}",
+                key.len()
             ));
         }
         let request = ChildRequest {
