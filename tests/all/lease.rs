@@ -919,8 +919,14 @@ async fn an_idle_worker_is_handed_the_next_job() {
         .configure(&f, &[wasmgear_client::Setting::Paused(false)])
         .await
         .unwrap();
-    // A lease call takes the worker out first (here it leases the job).
-    let leases = queue.lease(&request, 4, TTL).await.unwrap();
+    // A lease call takes the worker out first (here it leases the job). The worker asks
+    // Redis once it has heard the `work` the resume published (until then its lease call
+    // skips the function whose last lease found nothing).
+    let leases = eventually(Duration::from_secs(10), "the resumed job", || async {
+        let leases = queue.lease(&request, 4, TTL).await.unwrap();
+        (!leases.is_empty()).then_some(leases)
+    })
+    .await;
     assert_eq!(leases.len(), 1);
     assert!(members(&mut conn, &idle).await.is_empty());
     // Finished with nothing next (as a worker's slot finishes): its next lease asks Redis
