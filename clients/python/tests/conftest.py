@@ -152,11 +152,16 @@ class RedisServer:
 
 class Worker:
     def __init__(self, url: str, workdir: Path, plugins: Sequence[str] = PLUGINS,
-                 env: Optional[Dict[str, str]] = None) -> None:
+                 env: Optional[Dict[str, str]] = None,
+                 manifests: Optional[Dict[str, str]] = None) -> None:
+        """Serves copies of `plugins`; `manifests` maps a plugin's name to the text of its
+        manifest (`NAME.toml` beside `NAME.wasm`)."""
         folder = workdir / "plugins"
         folder.mkdir(parents=True, exist_ok=True)
         for name in plugins:
             shutil.copy(plugin_dir() / f"{name}.wasm", folder / f"{name}.wasm")
+        for name, manifest in (manifests or {}).items():
+            (folder / f"{name}.toml").write_text(manifest)
         self.log_path = workdir / "worker.log"
         self.log = open(self.log_path, "wb")
         self.process = spawn(

@@ -74,6 +74,9 @@ PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
 MAX_DURATION_MS = 10 * 365 * 24 * 3600 * 1000
 DEFAULT_RETENTION_MS = 25 * 3600 * 1000
 DEFAULT_FAILED_RETENTION_MS = 7 * 24 * 3600 * 1000
+#: The most children one job may have (a plugin's `[jobs] max_children` is at most this:
+#: MAX_CHILDREN_LIMIT in crates/runtime/src/manifest.rs); `cancel` reads no more of a record.
+MAX_CHILDREN = 10_000
 
 #: The most jobs one `enqueue` call carries; `enqueue_many` sends bigger batches in several.
 BATCH = 1000
@@ -892,6 +895,17 @@ def enqueue(
 
 
 def cancel(proto: Protocol, job_id: str) -> Gen[CancelResult]:
+    """Cancels job `job_id` (`cancel_one`), then its children and theirs (`cancel_children`),
+    whatever became of the job itself: what the Rust client's `Client::cancel` does. The
+    result is the job's own. Safe to repeat: should Redis fail half-way, cancelling the job
+    again finishes the work."""
+    outcome = yield from cancel_one(proto, job_id)
+    yield from cancel_children(proto, job_id)
+    return outcome
+
+
+def cancel_one(proto: Protocol, job_id: str) -> Gen[CancelResult]:
+    """Cancels job `job_id` alone (`wg2_cancel`), telling the dependents it names."""
     function, number = parse_job_id(job_id)
     reply = yield from call(proto.fcall("cancel", function, number))
     changed, word, notify = int(reply[0]), text(reply[1]), reply[2] or []
@@ -903,6 +917,42 @@ def cancel(proto: Protocol, job_id: str) -> Gen[CancelResult]:
     if word == "missing":
         raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over")
     return CancelResult(job_id, "already-ended", word)
+
+
+def cancel_children(proto: Protocol, job_id: str) -> Gen[None]:
+    """Cancels the children of job `job_id` (the ids its record lists in `children`), their
+    children, and so on down: each with one `cancel` (a child that no longer exists is
+    skipped; one that has ended is left as it is, its own children still cancelled), then its
+    record read for its children. Each job is visited once however often it is listed, so a
+    cycle in hand-made records ends; at most MAX_CHILDREN children of one job are read."""
+    function, number = parse_job_id(job_id)
+    top = f"{function}:{number}"
+    seen: Set[str] = {top}
+    todo: List[str] = [top]
+    while todo:
+        parent = todo.pop()
+        job = yield from get(proto, parent)
+        if job is None:
+            continue
+        children = _list(job.record.get("children"))
+        if len(children) > MAX_CHILDREN:
+            log.warning("job %s lists %d children, more than a job may have (%d): cancelling "
+                        "the first %d only", parent, len(children), MAX_CHILDREN, MAX_CHILDREN)
+            children = children[:MAX_CHILDREN]
+        for child in children:
+            try:
+                child_function, child_number = parse_job_id(child)
+            except BadInput:
+                continue
+            child = f"{child_function}:{child_number}"
+            if child in seen:
+                continue
+            seen.add(child)
+            try:
+                yield from cancel_one(proto, child)
+            except NotFound:
+                continue
+            todo.append(child)
 
 
 def retry(proto: Protocol, job_id: str) -> Gen[bool]:

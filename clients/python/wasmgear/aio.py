@@ -424,6 +424,7 @@ class AsyncClient:
         return await self._drive(core.logs(self._proto, id))
 
     async def cancel(self, id: str) -> CancelResult:
+        """Cancels job `id` and its unfinished children, and theirs (as `Client.cancel`)."""
         return await self._drive(core.cancel(self._proto, id))
 
     async def retry(self, id: str) -> bool:

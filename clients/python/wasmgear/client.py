@@ -478,7 +478,9 @@ class Client:
 
     def cancel(self, id: str) -> CancelResult:
         """Cancels job `id`: a waiting one at once, a running one by asking its worker to stop
-        it (it then ends `cancelled`)."""
+        it (it then ends `cancelled`). Its unfinished children (the jobs it enqueued), theirs,
+        and so on down are cancelled too, one `cancel` each, whatever became of `id` itself.
+        The result is `id`'s own. Safe to repeat: if Redis fails half-way, cancel again."""
         return self._drive(core.cancel(self._proto, id))
 
     def retry(self, id: str) -> bool:
