@@ -203,7 +203,7 @@ export class Client {
   wait(ids: string[], options?: WaitOptions): Promise<Job[]>;
   /** The events of `fn`, or of every function. */
   events(fn?: string): EventStream;
-  /** Cancels a job. */
+  /** Cancels a job, and its unfinished children and theirs; resolves the job's own outcome. */
   cancel(id: string): Promise<CancelOutcome>;
   /** Runs a failed or cancelled job again; false when it had not ended so. */
   retry(id: string): Promise<boolean>;

@@ -30,6 +30,11 @@ const CHUNK = 1000;
 const WAIT_RECHECK_MS = 5000;
 /** How often a wait re-reads the record while it cannot hear events. */
 const WAIT_POLL_MS = 500;
+/**
+ * The most children one job may have (a plugin's `[jobs] max_children` is at most this:
+ * MAX_CHILDREN_LIMIT in crates/runtime/src/manifest.rs); `cancel` reads no more of a record.
+ */
+const MAX_CHILDREN = 10000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -717,27 +722,71 @@ class Client {
 
   /**
    * Cancels job `id`: a queued, scheduled or waiting job at once (`cancelled`), a running
-   * one by asking its worker to stop it (`stopping`: it ends `cancelled`). Resolves
-   * `{outcome: 'cancelled' | 'stopping' | 'already-ended', state}`, the outcomes of
-   * `wasmgear cancel`.
+   * one by asking its worker to stop it (`stopping`: it ends `cancelled`). Its unfinished
+   * children (the jobs it enqueued), theirs, and so on down are cancelled too, one `cancel`
+   * each, whatever became of `id` itself (as the Rust client's `Client::cancel`). Resolves
+   * `id`'s own `{outcome: 'cancelled' | 'stopping' | 'already-ended', state}`, the outcomes
+   * of `wasmgear cancel`. Safe to repeat: if Redis fails half-way, cancel again.
    */
   async cancel(id) {
     return this.guard(async () => {
       const job = parseJobId(id);
-      const [done, word, notify] = await this.fcall('cancel', job.fn, [job.number]);
-      await this.deliver(notify || []);
-      if (Number(done) === 1) {
-        return word === 'cancelled'
-          ? { outcome: 'cancelled', state: 'cancelled' }
-          : { outcome: 'stopping', state: 'running' };
-      }
-      if (word === 'missing') {
-        throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
-          id: job.id,
-        });
-      }
-      return { outcome: 'already-ended', state: String(word) };
+      const outcome = await this.cancelOne(job);
+      await this.cancelChildren(job);
+      return outcome;
     });
+  }
+
+  /** Cancels the parsed job `job` alone (`wg2_cancel`), telling the dependents it names. */
+  async cancelOne(job) {
+    const [done, word, notify] = await this.fcall('cancel', job.fn, [job.number]);
+    await this.deliver(notify || []);
+    if (Number(done) === 1) {
+      return word === 'cancelled'
+        ? { outcome: 'cancelled', state: 'cancelled' }
+        : { outcome: 'stopping', state: 'running' };
+    }
+    if (word === 'missing') {
+      throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+        id: job.id,
+      });
+    }
+    return { outcome: 'already-ended', state: String(word) };
+  }
+
+  /**
+   * Cancels the children of the parsed job `job` (the ids its record lists in `children`),
+   * their children, and so on down: each with one `cancel` (a child that no longer exists is
+   * skipped; one that has ended is left as it is, its own children still cancelled), then its
+   * record read for its children. Each job is visited once however often it is listed, so a
+   * cycle in hand-made records ends; at most MAX_CHILDREN children of one job are read.
+   */
+  async cancelChildren(job) {
+    const seen = new Set([job.id]);
+    const todo = [job];
+    while (todo.length > 0) {
+      const parent = todo.pop();
+      const found = await this.get(parent);
+      if (!found) continue;
+      const listed = Array.isArray(found.record.children) ? found.record.children : [];
+      for (const id of listed.slice(0, MAX_CHILDREN)) {
+        let child;
+        try {
+          child = parseJobId(String(id));
+        } catch {
+          continue;
+        }
+        if (seen.has(child.id)) continue;
+        seen.add(child.id);
+        try {
+          await this.cancelOne(child);
+        } catch (error) {
+          if (error instanceof NotFoundError) continue;
+          throw error;
+        }
+        todo.push(child);
+      }
+    }
   }
 
   /**

@@ -218,8 +218,11 @@ async function startTlsRedis() {
   };
 }
 
-/** Starts `wasmgear worker` with copies of `plugins` (names without .wasm) until it says so. */
-async function startWorker(url, plugins, concurrency = 4) {
+/**
+ * Starts `wasmgear worker` with copies of `plugins` (names without .wasm) until it says so;
+ * `manifests` maps a plugin's name to the text of its manifest (`NAME.toml` beside it).
+ */
+async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-plugins-'));
   const source = pluginsDir();
   if (!fs.existsSync(BIN)) {
@@ -232,6 +235,9 @@ async function startWorker(url, plugins, concurrency = 4) {
   }
   for (const name of plugins) {
     fs.copyFileSync(path.join(source, `${name}.wasm`), path.join(dir, `${name}.wasm`));
+  }
+  for (const [name, manifest] of Object.entries(manifests)) {
+    fs.writeFileSync(path.join(dir, `${name}.toml`), manifest);
   }
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-home-'));
   const proc = launch(
