@@ -454,8 +454,8 @@ static inline char *wasmgear__cstr(const job_string_t *s) {
 
 /* Enqueues a job of `function` with input[0..len) as a child of the running job (the
  * manifest must grant it: `[jobs] enqueue = ["FUNCTION"]`, up to `max_children` per job).
- * `key` (NULL: the child's place among the parent's calls) names the child within its
- * parent: a retried parent gets the same child back. Returns the child's id (`FUNCTION:N`)
+ * `key` (NULL: its function and input, counted among the parent's children alike in both)
+ * names the child within its parent: a retried parent gets the same child back. Returns the child's id (`FUNCTION:N`)
  * as a heap string the caller must free(), or NULL with `*error` (if not NULL) set to a heap
  * string saying why (free it too). */
 static inline char *wasmgear_enqueue(const char *function, const void *input, size_t len,

@@ -132,7 +132,8 @@ function hostError(e) {
  * Enqueues a job of `fn` with `input` (a Uint8Array or a string) as a child of the running
  * job and returns its id (`FUNCTION:N`). The plugin's manifest must grant it (`[jobs] enqueue
  * = ["FUNCTION"]`, up to `max_children` per job). `options.key` names the child within its
- * parent (by default its place among the parent's calls): a retried parent gets the same child
+ * parent (by default its function and input, counted among its children alike in both): a
+ * retried parent gets the same child
  * back. Throws `Fail` with the reason when refused.
  */
 export function enqueue(fn, input, options = {}) {

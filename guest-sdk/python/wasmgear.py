@@ -244,7 +244,8 @@ def enqueue(function, input, key=None, priority=None, max_attempts=None, timeout
     """Enqueues a job of `function` with `input` (bytes or str) as a child of the running job
     and returns its id (`FUNCTION:N`). The plugin's manifest must grant it (`[jobs] enqueue =
     ["FUNCTION"]`, up to `max_children` per job). `key` names the child within its parent (by
-    default its place among the parent's calls): a retried parent gets the same child back.
+    default its function and input, counted among its children alike in both): a retried
+    parent gets the same child back.
     Raises `Fail` with the reason when refused."""
     jobs = _jobs()
     data = input.encode("utf-8") if isinstance(input, str) else bytes(input)

@@ -8,9 +8,9 @@
 //! max_children = 100        # per job (the default)
 //! ```
 //!
-//! A child is named within its parent by a key (its place among the parent's `enqueue` calls
-//! when none is given): a retried parent gets the same children back instead of enqueueing
-//! them twice. Cancelling the parent cancels its unfinished children.
+//! A child is named within its parent by a key (when none is given, its function and input,
+//! counted among the parent's children alike in both): a retried parent gets the same
+//! children back instead of enqueueing them twice, whatever the order of its calls. Cancelling the parent cancels its unfinished children.
 
 use std::time::Duration;
 

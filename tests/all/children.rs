@@ -202,6 +202,32 @@ async fn a_retried_parent_does_not_enqueue_its_children_twice() {
     assert_eq!(status.record.children.len(), 4);
 }
 
+/// A retried parent that asks for its children in another order (keyless) still gets each
+/// child back by what it is, not by its place: the children of a keyless `enqueue` are named
+/// by their function and input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_parent_gets_its_children_back_whatever_their_order() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let dir = plugins(Some("[jobs]\nenqueue = [\"reverse\"]\n"), &["reverse"]);
+    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--retry-backoff", "10ms"]);
+    let input = serde_json::json!({
+        "function": "reverse", "chunks": ["ab", "cd", "ef", "gh"], "fail_first": true,
+        "reverse_on_retry": true,
+    });
+    let status = run(&client, input.to_string().as_bytes(), 2).await;
+    assert_eq!(
+        status.record.state,
+        JobState::Succeeded,
+        "{:?}",
+        status.record.error
+    );
+    assert_eq!(status.record.attempt, 2);
+    let outputs: Vec<String> = serde_json::from_slice(status.output.as_deref().unwrap()).unwrap();
+    assert_eq!(outputs, ["ba", "dc", "fe", "hg"]);
+    assert_eq!(count_jobs(&client, "reverse").await, 4);
+}
+
 /// A project made by `wasmgear new --lang LANG` whose app is replaced by `app` (a child job
 /// per line of the input, outputs combined), built, and run as function `name` in a worker:
 /// it fans out through the worker like the Rust plugin.
@@ -287,4 +313,142 @@ async fn a_javascript_parent_fans_out_through_the_sdk() {
 async fn a_c_parent_fans_out_through_the_sdk() {
     let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/split-c/app.c");
     fan_out_through_an_sdk("c", app, "app.c", "splitc").await;
+}
+
+/// A running job of `parent`'s function leased by a plain worker, for tests that act as its
+/// worker: its id and lease token.
+async fn running_parent(redis: &TestRedis, client: &Client, name: &str) -> (JobId, String) {
+    let id = client
+        .enqueue(&function(name), b"parent", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let queue = wasmgear_client::WorkerQueue::connect(&redis.url(), "w")
+        .await
+        .unwrap();
+    let leases = queue
+        .lease(
+            &[wasmgear_proto::LeaseRequest::new(function(name))],
+            1,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(leases[0].info.id, id);
+    (id, leases[0].token.clone())
+}
+
+/// Once a parent's cancel is asked for, or it has ended, it gets no new child (the call is
+/// refused and no child is enqueued); a child enqueued while the cancel came (between the
+/// parent being asked and the child being listed) is cancelled by the call that enqueued it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_or_ended_parent_gets_no_new_child() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let child_fn = function("kid");
+    // Cancel asked for while it runs: refused, nothing enqueued.
+    let (parent, _) = running_parent(&redis, &client, "mom").await;
+    client.cancel(&parent).await.unwrap();
+    let refused = client
+        .enqueue_child(&parent, "k1", &child_fn, b"c", EnqueueOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, wasmgear_client::QueueError::ParentGone(..)),
+        "{refused}"
+    );
+    assert_eq!(count_jobs(&client, "kid").await, 0);
+
+    // Ended: refused too.
+    let (parent, token) = running_parent(&redis, &client, "dad").await;
+    let library = crate::support::library::Library::new(redis.raw().await, &function("dad"));
+    let _: redis::Value = library
+        .ok(
+            "complete",
+            &["0", "1", &parent.seq.to_string(), &token, "", "", ""],
+        )
+        .await;
+    let refused = client
+        .enqueue_child(&parent, "k1", &child_fn, b"c", EnqueueOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, wasmgear_client::QueueError::ParentGone(..)),
+        "{refused}"
+    );
+    assert_eq!(count_jobs(&client, "kid").await, 0);
+
+    // The cancel comes between the two steps: the child is listed, and `adopt` says the
+    // parent is cancelling, so the enqueuer cancels it.
+    let (parent, _) = running_parent(&redis, &client, "aunt").await;
+    let aunt = crate::support::library::Library::new(redis.raw().await, &function("aunt"));
+    let (_, status): (u64, String) = aunt.ok("adopt", &[&parent.seq.to_string(), ""]).await;
+    assert_eq!(status, "running");
+    client.cancel(&parent).await.unwrap();
+    let child = client
+        .enqueue(&child_fn, b"late", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let (children, status): (u64, String) = aunt
+        .ok("adopt", &[&parent.seq.to_string(), &child.to_string()])
+        .await;
+    assert_eq!((children, status.as_str()), (1, "cancelling"));
+}
+
+/// A child's `once` key goes with the child: once the child is forgotten, nothing of it is
+/// kept in `ticks`, and the parent asking again (a retried parent) gets a new child instead
+/// of the id of a job that no longer exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_s_once_key_goes_with_the_child() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let child_fn = function("brief");
+    let (parent, _) = running_parent(&redis, &client, "keeper").await;
+    let options = || EnqueueOptions {
+        retention: Duration::from_secs(1),
+        ..EnqueueOptions::default()
+    };
+    let first = client
+        .enqueue_child(&parent, "k", &child_fn, b"c", options())
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = client
+        .enqueue_child(&parent, "k", &child_fn, b"c", options())
+        .await
+        .unwrap();
+    assert_eq!((again.id.seq, again.created), (first.id.seq, false));
+    // The child runs and ends; a second after, its retention is over and the next call's
+    // housekeeping forgets it.
+    let library = crate::support::library::Library::new(redis.raw().await, &child_fn);
+    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
+        .ok("lease", &["w", "w/1", "1", "30000", "1000", "3"])
+        .await;
+    let row = String::from_utf8(leases[0].clone()).unwrap();
+    let token = row.rsplit('|').next().unwrap().to_string();
+    let _: redis::Value = library
+        .ok(
+            "complete",
+            &["0", "1", &first.id.seq.to_string(), &token, "", "", ""],
+        )
+        .await;
+    eventually(WAIT, "the child to be forgotten", || async {
+        let _: redis::Value = library
+            .ok("lease", &["w", "w/again", "1", "30000", "1000", "3"])
+            .await;
+        (library.state(first.id.seq).await == "missing").then_some(())
+    })
+    .await;
+    let ticks: Vec<String> = redis::cmd("HKEYS")
+        .arg(library.key("ticks"))
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap();
+    assert!(ticks.is_empty(), "{ticks:?}");
+    let third = client
+        .enqueue_child(&parent, "k", &child_fn, b"c", options())
+        .await
+        .unwrap();
+    assert!(third.created);
+    assert_ne!(third.id.seq, first.id.seq);
+    assert_eq!(library.state(third.id.seq).await, "queued");
 }

@@ -16,6 +16,7 @@ mod deploy;
 mod features;
 mod gearman;
 mod hardening;
+mod hardening3;
 mod http;
 mod languages;
 mod lease;

@@ -8,6 +8,7 @@ pub mod browser;
 pub mod clients;
 pub mod gearmand;
 pub mod gearmonkey;
+pub mod library;
 pub mod proxy;
 pub mod worqr;
 

@@ -27,6 +27,16 @@ impl Client {
             ..options
         };
         options.validate()?;
+        // A parent whose cancel was asked for, or that has ended, gets no new child.
+        match self.adopt(parent, "").await?.as_str() {
+            "running" => {}
+            status => {
+                return Err(QueueError::ParentGone(
+                    parent.clone(),
+                    parent_status(status),
+                ));
+            }
+        }
         let enqueued = self
             .submit(function, &[(input, options)])
             .await?
@@ -34,42 +44,66 @@ impl Client {
             .next()
             .ok_or_else(|| QueueError::BadOption("the child was not enqueued".into()))?;
         // Also when it existed already: its parent may have died between the two calls.
-        let _: i64 = scripts::on_function(&scripts::ADOPT, &parent.function)
+        let status = self.adopt(parent, &enqueued.id.to_string()).await?;
+        if status != "running" {
+            // The parent's cancel came (or it ended) while the child was enqueued: the child
+            // goes too, and its own children.
+            match self.cancel_one(&enqueued.id).await {
+                Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
+                Err(error) => return Err(error),
+            }
+            self.cancel_children(&enqueued.id).await?;
+            return Err(QueueError::ParentGone(
+                parent.clone(),
+                parent_status(&status),
+            ));
+        }
+        Ok(enqueued)
+    }
+
+    /// Asks `parent`'s record whether it may have children (`child` empty), or lists `child`
+    /// in it; returns the parent's status as `adopt` answers it.
+    async fn adopt(&self, parent: &JobId, child: &str) -> Result<String> {
+        let (_, status): (u64, String) = scripts::on_function(&scripts::ADOPT, &parent.function)
             .arg(parent.seq)
-            .arg(enqueued.id.to_string())
+            .arg(child)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| match e.code() {
                 Some("NOJOB") => QueueError::NoSuchJob(parent.clone()),
                 _ => QueueError::Redis(e),
             })?;
-        Ok(enqueued)
+        Ok(status)
     }
 
-    /// Cancels the unfinished children of job `id`, and theirs. (Boxed: it calls itself for
-    /// the children's children.)
-    pub(crate) fn cancel_children<'a>(
-        &'a self,
-        id: &'a JobId,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            let children = match self.status(id).await {
+    /// Cancels the unfinished children of job `id`, and theirs, down the tree: each job once
+    /// however often records list it (a record made by hand may hold a cycle), at most
+    /// [`wasmgear_proto::limits::MAX_CHILDREN`] children read per job.
+    pub(crate) async fn cancel_children(&self, id: &JobId) -> Result<()> {
+        let mut seen = std::collections::HashSet::from([id.clone()]);
+        let mut todo = vec![id.clone()];
+        while let Some(parent) = todo.pop() {
+            let children = match self.status(&parent).await {
                 Ok(status) => status.record.children,
-                Err(QueueError::NoSuchJob(_)) => return Ok(()),
+                Err(QueueError::NoSuchJob(_)) => continue,
                 Err(error) => return Err(error),
             };
-            for child in children {
+            let most = wasmgear_proto::limits::MAX_CHILDREN as usize;
+            for child in children.into_iter().take(most) {
                 let Ok(child) = child.parse::<JobId>() else {
                     continue;
                 };
+                if !seen.insert(child.clone()) {
+                    continue;
+                }
                 match self.cancel_one(&child).await {
                     Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
                     Err(error) => return Err(error),
                 }
-                self.cancel_children(&child).await?;
+                todo.push(child);
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout` for job `id` to end (for a parent waiting on its child).
@@ -79,5 +113,17 @@ impl Client {
             JobState::Succeeded | JobState::Failed | JobState::Cancelled => Ok(status),
             _ => Err(QueueError::WaitTimedOut(id.clone())),
         }
+    }
+}
+
+/// Why a parent can have no new child, from the status `adopt` answers.
+fn parent_status(status: &str) -> String {
+    match status {
+        "cancelling" => "its cancel has been asked for".into(),
+        "full" => format!(
+            "it has {} children already, the most one job may have",
+            wasmgear_proto::limits::MAX_CHILDREN
+        ),
+        state => format!("it is {state}, not running"),
     }
 }

@@ -36,17 +36,17 @@ pub const DEFAULT_RETENTION: Duration =
 pub const DEFAULT_FAILED_RETENTION: Duration =
     Duration::from_millis(wasmgear_proto::limits::DEFAULT_FAILED_RETENTION_MS);
 /// The most tags one job may have.
-pub const MAX_TAGS: usize = 32;
+pub const MAX_TAGS: usize = wasmgear_proto::limits::MAX_TAGS as usize;
 /// The most dependencies one job may have.
-pub const MAX_DEPENDENCIES: usize = 100;
+pub const MAX_DEPENDENCIES: usize = wasmgear_proto::limits::MAX_DEPENDENCIES as usize;
 /// The longest uniq key or tag, in bytes.
-pub const MAX_KEY_BYTES: usize = 200;
+pub const MAX_KEY_BYTES: usize = wasmgear_proto::limits::MAX_KEY_BYTES as usize;
 /// The largest input accepted, in bytes.
 pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 /// The most attempts a job may be given.
-pub const MAX_ATTEMPTS_LIMIT: u32 = 1000;
+pub const MAX_ATTEMPTS_LIMIT: u32 = wasmgear_proto::limits::MAX_ATTEMPTS as u32;
 /// The longest timeout, retention or delay accepted (10 years).
-pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub const MAX_DURATION: Duration = Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS);
 /// How often `wait` re-reads a job's record while it cannot hear events (Redis is
 /// reconnecting).
 pub const WAIT_POLL: Duration = Duration::from_millis(500);

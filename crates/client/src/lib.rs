@@ -14,6 +14,7 @@ pub mod children;
 pub mod client;
 pub mod connection;
 pub mod deploy;
+mod handoff;
 mod links;
 pub mod redis_server;
 pub mod schedule;
@@ -103,6 +104,10 @@ pub enum QueueError {
     /// No deployed version has this name (it was never deployed, or no longer kept).
     #[error("{0}")]
     NoSuchVersion(String),
+    /// A child job was refused because its parent may have no new child: its cancel was
+    /// asked for, it is not running, or it has the most children one job may have.
+    #[error("job {0} may have no new child: {1}")]
+    ParentGone(JobId, String),
     /// A deployed version's stored chunks do not make the component that was deployed.
     #[error(
         "deployed version {version} is corrupt in Redis: {reason} (deploy the file again to repair it)"
@@ -162,7 +167,8 @@ impl QueueError {
             QueueError::BadUrl { .. }
             | QueueError::BadOption(_)
             | QueueError::Name(_)
-            | QueueError::DeployRefused(_) => ErrorClass::BadInput,
+            | QueueError::DeployRefused(_)
+            | QueueError::ParentGone(..) => ErrorClass::BadInput,
             QueueError::NoSuchJob(_)
             | QueueError::NoSuchFunction(_)
             | QueueError::NoSuchVersion(_)

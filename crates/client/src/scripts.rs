@@ -63,7 +63,7 @@ const ENDS: &[QueueKey] = &[
 /// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
 const LEASING: &[QueueKey] = &[
     Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged, Failed,
-    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs,
+    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
 ];
 
 functions! {
@@ -79,8 +79,9 @@ functions! {
     RELEASE = "release", Some(ENDS), false;
     CANCEL = "cancel", Some(&[
         Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
-        Failed, Counts, Stats, Config, Events, Work,
+        Failed, Counts, Stats, Config, Events, Work, Ticks,
     ]), false;
+    WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
     LINK = "link", Some(&[Jobs, Stats, Events]), false;
     RESOLVE = "resolve", Some(ENDS), false;
     TOLD = "told", Some(&[Jobs, Expires, Stats, Events]), false;

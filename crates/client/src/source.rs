@@ -75,9 +75,7 @@ struct NextLease {
     default_max_attempts: u32,
 }
 
-/// One leased job: number, attempt, max attempts, timeout (ms), enqueue time (ms), token,
-/// input.
-type LeaseRow = (u64, u32, u32, u64, u64, String, Vec<u8>);
+use super::handoff::{Arrival, HandOffs, LeaseRow};
 
 /// The leases of a `lease` or `complete` reply: per job, one string
 /// `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN`, then its input.
@@ -161,50 +159,19 @@ fn handoff_hold(ttl: Duration) -> Duration {
     HANDOFF_HOLD.min(ttl / 4).max(Duration::from_millis(1))
 }
 
-/// A job handed to this idle worker: its function, lease row and input, as published on
-/// the worker's channel (`lease FUNCTION ROW` + '\n' + input). `None` for anything else.
-fn handed_job(payload: &[u8]) -> Option<(FunctionName, LeaseRow)> {
+/// A job handed to this idle worker, as published on the worker's channel (`lease FUNCTION
+/// COUNT ROW` + '\n' + input, COUNT the jobs of that hand-off): its function, the count, its
+/// lease row and input. `None` for anything else.
+fn handed_job(payload: &[u8]) -> Option<(FunctionName, usize, LeaseRow)> {
     let rest = payload.strip_prefix(b"lease ")?;
     let line_end = rest.iter().position(|b| *b == b'\n')?;
     let (head, input) = (&rest[..line_end], &rest[line_end + 1..]);
     let head = std::str::from_utf8(head).ok()?;
-    let (function, row) = head.split_once(' ')?;
-    let function = FunctionName::new(function).ok()?;
-    Some((function, lease_row(row.as_bytes(), input.to_vec())?))
-}
-
-/// Jobs handed to this worker, not yet taken by a `lease` call, and the registrations they
-/// may come from: by the registering call's id (the handed leases' token prefix), when that
-/// call was sent and the lease time it asked for. A handed lease runs that long from then,
-/// at the latest: the hand-off came after the call.
-#[derive(Default)]
-struct Handed {
-    jobs: VecDeque<(FunctionName, LeaseRow)>,
-    registered: std::collections::HashMap<String, (std::time::Instant, Duration)>,
-}
-
-impl Handed {
-    /// Notes registration `call_id`, sent at `sent`, for leases of `ttl`; forgets those
-    /// whose hand-offs would have run out by now.
-    fn register(&mut self, call_id: &str, sent: std::time::Instant, ttl: Duration) {
-        self.registered
-            .retain(|_, (at, ttl)| at.elapsed() < HANDOFF_HOLD + *ttl);
-        self.registered.insert(call_id.to_string(), (sent, ttl));
-    }
-
-    /// When the call that registered for the handed lease `token` was sent, and its lease
-    /// time: what the worker counts the lease from. `None` when the lease cannot be started
-    /// at `now`: its registration is unknown (or long gone), or less than half of the lease
-    /// is left by that count (the message came late: the subscriber connection was held up).
-    fn lease_time(
-        &self,
-        token: &str,
-        now: std::time::Instant,
-    ) -> Option<(std::time::Instant, Duration)> {
-        let call_id = token.rsplitn(3, ':').nth(2)?;
-        let (sent, ttl) = self.registered.get(call_id).copied()?;
-        ((sent + ttl).saturating_duration_since(now) >= ttl / 2).then_some((sent, ttl))
-    }
+    let mut parts = head.splitn(3, ' ');
+    let function = FunctionName::new(parts.next()?).ok()?;
+    let count = parts.next()?.parse::<usize>().ok().filter(|c| *c > 0)?;
+    let row = lease_row(parts.next()?.as_bytes(), input.to_vec())?;
+    Some((function, count, row))
 }
 
 /// A result of `complete`, one letter: s(ucceeded), c(ancelled), x (stale) or m(issing).
@@ -377,11 +344,69 @@ struct Hint {
     /// When something of the function falls due (a scheduled job, an expiring lease, a
     /// rate-limit slot), as that lease said.
     due: Option<tokio::time::Instant>,
+    /// A hand-off used its registration: ask again (to register anew), though that is no
+    /// news of more work.
+    renew: bool,
 }
 
 impl Hint {
     fn worth_asking(&self, now: tokio::time::Instant) -> bool {
+        self.renew || self.has_news(now)
+    }
+
+    /// Whether the function is known to have had work since its last lease: that lease got
+    /// all it asked for, or a wake-up event came since, or something of it fell due (a hint
+    /// cleared for want of news says nothing).
+    fn has_news(&self, now: tokio::time::Instant) -> bool {
         self.empty_as_of != Some(self.events) || self.due.is_some_and(|due| due <= now)
+    }
+}
+
+/// Cancels heard lately: job ids with when, the oldest forgotten first (past
+/// [`HeardCancels::KEEP`] or [`HeardCancels::MAX`]).
+#[derive(Default)]
+struct HeardCancels(VecDeque<(JobId, std::time::Instant)>);
+
+impl HeardCancels {
+    /// How long a cancel is remembered: longer than any job waits between its lease and its
+    /// start.
+    const KEEP: Duration = Duration::from_secs(120);
+    /// The most remembered.
+    const MAX: usize = 4096;
+
+    fn forget_old(&mut self, now: std::time::Instant) {
+        while self
+            .0
+            .front()
+            .is_some_and(|(_, at)| now.duration_since(*at) > Self::KEEP)
+        {
+            self.0.pop_front();
+        }
+    }
+
+    fn note(&mut self, job: JobId, now: std::time::Instant) {
+        self.forget_old(now);
+        if self.0.len() >= Self::MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back((job, now));
+    }
+
+    /// Whether a cancel of `job` was heard at `since` or later.
+    fn heard(&mut self, job: &JobId, since: std::time::Instant, now: std::time::Instant) -> bool {
+        self.forget_old(now);
+        self.0
+            .iter()
+            .any(|(heard, at)| heard == job && *at >= since)
+    }
+}
+
+/// Takes one off the counter when dropped.
+struct CountGuard<'a>(&'a AtomicUsize);
+
+impl Drop for CountGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -404,6 +429,7 @@ fn record_lease(
 ) {
     let mut hints = lock_hints(hints);
     let entry = hints.entry(function.clone()).or_default();
+    entry.renew = false;
     if got < want && capped == 0 {
         entry.empty_as_of = Some(events);
         entry.due = u64::try_from(wait_ms)
@@ -427,20 +453,39 @@ async fn forward_notifications(
     mut subscription: Subscription,
     channels: std::collections::HashMap<String, FunctionName>,
     work_arrived: Arc<Notify>,
-    cancels: broadcast::Sender<CancelRequest>,
+    cancels: (
+        broadcast::Sender<CancelRequest>,
+        Arc<std::sync::Mutex<HeardCancels>>,
+    ),
     hints: Hints,
     listening: Arc<AtomicBool>,
-    handed: (String, Arc<std::sync::Mutex<Handed>>),
+    handed: (String, Arc<std::sync::Mutex<HandOffs>>, Connection),
 ) {
-    let (handoff_channel, handed) = handed;
+    let (cancels, heard) = cancels;
+    let (handoff_channel, handoffs, conn) = handed;
     while let Some(delivery) = subscription.next().await {
         match delivery {
             Delivery::Message(message) => {
                 if message.channel == handoff_channel {
                     match handed_job(&message.payload) {
-                        Some(job) => {
-                            lock_handed(&handed).jobs.push_back(job);
-                            work_arrived.notify_one();
+                        Some((function, count, row)) => {
+                            let now = std::time::Instant::now();
+                            let arrival =
+                                lock_handoffs(&handoffs).arrived(function, count, row, now);
+                            match arrival {
+                                Arrival::Queued => work_arrived.notify_one(),
+                                Arrival::Duplicate => {
+                                    tracing::debug!("dropped a copy of a hand-off message");
+                                }
+                                Arrival::Unexpected(function, row) => {
+                                    // No slot is kept for it: handed back at once, unrun.
+                                    let lease = lease_of(&function, row, now, Duration::ZERO);
+                                    let conn = conn.clone();
+                                    tokio::spawn(async move {
+                                        release_lease(&conn, &lease).await;
+                                    });
+                                }
+                            }
                         }
                         None => tracing::warn!(
                             channel = %handoff_channel,
@@ -458,10 +503,22 @@ async fn forward_notifications(
                 } else if let Some(id) = message.payload.strip_prefix(b"cancel ")
                     && let Ok(id) = std::str::from_utf8(id).unwrap_or("").parse::<JobId>()
                 {
+                    // Noted before it is passed on: a job that starts once the worker has
+                    // heard it finds it ([`WorkerQueue::cancel_heard`]).
+                    heard
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .note(id.clone(), std::time::Instant::now());
                     let _ = cancels.send(CancelRequest::any(id));
                 }
             }
-            Delivery::Lost => listening.store(false, Ordering::SeqCst),
+            Delivery::Lost => {
+                listening.store(false, Ordering::SeqCst);
+                // What Redis holds of this worker's registrations is unknown now (a restart
+                // loses them, and what they hand is not heard while the connection is down):
+                // their slots are free; a hand-off heard through one later goes back.
+                lock_handoffs(&handoffs).forget_registrations();
+            }
             Delivery::Resubscribed => {
                 lock_hints(&hints).clear();
                 listening.store(true, Ordering::SeqCst);
@@ -478,8 +535,30 @@ fn roll_call_keys(function: &FunctionName) -> [String; 3] {
     [keys.workers(), keys.idle(), keys.idle_args()]
 }
 
-fn lock_handed(handed: &std::sync::Mutex<Handed>) -> std::sync::MutexGuard<'_, Handed> {
-    handed.lock().unwrap_or_else(|e| e.into_inner())
+fn lock_handoffs(handoffs: &std::sync::Mutex<HandOffs>) -> std::sync::MutexGuard<'_, HandOffs> {
+    handoffs.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Hands back `lease`, handed to this worker and not run (unrun: its attempt is not
+/// counted); says so when it cannot (the job runs elsewhere once its lease runs out, its
+/// attempt given back then).
+async fn release_lease(conn: &Connection, lease: &Lease) {
+    let released: redis::RedisResult<(i64, String, Vec<String>)> =
+        scripts::on_function(&scripts::RELEASE, &lease.info.id.function)
+            .arg(lease.info.id.seq)
+            .arg(&lease.token)
+            .invoke_async(&mut conn.clone())
+            .await;
+    match released {
+        Ok((_, _, notify)) => {
+            if let Err(error) = links::deliver(conn, notify).await {
+                tracing::warn!(%error, "cannot tell the dependents of a job handed back; they re-check later");
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker; it runs elsewhere once its lease runs out")
+        }
+    }
 }
 
 /// Aborts a background task when dropped.
@@ -510,10 +589,16 @@ pub struct WorkerQueue {
     served: std::sync::Mutex<Vec<FunctionName>>,
     answered: scripts::Answered,
     cancel_requests: broadcast::Sender<CancelRequest>,
+    /// The cancels heard lately, for jobs that had not started when they came.
+    heard_cancels: Arc<std::sync::Mutex<HeardCancels>>,
     listener: std::sync::Mutex<Option<TaskGuard>>,
     completions: std::sync::OnceLock<(mpsc::UnboundedSender<PendingCompletion>, TaskGuard)>,
-    /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]).
-    handed: Arc<std::sync::Mutex<Handed>>,
+    /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]), and the slots kept
+    /// for them.
+    handoffs: Arc<std::sync::Mutex<HandOffs>>,
+    /// Lease calls on their way: a hand-off is registered for only by the one call on its
+    /// way (its count of the worker's free slots is then the whole truth).
+    leasing: AtomicUsize,
     /// Where they are published (`wg:handoff:WORKER`).
     handoff_channel: String,
 }
@@ -542,9 +627,11 @@ impl WorkerQueue {
             served: std::sync::Mutex::default(),
             answered: scripts::Answered::default(),
             cancel_requests: broadcast::channel(CANCEL_BUFFER).0,
+            heard_cancels: Arc::default(),
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
-            handed: Arc::default(),
+            handoffs: Arc::default(),
+            leasing: AtomicUsize::new(0),
         })
     }
 
@@ -590,10 +677,14 @@ impl WorkerQueue {
             subscription,
             channels,
             self.work_arrived.clone(),
-            self.cancel_requests.clone(),
+            (self.cancel_requests.clone(), self.heard_cancels.clone()),
             self.hints.clone(),
             self.listening.clone(),
-            (self.handoff_channel.clone(), self.handed.clone()),
+            (
+                self.handoff_channel.clone(),
+                self.handoffs.clone(),
+                self.conn.clone(),
+            ),
         ));
         // The old subscription goes with its task; channels served before and now stay
         // subscribed throughout.
@@ -627,6 +718,20 @@ impl WorkerQueue {
         self.cancel_requests.subscribe()
     }
 
+    /// Whether a cancel of `lease`'s job was heard since the lease was made (noted before
+    /// [`WorkerQueue::cancel_requests`] passes it on): a job leased but not yet started when
+    /// its cancel came must not start.
+    pub fn cancel_heard(&self, lease: &Lease) -> bool {
+        let leased = lease
+            .expires
+            .checked_sub(lease.ttl)
+            .unwrap_or(lease.expires);
+        self.heard_cancels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .heard(&lease.info.id, leased, std::time::Instant::now())
+    }
+
     /// Puts this worker in the worker list with `ad` and in the roll call of each of
     /// `functions`, for `ttl`; renew before it runs out. A zero `ttl` takes it out of both
     /// (and out of the roll call of `functions`, and of their idle workers handed jobs),
@@ -655,17 +760,53 @@ impl WorkerQueue {
                 .await?;
         }
         if ttl.is_zero() {
-            let unrun = std::mem::take(&mut lock_handed(&self.handed).jobs);
-            let now = std::time::Instant::now();
-            self.hand_back(
-                unrun
-                    .into_iter()
-                    .map(|(function, row)| lease_of(&function, row, now, Duration::ZERO))
-                    .collect(),
-            )
-            .await;
+            self.stop_leasing().await;
         }
         Ok(())
+    }
+
+    /// Stops every hand-off to this worker (it is stopping): its registrations are withdrawn,
+    /// the jobs handed to it and not taken are handed back, and any that still come are
+    /// handed back as they come.
+    pub async fn stop_leasing(&self) {
+        let (unrun, registrations) = {
+            let mut handoffs = lock_handoffs(&self.handoffs);
+            (handoffs.stop(), handoffs.all_unheard())
+        };
+        for (function, call_id) in registrations {
+            match self.withdraw(&function, &call_id).await {
+                Ok(true) => lock_handoffs(&self.handoffs).withdrawn(&function, &call_id),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, %function, "cannot withdraw this worker's hand-off registration; it lapses within seconds, and what it is handed meanwhile is handed back")
+                }
+            }
+        }
+        self.hand_back(
+            unrun
+                .into_iter()
+                .map(|job| lease_of(&job.function, job.row, job.sent, job.ttl))
+                .collect(),
+        )
+        .await;
+    }
+
+    /// Takes registration `call_id` on `function` out of Redis unless it was used or lapsed;
+    /// true when it was (no job can come through it now).
+    async fn withdraw(&self, function: &FunctionName, call_id: &str) -> Result<bool> {
+        let removed: i64 = scripts::on_function(&scripts::WITHDRAW, function)
+            .arg(&self.worker_id)
+            .arg(call_id)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// The slots this worker must keep free for jobs Redis may hand it without a lease call
+    /// (its hand-off registrations, and jobs handed and not yet taken): the next
+    /// [`WorkerQueue::lease`] gets them in its `max`.
+    pub fn reserved_slots(&self) -> usize {
+        lock_handoffs(&self.handoffs).reserved(std::time::Instant::now())
     }
 
     /// Takes this worker out of the roll call of `functions`.
@@ -703,19 +844,26 @@ impl WorkerQueue {
 
     /// Leases up to `max` jobs, taking the functions in turn (round-robin across calls, as
     /// qless does) so that a busy function does not starve the others, or strictly in the
-    /// order given (see [`WorkerQueue::with_strict_order`]). Each lease lasts `ttl`.
+    /// order given (see [`WorkerQueue::with_strict_order`]). Each lease lasts `ttl`. `max`
+    /// counts the worker's free slots, those it keeps for hand-offs
+    /// ([`WorkerQueue::reserved_slots`]) included.
     ///
     /// While [`WorkerQueue::listen`]ing, a function whose last lease found fewer jobs than
     /// asked for is skipped until a `work` message for it arrives, something of it falls
     /// due, or [`WorkerQueue::wait_for_work`] times out: an idle pick-up is one round trip
-    /// however many functions the worker serves.
+    /// however many functions the worker serves. A function's call that finds nothing
+    /// registers the worker to be handed its next jobs, keeping an even share of the free
+    /// slots for that; a function with news of work takes back the slots kept for the
+    /// others when it needs them.
     pub async fn lease(
         &self,
         requests: &[LeaseRequest],
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Lease>> {
-        let mut leases = self.take_handed(requests, max, ttl).await;
+        self.leasing.fetch_add(1, Ordering::SeqCst);
+        let _leasing = CountGuard(&self.leasing);
+        let mut leases = self.take_handed(requests, max).await;
         if !leases.is_empty() || requests.is_empty() || max == 0 {
             return Ok(leases);
         }
@@ -725,28 +873,47 @@ impl WorkerQueue {
         };
         let token_prefix = format!("{}/{}", self.worker_id, random_hex(8));
         let mut next_due = Duration::MAX;
+        let listening = self.listening.load(Ordering::SeqCst);
+        // Only a call alone on its way registers: its `max` is then all the free slots.
+        let registering = listening
+            && self.leasing.load(Ordering::SeqCst) == 1
+            && !lock_handoffs(&self.handoffs).stopping();
+        // The slots kept for registrations are not this call's to lease (a function's own
+        // registration comes back to its call when it was not used). When fewer slots are
+        // free than are kept (another source of the worker leased some), registrations go
+        // until they fit.
+        let mut reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
+        if reserved > max {
+            self.withdraw_until(max).await;
+            reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
+        }
+        let mut budget = max.saturating_sub(reserved);
+        let share = match budget {
+            0 => 0,
+            free => (free / requests.len()).max(1),
+        };
         for i in 0..requests.len() {
-            if leases.len() >= max {
-                break;
-            }
             let request = &requests[(start + i) % requests.len()];
             let function = &request.function;
-            let want = request.max.min(max - leases.len());
-            if want == 0 {
-                continue;
-            }
             let now = tokio::time::Instant::now();
-            let hint = lock_hints(&self.hints)
-                .get(function)
-                .copied()
-                .unwrap_or_default();
-            if self.listening.load(Ordering::SeqCst) && !hint.worth_asking(now) {
+            let hint = lock_hints(&self.hints).get(function).copied();
+            if listening && !hint.unwrap_or_default().worth_asking(now) {
                 // Still counts for when to come back.
-                if let Some(due) = hint.due {
+                if let Some(due) = hint.and_then(|h| h.due) {
                     next_due = next_due.min(due.saturating_duration_since(now));
                 }
                 continue;
             }
+            if budget < request.max && hint.is_some_and(|h| h.has_news(now)) {
+                budget += self.take_back_slots(function, request.max - budget).await;
+            }
+            let own = lock_handoffs(&self.handoffs).unheard(function);
+            let want = request.max.min(budget);
+            let own_slots = own.as_ref().map_or(0, |(_, slots)| *slots);
+            if want == 0 && own_slots == 0 {
+                continue;
+            }
+            let register = if registering { share.min(want) } else { 0 };
             // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
             let sent = std::time::Instant::now();
             let mut call = scripts::on_function(&scripts::LEASE, function);
@@ -756,18 +923,25 @@ impl WorkerQueue {
                 .arg(ttl.as_millis() as u64)
                 .arg(request.default_timeout_ms)
                 .arg(request.default_max_attempts);
-            // Listening (so a job handed over is heard): if nothing is ready, the next job
-            // enqueued is leased to this worker at once and published on its channel.
-            let hand_off = self.listening.load(Ordering::SeqCst);
-            if hand_off {
-                call.arg(&self.handoff_channel)
-                    .arg(handoff_hold(ttl).as_millis() as u64);
+            // Listening (so a job handed over is heard): if nothing is ready, the next jobs
+            // enqueued are leased to this worker at once and published on its channel; its
+            // earlier registration here goes first, its slots back to this call if unused.
+            if registering || own.is_some() {
+                call.arg(if registering {
+                    self.handoff_channel.as_str()
+                } else {
+                    ""
+                })
+                .arg(handoff_hold(ttl).as_millis() as u64)
+                .arg(register)
+                .arg(own.as_ref().map_or("", |(id, _)| id.as_str()))
+                .arg(own_slots);
             }
             // The token prefix is the call's id: sent again after a lost reply, the call
             // returns the leases it made instead of making more (and orphaning the first).
-            let reply: redis::RedisResult<(LeaseRows, i64, i64, Vec<String>)> =
+            let reply: redis::RedisResult<(LeaseRows, i64, i64, Vec<String>, String)> =
                 connection::invoke_retrying("lease", &self.conn, &call).await;
-            let (LeaseRows(rows), wait_ms, capped, notify) = match reply {
+            let (LeaseRows(rows), wait_ms, capped, notify, withdrawn) = match reply {
                 Ok(reply) => reply,
                 // The leases taken from the functions before this one are held: run them.
                 Err(error) if !leases.is_empty() => {
@@ -776,16 +950,36 @@ impl WorkerQueue {
                 }
                 Err(error) => return Err(error.into()),
             };
+            let replied = std::time::Instant::now();
+            let regained = match &own {
+                Some((id, slots)) if *id == withdrawn => {
+                    lock_handoffs(&self.handoffs).withdrawn(function, id);
+                    *slots
+                }
+                _ => 0,
+            };
+            budget = (budget + regained).saturating_sub(rows.len());
             if !rows.is_empty() {
                 self.answered.note(function, token_prefix.clone());
-            } else if hand_off {
-                lock_handed(&self.handed).register(&token_prefix, sent, ttl);
+            } else if registering && register + regained > 0 {
+                // Registered (lease.lua): the slots it asked for, and those regained.
+                let slots = register + regained;
+                lock_handoffs(&self.handoffs).register(
+                    &token_prefix,
+                    function,
+                    slots,
+                    sent,
+                    ttl,
+                    replied,
+                    handoff_hold(ttl),
+                );
+                budget = budget.saturating_sub(slots);
             }
             record_lease(
                 &self.hints,
                 function,
-                hint.events,
-                want,
+                hint.unwrap_or_default().events,
+                want + regained,
                 rows.len(),
                 wait_ms,
                 capped,
@@ -808,62 +1002,86 @@ impl WorkerQueue {
         Ok(leases)
     }
 
-    /// The jobs handed to this worker since its last lease call: up to `max`, at most
-    /// `request.max` of each requested function (the rest wait for the next call). A job of
-    /// a function no longer requested, or from a registration this worker no longer knows,
-    /// is handed back.
-    async fn take_handed(
-        &self,
-        requests: &[LeaseRequest],
-        max: usize,
-        ttl: Duration,
-    ) -> Vec<Lease> {
-        let (taken, unwanted) = {
-            let mut handed = lock_handed(&self.handed);
-            if handed.jobs.is_empty() {
-                return Vec::new();
+    /// Withdraws registrations until at most `limit` slots are kept for them (those already
+    /// used or lapsed keep theirs until their hand-off is heard or their time is up).
+    async fn withdraw_until(&self, limit: usize) {
+        let registrations = lock_handoffs(&self.handoffs).all_unheard();
+        for (function, call_id) in registrations {
+            if lock_handoffs(&self.handoffs).reserved(std::time::Instant::now()) <= limit {
+                break;
             }
-            let mut room: std::collections::HashMap<&FunctionName, usize> =
-                requests.iter().map(|r| (&r.function, r.max)).collect();
-            let (mut taken, mut unwanted, mut kept) = (Vec::new(), Vec::new(), Default::default());
-            let now = std::time::Instant::now();
-            for (function, row) in std::mem::take(&mut handed.jobs) {
-                // Counted from the registering call (on the safe side); one that cannot be
-                // timed, or came too late to start, is handed back.
-                let Some((sent, ttl)) = handed.lease_time(&row.5, now) else {
-                    unwanted.push(lease_of(&function, row, now, ttl));
-                    continue;
-                };
-                match room.get_mut(&function) {
-                    None => unwanted.push(lease_of(&function, row, sent, ttl)),
-                    Some(left) if *left > 0 && taken.len() < max => {
-                        *left -= 1;
-                        taken.push(lease_of(&function, row, sent, ttl));
-                    }
-                    Some(_) => VecDeque::push_back(&mut kept, (function, row)),
+            match self.withdraw(&function, &call_id).await {
+                Ok(true) => lock_handoffs(&self.handoffs).withdrawn(&function, &call_id),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, %function, "cannot withdraw a hand-off registration; its slots stay kept until it lapses")
                 }
             }
-            handed.jobs = kept;
-            (taken, unwanted)
-        };
-        // The next `lease` of these functions asks Redis again (and registers for the next
-        // hand-off when it finds nothing).
-        {
-            let mut hints = lock_hints(&self.hints);
-            for lease in &taken {
-                hints.remove(&lease.info.id.function);
+        }
+    }
+
+    /// Takes back up to `needed` of the slots kept for other functions' registrations than
+    /// `function`'s (withdrawing them from Redis); returns how many came back (a
+    /// registration already used or lapsed keeps its slots until its hand-off is heard or
+    /// its time is up).
+    async fn take_back_slots(&self, function: &FunctionName, needed: usize) -> usize {
+        let others = lock_handoffs(&self.handoffs).unheard_others(function);
+        let mut regained = 0;
+        for (other, call_id, slots) in others {
+            if regained >= needed {
+                break;
+            }
+            match self.withdraw(&other, &call_id).await {
+                Ok(true) => {
+                    lock_handoffs(&self.handoffs).withdrawn(&other, &call_id);
+                    regained += slots;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, function = %other, "cannot withdraw a hand-off registration; its slots stay kept until it lapses");
+                }
             }
         }
-        self.hand_back(unwanted).await;
-        taken
+        regained
+    }
+
+    /// The jobs handed to this worker since its last lease call: up to `max`, at most
+    /// `request.max` of each requested function. A job of a function not asked for (or
+    /// without room), or with less than half of its lease left (by the count from its
+    /// registering call: its message came late), is handed back.
+    async fn take_handed(&self, requests: &[LeaseRequest], max: usize) -> Vec<Lease> {
+        let (taken, unwanted) = {
+            let mut room: std::collections::HashMap<FunctionName, usize> = requests
+                .iter()
+                .map(|r| (r.function.clone(), r.max))
+                .collect();
+            lock_handoffs(&self.handoffs).take(&mut room, max, std::time::Instant::now())
+        };
+        if taken.is_empty() && unwanted.is_empty() {
+            return Vec::new();
+        }
+        // The next `lease` of these functions asks Redis again (registering for the next
+        // hand-off when it finds nothing). (That a hand-off came is no news of more work: the
+        // `work` message is, when jobs were left.)
+        {
+            let mut hints = lock_hints(&self.hints);
+            for job in &taken {
+                hints.entry(job.function.clone()).or_default().renew = true;
+            }
+        }
+        let leases = |jobs: Vec<super::handoff::HandedJob>| -> Vec<Lease> {
+            jobs.into_iter()
+                .map(|job| lease_of(&job.function, job.row, job.sent, job.ttl))
+                .collect()
+        };
+        self.hand_back(leases(unwanted)).await;
+        leases(taken)
     }
 
     /// Hands back jobs handed to this worker that it will not run.
     async fn hand_back(&self, leases: Vec<Lease>) {
         for lease in leases {
-            if let Err(error) = self.release(&lease).await {
-                tracing::warn!(%error, job = %lease.info.id, "cannot hand back a job handed to this worker; it runs elsewhere once its lease runs out");
-            }
+            release_lease(&self.conn, &lease).await;
         }
     }
 
@@ -1158,28 +1376,6 @@ mod tests {
         assert!(huge >= Duration::from_secs(1));
     }
 
-    /// A handed lease is counted from its registering call (found by the token's prefix) and
-    /// started only while at least half of it is left by that count.
-    #[test]
-    fn handed_leases_are_timed_by_their_registration() {
-        let mut handed = super::Handed::default();
-        let sent = std::time::Instant::now();
-        let ttl = Duration::from_secs(4);
-        handed.register("host-1-ab/00ff", sent, ttl);
-        let token = "host-1-ab/00ff:17:1";
-        assert_eq!(handed.lease_time(token, sent), Some((sent, ttl)));
-        assert_eq!(
-            handed.lease_time(token, sent + Duration::from_secs(2)),
-            Some((sent, ttl))
-        );
-        assert_eq!(
-            handed.lease_time(token, sent + Duration::from_millis(2001)),
-            None
-        );
-        assert_eq!(handed.lease_time("host-1-ab/other:17:1", sent), None);
-        assert_eq!(handed.lease_time("no-prefix", sent), None);
-    }
-
     /// A registration lasts at most a quarter of the lease.
     #[test]
     fn registrations_last_a_quarter_of_the_lease_at_most() {
@@ -1192,13 +1388,13 @@ mod tests {
         assert_eq!(handoff_hold(Duration::ZERO), Duration::from_millis(1));
     }
 
-    /// A hand-off message: `lease FUNCTION ROW`, a line break, then the input (any bytes);
-    /// anything else is not a lease.
+    /// A hand-off message: `lease FUNCTION COUNT ROW`, a line break, then the input (any
+    /// bytes); anything else is not a lease.
     #[test]
     fn hand_off_messages_are_read_or_refused() {
-        let (function, row) =
-            super::handed_job(b"lease echo 7|1|3|1000|123|w/ab:7:1\nin\nput").unwrap();
-        assert_eq!(function.as_str(), "echo");
+        let (function, count, row) =
+            super::handed_job(b"lease echo 2 7|1|3|1000|123|w/ab:7:1\nin\nput").unwrap();
+        assert_eq!((function.as_str(), count), ("echo", 2));
         assert_eq!(
             row,
             (
@@ -1213,10 +1409,12 @@ mod tests {
         );
         for bad in [
             &b"work"[..],
-            b"lease echo 7|1|3|1000|123|w/ab:7:1",
-            b"lease echo 7|1|3|x|123|w/ab:7:1\n",
-            b"lease bad name 7|1|3|1000|123|t\n",
-            b"lease echo 7|1|3|1000|123|\n",
+            b"lease echo 1 7|1|3|1000|123|w/ab:7:1",
+            b"lease echo 7|1|3|1000|123|w/ab:7:1\n",
+            b"lease echo 0 7|1|3|1000|123|w/ab:7:1\n",
+            b"lease echo 1 7|1|3|x|123|w/ab:7:1\n",
+            b"lease bad name 1 7|1|3|1000|123|t\n",
+            b"lease echo 1 7|1|3|1000|123|\n",
         ] {
             assert!(
                 super::handed_job(bad).is_none(),

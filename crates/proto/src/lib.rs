@@ -9,6 +9,7 @@
 //! - [`model`]: the job record as stored, its states, what `status` returns.
 //! - [`keys`]: every Redis key name, each function's under one hash tag.
 //! - [`limits`]: numbers the scripts and the Rust side share (jobs kept, log size, days).
+//! - [`recent`]: a bounded set of names seen recently (lease tokens started).
 //! - [`schedule`]: recurring jobs: when they tick, which tick to fire.
 //! - [`units`]: durations and times as people write them, and back.
 //! - [`worker`]: what workers advertise in the worker list.
@@ -19,6 +20,7 @@ pub mod job;
 pub mod keys;
 pub mod limits;
 pub mod model;
+pub mod recent;
 pub mod schedule;
 pub mod units;
 pub mod worker;

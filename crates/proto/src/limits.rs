@@ -19,6 +19,41 @@ pub const DEFAULT_RETENTION_MS: u64 = 25 * 3600 * 1000;
 /// can look at it and retry it.
 pub const DEFAULT_FAILED_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 
+/// The most tags one job may have.
+pub const MAX_TAGS: u64 = 32;
+
+/// The most dependencies (`after`) one job may have.
+pub const MAX_DEPENDENCIES: u64 = 100;
+
+/// The longest uniq key, tag, `once` key or child key, in bytes.
+pub const MAX_KEY_BYTES: u64 = 200;
+
+/// The most attempts a job may be given.
+pub const MAX_ATTEMPTS: u64 = 1000;
+
+/// The longest timeout, retention, delay, lease or backoff accepted, ms (10 years).
+pub const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// The most jobs one worker runs at once (`--concurrency`), and so the most one lease call
+/// or hand-off gives it: one call's reply carries every job's input, and a worker's pooling
+/// allocator reserves address space per instance.
+pub const MAX_CONCURRENCY: u64 = 1024;
+
+/// The most jobs one `complete` call reports.
+pub const MAX_COMPLETIONS_PER_CALL: u64 = 1024;
+
+/// The most earlier calls one call may say it has the replies of (`acked`).
+pub const MAX_ACKED: u64 = 1024;
+
+/// The most children one job may have, whatever its manifest says.
+pub const MAX_CHILDREN: u64 = 10_000;
+
+/// The most entries a job's attempt history keeps (the newest; older ones are counted).
+pub const MAX_HISTORY: u64 = 100;
+
+/// The longest progress message kept, in bytes.
+pub const MAX_PROGRESS_MESSAGE_BYTES: u64 = 1024;
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
     [
@@ -28,6 +63,17 @@ pub fn lua_constants() -> String {
         ("DAY_MS", crate::units::DAY_MS),
         ("DEFAULT_RETENTION_MS", DEFAULT_RETENTION_MS),
         ("DEFAULT_FAILED_RETENTION_MS", DEFAULT_FAILED_RETENTION_MS),
+        ("MAX_TAGS", MAX_TAGS),
+        ("MAX_DEPENDENCIES", MAX_DEPENDENCIES),
+        ("MAX_KEY_BYTES", MAX_KEY_BYTES),
+        ("MAX_ATTEMPTS", MAX_ATTEMPTS),
+        ("MAX_DURATION_MS", MAX_DURATION_MS),
+        ("MAX_CONCURRENCY", MAX_CONCURRENCY),
+        ("MAX_COMPLETIONS_PER_CALL", MAX_COMPLETIONS_PER_CALL),
+        ("MAX_ACKED", MAX_ACKED),
+        ("MAX_CHILDREN", MAX_CHILDREN),
+        ("MAX_HISTORY", MAX_HISTORY),
+        ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -49,6 +95,6 @@ mod tests {
             lua.contains("local DEFAULT_RETENTION_MS = 90000000\n"),
             "{lua}"
         );
-        assert_eq!(lua.lines().count(), 6);
+        assert_eq!(lua.lines().count(), 17);
     }
 }

@@ -49,7 +49,8 @@ pub struct ChildRequest {
     pub function: crate::job::FunctionName,
     /// The input.
     pub input: Vec<u8>,
-    /// Its key within the parent: the guest's, or `#N` for the Nth `enqueue` call (from 0).
+    /// Its key within the parent: the guest's, or `#DIGEST.N` (a digest of its function and
+    /// input, and how many children alike in both the attempt enqueued before it).
     pub key: String,
     /// Priority, -1000..1000.
     pub priority: Option<i32>,
@@ -140,6 +141,10 @@ pub struct StoreData {
     /// The queue behind child jobs, and how many `enqueue` calls the job has made.
     pub(crate) children: Option<Arc<dyn ChildJobs>>,
     pub(crate) child_calls: u32,
+    /// Children enqueued without a key, per the digest of their function and input: the
+    /// default key is that digest and its count, the same on every attempt of the parent
+    /// whatever the order of its calls.
+    pub(crate) unkeyed_children: std::collections::HashMap<[u8; 32], u32>,
     pub(crate) child_grants: Arc<Vec<crate::job::FunctionName>>,
     pub(crate) max_children: u32,
 }
@@ -231,6 +236,7 @@ impl Runtime {
             http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone())),
             children,
             child_calls: 0,
+            unkeyed_children: std::collections::HashMap::new(),
             child_grants: plugin.child_grants.clone(),
             max_children: plugin.capabilities.max_children,
         };

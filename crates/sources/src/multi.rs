@@ -179,7 +179,11 @@ impl JobSource for Sources {
         let mut wanted = requests.to_vec();
         let mut leases = Vec::new();
         let mut first_error = None;
+        // What a source keeps for its hand-offs is in `max`: the others may lease into it, and
+        // that source then withdraws registrations until what it keeps fits in what it is
+        // given (jobs leased come before slots kept for jobs that may come).
         for step in 0..count {
+            let place = (first + step) % count;
             let room = max.saturating_sub(leases.len());
             if room == 0 {
                 break;
@@ -188,7 +192,6 @@ impl JobSource for Sources {
             if wanted.is_empty() {
                 break;
             }
-            let place = (first + step) % count;
             let (label, source) = &self.sources[place];
             match each!(source, s => JobSource::lease(s, &wanted, room, ttl).await) {
                 Ok(got) => {
@@ -346,6 +349,26 @@ impl JobSource for Sources {
             .map(|(_, source)| each!(source, s => JobSource::reconnects(s)))
             .sum();
         sources + self.registry.as_ref().map_or(0, |r| r.reconnects())
+    }
+
+    fn cancel_heard(&self, lease: &Lease) -> bool {
+        match self.route(lease) {
+            Ok((source, inner)) => each!(source, s => JobSource::cancel_heard(s, &inner)),
+            Err(_) => false,
+        }
+    }
+
+    fn reserved_slots(&self) -> usize {
+        self.sources
+            .iter()
+            .map(|(_, source)| each!(source, s => JobSource::reserved_slots(s)))
+            .sum()
+    }
+
+    async fn stop_leasing(&self) {
+        for (_, source) in &self.sources {
+            each!(source, s => JobSource::stop_leasing(s).await);
+        }
     }
 
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {

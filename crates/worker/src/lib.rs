@@ -122,7 +122,17 @@ struct Node<S> {
     stopping_leases: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
     children: Option<queue::Client>,
+    /// The tokens of the leases started here lately: a token starts at most once (a copy of
+    /// a hand-off message is dropped).
+    started: Mutex<wasmgear_proto::recent::Recent>,
+    /// Shutdown has gone so far that the source hands this worker nothing more: the worker
+    /// says it is not ready from then on.
+    draining: std::sync::atomic::AtomicBool,
 }
+
+/// The most lease tokens a worker remembers having started (per slot, many times what a
+/// slot starts in the time a copy of a message can take to come).
+const STARTED_REMEMBERED_PER_SLOT: usize = 64;
 
 /// Runs the worker node until `shutdown` resolves and every job has ended or been handed back.
 pub async fn run<S: JobSource>(
@@ -161,7 +171,9 @@ pub async fn run_observed<S: JobSource>(
     observe: Observe,
     shutdown: impl Future<Output = ()>,
 ) {
-    let concurrency = config.concurrency.max(1);
+    let concurrency = config
+        .concurrency
+        .clamp(1, wasmgear_proto::limits::MAX_CONCURRENCY as usize);
     let node = Arc::new(Node {
         source,
         runtime,
@@ -172,6 +184,10 @@ pub async fn run_observed<S: JobSource>(
         stopping_leases: std::sync::atomic::AtomicBool::new(false),
         metrics: observe.metrics,
         children: observe.children,
+        started: Mutex::new(wasmgear_proto::recent::Recent::new(
+            concurrency * STARTED_REMEMBERED_PER_SLOT,
+        )),
+        draining: std::sync::atomic::AtomicBool::new(false),
     });
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
@@ -204,12 +220,17 @@ pub async fn run_observed<S: JobSource>(
     let mut idle = false;
     // Leasing failed: ask again after a pause.
     let mut retry_at: Option<tokio::time::Instant> = None;
+    // Free slots the source keeps for jobs it may hand this worker without a lease call
+    // (JobSource::reserved_slots): out of other use, they go to the next lease call, which
+    // takes what was handed.
+    let mut kept: Vec<OwnedSemaphorePermit> = Vec::new();
     loop {
         while tasks.try_join_next().is_some() {}
         let may_lease = !idle
             && retry_at.is_none()
             && (leasing.is_empty()
                 || (leasing.len() < MAX_LEASE_CALLS
+                    && kept.is_empty()
                     && slots.available_permits() >= min_batch
                     && node.plugins_unlimited()));
         tokio::select! {
@@ -219,21 +240,23 @@ pub async fn run_observed<S: JobSource>(
                 break;
             }
             Some((permits, leases)) = leasing.next(), if !leasing.is_empty() => {
-                match leases {
+                let left = match leases {
                     Ok(leases) => {
                         idle = leases.is_empty();
-                        node.start_jobs(&mut tasks, leases, permits);
+                        node.start_jobs(&mut tasks, leases, permits)
                     }
                     Err(error) => {
                         tracing::warn!(%error, "leasing failed; retrying in a second");
                         retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                        permits
                     }
-                }
+                };
+                node.keep_reserved(&mut kept, left);
             }
-            // Wait for at least one free slot, then take every free one.
-            permit = slots.clone().acquire_owned(), if may_lease => {
-                let Ok(first) = permit else { break };
-                let mut permits = vec![first];
+            // With slots kept for hand-offs, lease at once (with them and every free one);
+            // otherwise wait for at least one free slot, then take every free one.
+            permit = acquire_or_kept(&slots, &mut kept), if may_lease => {
+                let Some(mut permits) = permit else { break };
                 while let Ok(permit) = slots.clone().try_acquire_owned() {
                     permits.push(permit);
                 }
@@ -276,6 +299,12 @@ pub async fn run_observed<S: JobSource>(
             node.start_jobs(&mut tasks, leases, permits);
         }
     }
+    // A stopping worker is handed nothing: its registrations go, and what it was handed
+    // and has not started goes back.
+    node.source.stop_leasing().await;
+    drop(kept);
+    node.draining
+        .store(true, std::sync::atomic::Ordering::SeqCst);
 
     let running = tasks.len();
     if running > 0 {
@@ -321,6 +350,23 @@ pub async fn run_observed<S: JobSource>(
         tracing::warn!(%error, "could not take this worker out of the worker list");
     }
     tracing::info!("worker stopped");
+}
+
+/// Waits for a free slot, or takes the slots kept for hand-offs at once when there are any;
+/// `None` once the slots are closed.
+async fn acquire_or_kept(
+    slots: &Arc<Semaphore>,
+    kept: &mut Vec<OwnedSemaphorePermit>,
+) -> Option<Vec<OwnedSemaphorePermit>> {
+    if !kept.is_empty() {
+        return Some(std::mem::take(kept));
+    }
+    slots
+        .clone()
+        .acquire_owned()
+        .await
+        .ok()
+        .map(|permit| vec![permit])
 }
 
 /// How often a worker renews its entry in the worker list.
@@ -500,6 +546,9 @@ impl JobHooks for Reporter {
     }
 }
 
+/// The longest a running job waits for its first heartbeat, which confirms its lease.
+const FIRST_BEAT_MAX: Duration = Duration::from_secs(1);
+
 /// The shortest time between two progress writes of one job (a guest reporting faster is
 /// coalesced: at most 20 writes per second per job reach the queue).
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
@@ -535,20 +584,51 @@ impl<S: JobSource> Node<S> {
     }
 
     /// Runs each of `leases` in a task of its own, holding one of `permits` (the slots
-    /// leased for; those left over are freed).
+    /// leased for); returns those left over.
     fn start_jobs(
         self: &Arc<Self>,
         tasks: &mut JoinSet<()>,
         leases: Vec<Lease>,
         mut permits: Vec<OwnedSemaphorePermit>,
-    ) {
+    ) -> Vec<OwnedSemaphorePermit> {
         for lease in leases {
-            let Some(permit) = permits.pop() else { break };
+            let Some(permit) = permits.pop() else {
+                // More leases than slots: never from a source keeping count, but a job
+                // without a slot is handed back, not left to run out its lease.
+                let node = self.clone();
+                tasks.spawn(async move { node.hand_back(vec![lease]).await });
+                continue;
+            };
             // Counted against the plugin's concurrency before the next lease call.
             let plugin = self.registry.get(&lease.info.id.function);
             let in_flight = plugin.as_ref().map(|p| p.start_job());
             tasks.spawn(self.clone().serve_slot(lease, (plugin, in_flight), permit));
         }
+        permits
+    }
+
+    /// Keeps in `kept` as many of the free slots `left` (and those kept before) as the
+    /// source keeps for hand-offs; frees the rest.
+    fn keep_reserved(&self, kept: &mut Vec<OwnedSemaphorePermit>, left: Vec<OwnedSemaphorePermit>) {
+        kept.extend(left);
+        // (The slots let go return to the semaphore, where the loop's next lease finds
+        // them: nothing else waits for them, so nothing is woken.)
+        kept.truncate(self.source.reserved_slots());
+    }
+
+    /// Whether `lease`'s token starts here for the first time (noting it).
+    fn first_start(&self, lease: &Lease) -> bool {
+        let fresh = self
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            // (A token is unique within its function: one lease call leasing jobs of two
+            // functions gives `CALL:1:1` to the first job of each.)
+            .insert(&format!("{}\0{}", lease.info.id.function, lease.token));
+        if !fresh {
+            tracing::warn!(job_id = %lease.info.id, "dropped a lease whose token has started here already");
+        }
+        fresh
     }
 
     /// Runs `first` in the slot `permit` holds, then the jobs leased with its result and
@@ -586,6 +666,24 @@ impl<S: JobSource> Node<S> {
                     None => break,
                 }
             };
+            // A token starts at most once (a copy of a hand-off is dropped), and only while it
+            // can be renewed before the worker's own fence stops it: with at least half of
+            // its lease left (else it goes back for another worker, unrun).
+            let fresh = self.first_start(&lease);
+            let left = lease
+                .expires
+                .saturating_duration_since(std::time::Instant::now());
+            if !fresh || left < lease.ttl / 2 {
+                drop(prepared.take());
+                if fresh {
+                    let node = self.clone();
+                    reports.push(Box::pin(async move {
+                        node.hand_back(vec![lease]).await;
+                        (Vec::new(), 0)
+                    }));
+                }
+                continue;
+            }
             let (plugin, in_flight) = prepared.take().unwrap_or_else(|| {
                 let plugin = self.registry.get(&lease.info.id.function);
                 let in_flight = plugin.as_ref().map(|p| p.start_job());
@@ -708,7 +806,18 @@ impl<S: JobSource> Node<S> {
         let measured = self.metrics.function(&id.function);
         measured.started(lease.info.attempt, waited);
         let started = std::time::Instant::now();
+        // A cancel the source heard before the job got here (it was leased, held in its slot
+        // or on its way) counts: the job never starts. (Registered as running first, so that
+        // a cancel heard from now on reaches it through its signal.)
+        if self.source.cancel_heard(&lease) {
+            cancel.cancel(CancelReason::Requested);
+        }
         let outcome = match plugin {
+            // Its cancel came before it started: it never does.
+            _ if cancel.fired().is_some() => Outcome::Failed(JobFailure::new(
+                ErrorClass::Cancelled,
+                "cancelled before it started",
+            )),
             None => Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginMissing,
                 format!("no plugin serves function {} on this worker", id.function),
@@ -818,11 +927,17 @@ impl<S: JobSource> Node<S> {
             }
         };
         let keep = async {
-            // The first beat is due a third of the TTL from now: the lease is fresh, or was
-            // held ahead for at most a quarter of the TTL (see `HOLD_AHEAD_MAX`), which leaves
-            // it well before the fence's notice. (No timer is awaited on a short job's path: a
-            // timer costs a millisecond of tokio's clock.)
-            let mut next_beat = tokio::time::Instant::now() + period;
+            // The first beat is due a third of the TTL from now, within FIRST_BEAT_MAX (it
+            // confirms the lease: one that runs out unconfirmed gives its attempt back), and
+            // by the time half of the lease is left at the latest (a handed job's lease counts
+            // from its registering call; a job starts only with half left): so it is renewed
+            // before the fence's notice, a quarter of the TTL before the end. (No timer is
+            // awaited on a short job's path: a timer costs a millisecond of tokio's clock.)
+            let now = tokio::time::Instant::now();
+            let half_left = tokio::time::Instant::from_std(lease.expires) - ttl / 2;
+            let mut next_beat = (now + period)
+                .min(now + FIRST_BEAT_MAX)
+                .min(half_left.max(now));
             let mut next_report = tokio::time::Instant::now();
             let lost = |why: &str| {
                 tracing::warn!("{why}: stopping the job");

@@ -426,11 +426,12 @@ async fn readyz<S: JobSource>(
         let body = serde_json::json!({ "status": "unready", "reason": reason });
         (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body))
     };
-    if node
-        .stopping_leases
-        .load(std::sync::atomic::Ordering::SeqCst)
-    {
-        return unready("shutting down: leasing has stopped; running jobs are finishing".into());
+    // (From the moment nothing more can be handed to the worker, a few milliseconds into
+    // its shutdown.)
+    if node.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        return unready(
+            "shutting down: leasing and hand-offs have stopped; running jobs are finishing".into(),
+        );
     }
     match tokio::time::timeout(READY_TIMEOUT, node.source.ping(READY_TIMEOUT)).await {
         Ok(Ok(())) => {}

@@ -137,6 +137,28 @@ pub trait JobSource: Send + Sync + 'static {
         0
     }
 
+    /// Whether the source has heard, since `lease` was made, a cancel meant for its job
+    /// (asked for before the worker started it): the worker then never starts it. By
+    /// default none is heard but through [`JobSource::cancel_requests`].
+    fn cancel_heard(&self, lease: &Lease) -> bool {
+        let _ = lease;
+        false
+    }
+
+    /// The slots the source keeps for jobs it may hand this worker without a lease call
+    /// (hand-offs it registered for, jobs handed and not yet taken): the worker keeps that
+    /// many of its free slots out of other use, and gives them to its next
+    /// [`JobSource::lease`] in `max`. By default none.
+    fn reserved_slots(&self) -> usize {
+        0
+    }
+
+    /// Shutdown has begun: the source stops handing this worker jobs, and hands back those
+    /// it was handed and has not given out. By default there is nothing to stop.
+    fn stop_leasing(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// Housekeeping the source needs now and then for the functions served (the worker
     /// calls it with each advertisement). By default there is none.
     fn maintain(
@@ -230,6 +252,18 @@ impl JobSource for WorkerQueue {
 
     async fn ping(&self, timeout: Duration) -> Result<(), SourceError> {
         Ok(WorkerQueue::ping(self, timeout).await?)
+    }
+
+    fn reserved_slots(&self) -> usize {
+        WorkerQueue::reserved_slots(self)
+    }
+
+    fn cancel_heard(&self, lease: &Lease) -> bool {
+        WorkerQueue::cancel_heard(self, lease)
+    }
+
+    async fn stop_leasing(&self) {
+        WorkerQueue::stop_leasing(self).await
     }
 
     fn reconnects(&self) -> u64 {

@@ -67,7 +67,7 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_NO_WATCH")]
     no_watch: bool,
 
-    /// The most jobs run at once.
+    /// The most jobs run at once (1 to 1024).
     #[arg(long, env = "WASMGEAR_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY)]
     concurrency: usize,
 
@@ -127,8 +127,11 @@ pub struct WorkerArgs {
 }
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
-    if args.concurrency == 0 {
-        return Err(super::usage("--concurrency must be at least 1"));
+    let most = wasmgear_proto::limits::MAX_CONCURRENCY as usize;
+    if args.concurrency == 0 || args.concurrency > most {
+        return Err(super::usage(format!(
+            "--concurrency must be 1 to {most} (jobs run at once by this worker; run more workers for more)"
+        )));
     }
     if args.lease_ttl < Duration::from_millis(300) {
         return Err(super::usage(

@@ -5,10 +5,11 @@
 //! chunk, sent to the function `child` names (default `reverse`); the output is the
 //! children's outputs, one per line, in the chunks' order.
 //!
-//! JSON input (`{"function": "F", "chunks": ["..", ..], "fail_first": false, "wait_ms": N}`):
-//! the same, with the function and chunks given; the output is the JSON array of the
-//! children's outputs. With `fail_first`, the first attempt fails (to be retried) after
-//! enqueueing its children: the second gets the same children back.
+//! JSON input (`{"function": "F", "chunks": ["..", ..], "fail_first": false, "wait_ms": N,
+//! "reverse_on_retry": false}`): the same, with the function and chunks given; the output is
+//! the JSON array of the children's outputs. With `fail_first`, the first attempt fails (to be
+//! retried) after enqueueing its children: the second gets the same children back (with
+//! `reverse_on_retry`, though it asks for them in the opposite order).
 //!
 //! Needs the grant: `[jobs] enqueue = ["reverse"]` in `split.toml`.
 
@@ -25,15 +26,25 @@ struct Plan {
     fail_first: bool,
     #[serde(default)]
     wait_ms: Option<u64>,
+    #[serde(default)]
+    reverse_on_retry: bool,
 }
 
-/// Enqueues one child per chunk, then waits for each in order.
-fn fan_out(function: &str, chunks: &[String], wait: Duration) -> Result<Vec<String>, JobError> {
+/// Enqueues one child per chunk (last first when `reversed`), then waits for each in the
+/// chunks' order.
+fn fan_out(function: &str, chunks: &[String], wait: Duration, reversed: bool) -> Result<Vec<String>, JobError> {
     let mut ids = Vec::with_capacity(chunks.len());
-    for chunk in chunks {
+    let order: Vec<&String> = match reversed {
+        true => chunks.iter().rev().collect(),
+        false => chunks.iter().collect(),
+    };
+    for chunk in order {
         let id = children::enqueue(function, chunk.as_bytes(), &ChildOptions::default())
             .map_err(JobError::fail)?;
         ids.push(id);
+    }
+    if reversed {
+        ids.reverse();
     }
     info!("enqueued {} children of {function}", ids.len());
     let mut outputs = Vec::with_capacity(ids.len());
@@ -61,14 +72,15 @@ fn split(job: &Job, input: String) -> Result<String, JobError> {
                 "failing attempt 1 on purpose, after enqueueing the children",
             ));
         }
-        let outputs = fan_out(&plan.function, &plan.chunks, wait)?;
+        let reversed = plan.reverse_on_retry && job.attempt > 1;
+        let outputs = fan_out(&plan.function, &plan.chunks, wait, reversed)?;
         return serde_json::to_string(&outputs).map_err(JobError::fail);
     }
     let per_chunk: usize = config("chunk_lines").and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     let child = config("child").unwrap_or_else(|| "reverse".into());
     let lines: Vec<&str> = input.lines().collect();
     let chunks: Vec<String> = lines.chunks(per_chunk).map(|c| c.join("\n")).collect();
-    Ok(fan_out(&child, &chunks, Duration::from_secs(60))?.join("\n"))
+    Ok(fan_out(&child, &chunks, Duration::from_secs(60), false)?.join("\n"))
 }
 
 wasmgear_guest::job!(split);

@@ -5,6 +5,17 @@ local STATS_DAYS = 30
 local DAY_MS = 86400000
 local DEFAULT_RETENTION_MS = 90000000
 local DEFAULT_FAILED_RETENTION_MS = 604800000
+local MAX_TAGS = 32
+local MAX_DEPENDENCIES = 100
+local MAX_KEY_BYTES = 200
+local MAX_ATTEMPTS = 1000
+local MAX_DURATION_MS = 315360000000
+local MAX_CONCURRENCY = 1024
+local MAX_COMPLETIONS_PER_CALL = 1024
+local MAX_ACKED = 1024
+local MAX_CHILDREN = 10000
+local MAX_HISTORY = 100
+local MAX_PROGRESS_MESSAGE_BYTES = 1024
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
@@ -101,6 +112,28 @@ local function split_id(id)
 end
 
 local function pad(number) return string.format('%013d', tonumber(number)) end
+
+-- Caller's numbers. `tonumber` takes '1e999', 'inf', 'nan', '0x10' and ' 7', and a script
+-- that computes with such a value fails (or writes garbage) halfway through its writes: every
+-- number a caller gives is read with whole() while the call is checked, before its first
+-- write. Lua's numbers are doubles, exact up to 2^53.
+local MAX_WHOLE = 9007199254740991
+
+-- Text `s` as a whole number in lo..hi (decimal digits, an optional '-'), or nil.
+local function whole(s, lo, hi)
+  if type(s) ~= 'string' or #s == 0 or #s > 17 or not string.find(s, '^%-?%d+$') then return nil end
+  local n = tonumber(s)
+  if not n or n < lo or n > (hi or MAX_WHOLE) then return nil end
+  return n
+end
+
+-- A job number as callers give it: decimal digits, no sign or leading zero.
+local function job_number(s)
+  return type(s) == 'string' and #s <= 15 and string.find(s, '^[1-9]%d*$') ~= nil
+end
+
+-- Text of at most `most` bytes (a key, tag or id).
+local function short(s, most) return type(s) == 'string' and #s <= most end
 
 ---------------------------------------------------------------------------------------------
 -- Job records. A record in `jobs` is its hot fields, the ones leasing and completing read
@@ -245,11 +278,25 @@ local function load(number)
   return nil
 end
 
--- Loads the records of `numbers` with one call: number -> record (absent: no such job).
+-- HMGET of `fields` of hash `key`, however many (Lua's unpack takes at most a few thousand
+-- values at once): the values in order, false for a missing field.
+local function hmget(key, fields)
+  local values = {}
+  local i = 1
+  while i <= #fields do
+    local last = math.min(i + 999, #fields)
+    local got = redis.call('HMGET', key, unpack(fields, i, last))
+    for j = 1, #got do values[i + j - 1] = got[j] end
+    i = last + 1
+  end
+  return values
+end
+
+-- Loads the records of `numbers`: number -> record (absent: no such job).
 local function load_many(numbers)
   local records = {}
   if #numbers == 0 then return records end
-  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  local raws = hmget(K.jobs, numbers)
   for i, number in ipairs(numbers) do
     if PENDING and PENDING[number] then
       records[number] = PENDING[number]
@@ -411,13 +458,19 @@ local function append_log(number, attempt, text)
   redis.call('HSET', K.logs, number, log)
 end
 
--- Records an ended attempt in the job's history.
+-- Records an ended attempt in the job's history, which keeps its newest MAX_HISTORY entries
+-- (a job retried again and again, or whose leases keep running out unconfirmed, would grow
+-- without bound); `history_dropped` counts those let go.
 local function add_history(record, outcome, message, version)
   local history = record.history or {}
   history[#history + 1] = {
     attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
     ended_ms = NOW, outcome = outcome, message = message, version = version,
   }
+  while #history > MAX_HISTORY do
+    table.remove(history, 1)
+    record.history_dropped = (record.history_dropped or 0) + 1
+  end
   record.history = history
 end
 
@@ -470,15 +523,39 @@ local function stat_time(kind, ms) stat_times(kind, { ms }) end
 
 local function stat_count(name) STAT_COUNTS[name] = (STAT_COUNTS[name] or 0) + 1 end
 
--- On the first write of a new day: forgets the days past STATS_DAYS.
+-- Days of this function's statistics written before they were sums (`mean` and `vk`,
+-- Welford's) are turned into sums the first time this code writes to them, so that a day
+-- never mixes the two (its count would cover samples its sum does not).
+local function stats_convert_day(prefix)
+  for _, kind in ipairs(STAT_KINDS) do
+    local p = prefix .. kind .. ':'
+    local old = redis.call('HMGET', K.stats, p .. 'count', p .. 'mean', p .. 'vk', p .. 'sum', p .. 'squares')
+    local count, mean, vk = tonumber(old[1] or ''), tonumber(old[2] or ''), tonumber(old[3] or '')
+    if mean then
+      count = count or 0
+      local sum = (tonumber(old[4] or '') or 0) + mean * count
+      local squares = (tonumber(old[5] or '') or 0) + (vk or 0) + count * mean * mean
+      redis.call('HSET', K.stats, p .. 'sum', string.format('%.0f', sum), p .. 'squares', string.format('%.0f', squares))
+      redis.call('HDEL', K.stats, p .. 'mean', p .. 'vk')
+    end
+  end
+end
+
+-- On the first write of a day: the day joins the days kept (once, in order, whichever way
+-- the clock stepped), and those past STATS_DAYS are forgotten.
 local function stats_new_day(day)
   local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
-  if days[#days] == day then return end
-  days[#days + 1] = day
+  local known = false
+  for _, d in ipairs(days) do if d == day then known = true end end
+  if not known then
+    days[#days + 1] = day
+    table.sort(days)
+  end
   while #days > STATS_DAYS do
     redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
   end
   redis.call('HSET', K.stats, 'days', cjson.encode(days))
+  stats_convert_day(int(day) .. ':')
 end
 
 -- Writes what the call added to the statistics: for each kind, HINCRBY of today's count,
@@ -490,9 +567,12 @@ local function stats_flush()
   if not next(samples_of) and not next(counts) then return end
   local day = math.floor(NOW / DAY_MS)
   local prefix = int(day) .. ':'
-  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= day then
+  -- (`sums_day`, not the `today` of the code before sums: on the day that code was
+  -- replaced, its day is converted once.)
+  if tonumber(redis.call('HGET', K.stats, 'sums_day') or '-1') ~= day then
     stats_new_day(day)
-    redis.call('HSET', K.stats, 'today', int(day))
+    redis.call('HSET', K.stats, 'sums_day', int(day))
+    redis.call('HDEL', K.stats, 'today')
   end
   for _, kind in ipairs(STAT_KINDS) do
     local samples = samples_of[kind]
@@ -671,7 +751,7 @@ end
 -- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
 local function forget_finished(numbers)
   if #numbers == 0 then return end
-  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  local raws = hmget(K.jobs, numbers)
   local gone, later, uncounted = {}, {}, {}
   for i, number in ipairs(numbers) do
     local raw = raws[i]
@@ -686,6 +766,10 @@ local function forget_finished(numbers)
       gone[#gone + 1] = number
       if record then
         for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
+        -- A child's `once` key goes with it (enqueue makes the job again if asked).
+        if record.once and redis.call('HGET', K.ticks, 'once\0' .. record.once) == number then
+          redis.call('HDEL', K.ticks, 'once\0' .. record.once)
+        end
         state = record.state
         if state == 'failed' then
           local group = record.group or 'unknown'
@@ -819,7 +903,12 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       local record = load(number)
       if record then
         stat_count('failures')
-        local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+        -- A lease the worker never confirmed (it never had the job: its reply was lost, or
+        -- the worker died before the job started) gives its attempt back, always: a job is
+        -- never failed by leases that ran out unconfirmed. (The worker confirms a job that
+        -- runs longer than a moment with an early heartbeat, so this is not a loop for a
+        -- job that runs.)
+        local unconfirmed = record.unconfirmed
         if unconfirmed then
           add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
           record.attempt = record.attempt - 1
@@ -875,17 +964,13 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   local leases, leased_count = {}, 0
   local waits = {}
   if allowed > 0 then
-    -- The first jobs by rank, then removed by rank: ZPOPMIN would answer their scores too,
-    -- each formatted as a float.
+    -- The first jobs by rank, read, then removed by rank once everything about them is
+    -- known (a job leaves `ready` in the same step it enters `leased`): ZPOPMIN would answer
+    -- their scores too, each formatted as a float.
     local last = int(allowed - 1)
     local numbers = redis.call('ZRANGE', K.ready, '0', last)
-    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', last) end
-    -- One call per key for all the jobs, not one per job.
-    local raws, inputs = {}, {}
-    if #numbers > 0 then
-      raws = redis.call('HMGET', K.jobs, unpack(numbers))
-      inputs = redis.call('HMGET', K.input, unpack(numbers))
-    end
+    -- One call per key for all the jobs (per thousand), not one per job.
+    local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
     local saves, leased, rated = {}, {}, {}
     local lease_until = int(NOW + lease_ms)
     local default_timeout = int(default_timeout_ms)
@@ -927,6 +1012,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         leased_count = leased_count + 1
       end
     end
+    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
@@ -955,17 +1041,25 @@ end
 
 -- Idle workers handed jobs directly. A worker whose `lease` found nothing may ask for the
 -- next ready jobs to be handed to it (lease.lua, its last two arguments): it is registered
--- in K.idle until the registration lapses, its next `lease` call, or it leaves. `enqueue`
--- then leases its new jobs to the newest registered worker as that worker's own `lease`
--- call would (same worker id, call id as token prefix, count, lease time and defaults) and
--- publishes each lease on the worker's channel: the job starts without another round trip.
--- A registration serves one hand-off. Nothing is handed while the function is paused, at
--- its concurrency cap or rate limit (lease_jobs leases nothing then).
+-- in K.idle until the registration lapses, its next `lease` call on the function, a
+-- `withdraw`, or it leaves. `enqueue` then leases its new jobs to the newest registered
+-- worker as that worker's own `lease` call would (same worker id, call id as token prefix,
+-- count, lease time and defaults) and publishes each lease on the worker's channel: the job
+-- starts without another round trip. A registration serves one hand-off, of at most the
+-- count it asked for: the worker keeps that many of its slots free for it until it knows
+-- the registration is over (each message says how many jobs the hand-off gave), so the
+-- jobs it can be handed, over all its functions, never exceed its free slots. Nothing is
+-- handed while the function is paused, at its concurrency cap or rate limit (lease_jobs
+-- leases nothing then).
 
--- Takes `worker` out of the idle workers.
+-- Takes `worker` out of the idle workers of this function; returns the call id of the
+-- registration it had (nil when it had none: it lapsed, was handed jobs, or never was).
 local function idle_leave(worker)
+  local args = redis.call('HGET', K.idle_args, worker)
   redis.call('ZREM', K.idle, worker)
   redis.call('HDEL', K.idle_args, worker)
+  if not args then return nil end
+  return string.match(args, '^([^|]+)|')
 end
 
 -- Registers `worker` as idle for `hold_ms`, leasing with these arguments.
@@ -975,13 +1069,16 @@ local function idle_join(worker, call_id, want, lease_ms, timeout_ms, attempts, 
     int(timeout_ms), int(attempts), channel }, '|'))
 end
 
--- The most idle workers one call hands jobs to.
+-- The most idle workers one call hands jobs to, and the most lapsed registrations one call
+-- clears.
 local HAND_OFF_WORKERS = 16
 
 -- Hands ready jobs to registered idle workers, newest registration first; returns how many.
+-- Each lease is published on the worker's channel as `lease FUNCTION COUNT ROW` + '\n' +
+-- input, COUNT being how many jobs this hand-off gave the worker, ROW as `lease` answers.
 local function hand_off()
   local now = int(NOW)
-  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE')
+  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE', 'LIMIT', '0', int(HAND_OFF_WORKERS))
   if #lapsed > 0 then
     redis.call('ZREM', K.idle, unpack(lapsed))
     redis.call('HDEL', K.idle_args, unpack(lapsed))
@@ -994,16 +1091,18 @@ local function hand_off()
     local args = redis.call('HGET', K.idle_args, worker) or ''
     local call_id, want, lease_ms, timeout_ms, attempts, channel =
       string.match(args, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]+)$')
-    if not call_id then
+    want = tonumber(want or '')
+    if not call_id or want < 1 or want > MAX_CONCURRENCY then
       idle_leave(worker)
     else
-      local leases = lease_jobs(worker, call_id, tonumber(want), tonumber(lease_ms),
+      local leases = lease_jobs(worker, call_id, want, tonumber(lease_ms),
         tonumber(timeout_ms), tonumber(attempts), true)
       -- Nothing (left) to hand, or not allowed now: the registration stays.
       if #leases == 0 then break end
       idle_leave(worker)
+      local head = 'lease ' .. FN .. ' ' .. int(#leases / 2) .. ' '
       for i = 1, #leases, 2 do
-        redis.call('PUBLISH', channel, 'lease ' .. FN .. ' ' .. leases[i] .. '\n' .. leases[i + 1])
+        redis.call('PUBLISH', channel, head .. leases[i] .. '\n' .. leases[i + 1])
       end
       handed = handed + #leases / 2
     end
@@ -1160,6 +1259,9 @@ local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true }, { acked = t
 if not call then return redis.error_reply('BADJOB call: ' .. why) end
 local call_id = call.call or ''
 if not fits_call_id(call_id) then return redis.error_reply('BADJOB call: ' .. CALL_ID_RULE) end
+if #(call.acked or {}) > MAX_ACKED then
+  return redis.error_reply('BADJOB call: at most ' .. MAX_ACKED .. ' acked call ids')
+end
 
 local replay = remembered(call_id)
 if replay then
@@ -1179,7 +1281,15 @@ local JOB_OPTIONS = {
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
 }
 local JOB_LISTS = { tag = true, after = true }
-local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
+-- Each number's range: every option is checked here, before the first write (a value
+-- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
+-- fail the call halfway through its writes).
+local RANGES = {
+  { 'priority', -1000, 1000 }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
+  { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
+  { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
+}
+local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
 local n = tonumber(ARGV[n_at] or '')
 if not n or n < 0 then
@@ -1195,10 +1305,28 @@ for i = 0, n - 1 do
   if k > 0 then
     local options, why = named_options(ARGV, at_arg + 1, at_arg + 2 * k, JOB_OPTIONS, JOB_LISTS)
     if not options then return bad(i, why) end
-    for _, name in ipairs(NUMERIC) do
-      if options[name] and not tonumber(options[name]) then
-        return bad(i, name .. ' is not a number: ' .. options[name])
+    for _, range in ipairs(RANGES) do
+      local name = range[1]
+      if options[name] and not whole(options[name], range[2], range[3]) then
+        return bad(i, string.format('%s must be a whole number in %d..%d, not %s', name, range[2], range[3], options[name]))
       end
+    end
+    for _, name in ipairs(KEYED) do
+      if options[name] and (options[name] == '' or not short(options[name], MAX_KEY_BYTES)) then
+        return bad(i, string.format('%s must be 1 to %d bytes', name, MAX_KEY_BYTES))
+      end
+    end
+    for _, tag in ipairs(options.tag or {}) do
+      if tag == '' or not short(tag, MAX_KEY_BYTES) then
+        return bad(i, string.format('a tag must be 1 to %d bytes', MAX_KEY_BYTES))
+      end
+    end
+    if #(options.tag or {}) > MAX_TAGS then return bad(i, 'more than ' .. MAX_TAGS .. ' tags') end
+    if #(options.after or {}) > MAX_DEPENDENCIES then
+      return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.parent and not split_id(options.parent) then
+      return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
     if (options.schedule == nil) ~= (options.tick == nil) then
       return bad(i, 'schedule and tick go together')
@@ -1301,7 +1429,11 @@ for i = 0, n - 1 do
       if last_tick and tonumber(last_tick) >= tick then existing = last_number end
     end
     local once = options.once
-    if once and not existing then existing = redis.call('HGET', K.ticks, 'once\0' .. once) or nil end
+    if once and not existing then
+      -- A key whose job has been forgotten no longer answers: the job is made again.
+      local holder = redis.call('HGET', K.ticks, 'once\0' .. once)
+      if holder and load(holder) then existing = holder end
+    end
     if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
@@ -1331,7 +1463,11 @@ for i = 0, n - 1 do
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
-      if once then redis.call('HSET', K.ticks, 'once\0' .. once, number) end
+      if once then
+        -- Kept while the job is (forget_finished lets it go with the job).
+        record.once = once
+        redis.call('HSET', K.ticks, 'once\0' .. once, number)
+      end
       if options.parent then record.parent = options.parent end
       if schedule then
         record.schedule = schedule
@@ -1401,7 +1537,12 @@ flush()
 -- unless every job of the call was handed over.
 local handed = 0
 if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off() end
-if created_any and not (handed == made_ready and made_ready == n) then wake_workers() end
+-- Told unless every job of the call was ready and handed over, none left ready (a hand-off
+-- gives the best ready jobs, which need not be this call's; a job scheduled or waiting is
+-- news too: the workers learn when it falls due).
+if created_any and not (made_ready == n and handed >= made_ready and redis.call('ZCARD', K.ready) == 0) then
+  wake_workers()
+end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
@@ -1413,7 +1554,7 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22] } end
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_lease)
 local reply = (function()
@@ -1427,65 +1568,97 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
 --          also the call's id: the same call sent again within 10 minutes (its reply was
 --          lost) gets the leases of the first call that it still holds, and leases nothing new
--- ARGV[4]  the most jobs to lease (>= 1)
+-- ARGV[4]  the most jobs to lease, 0..MAX_CONCURRENCY (not counting ARGV[12])
 -- ARGV[5]  lease duration, ms
 -- ARGV[6]  timeout (ms) given to jobs enqueued without one (the serving plugin's default)
 -- ARGV[7]  attempts given to jobs enqueued without a number (the plugin's default)
--- ARGV[8]  optional: a pub/sub channel of the worker's own. When the call leases nothing,
---          the worker is registered as idle: the next jobs enqueued are leased to it as this
---          call would have (this call's id is their token prefix), and each lease is
---          published on the channel as `lease FUNCTION ROW` + '\n' + input, ROW as below
---          (lib.lua, "Idle workers handed jobs directly"). Any lease call by the worker
---          takes it out first.
--- ARGV[9]  with ARGV[8]: how long the registration lasts, ms (the worker calls again
---          before then while it is idle)
+-- ARGV[8]  optional, with ARGV[9..12]: a pub/sub channel of the worker's own ('' to register
+--          nothing, only replace). When the call leases nothing, the worker is registered as
+--          idle: the next jobs enqueued are
+--          leased to it as this call would have (this call's id is their token prefix; at
+--          most ARGV[10] of them: the slots the worker keeps free for them), and each lease
+--          is published on the channel as `lease FUNCTION COUNT ROW` + '\n' + input, COUNT
+--          the jobs that hand-off gave, ROW as below (lib.lua, "Idle workers handed jobs
+--          directly"). Any lease call by the worker on this function takes its
+--          registration out first.
+-- ARGV[9]  how long the registration lasts, ms (the worker calls again before then while it
+--          is idle)
+-- ARGV[10] how many of ARGV[4]'s slots the worker keeps for the registration
+-- ARGV[11] the call id of the worker's registration on this function that this call
+--          replaces ('' for none), and
+-- ARGV[12] the slots kept for it: when it is still there unused, they come back to this
+--          call (added to ARGV[4] and ARGV[10]); when it was used or lapsed they stay with
+--          its hand-off
 --
 -- A lease counts as an attempt once the worker shows it has the job (a heartbeat, progress
 -- or a result). A lease that expires unconfirmed (its reply never reached the worker, or
--- the worker died at once) gives its attempt back, at most max_attempts times per job.
+-- the worker died before the job started) gives its attempt back: it neither counts nor
+-- fails the job (`given_back` counts how often).
 --
--- Returns: {leases, wait_ms, capped, notify}: leases is a flat array of two entries per
+-- Every argument is checked before anything is written; a refused call changes nothing.
+--
+-- Returns: {leases, wait_ms, capped, notify, withdrawn}: leases is a flat array of two entries per
 --          leased job: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN' (decimal
 --          numbers; the token is last and holds no '|'), then its input; wait_ms is, when fewer jobs were leased than asked for, how long
 --          until the next scheduled job falls due, lease expires or rate-limit slot frees
 --          (-1: nothing pending), so an idle worker knows when to call again (0 when as
 --          many were leased as asked for: there may be more); capped is 1 when
 --          the concurrency cap held back ready jobs (call again when a job finishes);
---          notify lists dependents in other functions to tell (see lib.lua).
+--          notify lists dependents in other functions to tell (see lib.lua); withdrawn is
+--          the call id of the worker's registration on this function that this call took
+--          out before it was used ('' when there was none: it lapsed or was handed jobs,
+--          whose messages may still be on their way), so the worker knows which slots it
+--          kept for it are free again.
 -- Publishes: `start` for each leased job, `finish` for each job ended by reclaim.
 
 local token_prefix = ARGV[3]
-if (#ARGV ~= 7 and #ARGV ~= 9) or not (tonumber(ARGV[4]) and tonumber(ARGV[5]) and tonumber(ARGV[6]) and tonumber(ARGV[7])) then
-  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers; optionally a channel and how long to wait on it')
+if #ARGV ~= 7 and #ARGV ~= 12 then
+  return redis.error_reply('BADARGS lease: it takes a worker id, a call id, then a count, a lease duration and two defaults, all numbers; optionally a channel, how long to stay registered on it, how many slots, and the registration it replaces with its slots')
 end
-if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2])) then
+local want, lease_ms = whole(ARGV[4], 0, MAX_CONCURRENCY), whole(ARGV[5], 1, MAX_DURATION_MS)
+local timeout_ms, attempts = whole(ARGV[6], 1, MAX_DURATION_MS), whole(ARGV[7], 1, MAX_ATTEMPTS)
+if not (want and lease_ms and timeout_ms and attempts) then
+  return redis.error_reply(string.format('BADARGS lease: the count must be 0..%d, the lease and the default timeout 1..%d ms, the default attempts 1..%d (whole numbers)',
+    MAX_CONCURRENCY, MAX_DURATION_MS, MAX_ATTEMPTS))
+end
+if not (fits_call_id(token_prefix) and fits_call_id(ARGV[2]) and token_prefix ~= '' and ARGV[2] ~= '') then
   return redis.error_reply('BADARGS lease: ' .. CALL_ID_RULE)
 end
-local channel, hold_ms = ARGV[8], tonumber(ARGV[9])
-if channel and (channel == '' or not fits_call_id(channel) or not hold_ms or hold_ms < 1) then
-  return redis.error_reply('BADARGS lease: the channel must be a name without "|" and the wait a number of ms >= 1')
+local channel, hold_ms, slots = ARGV[8], whole(ARGV[9] or '', 1, MAX_DURATION_MS), whole(ARGV[10] or '', 0, MAX_CONCURRENCY)
+local replaces, replaced_slots = ARGV[11], whole(ARGV[12] or '', 0, MAX_CONCURRENCY)
+if channel and (not fits_call_id(channel) or not hold_ms or not slots or not replaced_slots
+  or not fits_call_id(replaces) or want + replaced_slots > MAX_CONCURRENCY) then
+  return redis.error_reply('BADARGS lease: the channel must be a name without "|", the wait a whole number of ms >= 1, the slots and replaced slots whole numbers (their sum with the count at most '
+    .. MAX_CONCURRENCY .. '), the replaced registration a call id')
 end
-idle_leave(ARGV[2])
 
 -- The same call again: the leases it made that are still held, and nothing more.
 local replay = remembered(token_prefix)
-if replay then return { held_leases(token_prefix, replay), 0, 0, {} } end
+if replay then return { held_leases(token_prefix, replay), 0, 0, {}, '' } end
 
-local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, tonumber(ARGV[4]),
-  tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))
+-- The worker's registration on this function goes first; the slots it kept for it come
+-- back to this call when it was not used.
+local withdrawn = idle_leave(ARGV[2]) or ''
+if replaces and replaces ~= '' and withdrawn == replaces then
+  want = want + replaced_slots
+  slots = slots + replaced_slots
+end
+local leases, wait_ms, capped, numbers = {}, -1, 0, nil
+if want > 0 then
+  leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, want, lease_ms, timeout_ms, attempts)
+end
 if numbers then
   remember(token_prefix, numbers)
-elseif channel then
-  idle_join(ARGV[2], token_prefix, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
-    tonumber(ARGV[7]), channel, hold_ms)
+elseif channel and channel ~= '' and slots > 0 then
+  idle_join(ARGV[2], token_prefix, slots, lease_ms, timeout_ms, attempts, channel, hold_ms)
 end
-return { leases, wait_ms, capped, NOTIFY }
+return { leases, wait_ms, capped, NOTIFY, withdrawn }
 
 end)()
 end_call()
@@ -1510,7 +1683,10 @@ local reply = (function()
 --          job: it belongs to no one or to someone else now); cancel is 1 when a client
 --          asked for the job to be cancelled (the caller should stop it), else 0.
 
-local number, token, lease_ms = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local number, token, lease_ms = ARGV[2], ARGV[3], whole(ARGV[4] or '', 1, MAX_DURATION_MS)
+if not lease_ms then
+  return redis.error_reply('BADARGS heartbeat: the lease duration must be a whole number of ms in 1..' .. MAX_DURATION_MS)
+end
 
 local record = load(number)
 if not record then return { 0, 0 } end
@@ -1551,6 +1727,11 @@ local reply = (function()
 --            put them in order.
 
 local number, token = ARGV[2], ARGV[3]
+local function units(s) return type(s) == 'string' and #s <= 20 and string.find(s, '^%d+$') ~= nil end
+if not (units(ARGV[4]) and units(ARGV[5]) and short(ARGV[6], MAX_PROGRESS_MESSAGE_BYTES)) then
+  return redis.error_reply('BADARGS progress: done and total must be decimal whole numbers (at most 20 digits), the message at most '
+    .. MAX_PROGRESS_MESSAGE_BYTES .. ' bytes')
+end
 
 local record = load(number)
 if not record then return 0 end
@@ -1577,7 +1758,7 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22] } end
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_complete)
 local reply = (function()
@@ -1589,7 +1770,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -1611,7 +1792,9 @@ local reply = (function()
 --   the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
 -- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
--- dropped (see `cancel`).
+-- dropped (see `cancel`). A finished job keeps the token of the lease whose report ended
+-- it: the same report sent again (under another call id: the worker's retry after a lost
+-- reply) is answered as the first was and changes nothing.
 --
 -- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
 --          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
@@ -1635,28 +1818,37 @@ local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true, lease = true,
   ttl = true, timeout = true, attempts = true }, { acked = true })
 if not call then return refuse(why) end
 local call_id = call.call or ''
-local want = tonumber(call.lease or '0')
-if not want then return refuse('lease is not a number: ' .. call.lease) end
+local want = whole(call.lease or '0', 0, MAX_CONCURRENCY)
+if not want then return refuse('lease must be a whole number in 0..' .. MAX_CONCURRENCY .. ', not ' .. call.lease) end
+local ttl, timeout, attempts
 if want > 0 then
   for name in pairs(LEASE_OPTIONS) do
     if not call[name] then return refuse('leasing needs the option ' .. name) end
   end
-  for _, name in ipairs({ 'ttl', 'timeout', 'attempts' }) do
-    if not tonumber(call[name]) then return refuse(name .. ' is not a number: ' .. call[name]) end
+  ttl, timeout = whole(call.ttl, 1, MAX_DURATION_MS), whole(call.timeout, 1, MAX_DURATION_MS)
+  attempts = whole(call.attempts, 1, MAX_ATTEMPTS)
+  if not (ttl and timeout and attempts) then
+    return refuse(string.format('ttl and timeout must be whole numbers of ms in 1..%d, attempts in 1..%d',
+      MAX_DURATION_MS, MAX_ATTEMPTS))
   end
-  if call_id == '' then return refuse('leasing needs the option call') end
+  if call_id == '' or (call.worker or '') == '' then return refuse('leasing needs the options call and worker') end
 end
 if not (fits_call_id(call_id) and fits_call_id(call.worker or '')) then return refuse(CALL_ID_RULE) end
+if #(call.acked or {}) > MAX_ACKED then return refuse('at most ' .. MAX_ACKED .. ' acked call ids') end
 
 local FIRST = 4 + 2 * m
-local n = tonumber(ARGV[FIRST - 1] or '')
-if not n or n < 0 or #ARGV ~= FIRST - 1 + 5 * n then
-  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow, 5 arguments each')
+local n = whole(ARGV[FIRST - 1] or '', 0, MAX_COMPLETIONS_PER_CALL)
+if not n or #ARGV ~= FIRST - 1 + 5 * n then
+  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow (at most '
+    .. MAX_COMPLETIONS_PER_CALL .. '), 5 arguments each')
 end
 -- Plugin versions go into records as they are: they must not hold the separator.
 for i = 0, n - 1 do
   if not fits_record(ARGV[FIRST + 5 * i + 4]) then
     return refuse("a plugin version must not contain '|'")
+  end
+  if not job_number(ARGV[FIRST + 5 * i]) then
+    return refuse('a job number must be a whole number >= 1, not ' .. ARGV[FIRST + 5 * i])
   end
 end
 
@@ -1681,6 +1873,12 @@ for i = 0, n - 1 do
   local f = raw and fields_of(raw)
   if not f then
     results[#results + 1] = 'm'
+  elseif not seen[number] and f[R_STATE] == 'succeeded' and f[R_TOKEN] == token then
+    -- Reported before by this lease (a report sent again after its reply was lost, under
+    -- another call id): answered as it was then, changing nothing.
+    results[#results + 1] = 's'
+  elseif not seen[number] and f[R_STATE] == 'cancelled' and f[R_TOKEN] == token then
+    results[#results + 1] = 'c'
   elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
     -- (A job named twice in one call is completed once.)
     results[#results + 1] = 'x'
@@ -1692,7 +1890,8 @@ for i = 0, n - 1 do
     runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
     append_log(number, f[R_ATTEMPT], ARGV[a + 3])
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
-    f[R_UNCONFIRMED], f[R_TOKEN], f[R_VERSION] = '', '', ARGV[a + 4]
+    -- The token stays: it says which lease's report ended the job.
+    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     PENDING_TEXT[number] = record_text(f)
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
@@ -1708,12 +1907,14 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      record.token = token
       results[#results + 1] = 'c'
     else
       add_history(record, 'succeeded', nil, ARGV[a + 4])
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
+      record.token = token
       results[#results + 1] = 's'
     end
   end
@@ -1728,8 +1929,7 @@ forget_replies(call.acked)
 
 local leases, wait_ms, capped, leased = {}, -1, 0, nil
 if want > 0 then
-  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, tonumber(call.ttl),
-    tonumber(call.timeout), tonumber(call.attempts))
+  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, ttl, timeout, attempts)
 end
 if call_id ~= '' then
   remember(call_id, (leased or '') .. ';' .. results)
@@ -1748,7 +1948,8 @@ begin(KEYS, ARGV, keys_fail)
 local reply = (function()
 -- fail: record a leased job's failure; retry it later or fail it for good, exactly once.
 --
--- Fenced by the lease token like `complete`. A retryable failure with attempts left puts
+-- Fenced by the lease token like `complete` (and, like it, the same report sent again is
+-- answered as the first was). A retryable failure with attempts left puts
 -- the job back as `scheduled` after the backoff; otherwise the job ends `failed`, in the
 -- failure group named by its error class (or `cancelled`, for class `cancelled` or when a
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
@@ -1770,12 +1971,20 @@ local reply = (function()
 --          'stale').
 -- Publishes: `finish` with the final state when the job ends; `retry` when it will run again.
 
+if #ARGV ~= 9 then return redis.error_reply('BADARGS fail: it takes 9 arguments, not ' .. #ARGV) end
 local number, token = ARGV[2], ARGV[3]
-local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
+local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', whole(ARGV[7], 0, MAX_DURATION_MS)
 local log_text, version = ARGV[8], ARGV[9]
+if not backoff_ms or (ARGV[6] ~= '0' and ARGV[6] ~= '1') or class == '' or not short(class, MAX_KEY_BYTES)
+  or not fits_record(version) then
+  return redis.error_reply(string.format('BADARGS fail: the error class must be 1 to %d bytes, retryable 0 or 1, the backoff a whole number of ms in 0..%d, the version without "|"',
+    MAX_KEY_BYTES, MAX_DURATION_MS))
+end
 
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+-- Reported before by this lease (sent again after its reply was lost): the same answer.
+if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
 
 add_history(record, class, message, version)
@@ -1786,7 +1995,8 @@ append_log(number, record.attempt, log_text)
 redis.call('ZREM', K.leased, number)
 
 if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
-  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
+  -- The token stays until the next lease: it says which lease's report scheduled the retry.
+  record.worker, record.lease_until_ms, record.unconfirmed = nil, nil, nil
   stat_count('retries')
   make_scheduled(number, record, NOW + backoff_ms)
   save(number, record)
@@ -1797,6 +2007,8 @@ end
 local state = 'failed'
 if class == 'cancelled' or record.cancel_requested_ms then state = 'cancelled' end
 finish(number, record, state, record.error, K.leased)
+record.token = token
+save(number, record)
 settle()
 return { 1, state, NOTIFY }
 
@@ -1828,17 +2040,23 @@ local number, token = ARGV[2], ARGV[3]
 
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+-- Handed back before by this lease (sent again): the same answer.
+if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
 redis.call('ZREM', K.leased, number)
 
 if record.cancel_requested_ms then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled while running' })
+  record.token = token
+  save(number, record)
   settle()
   return { 1, 'cancelled', NOTIFY }
 end
 
 record.attempt = record.attempt - 1
-record.worker, record.token, record.lease_until_ms, record.started_ms = nil, nil, nil, nil
+-- (started_ms stays: the job has been leased, so its dependencies had all succeeded, which
+-- `retry` reads from it; the token stays until the next lease, for a report sent again.)
+record.worker, record.lease_until_ms = nil, nil
 record.unconfirmed = nil
 record.progress = nil
 make_ready(number, record)
@@ -1852,7 +2070,7 @@ return reply
 
 end }
 
-local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17] } end
+local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_cancel)
 local reply = (function()
@@ -1862,7 +2080,7 @@ local reply = (function()
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -1874,9 +2092,9 @@ local reply = (function()
 
 local number = ARGV[2]
 
-forget_expired()
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+forget_expired({ [number] = true })
 
 if record.state == 'queued' or record.state == 'scheduled' or record.state == 'waiting' then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled before it ran' })
@@ -1906,6 +2124,36 @@ return reply
 
 end }
 
+local function keys_withdraw(keys) return { stats = keys[1], events = keys[2], idle = keys[3], idle_args = keys[4] } end
+redis.register_function{ function_name = 'wg2_withdraw', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_withdraw)
+local reply = (function()
+-- withdraw: take a worker's registration to be handed jobs of this function out, unless it
+-- was used or has lapsed (lease.lua, ARGV[8]; lib.lua, "Idle workers handed jobs directly").
+-- A worker calls it to take back the slots it keeps free for the registration: when it
+-- needs them for jobs of another function, or when it stops.
+--
+-- KEYS: stats events idle idle_args
+-- ARGV[1]  the function name
+-- ARGV[2]  the worker id
+-- ARGV[3]  the registering call's id
+--
+-- Returns: 1 when the registration was taken out (no job can be handed through it now),
+--          0 when it was not there (it lapsed or was handed jobs, whose messages may still
+--          be on their way) or is another call's (left alone).
+
+local worker, call_id = ARGV[2], ARGV[3]
+local args = redis.call('HGET', K.idle_args, worker)
+if not args or string.match(args, '^([^|]+)|') ~= call_id then return 0 end
+idle_leave(worker)
+return 1
+
+end)()
+end_call()
+return reply
+
+end }
+
 local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
 redis.register_function{ function_name = 'wg2_link', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_link)
@@ -1925,6 +2173,9 @@ local reply = (function()
 --          'missing' when there is no such job.
 
 local number, dependent = ARGV[2], ARGV[3]
+if not split_id(dependent or '') then
+  return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+end
 
 local record = load(number)
 if not record then return 'missing' end
@@ -1963,6 +2214,10 @@ local reply = (function()
 -- Returns: notify, the dependents in other functions to tell in turn (see lib.lua).
 -- Publishes: `ready` when the job may now run, `finish` when it was cancelled.
 
+local STATES = { succeeded = true, failed = true, cancelled = true, missing = true, pending = true }
+if not (split_id(ARGV[3] or '') and STATES[ARGV[4] or '']) then
+  return redis.error_reply('BADARGS resolve: a dependency id (FUNCTION:NUMBER) and its state (succeeded, failed, cancelled, missing or pending)')
+end
 resolve(ARGV[2], ARGV[3], ARGV[4])
 settle()
 return NOTIFY
@@ -1991,6 +2246,9 @@ local reply = (function()
 -- Returns: 1 when the dependent was still to be told, else 0.
 
 local number, dependent = ARGV[2], ARGV[3]
+if not split_id(dependent or '') then
+  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER)')
+end
 
 local record = load(number)
 if not record or not contains(record.untold, dependent) then return 0 end
@@ -2030,7 +2288,8 @@ local reply = (function()
 --          caller runs `link` for each and tells the job with `resolve` about those that have
 --          ended).
 
-local limit = tonumber(ARGV[2])
+local limit = whole(ARGV[2] or '', 1, 1000)
+if not limit then return redis.error_reply('BADARGS recheck: the most jobs must be a whole number in 1..1000') end
 
 local due = {}
 local entries = redis.call('ZRANGEBYSCORE', K.waiting, '-inf', int(NOW), 'LIMIT', '0', int(limit))
@@ -2073,10 +2332,30 @@ local reply = (function()
 -- Returns: the job's tags afterwards, or the error reply `NOJOB` when there is no such job.
 
 local number, how = ARGV[2], ARGV[3]
+if how ~= 'add' and how ~= 'remove' then return redis.error_reply("BADARGS tag: 'add' or 'remove'") end
+for i = 4, #ARGV do
+  if ARGV[i] == '' or not short(ARGV[i], MAX_KEY_BYTES) then
+    return redis.error_reply('BADARGS tag: a tag must be 1 to ' .. MAX_KEY_BYTES .. ' bytes')
+  end
+end
 
 local record = load(number)
 if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
 local tags = record.tags or {}
+if how == 'add' then
+  local after = #tags
+  local seen = {}
+  for _, tag in ipairs(tags) do seen[tag] = true end
+  for i = 4, #ARGV do
+    if not seen[ARGV[i]] then
+      seen[ARGV[i]] = true
+      after = after + 1
+    end
+  end
+  if after > MAX_TAGS then
+    return redis.error_reply('BADARGS tag: a job has at most ' .. MAX_TAGS .. ' tags (it would have ' .. after .. ')')
+  end
+end
 for i = 4, #ARGV do
   local tag = ARGV[i]
   if how == 'add' and not contains(tags, tag) then
@@ -2103,27 +2382,45 @@ local function keys_adopt(keys) return { jobs = keys[1], stats = keys[2], events
 redis.register_function{ function_name = 'wg2_adopt', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_adopt)
 local reply = (function()
--- adopt: record a child job in its parent's record (the child was enqueued with the option
--- `parent`; its function may be another, so this is a call of its own on the parent's).
+-- adopt: the parent's side of a child job (`wasmgear:job/jobs`). The child may be of another
+-- function, so each step is a call of its own on the parent's: asked first (may the parent
+-- have another child?), then told the child's id once it is enqueued. Once a parent's
+-- cancel is asked for, or it has ended, it may have no new child: the first step says so,
+-- and the second says so too (the cancel came in between), so that the caller cancels the
+-- child it has just enqueued; the child is listed all the same, for whoever cancels the
+-- parent's children.
 --
 -- KEYS: jobs stats events
 -- ARGV[1]  the function name (the parent's)
 -- ARGV[2]  the parent's job number
--- ARGV[3]  the child's id (`G:N`)
+-- ARGV[3]  the child's id (`G:N`) to list; '' to ask first
 --
--- Returns: how many children the parent has, or the error reply `NOJOB` when there is no
--- such job.
+-- Returns: {children, status}: how many children the parent lists (afterwards), and
+--          'running' when it may have children; 'cancelling' when its cancel has been
+--          asked for; its state when it is not running (`queued`, ..., `succeeded`, ...);
+--          'full' when it lists MAX_CHILDREN already (asking only: nothing is listed). Or
+--          the error reply `NOJOB` when there is no such job, `BADARGS` for a child id that
+--          is not one (both change nothing).
 
 local number, child = ARGV[2], ARGV[3]
+if child ~= '' and not split_id(child or '') then
+  return redis.error_reply('BADARGS adopt: the child must be a job id (FUNCTION:NUMBER), or empty to ask')
+end
 local record = load(number)
 if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
 local children = record.children or {}
-if not contains(children, child) then
+local status = record.state
+if status == 'running' and record.cancel_requested_ms then status = 'cancelling' end
+if child == '' then
+  if status == 'running' and #children >= MAX_CHILDREN then status = 'full' end
+  return { #children, status }
+end
+if not contains(children, child) and #children < MAX_CHILDREN then
   children[#children + 1] = child
   record.children = children
   save(number, record)
 end
-return #children
+return { #children, status }
 
 end)()
 end_call()
@@ -2231,6 +2528,10 @@ local function requeue(number, record)
   publish({ event = 'retry', id = id_of(number), attempt = record.attempt, at_ms = NOW })
 end
 
+if ARGV[2] ~= 'job' and (ARGV[2] ~= 'group' or not whole(ARGV[4] or '', 1, 10000)) then
+  return redis.error_reply("BADARGS retry: 'job' and a number, or 'group', a group and the most jobs (1..10000)")
+end
+
 local moved, looked = {}, 0
 if ARGV[2] == 'job' then
   local number = ARGV[3]
@@ -2284,6 +2585,24 @@ local reply = (function()
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
 
+-- Every pair is checked before the first is written: a refused call changes nothing.
+local RANGES = {
+  concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
+  keep_finished = { 1, MAX_WHOLE },
+}
+if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
+for i = 2, #ARGV - 1, 2 do
+  local setting, value = ARGV[i], ARGV[i + 1]
+  local range = RANGES[setting]
+  if setting == 'paused' then
+    if value ~= '' and value ~= '1' then return redis.error_reply("BADARGS configure: paused is '1' or ''") end
+  elseif not range then
+    return redis.error_reply('BADARGS configure: unknown setting ' .. setting)
+  elseif value ~= '' and not whole(value, range[1], range[2]) then
+    return redis.error_reply(string.format('BADARGS configure: %s must be a whole number in %d..%d, or empty to clear it',
+      setting, range[1], range[2]))
+  end
+end
 for i = 2, #ARGV - 1, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', K.config, ARGV[i])
@@ -2316,7 +2635,10 @@ local reply = (function()
 -- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
 --          changes); {0, 'missing'} when there is no such job.
 
-local number, priority = ARGV[2], tonumber(ARGV[3])
+local number, priority = ARGV[2], whole(ARGV[3] or '', -1000, 1000)
+if not priority then
+  return redis.error_reply('BADARGS priority: the priority must be a whole number in -1000..1000, not ' .. tostring(ARGV[3]))
+end
 
 local record = load(number)
 if not record then return { 0, 'missing' } end
@@ -2366,6 +2688,9 @@ if record.state == 'succeeded' and record.worker then
   record.history = history
 end
 if final then record.worker = nil end
+-- A lease token is the worker's business (a job that is not running keeps the token of the
+-- lease whose report ended it, for that report sent again).
+record.token = nil
 record.version = nil
 return { cjson.encode(record), redis.call('HGET', K.output, number) }
 
@@ -2777,4 +3102,4 @@ return 1
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'ba5f6a61b70bc1d0289a4e8178946e31d03fc976' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'aba0eaee8653ffcc50f81ad3df4965a04a5f001c' end, flags = { 'no-writes' } }

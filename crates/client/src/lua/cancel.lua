@@ -4,7 +4,7 @@
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -16,9 +16,9 @@
 
 local number = ARGV[2]
 
-forget_expired()
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+forget_expired({ [number] = true })
 
 if record.state == 'queued' or record.state == 'scheduled' or record.state == 'waiting' then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled before it ran' })

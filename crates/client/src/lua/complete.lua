@@ -6,7 +6,7 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -28,7 +28,9 @@
 --   the version (content hash) of the plugin that ran the attempt ('' if unknown)
 --
 -- A job whose cancellation was asked for while it ran ends `cancelled` instead, its output
--- dropped (see `cancel`).
+-- dropped (see `cancel`). A finished job keeps the token of the lease whose report ended
+-- it: the same report sent again (under another call id: the worker's retry after a lost
+-- reply) is answered as the first was and changes nothing.
 --
 -- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
 --          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
@@ -52,28 +54,37 @@ local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true, lease = true,
   ttl = true, timeout = true, attempts = true }, { acked = true })
 if not call then return refuse(why) end
 local call_id = call.call or ''
-local want = tonumber(call.lease or '0')
-if not want then return refuse('lease is not a number: ' .. call.lease) end
+local want = whole(call.lease or '0', 0, MAX_CONCURRENCY)
+if not want then return refuse('lease must be a whole number in 0..' .. MAX_CONCURRENCY .. ', not ' .. call.lease) end
+local ttl, timeout, attempts
 if want > 0 then
   for name in pairs(LEASE_OPTIONS) do
     if not call[name] then return refuse('leasing needs the option ' .. name) end
   end
-  for _, name in ipairs({ 'ttl', 'timeout', 'attempts' }) do
-    if not tonumber(call[name]) then return refuse(name .. ' is not a number: ' .. call[name]) end
+  ttl, timeout = whole(call.ttl, 1, MAX_DURATION_MS), whole(call.timeout, 1, MAX_DURATION_MS)
+  attempts = whole(call.attempts, 1, MAX_ATTEMPTS)
+  if not (ttl and timeout and attempts) then
+    return refuse(string.format('ttl and timeout must be whole numbers of ms in 1..%d, attempts in 1..%d',
+      MAX_DURATION_MS, MAX_ATTEMPTS))
   end
-  if call_id == '' then return refuse('leasing needs the option call') end
+  if call_id == '' or (call.worker or '') == '' then return refuse('leasing needs the options call and worker') end
 end
 if not (fits_call_id(call_id) and fits_call_id(call.worker or '')) then return refuse(CALL_ID_RULE) end
+if #(call.acked or {}) > MAX_ACKED then return refuse('at most ' .. MAX_ACKED .. ' acked call ids') end
 
 local FIRST = 4 + 2 * m
-local n = tonumber(ARGV[FIRST - 1] or '')
-if not n or n < 0 or #ARGV ~= FIRST - 1 + 5 * n then
-  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow, 5 arguments each')
+local n = whole(ARGV[FIRST - 1] or '', 0, MAX_COMPLETIONS_PER_CALL)
+if not n or #ARGV ~= FIRST - 1 + 5 * n then
+  return refuse('ARGV[' .. (FIRST - 1) .. '] must count the jobs that follow (at most '
+    .. MAX_COMPLETIONS_PER_CALL .. '), 5 arguments each')
 end
 -- Plugin versions go into records as they are: they must not hold the separator.
 for i = 0, n - 1 do
   if not fits_record(ARGV[FIRST + 5 * i + 4]) then
     return refuse("a plugin version must not contain '|'")
+  end
+  if not job_number(ARGV[FIRST + 5 * i]) then
+    return refuse('a job number must be a whole number >= 1, not ' .. ARGV[FIRST + 5 * i])
   end
 end
 
@@ -98,6 +109,12 @@ for i = 0, n - 1 do
   local f = raw and fields_of(raw)
   if not f then
     results[#results + 1] = 'm'
+  elseif not seen[number] and f[R_STATE] == 'succeeded' and f[R_TOKEN] == token then
+    -- Reported before by this lease (a report sent again after its reply was lost, under
+    -- another call id): answered as it was then, changing nothing.
+    results[#results + 1] = 's'
+  elseif not seen[number] and f[R_STATE] == 'cancelled' and f[R_TOKEN] == token then
+    results[#results + 1] = 'c'
   elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
     -- (A job named twice in one call is completed once.)
     results[#results + 1] = 'x'
@@ -109,7 +126,8 @@ for i = 0, n - 1 do
     runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
     append_log(number, f[R_ATTEMPT], ARGV[a + 3])
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
-    f[R_UNCONFIRMED], f[R_TOKEN], f[R_VERSION] = '', '', ARGV[a + 4]
+    -- The token stays: it says which lease's report ended the job.
+    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     PENDING_TEXT[number] = record_text(f)
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
@@ -125,12 +143,14 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      record.token = token
       results[#results + 1] = 'c'
     else
       add_history(record, 'succeeded', nil, ARGV[a + 4])
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
+      record.token = token
       results[#results + 1] = 's'
     end
   end
@@ -145,8 +165,7 @@ forget_replies(call.acked)
 
 local leases, wait_ms, capped, leased = {}, -1, 0, nil
 if want > 0 then
-  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, tonumber(call.ttl),
-    tonumber(call.timeout), tonumber(call.attempts))
+  leases, wait_ms, capped, leased = lease_jobs(call.worker, call_id, want, ttl, timeout, attempts)
 end
 if call_id ~= '' then
   remember(call_id, (leased or '') .. ';' .. results)

@@ -12,6 +12,24 @@
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
 
+-- Every pair is checked before the first is written: a refused call changes nothing.
+local RANGES = {
+  concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
+  keep_finished = { 1, MAX_WHOLE },
+}
+if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
+for i = 2, #ARGV - 1, 2 do
+  local setting, value = ARGV[i], ARGV[i + 1]
+  local range = RANGES[setting]
+  if setting == 'paused' then
+    if value ~= '' and value ~= '1' then return redis.error_reply("BADARGS configure: paused is '1' or ''") end
+  elseif not range then
+    return redis.error_reply('BADARGS configure: unknown setting ' .. setting)
+  elseif value ~= '' and not whole(value, range[1], range[2]) then
+    return redis.error_reply(string.format('BADARGS configure: %s must be a whole number in %d..%d, or empty to clear it',
+      setting, range[1], range[2]))
+  end
+end
 for i = 2, #ARGV - 1, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', K.config, ARGV[i])

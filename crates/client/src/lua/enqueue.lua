@@ -67,6 +67,9 @@ local call, why = named_options(ARGV, 3, 2 + 2 * m, { call = true }, { acked = t
 if not call then return redis.error_reply('BADJOB call: ' .. why) end
 local call_id = call.call or ''
 if not fits_call_id(call_id) then return redis.error_reply('BADJOB call: ' .. CALL_ID_RULE) end
+if #(call.acked or {}) > MAX_ACKED then
+  return redis.error_reply('BADJOB call: at most ' .. MAX_ACKED .. ' acked call ids')
+end
 
 local replay = remembered(call_id)
 if replay then
@@ -86,7 +89,15 @@ local JOB_OPTIONS = {
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
 }
 local JOB_LISTS = { tag = true, after = true }
-local NUMERIC = { 'priority', 'attempts', 'timeout', 'retention', 'failed_retention', 'delay', 'at', 'tick' }
+-- Each number's range: every option is checked here, before the first write (a value
+-- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
+-- fail the call halfway through its writes).
+local RANGES = {
+  { 'priority', -1000, 1000 }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
+  { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
+  { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
+}
+local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
 local n = tonumber(ARGV[n_at] or '')
 if not n or n < 0 then
@@ -102,10 +113,28 @@ for i = 0, n - 1 do
   if k > 0 then
     local options, why = named_options(ARGV, at_arg + 1, at_arg + 2 * k, JOB_OPTIONS, JOB_LISTS)
     if not options then return bad(i, why) end
-    for _, name in ipairs(NUMERIC) do
-      if options[name] and not tonumber(options[name]) then
-        return bad(i, name .. ' is not a number: ' .. options[name])
+    for _, range in ipairs(RANGES) do
+      local name = range[1]
+      if options[name] and not whole(options[name], range[2], range[3]) then
+        return bad(i, string.format('%s must be a whole number in %d..%d, not %s', name, range[2], range[3], options[name]))
       end
+    end
+    for _, name in ipairs(KEYED) do
+      if options[name] and (options[name] == '' or not short(options[name], MAX_KEY_BYTES)) then
+        return bad(i, string.format('%s must be 1 to %d bytes', name, MAX_KEY_BYTES))
+      end
+    end
+    for _, tag in ipairs(options.tag or {}) do
+      if tag == '' or not short(tag, MAX_KEY_BYTES) then
+        return bad(i, string.format('a tag must be 1 to %d bytes', MAX_KEY_BYTES))
+      end
+    end
+    if #(options.tag or {}) > MAX_TAGS then return bad(i, 'more than ' .. MAX_TAGS .. ' tags') end
+    if #(options.after or {}) > MAX_DEPENDENCIES then
+      return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.parent and not split_id(options.parent) then
+      return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
     if (options.schedule == nil) ~= (options.tick == nil) then
       return bad(i, 'schedule and tick go together')
@@ -208,7 +237,11 @@ for i = 0, n - 1 do
       if last_tick and tonumber(last_tick) >= tick then existing = last_number end
     end
     local once = options.once
-    if once and not existing then existing = redis.call('HGET', K.ticks, 'once\0' .. once) or nil end
+    if once and not existing then
+      -- A key whose job has been forgotten no longer answers: the job is made again.
+      local holder = redis.call('HGET', K.ticks, 'once\0' .. once)
+      if holder and load(holder) then existing = holder end
+    end
     if uniq and not existing then
       local holder = redis.call('HGET', K.uniq, uniq)
       if holder then
@@ -238,7 +271,11 @@ for i = 0, n - 1 do
         record.uniq = uniq
         redis.call('HSET', K.uniq, uniq, number)
       end
-      if once then redis.call('HSET', K.ticks, 'once\0' .. once, number) end
+      if once then
+        -- Kept while the job is (forget_finished lets it go with the job).
+        record.once = once
+        redis.call('HSET', K.ticks, 'once\0' .. once, number)
+      end
       if options.parent then record.parent = options.parent end
       if schedule then
         record.schedule = schedule
@@ -308,7 +345,12 @@ flush()
 -- unless every job of the call was handed over.
 local handed = 0
 if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off() end
-if created_any and not (handed == made_ready and made_ready == n) then wake_workers() end
+-- Told unless every job of the call was ready and handed over, none left ready (a hand-off
+-- gives the best ready jobs, which need not be this call's; a job scheduled or waiting is
+-- news too: the workers learn when it falls due).
+if created_any and not (made_ready == n and handed >= made_ready and redis.call('ZCARD', K.ready) == 0) then
+  wake_workers()
+end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))

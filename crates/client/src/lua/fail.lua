@@ -1,6 +1,7 @@
 -- fail: record a leased job's failure; retry it later or fail it for good, exactly once.
 --
--- Fenced by the lease token like `complete`. A retryable failure with attempts left puts
+-- Fenced by the lease token like `complete` (and, like it, the same report sent again is
+-- answered as the first was). A retryable failure with attempts left puts
 -- the job back as `scheduled` after the backoff; otherwise the job ends `failed`, in the
 -- failure group named by its error class (or `cancelled`, for class `cancelled` or when a
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
@@ -22,12 +23,20 @@
 --          'stale').
 -- Publishes: `finish` with the final state when the job ends; `retry` when it will run again.
 
+if #ARGV ~= 9 then return redis.error_reply('BADARGS fail: it takes 9 arguments, not ' .. #ARGV) end
 local number, token = ARGV[2], ARGV[3]
-local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', tonumber(ARGV[7])
+local class, message, retryable, backoff_ms = ARGV[4], ARGV[5], ARGV[6] == '1', whole(ARGV[7], 0, MAX_DURATION_MS)
 local log_text, version = ARGV[8], ARGV[9]
+if not backoff_ms or (ARGV[6] ~= '0' and ARGV[6] ~= '1') or class == '' or not short(class, MAX_KEY_BYTES)
+  or not fits_record(version) then
+  return redis.error_reply(string.format('BADARGS fail: the error class must be 1 to %d bytes, retryable 0 or 1, the backoff a whole number of ms in 0..%d, the version without "|"',
+    MAX_KEY_BYTES, MAX_DURATION_MS))
+end
 
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+-- Reported before by this lease (sent again after its reply was lost): the same answer.
+if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
 
 add_history(record, class, message, version)
@@ -38,7 +47,8 @@ append_log(number, record.attempt, log_text)
 redis.call('ZREM', K.leased, number)
 
 if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
-  record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
+  -- The token stays until the next lease: it says which lease's report scheduled the retry.
+  record.worker, record.lease_until_ms, record.unconfirmed = nil, nil, nil
   stat_count('retries')
   make_scheduled(number, record, NOW + backoff_ms)
   save(number, record)
@@ -49,5 +59,7 @@ end
 local state = 'failed'
 if class == 'cancelled' or record.cancel_requested_ms then state = 'cancelled' end
 finish(number, record, state, record.error, K.leased)
+record.token = token
+save(number, record)
 settle()
 return { 1, state, NOTIFY }

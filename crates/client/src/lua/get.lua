@@ -24,5 +24,8 @@ if record.state == 'succeeded' and record.worker then
   record.history = history
 end
 if final then record.worker = nil end
+-- A lease token is the worker's business (a job that is not running keeps the token of the
+-- lease whose report ended it, for that report sent again).
+record.token = nil
 record.version = nil
 return { cjson.encode(record), redis.call('HGET', K.output, number) }

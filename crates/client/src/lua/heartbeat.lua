@@ -11,7 +11,10 @@
 --          job: it belongs to no one or to someone else now); cancel is 1 when a client
 --          asked for the job to be cancelled (the caller should stop it), else 0.
 
-local number, token, lease_ms = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local number, token, lease_ms = ARGV[2], ARGV[3], whole(ARGV[4] or '', 1, MAX_DURATION_MS)
+if not lease_ms then
+  return redis.error_reply('BADARGS heartbeat: the lease duration must be a whole number of ms in 1..' .. MAX_DURATION_MS)
+end
 
 local record = load(number)
 if not record then return { 0, 0 } end

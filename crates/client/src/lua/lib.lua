@@ -95,6 +95,28 @@ end
 
 local function pad(number) return string.format('%013d', tonumber(number)) end
 
+-- Caller's numbers. `tonumber` takes '1e999', 'inf', 'nan', '0x10' and ' 7', and a script
+-- that computes with such a value fails (or writes garbage) halfway through its writes: every
+-- number a caller gives is read with whole() while the call is checked, before its first
+-- write. Lua's numbers are doubles, exact up to 2^53.
+local MAX_WHOLE = 9007199254740991
+
+-- Text `s` as a whole number in lo..hi (decimal digits, an optional '-'), or nil.
+local function whole(s, lo, hi)
+  if type(s) ~= 'string' or #s == 0 or #s > 17 or not string.find(s, '^%-?%d+$') then return nil end
+  local n = tonumber(s)
+  if not n or n < lo or n > (hi or MAX_WHOLE) then return nil end
+  return n
+end
+
+-- A job number as callers give it: decimal digits, no sign or leading zero.
+local function job_number(s)
+  return type(s) == 'string' and #s <= 15 and string.find(s, '^[1-9]%d*$') ~= nil
+end
+
+-- Text of at most `most` bytes (a key, tag or id).
+local function short(s, most) return type(s) == 'string' and #s <= most end
+
 ---------------------------------------------------------------------------------------------
 -- Job records. A record in `jobs` is its hot fields, the ones leasing and completing read
 -- and write, in a fixed order, each followed by '|', then the job's other fields as a JSON
@@ -238,11 +260,25 @@ local function load(number)
   return nil
 end
 
--- Loads the records of `numbers` with one call: number -> record (absent: no such job).
+-- HMGET of `fields` of hash `key`, however many (Lua's unpack takes at most a few thousand
+-- values at once): the values in order, false for a missing field.
+local function hmget(key, fields)
+  local values = {}
+  local i = 1
+  while i <= #fields do
+    local last = math.min(i + 999, #fields)
+    local got = redis.call('HMGET', key, unpack(fields, i, last))
+    for j = 1, #got do values[i + j - 1] = got[j] end
+    i = last + 1
+  end
+  return values
+end
+
+-- Loads the records of `numbers`: number -> record (absent: no such job).
 local function load_many(numbers)
   local records = {}
   if #numbers == 0 then return records end
-  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  local raws = hmget(K.jobs, numbers)
   for i, number in ipairs(numbers) do
     if PENDING and PENDING[number] then
       records[number] = PENDING[number]
@@ -404,13 +440,19 @@ local function append_log(number, attempt, text)
   redis.call('HSET', K.logs, number, log)
 end
 
--- Records an ended attempt in the job's history.
+-- Records an ended attempt in the job's history, which keeps its newest MAX_HISTORY entries
+-- (a job retried again and again, or whose leases keep running out unconfirmed, would grow
+-- without bound); `history_dropped` counts those let go.
 local function add_history(record, outcome, message, version)
   local history = record.history or {}
   history[#history + 1] = {
     attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
     ended_ms = NOW, outcome = outcome, message = message, version = version,
   }
+  while #history > MAX_HISTORY do
+    table.remove(history, 1)
+    record.history_dropped = (record.history_dropped or 0) + 1
+  end
   record.history = history
 end
 
@@ -463,15 +505,39 @@ local function stat_time(kind, ms) stat_times(kind, { ms }) end
 
 local function stat_count(name) STAT_COUNTS[name] = (STAT_COUNTS[name] or 0) + 1 end
 
--- On the first write of a new day: forgets the days past STATS_DAYS.
+-- Days of this function's statistics written before they were sums (`mean` and `vk`,
+-- Welford's) are turned into sums the first time this code writes to them, so that a day
+-- never mixes the two (its count would cover samples its sum does not).
+local function stats_convert_day(prefix)
+  for _, kind in ipairs(STAT_KINDS) do
+    local p = prefix .. kind .. ':'
+    local old = redis.call('HMGET', K.stats, p .. 'count', p .. 'mean', p .. 'vk', p .. 'sum', p .. 'squares')
+    local count, mean, vk = tonumber(old[1] or ''), tonumber(old[2] or ''), tonumber(old[3] or '')
+    if mean then
+      count = count or 0
+      local sum = (tonumber(old[4] or '') or 0) + mean * count
+      local squares = (tonumber(old[5] or '') or 0) + (vk or 0) + count * mean * mean
+      redis.call('HSET', K.stats, p .. 'sum', string.format('%.0f', sum), p .. 'squares', string.format('%.0f', squares))
+      redis.call('HDEL', K.stats, p .. 'mean', p .. 'vk')
+    end
+  end
+end
+
+-- On the first write of a day: the day joins the days kept (once, in order, whichever way
+-- the clock stepped), and those past STATS_DAYS are forgotten.
 local function stats_new_day(day)
   local days = cjson.decode(redis.call('HGET', K.stats, 'days') or '[]')
-  if days[#days] == day then return end
-  days[#days + 1] = day
+  local known = false
+  for _, d in ipairs(days) do if d == day then known = true end end
+  if not known then
+    days[#days + 1] = day
+    table.sort(days)
+  end
   while #days > STATS_DAYS do
     redis.call('HDEL', K.stats, unpack(stat_fields(table.remove(days, 1))))
   end
   redis.call('HSET', K.stats, 'days', cjson.encode(days))
+  stats_convert_day(int(day) .. ':')
 end
 
 -- Writes what the call added to the statistics: for each kind, HINCRBY of today's count,
@@ -483,9 +549,12 @@ local function stats_flush()
   if not next(samples_of) and not next(counts) then return end
   local day = math.floor(NOW / DAY_MS)
   local prefix = int(day) .. ':'
-  if tonumber(redis.call('HGET', K.stats, 'today') or '-1') ~= day then
+  -- (`sums_day`, not the `today` of the code before sums: on the day that code was
+  -- replaced, its day is converted once.)
+  if tonumber(redis.call('HGET', K.stats, 'sums_day') or '-1') ~= day then
     stats_new_day(day)
-    redis.call('HSET', K.stats, 'today', int(day))
+    redis.call('HSET', K.stats, 'sums_day', int(day))
+    redis.call('HDEL', K.stats, 'today')
   end
   for _, kind in ipairs(STAT_KINDS) do
     local samples = samples_of[kind]
@@ -664,7 +733,7 @@ end
 -- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
 local function forget_finished(numbers)
   if #numbers == 0 then return end
-  local raws = redis.call('HMGET', K.jobs, unpack(numbers))
+  local raws = hmget(K.jobs, numbers)
   local gone, later, uncounted = {}, {}, {}
   for i, number in ipairs(numbers) do
     local raw = raws[i]
@@ -679,6 +748,10 @@ local function forget_finished(numbers)
       gone[#gone + 1] = number
       if record then
         for _, tag in ipairs(record.tags or {}) do redis.call('ZREM', K.tagged, tag .. '\0' .. pad(number)) end
+        -- A child's `once` key goes with it (enqueue makes the job again if asked).
+        if record.once and redis.call('HGET', K.ticks, 'once\0' .. record.once) == number then
+          redis.call('HDEL', K.ticks, 'once\0' .. record.once)
+        end
         state = record.state
         if state == 'failed' then
           local group = record.group or 'unknown'
@@ -812,7 +885,12 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       local record = load(number)
       if record then
         stat_count('failures')
-        local unconfirmed = record.unconfirmed and (record.given_back or 0) < record.max_attempts
+        -- A lease the worker never confirmed (it never had the job: its reply was lost, or
+        -- the worker died before the job started) gives its attempt back, always: a job is
+        -- never failed by leases that ran out unconfirmed. (The worker confirms a job that
+        -- runs longer than a moment with an early heartbeat, so this is not a loop for a
+        -- job that runs.)
+        local unconfirmed = record.unconfirmed
         if unconfirmed then
           add_history(record, 'lease-lost', 'the worker never confirmed the lease; the attempt is not counted', nil)
           record.attempt = record.attempt - 1
@@ -868,17 +946,13 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   local leases, leased_count = {}, 0
   local waits = {}
   if allowed > 0 then
-    -- The first jobs by rank, then removed by rank: ZPOPMIN would answer their scores too,
-    -- each formatted as a float.
+    -- The first jobs by rank, read, then removed by rank once everything about them is
+    -- known (a job leaves `ready` in the same step it enters `leased`): ZPOPMIN would answer
+    -- their scores too, each formatted as a float.
     local last = int(allowed - 1)
     local numbers = redis.call('ZRANGE', K.ready, '0', last)
-    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', last) end
-    -- One call per key for all the jobs, not one per job.
-    local raws, inputs = {}, {}
-    if #numbers > 0 then
-      raws = redis.call('HMGET', K.jobs, unpack(numbers))
-      inputs = redis.call('HMGET', K.input, unpack(numbers))
-    end
+    -- One call per key for all the jobs (per thousand), not one per job.
+    local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
     local saves, leased, rated = {}, {}, {}
     local lease_until = int(NOW + lease_ms)
     local default_timeout = int(default_timeout_ms)
@@ -920,6 +994,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         leased_count = leased_count + 1
       end
     end
+    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
@@ -948,17 +1023,25 @@ end
 
 -- Idle workers handed jobs directly. A worker whose `lease` found nothing may ask for the
 -- next ready jobs to be handed to it (lease.lua, its last two arguments): it is registered
--- in K.idle until the registration lapses, its next `lease` call, or it leaves. `enqueue`
--- then leases its new jobs to the newest registered worker as that worker's own `lease`
--- call would (same worker id, call id as token prefix, count, lease time and defaults) and
--- publishes each lease on the worker's channel: the job starts without another round trip.
--- A registration serves one hand-off. Nothing is handed while the function is paused, at
--- its concurrency cap or rate limit (lease_jobs leases nothing then).
+-- in K.idle until the registration lapses, its next `lease` call on the function, a
+-- `withdraw`, or it leaves. `enqueue` then leases its new jobs to the newest registered
+-- worker as that worker's own `lease` call would (same worker id, call id as token prefix,
+-- count, lease time and defaults) and publishes each lease on the worker's channel: the job
+-- starts without another round trip. A registration serves one hand-off, of at most the
+-- count it asked for: the worker keeps that many of its slots free for it until it knows
+-- the registration is over (each message says how many jobs the hand-off gave), so the
+-- jobs it can be handed, over all its functions, never exceed its free slots. Nothing is
+-- handed while the function is paused, at its concurrency cap or rate limit (lease_jobs
+-- leases nothing then).
 
--- Takes `worker` out of the idle workers.
+-- Takes `worker` out of the idle workers of this function; returns the call id of the
+-- registration it had (nil when it had none: it lapsed, was handed jobs, or never was).
 local function idle_leave(worker)
+  local args = redis.call('HGET', K.idle_args, worker)
   redis.call('ZREM', K.idle, worker)
   redis.call('HDEL', K.idle_args, worker)
+  if not args then return nil end
+  return string.match(args, '^([^|]+)|')
 end
 
 -- Registers `worker` as idle for `hold_ms`, leasing with these arguments.
@@ -968,13 +1051,16 @@ local function idle_join(worker, call_id, want, lease_ms, timeout_ms, attempts, 
     int(timeout_ms), int(attempts), channel }, '|'))
 end
 
--- The most idle workers one call hands jobs to.
+-- The most idle workers one call hands jobs to, and the most lapsed registrations one call
+-- clears.
 local HAND_OFF_WORKERS = 16
 
 -- Hands ready jobs to registered idle workers, newest registration first; returns how many.
+-- Each lease is published on the worker's channel as `lease FUNCTION COUNT ROW` + '\n' +
+-- input, COUNT being how many jobs this hand-off gave the worker, ROW as `lease` answers.
 local function hand_off()
   local now = int(NOW)
-  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE')
+  local lapsed = redis.call('ZRANGE', K.idle, '-inf', now, 'BYSCORE', 'LIMIT', '0', int(HAND_OFF_WORKERS))
   if #lapsed > 0 then
     redis.call('ZREM', K.idle, unpack(lapsed))
     redis.call('HDEL', K.idle_args, unpack(lapsed))
@@ -987,16 +1073,18 @@ local function hand_off()
     local args = redis.call('HGET', K.idle_args, worker) or ''
     local call_id, want, lease_ms, timeout_ms, attempts, channel =
       string.match(args, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]+)$')
-    if not call_id then
+    want = tonumber(want or '')
+    if not call_id or want < 1 or want > MAX_CONCURRENCY then
       idle_leave(worker)
     else
-      local leases = lease_jobs(worker, call_id, tonumber(want), tonumber(lease_ms),
+      local leases = lease_jobs(worker, call_id, want, tonumber(lease_ms),
         tonumber(timeout_ms), tonumber(attempts), true)
       -- Nothing (left) to hand, or not allowed now: the registration stays.
       if #leases == 0 then break end
       idle_leave(worker)
+      local head = 'lease ' .. FN .. ' ' .. int(#leases / 2) .. ' '
       for i = 1, #leases, 2 do
-        redis.call('PUBLISH', channel, 'lease ' .. FN .. ' ' .. leases[i] .. '\n' .. leases[i + 1])
+        redis.call('PUBLISH', channel, head .. leases[i] .. '\n' .. leases[i + 1])
       end
       handed = handed + #leases / 2
     end

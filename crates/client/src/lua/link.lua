@@ -13,6 +13,9 @@
 --          'missing' when there is no such job.
 
 local number, dependent = ARGV[2], ARGV[3]
+if not split_id(dependent or '') then
+  return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+end
 
 local record = load(number)
 if not record then return 'missing' end

@@ -9,7 +9,10 @@
 -- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
 --          changes); {0, 'missing'} when there is no such job.
 
-local number, priority = ARGV[2], tonumber(ARGV[3])
+local number, priority = ARGV[2], whole(ARGV[3] or '', -1000, 1000)
+if not priority then
+  return redis.error_reply('BADARGS priority: the priority must be a whole number in -1000..1000, not ' .. tostring(ARGV[3]))
+end
 
 local record = load(number)
 if not record then return { 0, 'missing' } end

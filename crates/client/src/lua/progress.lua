@@ -15,6 +15,11 @@
 --            put them in order.
 
 local number, token = ARGV[2], ARGV[3]
+local function units(s) return type(s) == 'string' and #s <= 20 and string.find(s, '^%d+$') ~= nil end
+if not (units(ARGV[4]) and units(ARGV[5]) and short(ARGV[6], MAX_PROGRESS_MESSAGE_BYTES)) then
+  return redis.error_reply('BADARGS progress: done and total must be decimal whole numbers (at most 20 digits), the message at most '
+    .. MAX_PROGRESS_MESSAGE_BYTES .. ' bytes')
+end
 
 local record = load(number)
 if not record then return 0 end

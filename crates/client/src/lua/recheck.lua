@@ -14,7 +14,8 @@
 --          caller runs `link` for each and tells the job with `resolve` about those that have
 --          ended).
 
-local limit = tonumber(ARGV[2])
+local limit = whole(ARGV[2] or '', 1, 1000)
+if not limit then return redis.error_reply('BADARGS recheck: the most jobs must be a whole number in 1..1000') end
 
 local due = {}
 local entries = redis.call('ZRANGEBYSCORE', K.waiting, '-inf', int(NOW), 'LIMIT', '0', int(limit))

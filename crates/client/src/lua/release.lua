@@ -16,17 +16,23 @@ local number, token = ARGV[2], ARGV[3]
 
 local record = load(number)
 if not record then return { 0, 'missing', {} } end
+-- Handed back before by this lease (sent again): the same answer.
+if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
 redis.call('ZREM', K.leased, number)
 
 if record.cancel_requested_ms then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled while running' })
+  record.token = token
+  save(number, record)
   settle()
   return { 1, 'cancelled', NOTIFY }
 end
 
 record.attempt = record.attempt - 1
-record.worker, record.token, record.lease_until_ms, record.started_ms = nil, nil, nil, nil
+-- (started_ms stays: the job has been leased, so its dependencies had all succeeded, which
+-- `retry` reads from it; the token stays until the next lease, for a report sent again.)
+record.worker, record.lease_until_ms = nil, nil
 record.unconfirmed = nil
 record.progress = nil
 make_ready(number, record)

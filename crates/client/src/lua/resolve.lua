@@ -12,6 +12,10 @@
 -- Returns: notify, the dependents in other functions to tell in turn (see lib.lua).
 -- Publishes: `ready` when the job may now run, `finish` when it was cancelled.
 
+local STATES = { succeeded = true, failed = true, cancelled = true, missing = true, pending = true }
+if not (split_id(ARGV[3] or '') and STATES[ARGV[4] or '']) then
+  return redis.error_reply('BADARGS resolve: a dependency id (FUNCTION:NUMBER) and its state (succeeded, failed, cancelled, missing or pending)')
+end
 resolve(ARGV[2], ARGV[3], ARGV[4])
 settle()
 return NOTIFY

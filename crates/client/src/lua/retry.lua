@@ -94,6 +94,10 @@ local function requeue(number, record)
   publish({ event = 'retry', id = id_of(number), attempt = record.attempt, at_ms = NOW })
 end
 
+if ARGV[2] ~= 'job' and (ARGV[2] ~= 'group' or not whole(ARGV[4] or '', 1, 10000)) then
+  return redis.error_reply("BADARGS retry: 'job' and a number, or 'group', a group and the most jobs (1..10000)")
+end
+
 local moved, looked = {}, 0
 if ARGV[2] == 'job' then
   local number = ARGV[3]

@@ -9,10 +9,30 @@
 -- Returns: the job's tags afterwards, or the error reply `NOJOB` when there is no such job.
 
 local number, how = ARGV[2], ARGV[3]
+if how ~= 'add' and how ~= 'remove' then return redis.error_reply("BADARGS tag: 'add' or 'remove'") end
+for i = 4, #ARGV do
+  if ARGV[i] == '' or not short(ARGV[i], MAX_KEY_BYTES) then
+    return redis.error_reply('BADARGS tag: a tag must be 1 to ' .. MAX_KEY_BYTES .. ' bytes')
+  end
+end
 
 local record = load(number)
 if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
 local tags = record.tags or {}
+if how == 'add' then
+  local after = #tags
+  local seen = {}
+  for _, tag in ipairs(tags) do seen[tag] = true end
+  for i = 4, #ARGV do
+    if not seen[ARGV[i]] then
+      seen[ARGV[i]] = true
+      after = after + 1
+    end
+  end
+  if after > MAX_TAGS then
+    return redis.error_reply('BADARGS tag: a job has at most ' .. MAX_TAGS .. ' tags (it would have ' .. after .. ')')
+  end
+end
 for i = 4, #ARGV do
   local tag = ARGV[i]
   if how == 'add' and not contains(tags, tag) then

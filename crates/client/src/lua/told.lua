@@ -12,6 +12,9 @@
 -- Returns: 1 when the dependent was still to be told, else 0.
 
 local number, dependent = ARGV[2], ARGV[3]
+if not split_id(dependent or '') then
+  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER)')
+end
 
 local record = load(number)
 if not record or not contains(record.untold, dependent) then return 0 end

@@ -7,7 +7,7 @@ use crate::job::FunctionName;
 use crate::run::{ChildOutcome, ChildRequest, StoreData};
 
 /// The longest key a child may be given (a parent's key names it in the queue).
-const MAX_KEY_BYTES: usize = 200;
+const MAX_KEY_BYTES: usize = wasmgear_proto::limits::MAX_KEY_BYTES as usize;
 
 impl Host for StoreData {
     async fn enqueue(
@@ -26,6 +26,9 @@ impl Host for StoreData {
         let Some(children) = self.children.clone() else {
             return Err("child jobs need a queue: this job runs without one".into());
         };
+        if self.cancel.fired().is_some() {
+            return Err("the job was asked to stop: it enqueues no more children".into());
+        }
         // Every call counts, refused or not, so that a child's place is the same on every
         // attempt of the parent.
         let place = self.child_calls;
@@ -44,10 +47,14 @@ impl Host for StoreData {
                 key.len()
             ));
         }
+        let key = match options.key {
+            Some(key) => key,
+            None => self.unkeyed_key(&function, &input),
+        };
         let request = ChildRequest {
             function,
             input,
-            key: options.key.unwrap_or_else(|| format!("#{place}")),
+            key,
             priority: options.priority,
             max_attempts: options.max_attempts,
             timeout: options.timeout_ms.map(Duration::from_millis),
@@ -68,5 +75,25 @@ impl Host for StoreData {
             }),
             () = cancel.fired_wait() => Err("the job was asked to stop while it waited".into()),
         }
+    }
+}
+
+impl StoreData {
+    /// The key of a child enqueued without one: `#` and a digest of its function and input,
+    /// then how many such children came before it (`#DIGEST.N`), so that every attempt of the
+    /// parent names its children alike whatever the order of its calls (children alike in
+    /// function and input are interchangeable).
+    fn unkeyed_key(&mut self, function: &FunctionName, input: &[u8]) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(function.as_str().as_bytes());
+        hasher.update([0]);
+        hasher.update(input);
+        let digest: [u8; 32] = hasher.finalize().into();
+        let count = self.unkeyed_children.entry(digest).or_insert(0);
+        let n = *count;
+        *count += 1;
+        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!("#{hex}.{n}")
     }
 }

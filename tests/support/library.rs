@@ -1,0 +1,104 @@
+//! The queue's Functions library called as another client would: `FCALL wg2_NAME` with the
+//! keys the function declares (in order), the function name, then the arguments.
+
+use redis::aio::MultiplexedConnection;
+use wasmgear_client::FunctionName;
+
+/// One function's queue, reached through the library directly.
+#[derive(Clone)]
+pub struct Library {
+    pub conn: MultiplexedConnection,
+    pub function: FunctionName,
+}
+
+impl Library {
+    pub fn new(conn: MultiplexedConnection, function: &FunctionName) -> Self {
+        Library {
+            conn,
+            function: function.clone(),
+        }
+    }
+
+    /// `FCALL wg2_NAME` on this function's keys with `args` after the function name.
+    pub fn command(&self, name: &str, args: &[&str]) -> redis::Cmd {
+        let keys = wasmgear_client::queue_keys(name, &self.function)
+            .unwrap_or_else(|| panic!("{name} is not a function of one queue"));
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(format!("wg2_{name}"))
+            .arg(keys.len())
+            .arg(&keys[..])
+            .arg(self.function.as_str())
+            .arg(args);
+        cmd
+    }
+
+    /// Calls `name` with `args`; the reply, or the error reply.
+    pub async fn call<T: redis::FromRedisValue>(
+        &self,
+        name: &str,
+        args: &[&str],
+    ) -> redis::RedisResult<T> {
+        self.command(name, args)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Calls `name` with `args`, which must succeed.
+    pub async fn ok<T: redis::FromRedisValue>(&self, name: &str, args: &[&str]) -> T {
+        self.call(name, args)
+            .await
+            .unwrap_or_else(|e| panic!("{name} {args:?}: {e}"))
+    }
+
+    /// The key `suffix` of this function (`wg:{F}:SUFFIX`).
+    pub fn key(&self, suffix: &str) -> String {
+        format!("wg:{{{}}}:{suffix}", self.function.as_str())
+    }
+
+    /// The members of sorted set `suffix`.
+    pub async fn members(&self, suffix: &str) -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg(self.key(suffix))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .unwrap()
+    }
+
+    /// The job's record as `get` answers it (JSON), `None` when there is no such job.
+    pub async fn record(&self, number: u64) -> Option<serde_json::Value> {
+        let reply: Option<(String, Option<Vec<u8>>)> = self.ok("get", &[&number.to_string()]).await;
+        reply.map(|(json, _)| serde_json::from_str(&json).unwrap())
+    }
+
+    /// The state of job `number` (`missing` when there is none).
+    pub async fn state(&self, number: u64) -> String {
+        match self.record(number).await {
+            Some(record) => record["state"].as_str().unwrap_or_default().to_string(),
+            None => "missing".into(),
+        }
+    }
+
+    /// A whole dump of every key of this function (names, types and contents), to compare
+    /// before and after a call that must change nothing.
+    pub async fn dump(&self) -> Vec<(String, Vec<u8>)> {
+        let mut conn = self.conn.clone();
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("wg:{{{}}}:*", self.function.as_str()))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        keys.sort();
+        let mut dump = Vec::new();
+        for key in keys {
+            let bytes: Vec<u8> = redis::cmd("DUMP")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            dump.push((key, bytes));
+        }
+        dump
+    }
+}
