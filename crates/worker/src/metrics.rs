@@ -360,6 +360,13 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
         "Plugins loaded and serving now",
         gauge(node.registry.plugins().len() as i64),
     );
+    let scans = Counter::<u64>::default();
+    scans.inc_by(node.registry.scans());
+    now.register(
+        "plugin_dir_scans",
+        "Scans of the plugin directory: at the start, after each change in it, and every 30 s",
+        scans,
+    );
     let loads = Family::<Labels, Counter>::default();
     let counts = node.registry.load_counts();
     for (result, count) in [
@@ -374,7 +381,8 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
     now.register(
         "plugin_loads",
         "Plugin loads by result: loaded (first version of a file), reloaded (a new version \
-         swapped in), failed (the previous version, if any, kept serving)",
+         swapped in), failed (the previous version, if any, kept serving; a file that failed \
+         is loaded again only once it has changed)",
         loads,
     );
     let reconnects = Counter::<u64>::default();
