@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
 
+use crate::observe::{Scrape, get_at, worker_with_metrics};
 use crate::support::{
     TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function, plugin_dir,
 };
@@ -435,6 +436,66 @@ async fn every_way_of_writing_a_file_ends_in_one_reload() {
         );
     }
     worker.stop().await;
+}
+
+/// What `wasmgear workers --json` says each live worker serves: function → plugin version.
+fn served_by_workers(url: &str) -> Vec<serde_json::Value> {
+    let out = crate::support::wasmgear(&["workers", "--json"], &[("WASMGEAR_REDIS_URL", url)]);
+    let list = crate::support::json(&out);
+    let list = list.as_array().expect("a JSON array of workers");
+    list.iter()
+        .map(|w| w["advertised"]["functions"].clone())
+        .collect()
+}
+
+/// A worker on an empty plugin directory (asked to serve `echo`) starts and says it serves
+/// nothing yet: its entry in the worker list names no function, `wasmgear_functions_served`
+/// is 0, and it is ready (Redis answers). A plugin put there later is served, and the list
+/// shows its version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_an_empty_directory_serves_what_appears() {
+    let redis = TestRedis::start();
+    let plugins = tempfile::tempdir().unwrap();
+    let (worker, address) = worker_with_metrics(&redis, plugins.path(), &["--functions", "echo"]);
+    let log = worker.log();
+    assert!(
+        log.contains("serving nothing until") && log.contains("have no plugin yet"),
+        "{log}"
+    );
+    let url = redis.url();
+    let served = eventually(Duration::from_secs(30), "the worker list entry", || async {
+        served_by_workers(&url).pop()
+    })
+    .await;
+    assert_eq!(served, serde_json::json!({}));
+    let ready = get_at(&address, "/readyz").await;
+    assert_eq!(
+        ready.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&ready.body)
+    );
+    let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
+    assert_eq!(scrape.of("wasmgear_functions_served", &[]), 0.0);
+    assert_eq!(scrape.of("wasmgear_plugins_loaded", &[]), 0.0);
+
+    deploy(plugins.path(), "echo", "echo");
+    let echo_version = version_of("echo");
+    eventually(Duration::from_secs(30), "the list to show echo", || async {
+        let served = served_by_workers(&url);
+        (served.len() == 1 && served[0]["echo"] == echo_version.as_str()).then_some(())
+    })
+    .await;
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("echo"), b"arrived", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    assert_eq!(status.output.as_deref(), Some(&b"arrived"[..]));
+    let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
+    assert_eq!(scrape.of("wasmgear_functions_served", &[]), 1.0);
+    drop(worker);
 }
 
 /// A plugin that cannot load (its memory is over the worker's limit) is tried once per

@@ -3,6 +3,11 @@
 //! `/readyz` (the source answers and leasing is not stalled), for Prometheus and for an
 //! orchestrator that restarts a wedged worker.
 //!
+//! A worker that serves nothing yet (an empty plugin directory, no plugin deployed) is
+//! ready as long as its source answers: it is working as configured, waiting for plugins,
+//! and a restart would not bring them sooner. `wasmgear_functions_served` is 0 meanwhile
+//! (and its worker-list entry lists no function), for an alert that should fire.
+//!
 //! Counters and histograms on the job path are updated as jobs go (a label lookup and an
 //! atomic add each); what can be read at any time (running jobs, free slots, plugins, memory,
 //! reconnections) is read when scraped.
@@ -359,6 +364,12 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
         "plugins_loaded",
         "Plugins loaded and serving now",
         gauge(node.registry.plugins().len() as i64),
+    );
+    now.register(
+        "functions_served",
+        "Functions this worker serves now (0: it serves nothing yet, e.g. an empty plugin \
+         directory waiting for its first plugin)",
+        gauge(node.serving().len() as i64),
     );
     let scans = Counter::<u64>::default();
     scans.inc_by(node.registry.scans());
