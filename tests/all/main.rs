@@ -16,6 +16,7 @@ mod deploy;
 mod features;
 mod gearman;
 mod hardening;
+mod harness;
 mod http;
 mod languages;
 mod lease;
