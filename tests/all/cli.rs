@@ -183,21 +183,21 @@ fn no_redis_is_a_clear_error() {
     );
 }
 
-/// A worker on an empty or missing plugin directory exits with an error naming it.
+/// A worker on a missing plugin directory, or on an empty one it does not watch (nothing
+/// could ever serve), exits with an error naming it.
 #[test]
 fn a_worker_without_plugins_exits_with_a_clear_error() {
     let redis = TestRedis::start();
     let url = redis.url();
     let empty = tempfile::tempdir().unwrap();
     let missing = empty.path().join("missing");
-    for (dir, expected) in [
-        (empty.path(), "no usable plugin in"),
-        (missing.as_path(), "cannot read the plugin directory"),
+    for (dir, extra, expected) in [
+        (empty.path(), "--no-watch", "no usable plugin in"),
+        (missing.as_path(), "", "cannot read the plugin directory"),
     ] {
-        let out = wasmgear(
-            &["worker", "--plugins", dir.to_str().unwrap()],
-            &[("WASMGEAR_REDIS_URL", url.as_str())],
-        );
+        let mut args = vec!["worker", "--plugins", dir.to_str().unwrap()];
+        args.extend([extra].into_iter().filter(|a| !a.is_empty()));
+        let out = wasmgear(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
         assert_eq!(out.status.code(), Some(1));
         assert!(stderr(&out).contains(expected), "{}", stderr(&out));
     }

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::process::ProcessGroup;
 use crate::support::{
     BIN, ClosedPort, TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
     wasmgear, wasmgear_with_stdin,
@@ -123,13 +124,16 @@ fn events_follow_the_stream() {
         (vec!["events", "echo", "--json"], true, ["echo", "ping"]),
         (vec!["events"], false, ["count", "3 10"]),
     ] {
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env("WASMGEAR_REDIS_URL", &url)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        // Killed when dropped, also when an assertion below fails.
+        let mut events = ProcessGroup::spawn(
+            Command::new(BIN)
+                .args(&args)
+                .env("WASMGEAR_REDIS_URL", &url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap();
+        let child = events.child();
         let mut ready = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         ready.read_line(&mut line).unwrap(); // "following the events of ..."
@@ -155,8 +159,7 @@ fn events_follow_the_stream() {
                 .unwrap_or_else(|_| panic!("no finish event; saw {seen:?}"));
             seen.push(line);
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(events);
         if json_lines {
             let events: Vec<serde_json::Value> = seen
                 .iter()

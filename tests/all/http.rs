@@ -837,3 +837,36 @@ async fn readiness_follows_redis() {
     )
     .await;
 }
+
+/// `wasmgear serve --help` says where the dashboard, the metrics and the health checks are;
+/// at the start the server prints their URLs, and each of them answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_names_the_dashboard_metrics_and_health_checks() {
+    for flag in ["-h", "--help"] {
+        let help = crate::support::stdout(&wasmgear(&["serve", flag], &[]));
+        for path in ["/ui", "/metrics", "/healthz", "/readyz"] {
+            assert!(
+                help.contains(path),
+                "serve {flag} does not name {path}:\n{help}"
+            );
+        }
+    }
+    let redis = TestRedis::start();
+    // Without a token (on loopback) the dashboard opens without signing in.
+    let server = Server::start(&redis, &["--insecure-no-auth"], &[]);
+    let printed = server.process.log();
+    let urls: Vec<&str> = printed
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix(&format!("http://{}", server.address)))
+        .collect();
+    for path in ["/ui", "/metrics", "/healthz", "/readyz"] {
+        assert!(urls.contains(&path), "no URL of {path} printed:\n{printed}");
+        let answer = request(&server, "GET", path, None, None).await;
+        assert_eq!(
+            answer.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&answer.body)
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod features;
 mod gearman;
 mod hardening;
 mod hardening3;
+mod harness;
 mod http;
 mod languages;
 mod lease;

@@ -12,7 +12,7 @@ use crate::support::{TestRedis, WorkerProcess, eventually, function, plugin_dir}
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
 /// A worker serving `plugins` with `--metrics 127.0.0.1:0`, and the address it metrics on.
-fn worker_with_metrics(
+pub(crate) fn worker_with_metrics(
     redis: &TestRedis,
     plugins: &std::path::Path,
     extra: &[&str],
@@ -30,15 +30,15 @@ fn worker_with_metrics(
     (worker, address)
 }
 
-async fn get_at(address: &str, path: &str) -> Answer {
+pub(crate) async fn get_at(address: &str, path: &str) -> Answer {
     answer(send_raw(address, "GET", path, None, None, Vec::new()).await).await
 }
 
 /// The samples of a scrape, parsed as Prometheus does.
-struct Scrape(prometheus_parse::Scrape);
+pub(crate) struct Scrape(prometheus_parse::Scrape);
 
 impl Scrape {
-    fn parse(answer: &Answer) -> Self {
+    pub(crate) fn parse(answer: &Answer) -> Self {
         assert_eq!(
             answer.status,
             200,
@@ -73,7 +73,7 @@ impl Scrape {
             })
     }
 
-    fn of(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn of(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
         self.value(metric, labels)
             .unwrap_or_else(|| panic!("no sample {metric} {labels:?}"))
     }

@@ -1,9 +1,9 @@
 //! Loading the plugin directory: what is served, and clear errors for what cannot be.
 
-use wasmgear_runtime::{Runtime, RuntimeConfig};
+use wasmgear_runtime::{Limits, Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::{PluginRegistry, RegistryError};
 
-use crate::support::{artifact, plugin_dir};
+use crate::support::{artifact, plugin_dir, stderr, stdout, wasmgear};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -76,4 +76,35 @@ fn bad_files_are_reported_and_good_ones_still_load() {
     assert!(find("truncated.wasm").contains("does not compile"));
     assert!(find("core.wasm").contains("core WebAssembly module"));
     assert!(find("bad name!.wasm").contains("invalid function name"));
+}
+
+/// A component whose memory starts above the memory limit of a job is refused with a reason
+/// that names the file and what to do; under the default limit it loads and runs.
+#[test]
+fn a_component_whose_memory_starts_over_the_limit_is_refused_clearly() {
+    let dir = plugin_dir(&["big-memory"]);
+    let small = Runtime::new(RuntimeConfig {
+        max_instances: 2,
+        limits: Limits {
+            memory_bytes: 1 << 20,
+            ..Limits::default()
+        },
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let error = PluginRegistry::load_dir(&small, dir.path()).unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("big-memory.wasm")
+            && text.contains("the memory limit of a job here is 1048576 bytes")
+            && text.contains("raise --memory-limit"),
+        "{text}"
+    );
+    let out = wasmgear(&["run", artifact("big-memory"), "hello"], &[]);
+    assert_eq!(
+        stdout(&out),
+        "kept 5 of 5 bytes in a table of 4194304 bytes",
+        "{}",
+        stderr(&out)
+    );
 }

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
 
-use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function};
+use crate::observe::{Scrape, get_at, worker_with_metrics};
+use crate::support::{
+    TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function, plugin_dir,
+};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -432,5 +435,170 @@ async fn every_way_of_writing_a_file_ends_in_one_reload() {
             "{way}: not exactly one reload"
         );
     }
+    worker.stop().await;
+}
+
+/// What `wasmgear workers --json` says each live worker serves: function → plugin version.
+fn served_by_workers(url: &str) -> Vec<serde_json::Value> {
+    let out = crate::support::wasmgear(&["workers", "--json"], &[("WASMGEAR_REDIS_URL", url)]);
+    let list = crate::support::json(&out);
+    let list = list.as_array().expect("a JSON array of workers");
+    list.iter()
+        .map(|w| w["advertised"]["functions"].clone())
+        .collect()
+}
+
+/// A worker on an empty plugin directory (asked to serve `echo`) starts and says it serves
+/// nothing yet: its entry in the worker list names no function, `wasmgear_functions_served`
+/// is 0, and it is ready (Redis answers). A plugin put there later is served, and the list
+/// shows its version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_an_empty_directory_serves_what_appears() {
+    let redis = TestRedis::start();
+    let plugins = tempfile::tempdir().unwrap();
+    let (worker, address) = worker_with_metrics(&redis, plugins.path(), &["--functions", "echo"]);
+    let log = worker.log();
+    assert!(
+        log.contains("serving nothing until") && log.contains("have no plugin yet"),
+        "{log}"
+    );
+    let url = redis.url();
+    let served = eventually(Duration::from_secs(30), "the worker list entry", || async {
+        served_by_workers(&url).pop()
+    })
+    .await;
+    assert_eq!(served, serde_json::json!({}));
+    let ready = get_at(&address, "/readyz").await;
+    assert_eq!(
+        ready.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&ready.body)
+    );
+    let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
+    assert_eq!(scrape.of("wasmgear_functions_served", &[]), 0.0);
+    assert_eq!(scrape.of("wasmgear_plugins_loaded", &[]), 0.0);
+
+    deploy(plugins.path(), "echo", "echo");
+    let echo_version = version_of("echo");
+    eventually(Duration::from_secs(30), "the list to show echo", || async {
+        let served = served_by_workers(&url);
+        (served.len() == 1 && served[0]["echo"] == echo_version.as_str()).then_some(())
+    })
+    .await;
+    let client = redis.client().await;
+    let id = client
+        .enqueue(&function("echo"), b"arrived", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    assert_eq!(status.output.as_deref(), Some(&b"arrived"[..]));
+    let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
+    assert_eq!(scrape.of("wasmgear_functions_served", &[]), 1.0);
+    drop(worker);
+}
+
+/// A plugin that cannot load (its memory is over the worker's limit) is tried once per
+/// change of its file, and reported once: scans for other changes in the directory do not
+/// load it again, nor does time passing (no scan happens by itself); touching the file
+/// tries it again, and a file that fits then serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_cannot_load_is_tried_once_per_change() {
+    let redis = TestRedis::start();
+    let dir = plugin_dir(&["echo"]);
+    let path = dir.path().to_path_buf();
+    let mut options = TestWorkerOptions {
+        watch: true,
+        ..TestWorkerOptions::default()
+    };
+    // big-memory's memory starts at over 4 MiB; echo's fits (with Rust's default stack
+    // too, 1 MiB, if it was built without plugins/.cargo/config.toml's smaller one).
+    options.runtime.limits.memory_bytes = 2 << 20;
+    let worker = TestWorker::start_on(&redis.url(), dir, options).await;
+    let registry = worker.registry.clone();
+    let client = redis.client().await;
+    let failed = || registry.load_counts().failed;
+
+    deploy(&path, "big", "big-memory");
+    let error = eventually(
+        Duration::from_secs(30),
+        "the worker list to show the error",
+        || async {
+            let workers = client.workers().await.ok()?;
+            let ad = workers.into_iter().next()?.ad.ok()?;
+            ad.plugin_errors
+                .into_iter()
+                .find(|e| e.contains("big.wasm"))
+        },
+    )
+    .await;
+    assert!(error.contains("memory"), "{error}");
+    assert_eq!(failed(), 1);
+
+    // Other changes in the directory: each is a scan, and none loads the plugin again.
+    for i in 0..3 {
+        let scans = registry.scans();
+        std::fs::write(path.join(format!("notes-{i}.txt")), "not a plugin").unwrap();
+        eventually(Duration::from_secs(30), "a scan of the change", || async {
+            (registry.scans() > scans).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(failed(), 1, "the unchanged file was loaded again");
+
+    // Time passes (the worker renews its entry in the list twice): no scan by itself.
+    let scans = registry.scans();
+    let renewals = std::sync::Mutex::new(Vec::new());
+    eventually(
+        Duration::from_secs(30),
+        "two renewals of the entry",
+        || async {
+            let expires = client.workers().await.ok()?.first()?.expires_ms;
+            let mut seen = renewals.lock().unwrap();
+            if seen.last() != Some(&expires) {
+                seen.push(expires);
+            }
+            (seen.len() > 2).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        registry.scans(),
+        scans,
+        "the directory was scanned without a change"
+    );
+    assert_eq!(failed(), 1);
+
+    // Touched: tried again (and reported again).
+    let file = std::fs::File::options()
+        .append(true)
+        .open(path.join("big.wasm"))
+        .unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(1))
+        .unwrap();
+    drop(file);
+    eventually(Duration::from_secs(30), "a second attempt", || async {
+        (failed() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(registry.errors().len(), 1, "{:?}", registry.errors());
+
+    // Replaced by a file that fits: it serves.
+    deploy(&path, "big", "echo");
+    eventually(
+        Duration::from_secs(30),
+        "the fixed file to serve",
+        || async {
+            (registry.get(&function("big")).is_some() && registry.errors().is_empty()).then_some(())
+        },
+    )
+    .await;
+    let id = client
+        .enqueue(&function("big"), b"fits now", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let status = client.wait(&id, WAIT, |_| {}).await.unwrap();
+    assert_eq!(status.output.as_deref(), Some(&b"fits now"[..]));
+    assert_eq!(failed(), 2);
     worker.stop().await;
 }

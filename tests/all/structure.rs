@@ -1,5 +1,6 @@
 //! The crates' dependencies point one way, and the compiler holds them there: these tests
 //! read the dependency graph Cargo resolves (`cargo tree`) and fail when an arrow turns.
+//! PROTOCOL.md's key lists are held to the library's declarations the same way.
 
 use std::process::Command;
 
@@ -190,4 +191,110 @@ async fn the_readme_client_example_runs() {
     );
     assert_eq!(printed.trim(), "echo:1 Succeeded hi");
     worker.stop().await;
+}
+
+/// What the Functions library declares, by function: the keys it takes, in order, by suffix
+/// (`None`: the keys its file's header names), from [`wasmgear_client::manifest`].
+fn declared_keys() -> std::collections::BTreeMap<String, Option<Vec<String>>> {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&wasmgear_client::manifest()).expect("the manifest is JSON");
+    let functions = manifest["functions"].as_object().expect("functions");
+    functions
+        .iter()
+        .map(|(name, f)| {
+            let keys = f["keys"].as_array().map(|keys| {
+                keys.iter()
+                    .map(|k| k.as_str().expect("a key suffix").to_string())
+                    .collect()
+            });
+            (name.clone(), keys)
+        })
+        .collect()
+}
+
+/// The text of PROTOCOL.md.
+fn protocol_md() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../PROTOCOL.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// What the cell of a function that takes the keys its header names says.
+const KEYS_OF_ITS_HEADER: &str = "the keys its file's header names";
+
+/// PROTOCOL.md's table of every library function's keys (`| function | keys, in order |`),
+/// by function: the keys by suffix (the table writes `calls_exp` for `calls-exp`), or
+/// `None` where it says the function takes the keys its header names.
+fn documented_keys(text: &str) -> std::collections::BTreeMap<String, Option<Vec<String>>> {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| *l != "| function | keys, in order |");
+    assert!(
+        lines.next().is_some(),
+        "PROTOCOL.md has no table `| function | keys, in order |`"
+    );
+    let mut documented = std::collections::BTreeMap::new();
+    for row in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 2, "a row of two cells: {row}");
+        let keys = match cells[1] {
+            KEYS_OF_ITS_HEADER => None,
+            list => Some(
+                list.split_whitespace()
+                    .map(|k| k.replace('_', "-"))
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        for name in cells[0].split(',') {
+            let name = name.trim().trim_matches('`');
+            let again = documented.insert(name.to_string(), keys.clone());
+            assert!(again.is_none(), "PROTOCOL.md lists `{name}` twice");
+        }
+    }
+    documented
+}
+
+/// PROTOCOL.md's table of keys per function agrees with the library's declarations both
+/// ways: every function is listed with the keys it takes, in order, and every function
+/// listed exists; each `FCALL wg2_NAME N KEYS...` example passes as many keys as NAME takes.
+#[test]
+fn protocol_md_lists_each_function_s_keys_as_the_library_declares_them() {
+    let declared = declared_keys();
+    let text = protocol_md();
+    let documented = documented_keys(&text);
+    let mut wrong = Vec::new();
+    for (name, keys) in &declared {
+        match documented.get(name) {
+            None => wrong.push(format!("`{name}` is missing from the table")),
+            Some(listed) if listed != keys => wrong.push(format!(
+                "`{name}`: the table says {listed:?}, the library takes {keys:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in documented.keys().filter(|n| !declared.contains_key(*n)) {
+        wrong.push(format!("`{name}` is in the table but not in the library"));
+    }
+    // `FCALL wg2_enqueue 24 KEYS...` and the like.
+    for (at, _) in text.match_indices("wg2_") {
+        let call = &text[at + 4..];
+        let name: String = call
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let mut words = call[name.len()..].split_whitespace();
+        let (Some(count), Some("KEYS...")) = (words.next(), words.next()) else {
+            continue;
+        };
+        let takes = declared.get(&name).and_then(|k| k.as_ref()).map(Vec::len);
+        if count.parse::<usize>().ok() != takes {
+            wrong.push(format!(
+                "`wg2_{name} {count} KEYS...`: the library's {name} takes {takes:?} keys"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "PROTOCOL.md disagrees with crates/client/src/scripts.rs:\n  {}",
+        wrong.join("\n  ")
+    );
 }

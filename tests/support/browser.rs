@@ -1,8 +1,13 @@
 //! A real browser for the dashboard's tests: Debian's headless Chromium driven through
 //! its ChromeDriver by the W3C WebDriver protocol (JSON over HTTP, spoken here with hyper).
 //! `scripts/setup` installs both (`chromium`, `chromium-driver`).
+//!
+//! ChromeDriver runs in a process group of its own, with Chromium's whole process tree
+//! under it; dropping the [`Browser`] quits the session and then kills the group, so no
+//! Chromium outlives the test, also when it fails.
 
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
@@ -13,6 +18,7 @@ use serde_json::{Value, json};
 use wasmgear_client::redis_server::free_port;
 
 use super::eventually;
+use super::process::ProcessGroup;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -20,11 +26,14 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// The key WebDriver names an element by.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
-/// One headless Chromium session; the driver is stopped when it is dropped.
+/// One headless Chromium session; when it is dropped, the session is quit and the driver's
+/// whole process group (Chromium with it) is killed.
 pub struct Browser {
-    driver: Child,
+    driver: ProcessGroup,
     address: String,
     session: String,
+    /// Chromium's profile (`--user-data-dir`), this session's own.
+    profile: tempfile::TempDir,
 }
 
 impl Browser {
@@ -37,12 +46,14 @@ impl Browser {
             );
         }
         let port = free_port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
+        let driver = ProcessGroup::spawn(
+            Command::new(CHROMEDRIVER)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("start chromedriver");
+        let profile = tempfile::tempdir().expect("a profile directory");
         let address = format!("127.0.0.1:{port}");
         eventually(
             Duration::from_secs(30),
@@ -59,7 +70,8 @@ impl Browser {
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,900"],
+                         "--disable-dev-shm-usage", "--window-size=1280,900",
+                         format!("--user-data-dir={}", profile.path().display())],
             },
         } } });
         let (status, created) = call(&address, "POST", "/session", Some(capabilities))
@@ -74,7 +86,13 @@ impl Browser {
             driver,
             address,
             session,
+            profile,
         }
+    }
+
+    /// Chromium's profile directory (its `--user-data-dir`), this session's own.
+    pub fn profile(&self) -> &Path {
+        self.profile.path()
     }
 
     async fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -211,8 +229,24 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        quit_session(&self.address, &self.session);
+        self.driver.kill();
+    }
+}
+
+/// Asks ChromeDriver to end `session` (it closes Chromium), waiting at most a few seconds:
+/// from `drop`, so without the async runtime.
+fn quit_session(address: &str, session: &str) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!(
+        "DELETE /session/{session} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_end(&mut Vec::new());
     }
 }
 

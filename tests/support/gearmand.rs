@@ -2,12 +2,15 @@
 //! `gearman` / `gearadmin` command-line tools pointed at it.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-/// A `gearmand` on a free loopback port; its log is printed if the test fails.
+use super::process::ProcessGroup;
+
+/// A `gearmand` on a free loopback port, in a process group of its own that is killed on
+/// drop; its log is printed if the test fails.
 pub struct Gearmand {
-    child: Child,
+    child: ProcessGroup,
     port: u16,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -43,8 +46,7 @@ impl Gearmand {
     /// Stops it and starts it again on the same port (its queue is in memory: jobs waiting
     /// are gone).
     pub fn restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
         self.child = spawn(self.port, &self.log);
         self.wait_ready();
     }
@@ -79,27 +81,27 @@ impl Gearmand {
     }
 }
 
-fn spawn(port: u16, log: &std::path::Path) -> Child {
+fn spawn(port: u16, log: &std::path::Path) -> ProcessGroup {
     // Debian puts it in /usr/sbin, which a user's PATH may lack.
     let program = match std::path::Path::new("/usr/sbin/gearmand").exists() {
         true => "/usr/sbin/gearmand",
         false => "gearmand",
     };
-    Command::new(program)
-        .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
-        .arg(format!("--log-file={}", log.display()))
-        .args(["--verbose", "INFO"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start gearmand (scripts/setup installs gearman-job-server)")
+    ProcessGroup::spawn(
+        Command::new(program)
+            .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
+            .arg(format!("--log-file={}", log.display()))
+            .args(["--verbose", "INFO"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("start gearmand (scripts/setup installs gearman-job-server)")
 }
 
 impl Drop for Gearmand {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
         if std::thread::panicking() {
             eprintln!(
                 "--- gearmand log (port {}) ---\n{}",

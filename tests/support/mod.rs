@@ -1,6 +1,9 @@
 //! Test support: a private `redis-server` per test, plugin directories made of the
 //! components built from `plugins/`, a worker node run in-process or as the real binary,
-//! and bounded polling.
+//! and bounded polling. Every process a test starts ends with it, also when it fails: each
+//! is dropped with its guard ([`process::ProcessGroup`] kills long-running ones with
+//! everything they started; `redis-server`s, which start nothing that outlives them, are
+//! stopped by [`RedisServer`]'s drop).
 
 #![allow(dead_code)]
 
@@ -9,12 +12,13 @@ pub mod clients;
 pub mod gearmand;
 pub mod gearmonkey;
 pub mod library;
+pub mod process;
 pub mod proxy;
 pub mod worqr;
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -483,9 +487,10 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
-/// A `wasmgear worker` process, killed on drop; its log is printed if the test fails.
+/// A `wasmgear worker` process in a process group of its own, killed on drop with what it
+/// started (an embedded Redis); its log is printed if the test fails.
 pub struct WorkerProcess {
-    child: Child,
+    child: process::ProcessGroup,
     log: PathBuf,
     _log_dir: tempfile::TempDir,
 }
@@ -504,12 +509,13 @@ impl WorkerProcess {
         let log_dir = tempfile::tempdir().expect("temp dir");
         let log = log_dir.path().join("worker.log");
         let file = std::fs::File::create(&log).expect("log file");
-        let child = command(all_args, env)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log file"))
-            .stderr(file)
-            .spawn()
-            .expect("spawn wasmgear worker");
+        let child = process::ProcessGroup::spawn(
+            command(all_args, env)
+                .stdin(Stdio::null())
+                .stdout(file.try_clone().expect("log file"))
+                .stderr(file),
+        )
+        .expect("spawn wasmgear worker");
         WorkerProcess {
             child,
             log,
@@ -555,7 +561,7 @@ impl WorkerProcess {
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = self.child.child().try_wait() {
                 return Some(status.code().unwrap_or(-1));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -566,8 +572,7 @@ impl WorkerProcess {
 
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
         if std::thread::panicking() {
             eprintln!("--- worker log ---\n{}", self.log());
         }

@@ -264,9 +264,20 @@ impl Runtime {
             None => wasmtime::component::Component::new(&self.engine, bytes)
                 .map(|c| (c, CompileSource::Compiled)),
         };
-        let (component, compiled_from) = compiled.map_err(|e| PluginError::Compile {
-            path: path_buf(),
-            reason: format!("{e:#}"),
+        let (component, compiled_from) = compiled.map_err(|e| {
+            let mut reason = format!("{e:#}");
+            // The pooling allocator refuses a memory that starts above the per-job limit.
+            if reason.contains("pooling allocator") && reason.contains("memory") {
+                reason.push_str(&format!(
+                    " (the memory limit of a job here is {} bytes: raise --memory-limit, or \
+                     build the plugin with a smaller initial memory)",
+                    self.limits.memory_bytes
+                ));
+            }
+            PluginError::Compile {
+                path: path_buf(),
+                reason,
+            }
         })?;
         self.link_plugin(
             path,

@@ -22,10 +22,11 @@ pub enum BuildError {
     /// The WebAssembly engine could not be set up.
     #[error("cannot start the WebAssembly runtime: {0}")]
     Runtime(String),
-    /// The plugin directory could not be read, or held no usable plugin.
+    /// The plugin directory could not be read, or held no usable plugin while nothing could
+    /// come later (not watched, no deployed plugins).
     #[error(transparent)]
     Plugins(#[from] RegistryError),
-    /// A function to serve has no plugin in the directory.
+    /// A function to serve has no plugin in the directory, and none can come later.
     #[error(
         "function {function} is to be served (--functions), but {dir:?} has no {function}.wasm that loads"
     )]
@@ -132,29 +133,50 @@ impl WorkerBuilder {
     }
 
     /// Starts the runtime and loads the plugin directory: everything that can be checked
-    /// before Redis is reached.
+    /// before Redis is reached. A directory with no usable plugin (empty, or every file
+    /// refused) is an error only when nothing can come later: it is not watched and no
+    /// deployed plugins are served. Otherwise the worker starts serving nothing (it says so)
+    /// and serves each plugin as it appears; likewise for a function of
+    /// [`WorkerConfig::functions`] that has no plugin yet.
     pub fn load(self) -> Result<LoadedWorker, BuildError> {
         let runtime = Arc::new(
             Runtime::new(self.runtime).map_err(|e| BuildError::Runtime(format!("{e:#}")))?,
         );
+        // Plugins may come later: deployed, or put into the watched directory (a volume
+        // synced after the start, a drop-in directory).
+        let later = self.from_redis || self.watch;
         let (registry, problems) = match &self.plugins {
-            Some(dir) => PluginRegistry::load_dir_allow_empty(&runtime, dir, self.from_redis)?,
+            Some(dir) => PluginRegistry::load_dir_allow_empty(&runtime, dir, later)?,
             None if self.from_redis => (PluginRegistry::default(), Vec::new()),
             None => return Err(BuildError::NoPlugins),
         };
         let available = registry.functions();
-        // With deployed plugins, a function to serve may be deployed later.
-        if let (Some(dir), false) = (&self.plugins, self.from_redis)
-            && let Some(missing) = self
-                .config
-                .functions
-                .iter()
-                .find(|f| !available.contains(f))
-        {
-            return Err(BuildError::UnknownFunction {
-                function: missing.to_string(),
-                dir: dir.clone(),
-            });
+        if let Some(dir) = &self.plugins {
+            let missing: Vec<String> = (self.config.functions.iter())
+                .filter(|f| !available.contains(f))
+                .map(|f| f.to_string())
+                .collect();
+            match missing.first() {
+                None => {}
+                Some(function) if !later => {
+                    return Err(BuildError::UnknownFunction {
+                        function: function.clone(),
+                        dir: dir.clone(),
+                    });
+                }
+                Some(_) => tracing::warn!(
+                    functions = ?missing,
+                    dir = ?dir,
+                    "functions to be served (--functions) have no plugin yet: each is served once FUNCTION.wasm appears in the directory{}",
+                    if self.from_redis { " or is deployed" } else { "" }
+                ),
+            }
+            if available.is_empty() && !self.from_redis {
+                tracing::warn!(
+                    dir = ?dir,
+                    "no plugin in the directory yet: serving nothing until a FUNCTION.wasm that loads appears there"
+                );
+            }
         }
         Ok(LoadedWorker {
             id: self.id.clone().unwrap_or_else(new_worker_id),
@@ -200,9 +222,15 @@ impl LoadedWorker {
         let report = crate::deployed::sync(&client, &self.runtime, &self.registry).await?;
         crate::deployed::log(&report);
         if self.registry.functions().is_empty() {
-            tracing::warn!(
-                "no plugin deployed yet: serving nothing until `wasmgear deploy FUNCTION.wasm`"
-            );
+            match (&self.builder.plugins, self.builder.watch) {
+                (Some(dir), true) => tracing::warn!(
+                    dir = ?dir,
+                    "no plugin deployed nor in the directory yet: serving nothing until `wasmgear deploy FUNCTION.wasm`, or until a FUNCTION.wasm that loads appears in the directory"
+                ),
+                _ => tracing::warn!(
+                    "no plugin deployed yet: serving nothing until `wasmgear deploy FUNCTION.wasm`"
+                ),
+            }
         }
         self.deployed = Some(client);
         Ok(self)

@@ -3,6 +3,11 @@
 //! `/readyz` (the source answers and leasing is not stalled), for Prometheus and for an
 //! orchestrator that restarts a wedged worker.
 //!
+//! A worker that serves nothing yet (an empty plugin directory, no plugin deployed) is
+//! ready as long as its source answers: it is working as configured, waiting for plugins,
+//! and a restart would not bring them sooner. `wasmgear_functions_served` is 0 meanwhile
+//! (and its worker-list entry lists no function), for an alert that should fire.
+//!
 //! Counters and histograms on the job path are updated as jobs go (a label lookup and an
 //! atomic add each); what can be read at any time (running jobs, free slots, plugins, memory,
 //! reconnections) is read when scraped.
@@ -360,6 +365,19 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
         "Plugins loaded and serving now",
         gauge(node.registry.plugins().len() as i64),
     );
+    now.register(
+        "functions_served",
+        "Functions this worker serves now (0: it serves nothing yet, e.g. an empty plugin \
+         directory waiting for its first plugin)",
+        gauge(node.serving().len() as i64),
+    );
+    let scans = Counter::<u64>::default();
+    scans.inc_by(node.registry.scans());
+    now.register(
+        "plugin_dir_scans",
+        "Scans of the plugin directory: at the start, after each change in it, and every 30 s",
+        scans,
+    );
     let loads = Family::<Labels, Counter>::default();
     let counts = node.registry.load_counts();
     for (result, count) in [
@@ -374,7 +392,8 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
     now.register(
         "plugin_loads",
         "Plugin loads by result: loaded (first version of a file), reloaded (a new version \
-         swapped in), failed (the previous version, if any, kept serving)",
+         swapped in), failed (the previous version, if any, kept serving; a file that failed \
+         is loaded again only once it has changed)",
         loads,
     );
     let reconnects = Counter::<u64>::default();

@@ -4,13 +4,18 @@
 //! The registry maps function names to loaded plugins behind `Arc`s. A reload compiles the
 //! new version off the job path and swaps the `Arc`s in one step: a job keeps the plugin it
 //! started with, leases after the swap get the new one. A file that fails to load leaves the
-//! previous version serving, with the reason kept in [`PluginRegistry::errors`].
+//! previous version serving, with the reason kept in [`PluginRegistry::errors`]; it is
+//! reported once and not loaded again until the file (or its manifest) changes.
+//!
+//! The directory is scanned when something in it is created, written, renamed or removed
+//! (merely reading it, as a scan does, is no change), and every [`RESCAN`] as a safety net;
+//! [`PluginRegistry::scans`] counts the scans.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
@@ -87,8 +92,60 @@ pub struct SyncReport {
     pub loaded: Vec<Arc<Plugin>>,
     /// Plugin files that are gone; their functions are no longer served.
     pub removed: Vec<PathBuf>,
-    /// Files that could not be loaded (a previous version, if any, keeps serving).
+    /// Files that could not be loaded (a previous version, if any, keeps serving), each
+    /// reported here once per change of the file: a file that failed to load is not loaded
+    /// again, nor reported again, until it (or its manifest) changes.
     pub problems: Vec<LoadProblem>,
+}
+
+/// What the file system says about one file: any change of its content changes this (a
+/// write changes its modification time, a replacement by rename its inode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+    inode: u64,
+}
+
+impl FileStamp {
+    /// The stamp of `path`, or `None` when there is no such file.
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+            inode: meta.ino(),
+        })
+    }
+}
+
+/// The stamps of a plugin file and of its manifest (if any): what a load read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    wasm: Option<FileStamp>,
+    manifest: Option<FileStamp>,
+}
+
+impl Stamp {
+    fn of(wasm: &Path) -> Self {
+        Stamp {
+            wasm: FileStamp::of(wasm),
+            manifest: FileStamp::of(&manifest::manifest_path(wasm)),
+        }
+    }
+}
+
+/// The last failed load of a file: what it saw, and why it failed.
+#[derive(Debug)]
+struct Failure {
+    stamp: Stamp,
+    reason: String,
+    /// Whether loading the same files again would fail the same way (a file that does not
+    /// compile, a bad manifest), rather than depend on the other plugins (a duplicate).
+    settled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -96,6 +153,8 @@ struct State {
     by_file: BTreeMap<PathBuf, Arc<Plugin>>,
     by_function: BTreeMap<FunctionName, Arc<Plugin>>,
     errors: BTreeMap<PathBuf, String>,
+    /// Directory files whose last load failed, with what that load saw.
+    failures: BTreeMap<PathBuf, Failure>,
     /// Plugins from the deployed-plugin store, by function, with the manifest text they
     /// were deployed with; a function the directory serves is served from the directory.
     deployed: BTreeMap<FunctionName, (Arc<Plugin>, Option<String>)>,
@@ -109,6 +168,7 @@ pub struct PluginRegistry {
     loaded: AtomicU64,
     reloaded: AtomicU64,
     failed: AtomicU64,
+    scans: AtomicU64,
 }
 
 impl Default for PluginRegistry {
@@ -119,6 +179,7 @@ impl Default for PluginRegistry {
             loaded: AtomicU64::new(0),
             reloaded: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            scans: AtomicU64::new(0),
         }
     }
 }
@@ -130,7 +191,8 @@ pub struct LoadCounts {
     pub loaded: u64,
     /// A new version of a file swapped in for the one serving.
     pub reloaded: u64,
-    /// A file that could not be loaded (the previous version, if any, kept serving).
+    /// A file that could not be loaded (the previous version, if any, kept serving): one
+    /// per attempt, and a file that failed is attempted again only once it has changed.
     pub failed: u64,
 }
 
@@ -145,7 +207,8 @@ impl PluginRegistry {
     }
 
     /// [`load_dir`](Self::load_dir), which, if `allow_empty`, also accepts a directory with
-    /// no plugin (the worker's plugins come from elsewhere too).
+    /// no usable plugin (the worker's plugins come from elsewhere too, or will appear in the
+    /// watched directory).
     pub fn load_dir_allow_empty(
         runtime: &Runtime,
         dir: &Path,
@@ -166,6 +229,7 @@ impl PluginRegistry {
     /// component and manifest are unchanged is not reloaded), drops removed ones, and keeps
     /// the previous version of a plugin whose new file fails to load.
     pub fn sync_dir(&self, runtime: &Runtime, dir: &Path) -> Result<SyncReport, RegistryError> {
+        self.scans.fetch_add(1, Ordering::Relaxed);
         let unreadable = |source| RegistryError::Unreadable {
             dir: dir.to_path_buf(),
             source,
@@ -180,21 +244,48 @@ impl PluginRegistry {
         paths.sort();
 
         let mut report = SyncReport::default();
-        let known: Vec<PathBuf> = self.read().by_file.keys().cloned().collect();
+        let (known, failed): (Vec<PathBuf>, Vec<PathBuf>) = {
+            let state = self.read();
+            (
+                state.by_file.keys().cloned().collect(),
+                state.failures.keys().cloned().collect(),
+            )
+        };
         for gone in known.into_iter().filter(|p| !paths.contains(p)) {
             self.remove_file(&gone);
             report.removed.push(gone);
         }
+        for gone in failed.into_iter().filter(|p| !paths.contains(p)) {
+            self.remove_file(&gone);
+        }
         for path in paths {
+            let stamp = Stamp::of(&path);
+            let repeat = match self.read().failures.get(&path) {
+                // Failed as it is now, and would again: reported already.
+                Some(last) if last.stamp == stamp && last.settled => continue,
+                Some(last) if last.stamp == stamp => Some(last.reason.clone()),
+                _ => None,
+            };
             match self.load_if_changed(runtime, &path) {
-                Ok(Some(plugin)) => report.loaded.push(plugin),
-                Ok(None) => {}
+                Ok(loaded) => {
+                    self.write().failures.remove(&path);
+                    report.loaded.extend(loaded);
+                }
                 Err(problem) => {
                     self.failed.fetch_add(1, Ordering::Relaxed);
-                    self.write()
-                        .errors
-                        .insert(path.clone(), problem.to_string());
-                    report.problems.push(problem);
+                    let reason = problem.to_string();
+                    let failure = Failure {
+                        stamp,
+                        reason: reason.clone(),
+                        settled: matches!(problem, LoadProblem::Plugin(_)),
+                    };
+                    let mut state = self.write();
+                    state.errors.insert(path.clone(), reason.clone());
+                    state.failures.insert(path, failure);
+                    drop(state);
+                    if repeat.as_ref() != Some(&reason) {
+                        report.problems.push(problem);
+                    }
                 }
             }
         }
@@ -263,6 +354,7 @@ impl PluginRegistry {
         state.by_file.remove(path);
         state.by_function.retain(|_, p| p.source() != path);
         state.errors.remove(path);
+        state.failures.remove(path);
     }
 
     /// Serves `functions` with `plugin`, deployed with `manifest` (its text), where the
@@ -383,6 +475,12 @@ impl PluginRegistry {
         }
     }
 
+    /// How many times the plugin directory has been scanned (loaded, then on each change and
+    /// every [`RESCAN`] while watched).
+    pub fn scans(&self) -> u64 {
+        self.scans.load(Ordering::Relaxed)
+    }
+
     /// A receiver that sees a new value whenever the set of plugins changes.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
@@ -402,9 +500,20 @@ pub fn deployed_source(function: &FunctionName) -> PathBuf {
     PathBuf::from(format!("deployed:{function}"))
 }
 
+/// Whether an event of `kind` in the directory may change what it serves: anything but a
+/// file (or the directory) being opened or read without a write.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Watches `dir` and keeps `registry` in line with it until the returned future is dropped.
 /// Changes are loaded once the directory has been quiet for [`SETTLE`]; the directory is
-/// also rescanned every [`RESCAN`].
+/// also rescanned every [`RESCAN`]. Each problem is logged once per change of its file.
 pub async fn watch(
     runtime: Arc<Runtime>,
     registry: Arc<PluginRegistry>,
@@ -416,9 +525,20 @@ pub async fn watch(
         dir: dir.clone(),
         reason: e.to_string(),
     };
-    let mut debouncer = notify_debouncer_full::new_debouncer(SETTLE, None, move |_| {
-        let _ = tx.send(());
-    })
+    let mut debouncer = notify_debouncer_full::new_debouncer(
+        SETTLE,
+        None,
+        move |result: notify_debouncer_full::DebounceEventResult| {
+            // A scan opens the directory and its files: that is no change to scan for.
+            let changed = match result {
+                Ok(events) => events.iter().any(|event| is_change(&event.kind)),
+                Err(_) => true,
+            };
+            if changed {
+                let _ = tx.send(());
+            }
+        },
+    )
     .map_err(watch_error)?;
     debouncer
         .watch(&dir, RecursiveMode::NonRecursive)
@@ -452,7 +572,9 @@ pub async fn watch(
             tracing::info!(plugin = ?path, "plugin removed: its functions are no longer served");
         }
         for problem in &report.problems {
-            tracing::error!("{problem} (the previous version, if any, keeps serving)");
+            tracing::error!(
+                "{problem} (the previous version, if any, keeps serving; the file is loaded again once it changes)"
+            );
         }
     }
 }

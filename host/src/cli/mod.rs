@@ -168,8 +168,22 @@ enum Command {
     Bindings(author::BindingsArgs),
     /// Make a core WebAssembly module (C, Zig, AssemblyScript, ...) into a job component.
     Componentize(author::ComponentizeArgs),
-    /// Serve the HTTP API: enqueue, get, wait for and cancel jobs, follow events, list
-    /// queues, workers, failures and statistics (OpenAPI document at /openapi.json).
+    /// Serve the HTTP API, the dashboard (/ui), Prometheus metrics (/metrics) and health
+    /// checks (/healthz, /readyz).
+    ///
+    /// On the --listen address (http://127.0.0.1:8080 by default; the URLs are printed at
+    /// the start):
+    ///
+    /// /v1/...: the HTTP API: enqueue, get, wait for and cancel jobs, follow events, list
+    /// queues, workers, failures and statistics (its OpenAPI document: /openapi.json).
+    ///
+    /// /ui: the dashboard, for people: queues, jobs, failures and workers, with cancel,
+    /// retry and pause (sign in with the API token).
+    ///
+    /// /metrics: the queue in the Prometheus text format (with the API token).
+    ///
+    /// /healthz (the server is up) and /readyz (Redis answers): without the token, for
+    /// orchestrators.
     Serve(serve::ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),

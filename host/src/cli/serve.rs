@@ -1,4 +1,5 @@
-//! `wasmgear serve`: the HTTP API ([`wasmgear_server`]).
+//! `wasmgear serve`: the HTTP API, the dashboard, metrics and health checks
+//! ([`wasmgear_server`]), with their URLs printed at the start.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -82,14 +83,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         super::worker::shutdown_signal().await;
         stop.cancel();
     });
+    let token = match auth {
+        Auth::Token(_) => "bearer token required",
+        Auth::None => "no authentication",
+    };
     println!(
-        "serving the HTTP API on http://{address} ({}; the routes: http://{address}{})",
-        match auth {
-            Auth::Token(_) => "bearer token required",
-            Auth::None => "no authentication",
-        },
+        "serving the HTTP API on http://{address} ({token}; the routes: http://{address}{})",
         wasmgear_server::OPENAPI_PATH
     );
+    println!("  dashboard      http://{address}/ui");
+    println!("  metrics        http://{address}/metrics (Prometheus text format; {token})");
+    println!("  health checks  http://{address}/healthz http://{address}/readyz (no token)");
     wasmgear_server::serve(
         listener,
         client,

@@ -26,7 +26,9 @@ pub struct WorkerArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
-    /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION.
+    /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION. It may start
+    /// empty (a volume synced after the start, a drop-in directory): the worker then serves
+    /// nothing until plugins appear there (unless --no-watch).
     #[arg(
         long,
         env = "WASMGEAR_PLUGINS",
@@ -163,7 +165,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         functions: args.functions.clone(),
         ..WorkerConfig::default()
     };
-    // Plugins first: a directory that serves nothing starts no Redis.
+    // Plugins first: a directory that cannot be read, or that is empty and not watched,
+    // starts no Redis.
     let builder = match &args.plugins {
         Some(dir) => WorkerBuilder::new(dir),
         None => WorkerBuilder::without_directory(),
