@@ -107,6 +107,9 @@ functions! {
     SCHEDULE_REMOVE = "schedule_remove", None, false;
     SCHEDULE_DUE = "schedule_due", None, true;
     SCHEDULE_ADVANCE = "schedule_advance", None, false;
+    SCHEDULE_FAILED = "schedule_failed", None, false;
+    SCHEDULE_REWIND = "schedule_rewind", None, false;
+    SCHEDULE_FORGET = "schedule_forget", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

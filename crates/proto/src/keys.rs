@@ -285,9 +285,30 @@ impl ScheduleKeys {
     pub fn inputs() -> String {
         format!("{PREFIX}:{{schedules}}:inputs")
     }
-    /// Sorted set: schedule name, scored by its next tick (ms); a paused schedule has none.
+    /// Sorted set: schedule name, scored by its next tick (ms), or by when to try again a
+    /// tick that could not fire; a paused schedule has none.
     pub fn next() -> String {
         format!("{PREFIX}:{{schedules}}:next")
+    }
+    /// Sorted set: schedule name, scored by when its score in [`next`](Self::next) was set
+    /// (ms, Redis' clock): one later than now was set on a clock that has gone back since.
+    pub fn advanced() -> String {
+        format!("{PREFIX}:{{schedules}}:advanced")
+    }
+    /// Hash: schedule name → why its due tick could not fire, and when it is tried again
+    /// (JSON, [`ScheduleFailure`](crate::schedule::ScheduleFailure)).
+    pub fn errors() -> String {
+        format!("{PREFIX}:{{schedules}}:errors")
+    }
+    /// All of them, in the order the schedule functions of the library take them.
+    pub fn all() -> [String; 5] {
+        [
+            Self::defs(),
+            Self::inputs(),
+            Self::next(),
+            Self::advanced(),
+            Self::errors(),
+        ]
     }
 }
 

@@ -19,6 +19,18 @@ pub const DEFAULT_RETENTION_MS: u64 = 25 * 3600 * 1000;
 /// can look at it and retry it.
 pub const DEFAULT_FAILED_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 
+/// How far the clocks of a cluster's nodes may disagree, ms: a schedule's last tick that a
+/// function's queue keeps (fired on one node's clock, checked on another's) is taken for one
+/// fired on a clock that has gone back since only when it is later than now by more.
+pub const CLOCK_SKEW_MS: u64 = 1000;
+
+/// The wait before a schedule's tick that could not fire is tried again, after its first
+/// failure; it doubles with each failure in a row, up to [`SCHEDULE_RETRY_MAX_MS`].
+pub const SCHEDULE_RETRY_FIRST_MS: u64 = 1000;
+
+/// The longest wait before a schedule's tick that could not fire is tried again.
+pub const SCHEDULE_RETRY_MAX_MS: u64 = 60_000;
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
     [
@@ -28,6 +40,7 @@ pub fn lua_constants() -> String {
         ("DAY_MS", crate::units::DAY_MS),
         ("DEFAULT_RETENTION_MS", DEFAULT_RETENTION_MS),
         ("DEFAULT_FAILED_RETENTION_MS", DEFAULT_FAILED_RETENTION_MS),
+        ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -49,6 +62,7 @@ mod tests {
             lua.contains("local DEFAULT_RETENTION_MS = 90000000\n"),
             "{lua}"
         );
-        assert_eq!(lua.lines().count(), 6);
+        assert!(lua.contains("local CLOCK_SKEW_MS = 1000\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 7);
     }
 }

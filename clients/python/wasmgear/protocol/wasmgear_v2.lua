@@ -5,6 +5,7 @@ local STATS_DAYS = 30
 local DAY_MS = 86400000
 local DEFAULT_RETENTION_MS = 90000000
 local DEFAULT_FAILED_RETENTION_MS = 604800000
+local CLOCK_SKEW_MS = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
@@ -1012,6 +1013,33 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
+-- Checking the arguments of the schedule and deploy functions: every check that can refuse
+-- a call runs before its first write.
+
+-- `text` as a whole number of at most 15 digits (ms since the epoch reach the year 33658),
+-- or nil: `tonumber` alone takes '1e999', 'inf', 'nan', '0x10' and ' 5'.
+local function whole(text)
+  if type(text) ~= 'string' or #text > 15 or not string.match(text, '^%d+$') then return nil end
+  return tonumber(text)
+end
+
+-- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
+-- '_', '-' or '.'.
+local function fits_name(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 100
+    and not string.find(text, '[^%w_%.%-]')
+end
+
+-- Redis' clock, ms since the epoch.
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.
+local function refuse(code, why) return redis.error_reply(code .. ' ' .. why) end
+
+---------------------------------------------------------------------------------------------
 -- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
 -- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
 -- version of a function is the field `FUNCTION VERSION` of :versions.
@@ -1126,7 +1154,9 @@ local reply = (function()
 --   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
 --                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
 --                     if the schedule has had none as late for this function (`ticks`);
---                     otherwise the call returns the job of that later tick, not created
+--                     otherwise the call returns the job of that later tick, not created.
+--                     A last tick more than CLOCK_SKEW_MS after now (fired on a clock that
+--                     has gone back since) counts as none
 --
 -- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
 -- leased to them in this call and published on their channels (lib.lua, "Idle workers
@@ -1298,7 +1328,12 @@ for i = 0, n - 1 do
     local schedule, tick = options.schedule, number_of(options.tick or '0')
     if schedule then
       local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
-      if last_tick and tonumber(last_tick) >= tick then existing = last_number end
+      -- A last tick later than the clock (by more than nodes may disagree) was fired on a
+      -- clock that has gone back since: it dedupes nothing, or nothing would fire until
+      -- the clock reached it again.
+      if last_tick and tonumber(last_tick) >= tick and tonumber(last_tick) <= NOW + CLOCK_SKEW_MS then
+        existing = last_number
+      end
     end
     local once = options.once
     if once and not existing then existing = redis.call('HGET', K.ticks, 'once\0' .. once) or nil end
@@ -2650,61 +2685,116 @@ return { 'ok', current }
 end }
 
 redis.register_function{ function_name = 'wg2_schedule_set', callback = function(KEYS, ARGV)
--- schedule_set: add a recurring schedule (or replace one of the same name).
+-- schedule_set: add a recurring schedule (or replace one of the same name). It starts anew:
+-- no error of the one it replaces is kept.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms); none while paused
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
--- ARGV[1]  the name
--- ARGV[2]  the definition (JSON); `created_ms` is set here (Redis' clock)
+-- ARGV[1]  the name (1 to 100 letters, digits, '_', '-', '.')
+-- ARGV[2]  the definition (JSON object naming its `function`); `created_ms` is set here
+--          (Redis' clock)
 -- ARGV[3]  the input
 -- ARGV[4]  its next tick (ms): the first after Redis' `TIME`, computed by the caller;
 --          empty when it is paused
 -- ARGV[5]  `1` to replace a schedule of that name, `0` to refuse
 --
--- Returns: {'ok', created_ms} or {'exists', ''}.
+-- Returns: {'ok', created_ms} or {'exists', ''}; or the error reply `BADSCHEDULE why`, having
+-- written nothing.
 
-local name = ARGV[1]
-if ARGV[5] ~= '1' and redis.call('HEXISTS', KEYS[1], name) == 1 then
-  return { 'exists', '' }
+if #ARGV ~= 5 then return refuse('BADSCHEDULE', 'schedule_set takes 5 arguments') end
+local name, text, input, next_text, replace = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not fits_name(name) then
+  return refuse('BADSCHEDULE', 'the name must be 1 to 100 letters, digits, _, - or .')
 end
-local def = cjson.decode(ARGV[2])
-local t = redis.call('TIME')
-def.created_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], name, cjson.encode(def))
-redis.call('HSET', KEYS[2], name, ARGV[3])
-if ARGV[4] ~= '' then
-  redis.call('ZADD', KEYS[3], ARGV[4], name)
+local decoded, def = pcall(cjson.decode, text)
+if not decoded or type(def) ~= 'table' then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' is not a JSON object')
+end
+if not fits_name(def['function']) then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' names no valid function')
+end
+local next_tick = nil
+if next_text ~= '' then
+  next_tick = whole(next_text)
+  if not next_tick then
+    return refuse('BADSCHEDULE', 'the next tick must be ms since the epoch, not ' .. next_text)
+  end
+end
+if replace ~= '0' and replace ~= '1' then
+  return refuse('BADSCHEDULE', 'ARGV[5] must be 1 (replace) or 0, not ' .. replace)
+end
+if replace ~= '1' and redis.call('HEXISTS', KEYS[1], name) == 1 then return { 'exists', '' } end
+local now = clock_ms()
+def.created_ms = now
+local encoded, stored = pcall(cjson.encode, def)
+if not encoded then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' cannot be stored: ' .. tostring(stored))
+end
+
+redis.call('HSET', KEYS[1], name, stored)
+redis.call('HSET', KEYS[2], name, input)
+if next_tick then
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('ZADD', KEYS[4], now, name)
 else
   redis.call('ZREM', KEYS[3], name)
+  redis.call('ZREM', KEYS[4], name)
 end
-return { 'ok', string.format('%d', def.created_ms) }
+redis.call('HDEL', KEYS[5], name)
+return { 'ok', string.format('%d', now) }
 
 end }
 
 redis.register_function{ function_name = 'wg2_schedule_pause', callback = function(KEYS, ARGV)
--- schedule_pause: pause a schedule (no tick fires) or resume it.
+-- schedule_pause: pause a schedule (no tick fires) or resume it. Either way it starts anew:
+-- an error of its last tick is dropped.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms); none while paused
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
 -- ARGV[2]  `1` to pause, `0` to resume
--- ARGV[3]  when resuming, its next tick (ms, after now on Redis' clock)
+-- ARGV[3]  when resuming, its next tick (ms, after now on Redis' clock); else empty
 --
--- Returns: 1, or 0 when there is no such schedule.
+-- Returns: 1, or 0 when there is no such schedule; or the error reply `BADSCHEDULE why`,
+-- having written nothing.
 
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local def = cjson.decode(raw)
-def.paused = ARGV[2] == '1'
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(def))
-if def.paused then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-else
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_pause takes 3 arguments') end
+local name, pause, next_text = ARGV[1], ARGV[2], ARGV[3]
+if pause ~= '0' and pause ~= '1' then
+  return refuse('BADSCHEDULE', 'ARGV[2] must be 1 (pause) or 0 (resume), not ' .. pause)
 end
+if pause == '0' and not whole(next_text) then
+  return refuse('BADSCHEDULE', 'the next tick must be ms since the epoch, not ' .. next_text)
+end
+local raw = redis.call('HGET', KEYS[1], name)
+if not raw then return 0 end
+local decoded, def = pcall(cjson.decode, raw)
+if not decoded or type(def) ~= 'table' then
+  return refuse('BADSCHEDULE', 'schedule ' .. name .. ' has an unreadable definition: replace it (schedule add --replace) or remove it')
+end
+def.paused = pause == '1'
+local encoded, stored = pcall(cjson.encode, def)
+if not encoded then
+  return refuse('BADSCHEDULE', 'schedule ' .. name .. ' has a definition that cannot be stored again: ' .. tostring(stored))
+end
+
+redis.call('HSET', KEYS[1], name, stored)
+if def.paused then
+  redis.call('ZREM', KEYS[3], name)
+  redis.call('ZREM', KEYS[4], name)
+else
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('ZADD', KEYS[4], clock_ms(), name)
+end
+redis.call('HDEL', KEYS[5], name)
 return 1
 
 end }
@@ -2712,69 +2802,213 @@ end }
 redis.register_function{ function_name = 'wg2_schedule_remove', callback = function(KEYS, ARGV)
 -- schedule_remove: remove a schedule; jobs it enqueued stay.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
 --
--- Returns: 1, or 0 when there is no such schedule.
+-- Returns: the definition removed (the caller forgets the last tick its function's queue
+-- keeps for it), or '' when there is no such schedule.
 
-local removed = redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return removed
+local name = ARGV[1]
+local def = redis.call('HGET', KEYS[1], name)
+if not def then return '' end
+redis.call('HDEL', KEYS[1], name)
+redis.call('HDEL', KEYS[2], name)
+redis.call('ZREM', KEYS[3], name)
+redis.call('ZREM', KEYS[4], name)
+redis.call('HDEL', KEYS[5], name)
+return def
 
 end }
 
 redis.register_function{ function_name = 'wg2_schedule_due', callback = function(KEYS, ARGV)
--- schedule_due: the schedules whose next tick has come, on Redis' clock (read only).
+-- schedule_due: the schedules whose next tick has come, and those whose next tick was set
+-- on a clock ahead of Redis' clock now (read only).
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
--- ARGV[1]  the most schedules to return
+-- ARGV[1]  the most schedules of each kind to return (1 to 10000)
 --
--- Returns: {now_ms, next_ms of the earliest schedule not due ('' if none), then for each due
--- schedule, earliest first: name, its due tick, its definition, its input}.
+-- Returns: {now_ms, next_ms of the earliest schedule not due ('' if none), the number D of
+-- due schedules, then for each due schedule, earliest first: name, its score in `next`
+-- (its due tick, or when to try again a tick that could not fire), its definition, its
+-- input, its error ('' if none); then for each schedule not due whose `next` was set at a
+-- time after now (Redis' clock went back since): name, its score in `next`, its
+-- definition}. Or the error reply `BADSCHEDULE why`.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local reply = { string.format('%d', now), '' }
-local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local most = whole(ARGV[1])
+if not most or most < 1 or most > 10000 then
+  return refuse('BADSCHEDULE', 'ARGV[1] must be a count of 1 to 10000')
+end
+local now = clock_ms()
+local reply, count = { string.format('%d', now), '', '0' }, 0
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
 for i = 1, #due, 2 do
   local def = redis.call('HGET', KEYS[1], due[i])
   if def then
+    count = count + 1
     reply[#reply + 1] = due[i]
     reply[#reply + 1] = due[i + 1]
     reply[#reply + 1] = def
     reply[#reply + 1] = redis.call('HGET', KEYS[2], due[i]) or ''
+    reply[#reply + 1] = redis.call('HGET', KEYS[5], due[i]) or ''
   end
 end
+reply[3] = string.format('%d', count)
 local later = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if #later == 2 then reply[2] = later[2] end
+local ahead = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'LIMIT', 0, most)
+for _, name in ipairs(ahead) do
+  local score = redis.call('ZSCORE', KEYS[3], name)
+  local def = redis.call('HGET', KEYS[1], name)
+  if score and def and tonumber(score) > now then
+    reply[#reply + 1] = name
+    reply[#reply + 1] = score
+    reply[#reply + 1] = def
+  end
+end
 return reply
 
 end, flags = { 'no-writes' } }
 
 redis.register_function{ function_name = 'wg2_schedule_advance', callback = function(KEYS, ARGV)
 -- schedule_advance: move a schedule on to its next tick once its due tick is dealt with,
--- unless another worker has already (or it was paused, resumed or removed meanwhile).
+-- unless another worker has already (or it was paused, resumed, replaced or removed
+-- meanwhile). Its error, if its tick could not fire before, is dropped.
 --
--- KEYS[1]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
--- ARGV[2]  the due tick the caller read (ms)
+-- ARGV[2]  its score in `next` as the caller read it (ms)
 -- ARGV[3]  the next tick (ms)
 --
--- Returns: 1 if moved, 0 if not.
+-- Returns: 2 if moved and an error dropped, 1 if moved, 0 if not; or the error reply
+-- `BADSCHEDULE why`, having written nothing.
 
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_advance takes 3 arguments') end
+local name, read, next_text = ARGV[1], whole(ARGV[2]), ARGV[3]
+if not read or not whole(next_text) then
+  return refuse('BADSCHEDULE', 'the score read and the next tick must be ms since the epoch')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+redis.call('ZADD', KEYS[3], next_text, name)
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+if redis.call('HDEL', KEYS[5], name) == 1 then return 2 end
 return 1
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'ba5f6a61b70bc1d0289a4e8178946e31d03fc976' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_schedule_failed', callback = function(KEYS, ARGV)
+-- schedule_failed: note that a schedule's due tick could not fire (its job's enqueue was
+-- refused), and when to try it again: only this schedule waits, the others go on. Unless
+-- another worker has moved it already (or it was paused, resumed, replaced or removed
+-- meanwhile).
+--
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
+--
+-- ARGV[1]  the name
+-- ARGV[2]  its score in `next` as the caller read it (ms)
+-- ARGV[3]  when to try again (ms): its new score in `next`
+-- ARGV[4]  the error (JSON object: error, tick_ms, since_ms, failures, retry_ms)
+--
+-- Returns: 1 if noted, 0 if not; or the error reply `BADSCHEDULE why`, having written
+-- nothing.
+
+if #ARGV ~= 4 then return refuse('BADSCHEDULE', 'schedule_failed takes 4 arguments') end
+local name, read, retry_text, error_text = ARGV[1], whole(ARGV[2]), ARGV[3], ARGV[4]
+if not read or not whole(retry_text) then
+  return refuse('BADSCHEDULE', 'the score read and the retry time must be ms since the epoch')
+end
+local decoded, noted = pcall(cjson.decode, error_text or '')
+if not decoded or type(noted) ~= 'table' or #error_text > 4096 then
+  return refuse('BADSCHEDULE', 'the error must be a JSON object of at most 4096 bytes')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+redis.call('ZADD', KEYS[3], retry_text, name)
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+redis.call('HSET', KEYS[5], name, error_text)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_rewind', callback = function(KEYS, ARGV)
+-- schedule_rewind: bring back the next tick of a schedule that was set on a clock ahead of
+-- Redis' clock now (the clock went back since), so that it fires again within one tick,
+-- unless another worker has already (or it was moved, paused, replaced or removed
+-- meanwhile). An error of a tick it was to try again is dropped.
+--
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
+--
+-- ARGV[1]  the name
+-- ARGV[2]  its score in `next` as the caller read it (ms)
+-- ARGV[3]  its next tick: the first after Redis' clock now (ms), if earlier than the score
+--
+-- Returns: 1 if brought back, 0 if not; or the error reply `BADSCHEDULE why`, having
+-- written nothing.
+
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_rewind takes 3 arguments') end
+local name, read, next_text = ARGV[1], whole(ARGV[2]), ARGV[3]
+local next_tick = whole(next_text)
+if not read or not next_tick then
+  return refuse('BADSCHEDULE', 'the score read and the next tick must be ms since the epoch')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+if next_tick < read then
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('HDEL', KEYS[5], name)
+end
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_forget', callback = function(KEYS, ARGV)
+-- schedule_forget: forget the last tick of a schedule that a function's queue keeps (the
+-- dedupe of `enqueue`'s `schedule`/`tick` options): when the schedule is removed, or when
+-- it is added or replaced and that tick is later than Redis' clock now (it was fired on a
+-- clock that was ahead), so that it fires again from its next tick.
+--
+-- KEYS[1]  wg:{F}:ticks  hash  schedule name -> 'TICK_MS,NUMBER'
+--
+-- ARGV[1]  the schedule's name
+-- ARGV[2]  `1` to forget it whatever it is, `0` only if its tick is later than now
+--
+-- Returns: 1 if forgotten, 0 if not; or the error reply `BADSCHEDULE why`, having written
+-- nothing.
+
+if #ARGV ~= 2 or not fits_name(ARGV[1]) or (ARGV[2] ~= '0' and ARGV[2] ~= '1') then
+  return refuse('BADSCHEDULE', 'schedule_forget takes a schedule name and 1 or 0')
+end
+local name = ARGV[1]
+if ARGV[2] == '0' then
+  local tick = string.match(redis.call('HGET', KEYS[1], name) or '', '^(%d+),')
+  if not tick or tonumber(tick) <= clock_ms() then return 0 end
+end
+return redis.call('HDEL', KEYS[1], name)
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'aea5d198655086cb761fef7b902b69203a87ebf4' end, flags = { 'no-writes' } }

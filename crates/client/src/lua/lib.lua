@@ -1005,6 +1005,33 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
+-- Checking the arguments of the schedule and deploy functions: every check that can refuse
+-- a call runs before its first write.
+
+-- `text` as a whole number of at most 15 digits (ms since the epoch reach the year 33658),
+-- or nil: `tonumber` alone takes '1e999', 'inf', 'nan', '0x10' and ' 5'.
+local function whole(text)
+  if type(text) ~= 'string' or #text > 15 or not string.match(text, '^%d+$') then return nil end
+  return tonumber(text)
+end
+
+-- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
+-- '_', '-' or '.'.
+local function fits_name(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 100
+    and not string.find(text, '[^%w_%.%-]')
+end
+
+-- Redis' clock, ms since the epoch.
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.
+local function refuse(code, why) return redis.error_reply(code .. ' ' .. why) end
+
+---------------------------------------------------------------------------------------------
 -- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
 -- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
 -- version of a function is the field `FUNCTION VERSION` of :versions.
