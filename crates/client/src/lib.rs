@@ -103,6 +103,11 @@ pub enum QueueError {
     /// No deployed version has this name (it was never deployed, or no longer kept).
     #[error("{0}")]
     NoSuchVersion(String),
+    /// A deploy could not finish: its version's chunks were being collected the whole time
+    /// it waited, or a collector took it for an interrupted deploy each time it tried.
+    /// Nothing was recorded; deploying again is safe.
+    #[error("{0} (nothing was recorded: deploy it again)")]
+    DeployInterrupted(String),
     /// A deployed version's stored chunks do not make the component that was deployed.
     #[error(
         "deployed version {version} is corrupt in Redis: {reason} (deploy the file again to repair it)"
@@ -175,6 +180,7 @@ impl QueueError {
             QueueError::Redis(_)
             | QueueError::Corrupt { .. }
             | QueueError::CorruptVersion { .. }
+            | QueueError::DeployInterrupted(_)
             | QueueError::Library { .. } => ErrorClass::Failed,
         }
     }

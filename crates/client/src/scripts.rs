@@ -102,6 +102,12 @@ functions! {
     DEPLOY_ROLLBACK = "deploy_rollback", None, false;
     DEPLOY_FORGET = "deploy_forget", None, false;
     DEPLOY_REMOVE = "deploy_remove", None, false;
+    DEPLOY_BEGIN = "deploy_begin", None, false;
+    DEPLOY_PIN = "deploy_pin", None, false;
+    DEPLOY_UNPIN = "deploy_unpin", None, false;
+    DEPLOY_COLLECTABLE = "deploy_collectable", None, true;
+    DEPLOY_DOOM = "deploy_doom", None, false;
+    DEPLOY_BURY = "deploy_bury", None, false;
     SCHEDULE_SET = "schedule_set", None, false;
     SCHEDULE_PAUSE = "schedule_pause", None, false;
     SCHEDULE_REMOVE = "schedule_remove", None, false;

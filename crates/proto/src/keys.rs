@@ -335,9 +335,35 @@ impl DeployKeys {
     pub fn events() -> String {
         format!("{PREFIX}:{{deploy}}:events")
     }
+    /// Sorted set: `VERSION TOKEN` of each deploy under way, scored by when it lapses (ms,
+    /// Redis' clock; 0 once a collector has doomed it).
+    pub fn pending() -> String {
+        format!("{PREFIX}:{{deploy}}:pending")
+    }
+    /// Sorted set: versions no record names any more, whose chunks are to be collected,
+    /// scored by when their last record went (ms).
+    pub fn graveyard() -> String {
+        format!("{PREFIX}:{{deploy}}:graveyard")
+    }
+    /// The registry's six keys, in the order the library's deploy functions take them.
+    pub fn registry() -> [String; 6] {
+        [
+            Self::versions(),
+            Self::current(),
+            Self::history(),
+            Self::events(),
+            Self::pending(),
+            Self::graveyard(),
+        ]
+    }
     /// Hash: chunk number (`0`, `1`...) → that part of version `version`'s component.
     pub fn chunks(version: &str) -> String {
         format!("{PREFIX}:{{plugin:{version}}}:chunks")
+    }
+    /// String, expiring by itself: `deploy` while deploys write version `version`'s chunks,
+    /// `collect:TOKEN` while a collector may delete them (in their slot).
+    pub fn pin(version: &str) -> String {
+        format!("{PREFIX}:{{plugin:{version}}}:pin")
     }
 }
 

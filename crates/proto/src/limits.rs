@@ -31,6 +31,15 @@ pub const SCHEDULE_RETRY_FIRST_MS: u64 = 1000;
 /// The longest wait before a schedule's tick that could not fire is tried again.
 pub const SCHEDULE_RETRY_MAX_MS: u64 = 60_000;
 
+/// How long a deploy may write a version's chunks before it is taken for an interrupted one
+/// (its chunks collected, unless it records the version first: then it writes them again):
+/// its pin and its note as under way last this long, renewed while it writes.
+pub const DEPLOY_PIN_MS: u64 = 60_000;
+
+/// How long a collector's pin on a version holds: it deletes the chunks within it, or not
+/// at all.
+pub const COLLECT_PIN_MS: u64 = 10_000;
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
     [
