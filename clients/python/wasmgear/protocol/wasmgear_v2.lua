@@ -2677,6 +2677,7 @@ redis.register_function{ function_name = 'wg2_deploy_rollback', callback = funct
 -- the function's stack (a second rollback goes further back, not forth again).
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local stack = deploy_stack(KEYS[3], fn)
 if #stack == 0 then
   return { 'refused', fn .. ' has no deployed version (deploy one with `wasmgear deploy`)' }
@@ -2773,6 +2774,7 @@ redis.register_function{ function_name = 'wg2_deploy_remove', callback = functio
 -- Returns: {'ok', VERSION_LEFT} or {'refused', why}.
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local current = redis.call('HGET', KEYS[2], fn)
 if not current then
   return { 'refused', fn .. ' is not served from the deployed-plugin store' }
@@ -3331,4 +3333,4 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '6e63b427852411684de958572bc94b1f1e270b84' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '536ee35adc49b5f100518db34ec2b2c6e9deede6' end, flags = { 'no-writes' } }
