@@ -235,3 +235,71 @@ async fn schedules_and_child_jobs_work_on_a_cluster() {
     assert_eq!(status.record.children.len(), 3);
     worker.stop().await;
 }
+
+/// The version of the library this build loads (what `wg2_version` answers).
+fn this_build_s_version() -> String {
+    let manifest: serde_json::Value = serde_json::from_str(&wasmgear_client::manifest()).unwrap();
+    manifest["version"].as_str().unwrap().to_string()
+}
+
+/// This build's library with its version function answering `version` instead: what an
+/// older build left on a node, to the client's eyes.
+fn library_answering(version: &str) -> String {
+    let lua = wasmgear_client::library();
+    let marker = "function_name = 'wg2_version', callback = function() return '";
+    let at = lua.find(marker).expect("the version function") + marker.len();
+    let end = at + lua[at..].find('\'').expect("the version's end");
+    format!("{}{version}{}", &lua[..at], &lua[end..])
+}
+
+/// What `FCALL wg2_version 0` answers on the node at `url` (asked directly, not routed).
+async fn version_on(url: &str) -> String {
+    let mut node = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("FCALL")
+        .arg("wg2_version")
+        .arg(0)
+        .query_async(&mut node)
+        .await
+        .unwrap()
+}
+
+/// A primary running another library (an older build's, loaded by hand under the same
+/// name) gets this build's when a client connects, whichever node the client asks first:
+/// every primary answers this build's version afterwards (tried with each node stale in
+/// turn, more than once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_loads_its_library_on_every_primary_whose_version_differs() {
+    let cluster = TestCluster::start();
+    let nodes = cluster.node_urls();
+    let expected = this_build_s_version();
+    let older = library_answering("an older build");
+    for round in 0..8 {
+        let stale = &nodes[round % nodes.len()];
+        let mut node = redis::Client::open(stale.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&older)
+            .query_async(&mut node)
+            .await
+            .unwrap();
+        assert_eq!(version_on(stale).await, "an older build");
+
+        let _client = Client::connect(&cluster.url()).await.unwrap();
+        for url in &nodes {
+            assert_eq!(
+                version_on(url).await,
+                expected,
+                "round {round}: {url} (the stale node was {stale})"
+            );
+        }
+    }
+}

@@ -478,3 +478,401 @@ async fn bad_deploys_are_refused_and_change_nothing() {
     }
     assert_eq!(before, store_snapshot(&redis).await);
 }
+
+/// One deploy of a component driven step by step through the library's deploy functions, as
+/// `Client::deploy` calls them: `deploy_begin`, `deploy_pin`, the chunks' `HSET`s, `deploy`.
+struct Steps {
+    version: String,
+    token: String,
+    bytes: Vec<u8>,
+    record: String,
+}
+
+impl Steps {
+    /// A deploy of `bytes` for function `f`, with a token of its own.
+    fn new(bytes: &[u8], token: &str) -> Self {
+        let sha256 = wasmgear_client::deploy::sha256_hex(bytes);
+        let version = wasmgear_proto::deploy::version_of(&sha256).to_string();
+        let record = serde_json::json!({
+            "version": version, "sha256": sha256, "size": bytes.len(),
+            "chunks": bytes.len().div_ceil(wasmgear_proto::deploy::CHUNK_BYTES),
+            "name": "f", "functions": ["f"],
+        });
+        Steps {
+            version,
+            token: token.into(),
+            bytes: bytes.to_vec(),
+            record: record.to_string(),
+        }
+    }
+
+    /// `deploy_begin`: under way for `ms` (again if `renew`).
+    async fn under_way(
+        &self,
+        raw: &mut redis::aio::MultiplexedConnection,
+        ms: u64,
+        renew: bool,
+    ) -> i64 {
+        let renew = if renew { "1" } else { "0" };
+        let args = [self.version.as_str(), &self.token, &ms.to_string(), renew];
+        fcall(raw, "deploy_begin", &DeployKeys::registry(), &args).await
+    }
+
+    /// `deploy_begin`: under way for `ms`.
+    async fn begin(&self, raw: &mut redis::aio::MultiplexedConnection, ms: u64) -> i64 {
+        self.under_way(raw, ms, false).await
+    }
+
+    /// `deploy_pin` as a deploy, holding for `ms`, then the chunks written.
+    async fn pin_and_write(&self, raw: &mut redis::aio::MultiplexedConnection, ms: u64) {
+        let pinned: i64 = fcall(
+            raw,
+            "deploy_pin",
+            &[DeployKeys::pin(&self.version)],
+            &["deploy", &ms.to_string()],
+        )
+        .await;
+        assert_eq!(pinned, 1, "no collector holds the pin");
+        for (number, chunk) in self
+            .bytes
+            .chunks(wasmgear_proto::deploy::CHUNK_BYTES)
+            .enumerate()
+        {
+            let _: i64 = redis::cmd("HSET")
+                .arg(DeployKeys::chunks(&self.version))
+                .arg(number)
+                .arg(chunk)
+                .query_async(raw)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// `deploy`: records the version (current, keeping 1 version), then lets go of its pin
+    /// if recorded; its reply.
+    async fn record(&self, raw: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+        let args = [self.version.as_str(), &self.record, "1", "1", &self.token];
+        let reply: Vec<String> = fcall(raw, "deploy", &DeployKeys::registry(), &args).await;
+        if reply[0] == "ok" {
+            let keys = [
+                DeployKeys::chunks(&self.version),
+                DeployKeys::pin(&self.version),
+            ];
+            let _: i64 = fcall(raw, "deploy_unpin", &keys, &["deploy", "0"]).await;
+        }
+        reply
+    }
+}
+
+/// `FCALL wg2_NAME` with `keys` and `args`.
+async fn fcall<T: redis::FromRedisValue>(
+    raw: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    keys: &[String],
+    args: &[&str],
+) -> T {
+    redis::cmd("FCALL")
+        .arg(format!("wg2_{name}"))
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args)
+        .query_async(raw)
+        .await
+        .unwrap_or_else(|e| panic!("{name} {args:?}: {e}"))
+}
+
+/// Whether version `version`'s chunks are all there, as a worker fetching it would find.
+async fn fetches(client: &Client, version: &str) -> bool {
+    let record = client
+        .deployed_version(&function("f"), version)
+        .await
+        .unwrap();
+    client
+        .fetch_deployed(&record.expect("a record"))
+        .await
+        .is_ok()
+}
+
+/// Waits until Redis' clock has moved on by a millisecond.
+async fn next_ms(client: &Client) {
+    let now = client.redis_now_ms().await.unwrap();
+    eventually(WAIT, "the next ms", || async {
+        (client.redis_now_ms().await.unwrap() > now).then_some(())
+    })
+    .await;
+}
+
+/// Waits until key `key` is gone (a pin expired by itself).
+async fn until_gone(raw: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let key = key.to_string();
+    eventually(WAIT, &format!("{key} to expire"), || {
+        let mut raw = raw.clone();
+        let key = key.clone();
+        async move {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            (!exists).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Waits until every deploy of `version` noted under way has lapsed (Redis' clock).
+async fn until_lapsed(client: &Client, raw: &mut redis::aio::MultiplexedConnection, version: &str) {
+    eventually(WAIT, "the deploys under way to lapse", || {
+        let mut raw = raw.clone();
+        async move {
+            let now = client.redis_now_ms().await.unwrap();
+            let pending: Vec<(String, u64)> = redis::cmd("ZRANGE")
+                .arg(DeployKeys::pending())
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            pending
+                .iter()
+                .filter(|(m, _)| m.starts_with(version))
+                .all(|(_, until)| *until < now)
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// Two deploys of the same bytes, interleaved step by step with the forget of that version
+/// (pushed out by another deploy) and with collections: while their pins hold, while only
+/// their notes as under way do, and once one lapsed (its chunks are collected, its record
+/// refused; it starts again and writes them anew). At every point a record names the
+/// version, all its chunks are there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_is_never_deleted_while_a_record_names_its_version() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let mut raw = redis.raw().await;
+    let v_bytes = std::fs::read(artifact("echo")).unwrap();
+    let w_bytes = std::fs::read(artifact("reverse")).unwrap();
+
+    // V deployed, then W (keeping one version): V is no longer kept.
+    let first = Steps::new(&v_bytes, "first");
+    assert_eq!(first.begin(&mut raw, 60_000).await, 1);
+    first.pin_and_write(&mut raw, 60_000).await;
+    assert_eq!(first.record(&mut raw).await, ["ok"]);
+    // (Deployed on a later ms than V: the most recently deployed is kept.)
+    next_ms(&client).await;
+    let w = Steps::new(&w_bytes, "w");
+    assert_eq!(w.begin(&mut raw, 60_000).await, 1);
+    w.pin_and_write(&mut raw, 60_000).await;
+    let gone = w.record(&mut raw).await;
+    let v_field = format!("f {}", first.version);
+    assert_eq!(gone, ["ok".to_string(), v_field.clone()]);
+    let version = first.version.clone();
+
+    // Two deploys of V's bytes start: noted under way, pinned (the pins expire soon), chunks
+    // written. Then V's last record is forgotten: V goes to the graveyard.
+    let (a, b) = (Steps::new(&v_bytes, "a"), Steps::new(&v_bytes, "b"));
+    for deploy in [&a, &b] {
+        assert_eq!(deploy.begin(&mut raw, 60_000).await, 1);
+        deploy.pin_and_write(&mut raw, 300).await;
+    }
+    let forgotten: Vec<String> = fcall(
+        &mut raw,
+        "deploy_forget",
+        &DeployKeys::registry(),
+        &["1", &v_field],
+    )
+    .await;
+    assert_eq!(forgotten, [v_field.as_str()]);
+    let graveyard: Vec<String> = redis::cmd("ZRANGE")
+        .arg(DeployKeys::graveyard())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(graveyard, [version.as_str()]);
+
+    // Pinned: the collector leaves V alone. Pins expired, but both still under way: again.
+    assert!(client.collect_deployed().await.unwrap().is_empty());
+    until_gone(&mut raw, &DeployKeys::pin(&version)).await;
+    assert!(client.collect_deployed().await.unwrap().is_empty());
+    // A records V: it is current, and whole.
+    assert_eq!(a.record(&mut raw).await[0], "ok");
+    assert!(fetches(&client, &version).await);
+    // Named: collected never again, and out of the graveyard.
+    assert!(client.collect_deployed().await.unwrap().is_empty());
+    let graveyard: Vec<String> = redis::cmd("ZRANGE")
+        .arg(DeployKeys::graveyard())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(graveyard.is_empty(), "{graveyard:?}");
+    // B records it too (the same bytes): still whole.
+    assert_eq!(b.record(&mut raw).await[0], "ok");
+    assert!(fetches(&client, &version).await);
+
+    // V pushed out again and forgotten, while a slow deploy C of V's bytes runs: C's pin and
+    // its time under way lapse before it records. The collector takes C for interrupted and
+    // deletes V's chunks; C's record is refused, C starts again, and V is whole once
+    // recorded.
+    let c = Steps::new(&v_bytes, "slow");
+    assert_eq!(c.begin(&mut raw, 300).await, 1);
+    c.pin_and_write(&mut raw, 300).await;
+    next_ms(&client).await;
+    let w_again = Steps::new(&w_bytes, "w2");
+    assert_eq!(w_again.begin(&mut raw, 60_000).await, 1);
+    w_again.pin_and_write(&mut raw, 60_000).await;
+    assert_eq!(
+        w_again.record(&mut raw).await,
+        ["ok".to_string(), v_field.clone()]
+    );
+    let _: Vec<String> = fcall(
+        &mut raw,
+        "deploy_forget",
+        &DeployKeys::registry(),
+        &["1", &v_field],
+    )
+    .await;
+    until_gone(&mut raw, &DeployKeys::pin(&version)).await;
+    until_lapsed(&client, &mut raw, &version).await;
+    assert_eq!(client.collect_deployed().await.unwrap(), [version.as_str()]);
+    let chunks: bool = redis::cmd("EXISTS")
+        .arg(DeployKeys::chunks(&version))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(!chunks, "nothing named V: its chunks were collected");
+    assert_eq!(c.under_way(&mut raw, 60_000, true).await, 0, "C was doomed");
+    assert_eq!(c.record(&mut raw).await, ["lapsed"]);
+    let again = Steps::new(&v_bytes, "slow2");
+    assert_eq!(again.begin(&mut raw, 60_000).await, 1);
+    again.pin_and_write(&mut raw, 60_000).await;
+    assert_eq!(again.record(&mut raw).await[0], "ok");
+    assert!(fetches(&client, &version).await);
+    let pending: Vec<String> = redis::cmd("ZRANGE")
+        .arg(DeployKeys::pending())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(pending.is_empty(), "{pending:?}");
+}
+
+/// A deploy interrupted after writing its chunks (never recorded) leaves nothing for ever:
+/// once its time under way and its pin have lapsed, `wasmgear deploy --collect` deletes its
+/// chunks and its note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_deploy_s_chunks_are_collected() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let mut raw = redis.raw().await;
+    let interrupted = Steps::new(&std::fs::read(artifact("echo")).unwrap(), "gone");
+    assert_eq!(interrupted.begin(&mut raw, 60_000).await, 1);
+    interrupted.pin_and_write(&mut raw, 300).await;
+    let version = interrupted.version.clone();
+    // Not while it may still be under way.
+    let out = deploy(&redis, &["--collect"]);
+    assert_eq!(out["collected"], serde_json::json!([]));
+    // Its last word: it would be done within 1 ms. Then nothing more is heard of it.
+    assert_eq!(interrupted.under_way(&mut raw, 1, true).await, 1);
+
+    until_gone(&mut raw, &DeployKeys::pin(&version)).await;
+    until_lapsed(&client, &mut raw, &version).await;
+    let out = deploy(&redis, &["--collect"]);
+    assert_eq!(out["collected"], serde_json::json!([version]));
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    keys.sort();
+    assert!(keys.is_empty(), "nothing left: {keys:?}");
+    let out = deploy_raw(&redis, &["--collect"]);
+    assert_eq!(stdout(&out), "nothing to collect\n");
+}
+
+/// The deploy functions of the library refuse bad arguments (a keep of `nan` or `inf`, a
+/// record that is not JSON or lists a function that is not a name, a version that is not
+/// hex, a flag that is not 0 or 1) with one sentence, before writing anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploy_functions_refuse_bad_arguments_before_writing() {
+    let redis = TestRedis::start();
+    let files = tempfile::tempdir().unwrap();
+    deploy(&redis, &[&plugin_file(files.path(), "echo", "echo")]);
+    let before = store_snapshot(&redis).await;
+    let mut raw = redis.raw().await;
+    let ok = Steps::new(b"bytes", "t");
+    assert_eq!(ok.begin(&mut raw, 60_000).await, 1);
+    let record = ok.record.as_str();
+    let two = r#"{"functions":["f",{"a":1}]}"#;
+    let keys = DeployKeys::registry();
+    let v = ok.version.as_str();
+    let calls: Vec<(&str, Vec<&str>)> = vec![
+        ("deploy", vec![v, record, "1", "nan", "t"]),
+        ("deploy", vec![v, record, "1", "inf", "t"]),
+        ("deploy", vec![v, record, "1", "1e999", "t"]),
+        ("deploy", vec![v, "not json", "1", "1", "t"]),
+        ("deploy", vec![v, two, "1", "1", "t"]),
+        (
+            "deploy",
+            vec![v, r#"{"functions":["bad name"]}"#, "1", "1", "t"],
+        ),
+        ("deploy", vec!["not-hex", record, "1", "1", "t"]),
+        ("deploy", vec![v, record, "yes", "1", "t"]),
+        ("deploy_forget", vec!["nan", "echo x"]),
+        ("deploy_begin", vec![v, "t", "inf", "0"]),
+        ("deploy_begin", vec![v, "t", "1000", "2"]),
+        ("deploy_doom", vec!["not-hex"]),
+        ("deploy_collectable", vec!["0"]),
+    ];
+    // (The begin above is the one write made on purpose: it is taken out of the snapshot.)
+    let snapshot = || async {
+        let (keys, records) = store_snapshot(&redis).await;
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| *k != DeployKeys::pending())
+            .collect();
+        (keys, records)
+    };
+    let noted = snapshot().await;
+    assert_eq!(noted.1, before.1);
+    for (name, args) in calls {
+        let error = redis::cmd("FCALL")
+            .arg(format!("wg2_{name}"))
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&args)
+            .query_async::<redis::Value>(&mut raw)
+            .await
+            .expect_err(&format!("{name} {args:?} refused"));
+        assert_eq!(error.code(), Some("BADDEPLOY"), "{name} {args:?}: {error}");
+        assert_eq!(noted, snapshot().await, "{name} {args:?} wrote something");
+    }
+    let pin = |args: Vec<&'static str>| {
+        let mut call = redis::cmd("FCALL");
+        call.arg("wg2_deploy_pin")
+            .arg(1)
+            .arg(DeployKeys::pin(v))
+            .arg(args);
+        call
+    };
+    for args in [
+        vec!["deploy", "nan"],
+        vec!["someone", "1000"],
+        vec!["collect:", "1000"],
+    ] {
+        let error = pin(args.clone())
+            .query_async::<redis::Value>(&mut raw)
+            .await
+            .expect_err(&format!("deploy_pin {args:?} refused"));
+        assert_eq!(error.code(), Some("BADDEPLOY"), "{args:?}: {error}");
+    }
+    assert_eq!(noted, snapshot().await);
+}

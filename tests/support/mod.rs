@@ -274,6 +274,11 @@ impl TestCluster {
         self.nodes[0].url()
     }
 
+    /// The URL of each node (each a primary).
+    pub fn node_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
     /// How many keys each node holds.
     pub fn keys_per_node(&self) -> Vec<u64> {
         self.nodes

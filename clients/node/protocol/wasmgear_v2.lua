@@ -16,6 +16,7 @@ local MAX_ACKED = 1024
 local MAX_CHILDREN = 10000
 local MAX_HISTORY = 100
 local MAX_PROGRESS_MESSAGE_BYTES = 1024
+local CLOCK_SKEW_MS = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
@@ -1111,15 +1112,77 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
--- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
--- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
--- version of a function is the field `FUNCTION VERSION` of :versions.
+-- Checking the arguments of the schedule and deploy functions: every check that can refuse
+-- a call runs before its first write.
 
--- The versions `fn` was given, oldest first, the current one last.
+-- `text` as a whole number of at most 15 digits (ms since the epoch reach the year 33658),
+-- or nil: `tonumber` alone takes '1e999', 'inf', 'nan', '0x10' and ' 5'.
+local function whole(text)
+  if type(text) ~= 'string' or #text > 15 or not string.match(text, '^%d+$') then return nil end
+  return tonumber(text)
+end
+
+-- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
+-- '_', '-' or '.'.
+local function fits_name(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 100
+    and not string.find(text, '[^%w_%.%-]')
+end
+
+-- Redis' clock, ms since the epoch.
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.
+local function refuse(code, why) return redis.error_reply(code .. ' ' .. why) end
+
+---------------------------------------------------------------------------------------------
+-- The deployed-plugin store (`wasmgear deploy`): its registry's functions take the keys
+-- wg:{deploy}:versions, :current, :history and the :events channel, in this order, and
+-- those that note deploys under way and versions to collect also :pending and :graveyard
+-- (the registry's six keys). A version of a function is the field `FUNCTION VERSION` of
+-- :versions. A version's chunks are in its own slot, wg:{plugin:VERSION}:chunks, beside its
+-- pin wg:{plugin:VERSION}:pin: no script can see both, so they are kept in step by order
+-- (PROTOCOL.md, "Deployed plugins"): a chunk is deleted only by a collector holding the pin,
+-- after `deploy_doom` found no record naming the version and no deploy of it under way.
+
+-- Whether `text` can be a version: 1 to 64 hex digits.
+local function fits_version(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 64 and string.match(text, '^%x+$') ~= nil
+end
+
+-- Whether `text` can be a deploy's or collector's token: 1 to 64 letters or digits.
+local function fits_token(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 64 and string.match(text, '^%w+$') ~= nil
+end
+
+-- The versions `fn` was given, oldest first, the current one last (a history that does not
+-- read as a list of versions reads as none).
 local function deploy_stack(history_key, fn)
   local raw = redis.call('HGET', history_key, fn)
   if not raw then return {} end
-  return cjson.decode(raw)
+  local ok, list = pcall(cjson.decode, raw)
+  if not ok or type(list) ~= 'table' then return {} end
+  local stack = {}
+  for _, v in ipairs(list) do
+    if type(v) == 'string' then stack[#stack + 1] = v end
+  end
+  return stack
+end
+
+-- The members of :pending for `version` ('VERSION TOKEN'), with their scores.
+local function deploy_pending_of(pending_key, version)
+  local prefix = version .. ' '
+  local found = {}
+  local all = redis.call('ZRANGE', pending_key, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, #prefix) == prefix then
+      found[#found + 1] = { all[i], tonumber(all[i + 1]) }
+    end
+  end
+  return found
 end
 
 -- Makes `version` the current version of `fn`: on top of its stack (once), in `current`,
@@ -1225,7 +1288,9 @@ local reply = (function()
 --   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
 --                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
 --                     if the schedule has had none as late for this function (`ticks`);
---                     otherwise the call returns the job of that later tick, not created
+--                     otherwise the call returns the job of that later tick, not created.
+--                     A last tick more than CLOCK_SKEW_MS after now (fired on a clock that
+--                     has gone back since) counts as none
 --
 -- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
 -- leased to them in this call and published on their channels (lib.lua, "Idle workers
@@ -1426,7 +1491,12 @@ for i = 0, n - 1 do
     local schedule, tick = options.schedule, number_of(options.tick or '0')
     if schedule then
       local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
-      if last_tick and tonumber(last_tick) >= tick then existing = last_number end
+      -- A last tick later than the clock (by more than nodes may disagree) was fired on a
+      -- clock that has gone back since: it dedupes nothing, or nothing would fire until
+      -- the clock reached it again.
+      if last_tick and tonumber(last_tick) >= tick and tonumber(last_tick) <= NOW + CLOCK_SKEW_MS then
+        existing = last_number
+      end
     end
     local once = options.once
     if once and not existing then
@@ -2792,39 +2862,82 @@ end, flags = { 'no-writes' } }
 
 redis.register_function{ function_name = 'wg2_deploy', callback = function(KEYS, ARGV)
 -- deploy: record a version of a plugin whose chunks are stored, for each function it
--- serves, and make it their current version (unless told not to).
+-- serves, and make it their current version (unless told not to). Only for a deploy still
+-- under way (`deploy_begin`) that no collector has doomed: then no chunk of the version was
+-- deleted since the deploy pinned it and wrote them.
 --
--- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
--- KEYS[2]  wg:{deploy}:current   hash     function -> current version
--- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
--- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
 --
--- ARGV[1]  the version (16 hex digits of the component's SHA-256)
--- ARGV[2]  its record (JSON: sha256, size, chunks, name, functions, manifest); the function
---          and the time of the deploy (Redis' clock) are set here
+-- ARGV[1]  the version (hex digits: the first 16 of the component's SHA-256)
+-- ARGV[2]  its record (JSON object: sha256, size, chunks, name, functions, manifest); the
+--          function and the time of the deploy (Redis' clock) are set here
 -- ARGV[3]  `1` to make it current, `0` to store it only
--- ARGV[4]  how many versions of each function to keep
+-- ARGV[4]  how many versions of each function to keep (1 to 100000)
+-- ARGV[5]  the deploy's token, as given to `deploy_begin`
 --
--- Returns: the `FUNCTION VERSION`s no longer kept (the caller checks that no kept job
--- names them, then calls `deploy_forget`).
+-- Returns: {'ok', then the `FUNCTION VERSION`s no longer kept} (the caller checks that no
+-- kept job names them, then calls `deploy_forget`), or {'lapsed'} when the deploy is not
+-- under way any more (a collector doomed it, or forgot it: it starts again, pins and writes
+-- the chunks anew); or the error reply `BADDEPLOY why`, having written nothing.
 
-local version, keep = ARGV[1], tonumber(ARGV[4])
-local record = cjson.decode(ARGV[2])
-local t = redis.call('TIME')
-record.deployed_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-record.version = version
-for _, fn in ipairs(record.functions) do
-  record['function'] = fn
-  redis.call('HSET', KEYS[1], fn .. ' ' .. version, cjson.encode(record))
-  if ARGV[3] == '1' then deploy_make_current(KEYS, fn, version) end
+if #ARGV ~= 5 then return refuse('BADDEPLOY', 'deploy takes 5 arguments') end
+local version, text, activate, keep, token = ARGV[1], ARGV[2], ARGV[3], whole(ARGV[4]), ARGV[5]
+if not fits_version(version) then return refuse('BADDEPLOY', 'the version must be hex digits') end
+local decoded, record = pcall(cjson.decode, text)
+if not decoded or type(record) ~= 'table' or type(record.functions) ~= 'table'
+  or #record.functions == 0 then
+  return refuse('BADDEPLOY', 'the record must be a JSON object with a list of functions')
 end
+for _, fn in ipairs(record.functions) do
+  if not fits_name(fn) then
+    return refuse('BADDEPLOY', 'the record lists a function that is not a function name: ' .. tostring(fn))
+  end
+end
+if activate ~= '0' and activate ~= '1' then
+  return refuse('BADDEPLOY', 'ARGV[3] must be 1 (make it current) or 0')
+end
+if not keep or keep < 1 or keep > 100000 then
+  return refuse('BADDEPLOY', 'the versions kept must be 1 to 100000')
+end
+if not fits_token(token) then return refuse('BADDEPLOY', 'the token must be 1 to 64 letters or digits') end
+local member = version .. ' ' .. token
+local under_way = redis.call('ZSCORE', KEYS[5], member)
+if not under_way or under_way == '0' then return { 'lapsed' } end
+record.deployed_ms = clock_ms()
+record.version = version
+-- Every record's text before the first write (an encoding that fails writes nothing).
+local texts = {}
+for i, fn in ipairs(record.functions) do
+  record['function'] = fn
+  local encoded, stored = pcall(cjson.encode, record)
+  if not encoded then
+    return refuse('BADDEPLOY', 'the record cannot be stored: ' .. tostring(stored))
+  end
+  texts[i] = stored
+end
+
+for i, fn in ipairs(record.functions) do
+  redis.call('HSET', KEYS[1], fn .. ' ' .. version, texts[i])
+  if activate == '1' then deploy_make_current(KEYS, fn, version) end
+end
+redis.call('ZREM', KEYS[5], member)
+redis.call('ZREM', KEYS[6], version)
 local kept, fields = deploy_kept(KEYS, keep)
+local reply = { 'ok' }
 local gone = {}
 for _, field in ipairs(fields) do
   if not kept[field] then gone[#gone + 1] = field end
 end
 table.sort(gone)
-return gone
+for _, field in ipairs(gone) do reply[#reply + 1] = field end
+return reply
 
 end }
 
@@ -2842,6 +2955,9 @@ redis.register_function{ function_name = 'wg2_deploy_activate', callback = funct
 -- Returns: {'ok', VERSION}, {'missing', why} (no such version) or {'refused', why}.
 
 local fn, wanted = ARGV[1], ARGV[2]
+if not fits_name(fn) or type(wanted) ~= 'string' or wanted == '' then
+  return { 'refused', 'give a function name and a version (or a prefix of it)' }
+end
 local version, matches, elsewhere = nil, 0, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   local f, v = string.match(field, '^(%S+) (%S+)$')
@@ -2886,6 +3002,7 @@ redis.register_function{ function_name = 'wg2_deploy_rollback', callback = funct
 -- the function's stack (a second rollback goes further back, not forth again).
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local stack = deploy_stack(KEYS[3], fn)
 if #stack == 0 then
   return { 'refused', fn .. ' has no deployed version (deploy one with `wasmgear deploy`)' }
@@ -2903,48 +3020,67 @@ return { 'ok', left, now }
 end }
 
 redis.register_function{ function_name = 'wg2_deploy_forget', callback = function(KEYS, ARGV)
--- deploy_forget: forget stored versions that are no longer kept.
+-- deploy_forget: forget stored versions that are no longer kept. A version no record names
+-- any more goes to the graveyard: a collector deletes its chunks (`deploy_doom`).
 --
--- KEYS[1]  wg:{deploy}:versions  hash     `FUNCTION VERSION` -> the record (JSON)
--- KEYS[2]  wg:{deploy}:current   hash     function -> current version
--- KEYS[3]  wg:{deploy}:history   hash     function -> its versions, current last (JSON array)
--- KEYS[4]  wg:{deploy}:events    channel  `FUNCTION VERSION` after each change
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
 --
--- ARGV[1]  how many versions of each function to keep
+-- ARGV[1]  how many versions of each function to keep (1 to 100000)
 -- ARGV[2..]  the `FUNCTION VERSION`s to forget: those `deploy` returned that no kept job
 --            names (one kept again since, by a deploy or an activation, is not forgotten)
 --
--- Returns: the `FUNCTION VERSION`s forgotten, then `-`, then the versions no function has
--- any more (the caller deletes their chunks).
+-- Returns: the `FUNCTION VERSION`s forgotten; or the error reply `BADDEPLOY why`, having
+-- written nothing.
 
-local kept, fields = deploy_kept(KEYS, tonumber(ARGV[1]))
+local keep = whole(ARGV[1])
+if not keep or keep < 1 or keep > 100000 then
+  return refuse('BADDEPLOY', 'the versions kept must be 1 to 100000')
+end
+local kept, fields = deploy_kept(KEYS, keep)
 local known = {}
 for _, field in ipairs(fields) do known[field] = true end
-local forgotten = {}
+-- What to forget, and each function's history without it, before the first write.
+local forgotten, stacks = {}, {}
 for i = 2, #ARGV do
   local field = ARGV[i]
-  if known[field] and not kept[field] then
-    redis.call('HDEL', KEYS[1], field)
+  local fn, version = string.match(field, '^(%S+) (%S+)$')
+  if fn and known[field] and not kept[field] then
     known[field] = nil
-    local fn, version = string.match(field, '^(%S+) (%S+)$')
+    forgotten[#forgotten + 1] = field
     local stack = {}
-    for _, v in ipairs(deploy_stack(KEYS[3], fn)) do
+    for _, v in ipairs(stacks[fn] or deploy_stack(KEYS[3], fn)) do
       if v ~= version then stack[#stack + 1] = v end
     end
-    redis.call('HSET', KEYS[3], fn, cjson.encode(stack))
-    forgotten[#forgotten + 1] = field
+    stacks[fn] = stack
   end
 end
-local reply = {}
-local unused = {}
-for _, field in ipairs(forgotten) do
-  reply[#reply + 1] = field
-  unused[string.match(field, ' (%S+)$')] = true
+local texts = {}
+for fn, stack in pairs(stacks) do
+  -- An empty Lua table would be encoded as an object.
+  texts[fn] = #stack == 0 and '[]' or cjson.encode(stack)
 end
-for field in pairs(known) do unused[string.match(field, ' (%S+)$')] = nil end
-reply[#reply + 1] = '-'
-for version in pairs(unused) do reply[#reply + 1] = version end
-return reply
+
+local now = clock_ms()
+for _, field in ipairs(forgotten) do redis.call('HDEL', KEYS[1], field) end
+for fn, text in pairs(texts) do redis.call('HSET', KEYS[3], fn, text) end
+-- Versions no record names any more.
+local named = {}
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local version = string.match(field, ' (%S+)$')
+  if version then named[version] = true end
+end
+for _, field in ipairs(forgotten) do
+  local version = string.match(field, ' (%S+)$')
+  if not named[version] then redis.call('ZADD', KEYS[6], 'NX', now, version) end
+end
+return forgotten
 
 end }
 
@@ -2963,6 +3099,7 @@ redis.register_function{ function_name = 'wg2_deploy_remove', callback = functio
 -- Returns: {'ok', VERSION_LEFT} or {'refused', why}.
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local current = redis.call('HGET', KEYS[2], fn)
 if not current then
   return { 'refused', fn .. ' is not served from the deployed-plugin store' }
@@ -2974,62 +3111,337 @@ return { 'ok', current }
 
 end }
 
+redis.register_function{ function_name = 'wg2_deploy_begin', callback = function(KEYS, ARGV)
+-- deploy_begin: note a deploy of a version as under way, before it pins the version and
+-- writes its chunks (or, renewing, that it still is). A collector deletes no chunks of a
+-- version with a deploy under way; a deploy not renewed in the time it said is taken for an
+-- interrupted one, and its chunks may be collected: then it is doomed, and renewing it
+-- fails (it starts again with a fresh token, and writes every chunk anew).
+--
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
+--
+-- ARGV[1]  the version (hex digits)
+-- ARGV[2]  the deploy's token (letters and digits, fresh for each try)
+-- ARGV[3]  how long it may stay under way (ms, 1 to 86400000)
+-- ARGV[4]  `0` to begin (a fresh token), `1` to renew
+--
+-- Returns: 1, or 0 when the deploy cannot go on: renewing one that a collector doomed or
+-- forgot, or beginning with a token in use; or the error reply `BADDEPLOY why`, having
+-- written nothing.
+
+if #ARGV ~= 4 then return refuse('BADDEPLOY', 'deploy_begin takes 4 arguments') end
+local version, token, ms, renew = ARGV[1], ARGV[2], whole(ARGV[3]), ARGV[4]
+if not fits_version(version) then return refuse('BADDEPLOY', 'the version must be hex digits') end
+if not fits_token(token) then return refuse('BADDEPLOY', 'the token must be 1 to 64 letters or digits') end
+if not ms or ms < 1 or ms > 86400000 then
+  return refuse('BADDEPLOY', 'the time under way must be 1 to 86400000 ms')
+end
+if renew ~= '0' and renew ~= '1' then
+  return refuse('BADDEPLOY', 'ARGV[4] must be 0 (begin) or 1 (renew)')
+end
+local member = version .. ' ' .. token
+local score = redis.call('ZSCORE', KEYS[5], member)
+if (renew == '1') ~= (score ~= false) or score == '0' then return 0 end
+redis.call('ZADD', KEYS[5], string.format('%d', clock_ms() + ms), member)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_pin', callback = function(KEYS, ARGV)
+-- deploy_pin: pin a version's chunks, in their slot. A deploy pins them before writing them
+-- (sharing the pin with other deploys of the same version, refused while a collector holds
+-- it); a collector pins them alone before deleting them (refused while anyone holds it).
+--
+-- KEYS[1]  wg:{plugin:VERSION}:pin  string  `deploy`, or `collect:TOKEN`; expires by itself
+--
+-- ARGV[1]  `deploy`, or `collect:TOKEN` (TOKEN letters and digits)
+-- ARGV[2]  how long the pin holds (ms, 1 to 86400000)
+--
+-- Returns: 1 if pinned, 0 if not; or the error reply `BADDEPLOY why`, having written nothing.
+
+if #ARGV ~= 2 then return refuse('BADDEPLOY', 'deploy_pin takes 2 arguments') end
+local who, ms = ARGV[1], whole(ARGV[2])
+local collector = string.match(who, '^collect:(.*)$')
+if who ~= 'deploy' and not fits_token(collector) then
+  return refuse('BADDEPLOY', 'the pin is taken by `deploy` or `collect:TOKEN`')
+end
+if not ms or ms < 1 or ms > 86400000 then
+  return refuse('BADDEPLOY', 'the pin must hold for 1 to 86400000 ms')
+end
+local held = redis.call('GET', KEYS[1])
+if collector then
+  if held then return 0 end
+elseif held and held ~= 'deploy' then
+  return 0
+elseif held and redis.call('PTTL', KEYS[1]) >= ms then
+  return 1
+end
+redis.call('SET', KEYS[1], who, 'PX', ms)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_unpin', callback = function(KEYS, ARGV)
+-- deploy_unpin: let go of a version's pin: a deploy once it has recorded the version (the
+-- record keeps the chunks from then on), or a collector, deleting the chunks first if it
+-- says so. Nothing happens unless the pin is still the caller's (it has not expired).
+--
+-- KEYS[1]  wg:{plugin:VERSION}:chunks  hash    chunk number -> part of the component
+-- KEYS[2]  wg:{plugin:VERSION}:pin     string  `deploy`, or `collect:TOKEN`
+--
+-- ARGV[1]  `deploy`, or `collect:TOKEN` as the collector pinned it
+-- ARGV[2]  `1` to delete the chunks (a collector only), `0` to let go only
+--
+-- Returns: 1 if done, 0 if the pin is not the caller's (any more); or the error reply
+-- `BADDEPLOY why`, having written nothing.
+
+local who, drop = ARGV[1], ARGV[2]
+local collector = #ARGV == 2 and who ~= 'deploy' and fits_token(string.match(who, '^collect:(.*)$'))
+if #ARGV ~= 2 or not (who == 'deploy' or collector) or (drop ~= '0' and drop ~= '1')
+  or (drop == '1' and not collector) then
+  return refuse('BADDEPLOY', 'deploy_unpin takes `deploy` and 0, or `collect:TOKEN` and 1 or 0')
+end
+if redis.call('GET', KEYS[2]) ~= who then return 0 end
+if drop == '1' then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[2])
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_collectable', callback = function(KEYS, ARGV)
+-- deploy_collectable: the versions whose chunks may be collected (read only): those in the
+-- graveyard, and those of deploys whose time under way is over (interrupted, or doomed).
+--
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
+--
+-- ARGV[1]  the most versions to return (1 to 10000)
+--
+-- Returns: the versions, each once; or the error reply `BADDEPLOY why`.
+
+local most = whole(ARGV[1])
+if #ARGV ~= 1 or not most or most < 1 or most > 10000 then
+  return refuse('BADDEPLOY', 'ARGV[1] must be a count of 1 to 10000')
+end
+local seen, reply = {}, {}
+local function add(version)
+  if version and not seen[version] and #reply < most then
+    seen[version] = true
+    reply[#reply + 1] = version
+  end
+end
+for _, version in ipairs(redis.call('ZRANGE', KEYS[6], 0, most - 1)) do add(version) end
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. string.format('%d', clock_ms()), 'LIMIT', 0, most)
+for _, member in ipairs(lapsed) do add(string.match(member, '^(%S+) ')) end
+return reply
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_deploy_doom', callback = function(KEYS, ARGV)
+-- deploy_doom: a collector holding a version's pin asks whether it may delete the version's
+-- chunks: not while a record names the version (it is taken out of the graveyard, and the
+-- lapsed deploys of it forgotten), nor while a deploy of it is under way. Otherwise every
+-- lapsed deploy of it is doomed (scored 0: recording it is refused, it starts again), and
+-- the collector deletes the chunks, then calls `deploy_bury`.
+--
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
+--
+-- ARGV[1]  the version
+--
+-- Returns: 'doomed' (delete its chunks), 'named' or 'busy' (leave them); or the error reply
+-- `BADDEPLOY why`, having written nothing.
+
+if #ARGV ~= 1 or not fits_version(ARGV[1]) then
+  return refuse('BADDEPLOY', 'deploy_doom takes a version (hex digits)')
+end
+local version = ARGV[1]
+local suffix = ' ' .. version
+local named = false
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, -#suffix) == suffix then named = true end
+end
+local current = redis.call('HVALS', KEYS[2])
+for _, v in ipairs(current) do
+  if v == version then named = true end
+end
+local now = clock_ms()
+local pending = deploy_pending_of(KEYS[5], version)
+if named then
+  redis.call('ZREM', KEYS[6], version)
+  for _, entry in ipairs(pending) do
+    if entry[2] < now then redis.call('ZREM', KEYS[5], entry[1]) end
+  end
+  return 'named'
+end
+for _, entry in ipairs(pending) do
+  if entry[2] >= now then return 'busy' end
+end
+for _, entry in ipairs(pending) do redis.call('ZADD', KEYS[5], 0, entry[1]) end
+return 'doomed'
+
+end }
+
+redis.register_function{ function_name = 'wg2_deploy_bury', callback = function(KEYS, ARGV)
+-- deploy_bury: once a collector has deleted a version's chunks, forget that they were to be
+-- collected: the version leaves the graveyard, its doomed deploys leave :pending (a deploy
+-- of it begun since stays, and writes the chunks again).
+--
+-- KEYS[1]  wg:{deploy}:versions   hash     `FUNCTION VERSION` -> the record (JSON)
+-- KEYS[2]  wg:{deploy}:current    hash     function -> current version
+-- KEYS[3]  wg:{deploy}:history    hash     function -> its versions, current last (JSON array)
+-- KEYS[4]  wg:{deploy}:events     channel  `FUNCTION VERSION` after each change
+-- KEYS[5]  wg:{deploy}:pending    zset     `VERSION TOKEN` of each deploy under way, scored by
+--                                          when it lapses (ms; 0: doomed by a collector)
+-- KEYS[6]  wg:{deploy}:graveyard  zset     versions no record names any more, to collect,
+--                                          scored by when their last record went (ms)
+--
+-- ARGV[1]  the version
+--
+-- Returns: 1; or the error reply `BADDEPLOY why`, having written nothing.
+
+if #ARGV ~= 1 or not fits_version(ARGV[1]) then
+  return refuse('BADDEPLOY', 'deploy_bury takes a version (hex digits)')
+end
+local version = ARGV[1]
+redis.call('ZREM', KEYS[6], version)
+for _, entry in ipairs(deploy_pending_of(KEYS[5], version)) do
+  if entry[2] == 0 then redis.call('ZREM', KEYS[5], entry[1]) end
+end
+return 1
+
+end }
+
 redis.register_function{ function_name = 'wg2_schedule_set', callback = function(KEYS, ARGV)
--- schedule_set: add a recurring schedule (or replace one of the same name).
+-- schedule_set: add a recurring schedule (or replace one of the same name). It starts anew:
+-- no error of the one it replaces is kept.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms); none while paused
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
--- ARGV[1]  the name
--- ARGV[2]  the definition (JSON); `created_ms` is set here (Redis' clock)
+-- ARGV[1]  the name (1 to 100 letters, digits, '_', '-', '.')
+-- ARGV[2]  the definition (JSON object naming its `function`); `created_ms` is set here
+--          (Redis' clock)
 -- ARGV[3]  the input
 -- ARGV[4]  its next tick (ms): the first after Redis' `TIME`, computed by the caller;
 --          empty when it is paused
 -- ARGV[5]  `1` to replace a schedule of that name, `0` to refuse
 --
--- Returns: {'ok', created_ms} or {'exists', ''}.
+-- Returns: {'ok', created_ms} or {'exists', ''}; or the error reply `BADSCHEDULE why`, having
+-- written nothing.
 
-local name = ARGV[1]
-if ARGV[5] ~= '1' and redis.call('HEXISTS', KEYS[1], name) == 1 then
-  return { 'exists', '' }
+if #ARGV ~= 5 then return refuse('BADSCHEDULE', 'schedule_set takes 5 arguments') end
+local name, text, input, next_text, replace = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not fits_name(name) then
+  return refuse('BADSCHEDULE', 'the name must be 1 to 100 letters, digits, _, - or .')
 end
-local def = cjson.decode(ARGV[2])
-local t = redis.call('TIME')
-def.created_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], name, cjson.encode(def))
-redis.call('HSET', KEYS[2], name, ARGV[3])
-if ARGV[4] ~= '' then
-  redis.call('ZADD', KEYS[3], ARGV[4], name)
+local decoded, def = pcall(cjson.decode, text)
+if not decoded or type(def) ~= 'table' then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' is not a JSON object')
+end
+if not fits_name(def['function']) then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' names no valid function')
+end
+local next_tick = nil
+if next_text ~= '' then
+  next_tick = whole(next_text)
+  if not next_tick then
+    return refuse('BADSCHEDULE', 'the next tick must be ms since the epoch, not ' .. next_text)
+  end
+end
+if replace ~= '0' and replace ~= '1' then
+  return refuse('BADSCHEDULE', 'ARGV[5] must be 1 (replace) or 0, not ' .. replace)
+end
+if replace ~= '1' and redis.call('HEXISTS', KEYS[1], name) == 1 then return { 'exists', '' } end
+local now = clock_ms()
+def.created_ms = now
+local encoded, stored = pcall(cjson.encode, def)
+if not encoded then
+  return refuse('BADSCHEDULE', 'the definition of ' .. name .. ' cannot be stored: ' .. tostring(stored))
+end
+
+redis.call('HSET', KEYS[1], name, stored)
+redis.call('HSET', KEYS[2], name, input)
+if next_tick then
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('ZADD', KEYS[4], now, name)
 else
   redis.call('ZREM', KEYS[3], name)
+  redis.call('ZREM', KEYS[4], name)
 end
-return { 'ok', string.format('%d', def.created_ms) }
+redis.call('HDEL', KEYS[5], name)
+return { 'ok', string.format('%d', now) }
 
 end }
 
 redis.register_function{ function_name = 'wg2_schedule_pause', callback = function(KEYS, ARGV)
--- schedule_pause: pause a schedule (no tick fires) or resume it.
+-- schedule_pause: pause a schedule (no tick fires) or resume it. Either way it starts anew:
+-- an error of its last tick is dropped.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:next    zset  name scored by its next tick (ms); none while paused
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms); none while paused
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
 -- ARGV[2]  `1` to pause, `0` to resume
--- ARGV[3]  when resuming, its next tick (ms, after now on Redis' clock)
+-- ARGV[3]  when resuming, its next tick (ms, after now on Redis' clock); else empty
 --
--- Returns: 1, or 0 when there is no such schedule.
+-- Returns: 1, or 0 when there is no such schedule; or the error reply `BADSCHEDULE why`,
+-- having written nothing.
 
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local def = cjson.decode(raw)
-def.paused = ARGV[2] == '1'
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(def))
-if def.paused then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-else
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_pause takes 3 arguments') end
+local name, pause, next_text = ARGV[1], ARGV[2], ARGV[3]
+if pause ~= '0' and pause ~= '1' then
+  return refuse('BADSCHEDULE', 'ARGV[2] must be 1 (pause) or 0 (resume), not ' .. pause)
 end
+if pause == '0' and not whole(next_text) then
+  return refuse('BADSCHEDULE', 'the next tick must be ms since the epoch, not ' .. next_text)
+end
+local raw = redis.call('HGET', KEYS[1], name)
+if not raw then return 0 end
+local decoded, def = pcall(cjson.decode, raw)
+if not decoded or type(def) ~= 'table' then
+  return refuse('BADSCHEDULE', 'schedule ' .. name .. ' has an unreadable definition: replace it (schedule add --replace) or remove it')
+end
+def.paused = pause == '1'
+local encoded, stored = pcall(cjson.encode, def)
+if not encoded then
+  return refuse('BADSCHEDULE', 'schedule ' .. name .. ' has a definition that cannot be stored again: ' .. tostring(stored))
+end
+
+redis.call('HSET', KEYS[1], name, stored)
+if def.paused then
+  redis.call('ZREM', KEYS[3], name)
+  redis.call('ZREM', KEYS[4], name)
+else
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('ZADD', KEYS[4], clock_ms(), name)
+end
+redis.call('HDEL', KEYS[5], name)
 return 1
 
 end }
@@ -3037,69 +3449,213 @@ end }
 redis.register_function{ function_name = 'wg2_schedule_remove', callback = function(KEYS, ARGV)
 -- schedule_remove: remove a schedule; jobs it enqueued stay.
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
 --
--- Returns: 1, or 0 when there is no such schedule.
+-- Returns: the definition removed (the caller forgets the last tick its function's queue
+-- keeps for it), or '' when there is no such schedule.
 
-local removed = redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return removed
+local name = ARGV[1]
+local def = redis.call('HGET', KEYS[1], name)
+if not def then return '' end
+redis.call('HDEL', KEYS[1], name)
+redis.call('HDEL', KEYS[2], name)
+redis.call('ZREM', KEYS[3], name)
+redis.call('ZREM', KEYS[4], name)
+redis.call('HDEL', KEYS[5], name)
+return def
 
 end }
 
 redis.register_function{ function_name = 'wg2_schedule_due', callback = function(KEYS, ARGV)
--- schedule_due: the schedules whose next tick has come, on Redis' clock (read only).
+-- schedule_due: the schedules whose next tick has come, and those whose next tick was set
+-- on a clock ahead of Redis' clock now (read only).
 --
--- KEYS[1]  wg:{schedules}:defs    hash  name -> definition (JSON)
--- KEYS[2]  wg:{schedules}:inputs  hash  name -> the input of its jobs
--- KEYS[3]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
--- ARGV[1]  the most schedules to return
+-- ARGV[1]  the most schedules of each kind to return (1 to 10000)
 --
--- Returns: {now_ms, next_ms of the earliest schedule not due ('' if none), then for each due
--- schedule, earliest first: name, its due tick, its definition, its input}.
+-- Returns: {now_ms, next_ms of the earliest schedule not due ('' if none), the number D of
+-- due schedules, then for each due schedule, earliest first: name, its score in `next`
+-- (its due tick, or when to try again a tick that could not fire), its definition, its
+-- input, its error ('' if none); then for each schedule not due whose `next` was set at a
+-- time after now (Redis' clock went back since): name, its score in `next`, its
+-- definition}. Or the error reply `BADSCHEDULE why`.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local reply = { string.format('%d', now), '' }
-local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local most = whole(ARGV[1])
+if not most or most < 1 or most > 10000 then
+  return refuse('BADSCHEDULE', 'ARGV[1] must be a count of 1 to 10000')
+end
+local now = clock_ms()
+local reply, count = { string.format('%d', now), '', '0' }, 0
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
 for i = 1, #due, 2 do
   local def = redis.call('HGET', KEYS[1], due[i])
   if def then
+    count = count + 1
     reply[#reply + 1] = due[i]
     reply[#reply + 1] = due[i + 1]
     reply[#reply + 1] = def
     reply[#reply + 1] = redis.call('HGET', KEYS[2], due[i]) or ''
+    reply[#reply + 1] = redis.call('HGET', KEYS[5], due[i]) or ''
   end
 end
+reply[3] = string.format('%d', count)
 local later = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if #later == 2 then reply[2] = later[2] end
+local ahead = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'LIMIT', 0, most)
+for _, name in ipairs(ahead) do
+  local score = redis.call('ZSCORE', KEYS[3], name)
+  local def = redis.call('HGET', KEYS[1], name)
+  if score and def and tonumber(score) > now then
+    reply[#reply + 1] = name
+    reply[#reply + 1] = score
+    reply[#reply + 1] = def
+  end
+end
 return reply
 
 end, flags = { 'no-writes' } }
 
 redis.register_function{ function_name = 'wg2_schedule_advance', callback = function(KEYS, ARGV)
 -- schedule_advance: move a schedule on to its next tick once its due tick is dealt with,
--- unless another worker has already (or it was paused, resumed or removed meanwhile).
+-- unless another worker has already (or it was paused, resumed, replaced or removed
+-- meanwhile). Its error, if its tick could not fire before, is dropped.
 --
--- KEYS[1]  wg:{schedules}:next    zset  name scored by its next tick (ms)
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
 --
 -- ARGV[1]  the name
--- ARGV[2]  the due tick the caller read (ms)
+-- ARGV[2]  its score in `next` as the caller read it (ms)
 -- ARGV[3]  the next tick (ms)
 --
--- Returns: 1 if moved, 0 if not.
+-- Returns: 2 if moved and an error dropped, 1 if moved, 0 if not; or the error reply
+-- `BADSCHEDULE why`, having written nothing.
 
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_advance takes 3 arguments') end
+local name, read, next_text = ARGV[1], whole(ARGV[2]), ARGV[3]
+if not read or not whole(next_text) then
+  return refuse('BADSCHEDULE', 'the score read and the next tick must be ms since the epoch')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+redis.call('ZADD', KEYS[3], next_text, name)
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+if redis.call('HDEL', KEYS[5], name) == 1 then return 2 end
 return 1
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'aba0eaee8653ffcc50f81ad3df4965a04a5f001c' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_schedule_failed', callback = function(KEYS, ARGV)
+-- schedule_failed: note that a schedule's due tick could not fire (its job's enqueue was
+-- refused), and when to try it again: only this schedule waits, the others go on. Unless
+-- another worker has moved it already (or it was paused, resumed, replaced or removed
+-- meanwhile).
+--
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
+--
+-- ARGV[1]  the name
+-- ARGV[2]  its score in `next` as the caller read it (ms)
+-- ARGV[3]  when to try again (ms): its new score in `next`
+-- ARGV[4]  the error (JSON object: error, tick_ms, since_ms, failures, retry_ms)
+--
+-- Returns: 1 if noted, 0 if not; or the error reply `BADSCHEDULE why`, having written
+-- nothing.
+
+if #ARGV ~= 4 then return refuse('BADSCHEDULE', 'schedule_failed takes 4 arguments') end
+local name, read, retry_text, error_text = ARGV[1], whole(ARGV[2]), ARGV[3], ARGV[4]
+if not read or not whole(retry_text) then
+  return refuse('BADSCHEDULE', 'the score read and the retry time must be ms since the epoch')
+end
+local decoded, noted = pcall(cjson.decode, error_text or '')
+if not decoded or type(noted) ~= 'table' or #error_text > 4096 then
+  return refuse('BADSCHEDULE', 'the error must be a JSON object of at most 4096 bytes')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+redis.call('ZADD', KEYS[3], retry_text, name)
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+redis.call('HSET', KEYS[5], name, error_text)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_rewind', callback = function(KEYS, ARGV)
+-- schedule_rewind: bring back the next tick of a schedule that was set on a clock ahead of
+-- Redis' clock now (the clock went back since), so that it fires again within one tick,
+-- unless another worker has already (or it was moved, paused, replaced or removed
+-- meanwhile). An error of a tick it was to try again is dropped.
+--
+-- KEYS[1]  wg:{schedules}:defs      hash  name -> definition (JSON)
+-- KEYS[2]  wg:{schedules}:inputs    hash  name -> the input of its jobs
+-- KEYS[3]  wg:{schedules}:next      zset  name scored by its next tick (ms)
+-- KEYS[4]  wg:{schedules}:advanced  zset  name scored by when `next` was set (ms, Redis' clock)
+-- KEYS[5]  wg:{schedules}:errors    hash  name -> why its due tick could not fire (JSON)
+--
+-- ARGV[1]  the name
+-- ARGV[2]  its score in `next` as the caller read it (ms)
+-- ARGV[3]  its next tick: the first after Redis' clock now (ms), if earlier than the score
+--
+-- Returns: 1 if brought back, 0 if not; or the error reply `BADSCHEDULE why`, having
+-- written nothing.
+
+if #ARGV ~= 3 then return refuse('BADSCHEDULE', 'schedule_rewind takes 3 arguments') end
+local name, read, next_text = ARGV[1], whole(ARGV[2]), ARGV[3]
+local next_tick = whole(next_text)
+if not read or not next_tick then
+  return refuse('BADSCHEDULE', 'the score read and the next tick must be ms since the epoch')
+end
+local score = redis.call('ZSCORE', KEYS[3], name)
+if not score or tonumber(score) ~= read then return 0 end
+if next_tick < read then
+  redis.call('ZADD', KEYS[3], next_text, name)
+  redis.call('HDEL', KEYS[5], name)
+end
+redis.call('ZADD', KEYS[4], clock_ms(), name)
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_schedule_forget', callback = function(KEYS, ARGV)
+-- schedule_forget: forget the last tick of a schedule that a function's queue keeps (the
+-- dedupe of `enqueue`'s `schedule`/`tick` options): when the schedule is removed, or when
+-- it is added or replaced and that tick is later than Redis' clock now (it was fired on a
+-- clock that was ahead), so that it fires again from its next tick.
+--
+-- KEYS[1]  wg:{F}:ticks  hash  schedule name -> 'TICK_MS,NUMBER'
+--
+-- ARGV[1]  the schedule's name
+-- ARGV[2]  `1` to forget it whatever it is, `0` only if its tick is later than now
+--
+-- Returns: 1 if forgotten, 0 if not; or the error reply `BADSCHEDULE why`, having written
+-- nothing.
+
+if #ARGV ~= 2 or not fits_name(ARGV[1]) or (ARGV[2] ~= '0' and ARGV[2] ~= '1') then
+  return refuse('BADSCHEDULE', 'schedule_forget takes a schedule name and 1 or 0')
+end
+local name = ARGV[1]
+if ARGV[2] == '0' then
+  local tick = string.match(redis.call('HGET', KEYS[1], name) or '', '^(%d+),')
+  if not tick or tonumber(tick) <= clock_ms() then return 0 end
+end
+return redis.call('HDEL', KEYS[1], name)
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'f40f9ca745dd8ddd01ebb56ae0aa6c201b97d798' end, flags = { 'no-writes' } }

@@ -11,12 +11,26 @@
 //! `deploy_rollback`, `deploy_forget`) that announces the new current versions on
 //! [`DeployKeys::events`]. Workers check the SHA-256 of what they fetch; a corrupt version is
 //! refused, never run.
+//!
+//! Chunks and records are in different slots, so no script sees both: they are kept in step
+//! by order. A deploy notes itself under way in the registry (`deploy_begin`), pins the
+//! version's chunks in their slot (`deploy_pin`), writes them, and records the version only
+//! if no collector has doomed it meanwhile (else it starts again). Versions no record names
+//! any more go to a graveyard; a collector ([`Client::collect_deployed`], run after every
+//! deploy, by workers serving deployed plugins and by `wasmgear deploy --collect`) takes
+//! them and the chunks of interrupted deploys, pins the version alone, asks the registry
+//! (`deploy_doom`: no record names it, no deploy of it is under way, and those that lapsed
+//! are doomed) and only then deletes the chunks, if its pin still holds. So a chunk is never
+//! deleted while a record names its version, and no chunk stays once nothing needs it.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmgear_proto::deploy::{CHUNK_BYTES, DeployedVersion, field, version_of};
 use wasmgear_proto::keys::DeployKeys;
+use wasmgear_proto::limits::{COLLECT_PIN_MS, DEPLOY_PIN_MS};
 
 use super::client::Client;
 use super::keys::FunctionKeys;
@@ -26,6 +40,12 @@ use crate::job::FunctionName;
 
 /// How many job records one `HSCAN` step reads when looking for jobs that name a version.
 const SCAN_COUNT: usize = 500;
+
+/// How many times a deploy starts again when a collector took it for an interrupted one.
+const DEPLOY_TRIES: usize = 3;
+
+/// The most versions one collection deals with (the rest at the next).
+const COLLECT_BATCH: usize = 100;
 
 /// What `deploy` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +60,9 @@ pub struct DeployOutcome {
     /// Older versions beyond the count kept that stay because a kept job's history names
     /// them, as `FUNCTION VERSION`.
     pub kept_for_jobs: Vec<String>,
+    /// Versions whose chunks were deleted after the deploy (no record names them any more,
+    /// or their deploy was interrupted).
+    pub collected: Vec<String>,
 }
 
 /// The whole registry of deployed plugins.
@@ -72,9 +95,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// One try of a deploy: the component, its version, and the token it is under way with.
+struct Deploying<'a> {
+    component: &'a [u8],
+    version: &'a str,
+    token: String,
+}
+
 /// Field-value pairs of a hash.
 type Pairs = Vec<(String, String)>;
 
+/// The keys of the registry functions that change no deploy under way (`deploy_activate`,
+/// `deploy_rollback`, `deploy_remove`); the others take [`DeployKeys::registry`].
 fn registry_keys() -> [String; 4] {
     [
         DeployKeys::versions(),
@@ -82,6 +114,15 @@ fn registry_keys() -> [String; 4] {
         DeployKeys::history(),
         DeployKeys::events(),
     ]
+}
+
+/// A refusal of a deploy function of the library (`BADDEPLOY why`) as such; other errors
+/// as they are.
+fn refused(error: redis::RedisError) -> QueueError {
+    match (error.code(), error.detail()) {
+        (Some("BADDEPLOY"), Some(detail)) => QueueError::DeployRefused(detail.to_string()),
+        _ => QueueError::Redis(error),
+    }
 }
 
 fn corrupt(version: &str, reason: String) -> QueueError {
@@ -98,8 +139,9 @@ fn read_record(field: &str, text: &str) -> Result<DeployedVersion> {
 impl Client {
     /// Stores `component` (a file named `name`.wasm, serving `functions`, with `manifest`'s
     /// text if it has one) and, if `activate`, makes it the current version of each of its
-    /// functions. Then forgets versions beyond `keep` per function that no kept job names.
-    /// The caller has checked that the component loads and the manifest parses.
+    /// functions. Then forgets versions beyond `keep` per function that no kept job names,
+    /// and collects the chunks nothing needs any more. The caller has checked that the
+    /// component loads and the manifest parses.
     pub async fn deploy(
         &self,
         component: &[u8],
@@ -121,41 +163,39 @@ impl Client {
         }
         let sha256 = sha256_hex(component);
         let version = version_of(&sha256).to_string();
-        let chunks_key = DeployKeys::chunks(&version);
-        let mut conn = self.conn.clone();
-        // One chunk per call: no call holds Redis for long, and a worker reading this version
-        // meanwhile (deployed before with the same bytes) reads the same bytes throughout.
-        let mut chunks = 0u32;
-        for (number, chunk) in component.chunks(CHUNK_BYTES).enumerate() {
-            let _: i64 = redis::cmd("HSET")
-                .arg(&chunks_key)
-                .arg(number)
-                .arg(chunk)
-                .query_async(&mut conn)
-                .await?;
-            chunks += 1;
-        }
         let record = DeployedVersion {
             function: String::new(),
             version: version.clone(),
             sha256,
             size: component.len() as u64,
-            chunks,
+            chunks: component.chunks(CHUNK_BYTES).count() as u32,
             name: name.to_string(),
             functions: functions.iter().map(|f| f.to_string()).collect(),
             manifest: manifest.map(str::to_string),
             deployed_ms: 0,
         };
         let text = serde_json::to_string(&record).unwrap_or_default();
-        let candidates: Vec<String> = scripts::DEPLOY
-            .with_keys(&registry_keys())
-            .arg(&version)
-            .arg(text)
-            .arg(if activate { "1" } else { "0" })
-            .arg(keep)
-            .invoke_async(&mut conn)
-            .await?;
+        let mut candidates = None;
+        for _ in 0..DEPLOY_TRIES {
+            let deploy = Deploying {
+                component,
+                version: &version,
+                token: super::source::random_hex(12),
+            };
+            if let Some(reply) = self.deploy_once(&deploy, &text, activate, keep).await? {
+                candidates = Some(reply);
+                break;
+            }
+        }
+        let Some(candidates) = candidates else {
+            return Err(QueueError::DeployInterrupted(format!(
+                "a collector took the deploy of version {version} for an interrupted one \
+                 {DEPLOY_TRIES} times: it wrote its chunks for longer than {}s each time",
+                DEPLOY_PIN_MS / 1000
+            )));
+        };
         let (forgotten, kept_for_jobs) = self.forget_unused(candidates, keep).await?;
+        let collected = self.collect_deployed().await?;
         let record = self
             .deployed_version(&functions[0], &version)
             .await?
@@ -170,7 +210,170 @@ impl Client {
             activated: activate,
             forgotten,
             kept_for_jobs,
+            collected,
         })
+    }
+
+    /// One try of a deploy: notes it under way, pins the version's chunks, writes them and
+    /// records the version. Returns `deploy`'s reply (the versions no longer kept), or `None`
+    /// when a collector took the deploy for an interrupted one (it starts again).
+    async fn deploy_once(
+        &self,
+        deploy: &Deploying<'_>,
+        record: &str,
+        activate: bool,
+        keep: usize,
+    ) -> Result<Option<Vec<String>>> {
+        let chunks_key = DeployKeys::chunks(deploy.version);
+        let mut conn = self.conn.clone();
+        if !self.deploy_under_way(deploy, false).await? {
+            return Ok(None);
+        }
+        self.pin_for_deploy(deploy.version).await?;
+        let mut renewed = Instant::now();
+        // One chunk per call: no call holds Redis for long, and a worker reading this version
+        // meanwhile (deployed before with the same bytes) reads the same bytes throughout.
+        for (number, chunk) in deploy.component.chunks(CHUNK_BYTES).enumerate() {
+            if renewed.elapsed() > Duration::from_millis(DEPLOY_PIN_MS / 3) {
+                if !self.deploy_under_way(deploy, true).await? {
+                    return Ok(None);
+                }
+                self.pin_for_deploy(deploy.version).await?;
+                renewed = Instant::now();
+            }
+            let _: i64 = redis::cmd("HSET")
+                .arg(&chunks_key)
+                .arg(number)
+                .arg(chunk)
+                .query_async(&mut conn)
+                .await?;
+        }
+        let reply: Vec<String> = scripts::DEPLOY
+            .with_keys(&DeployKeys::registry())
+            .arg(deploy.version)
+            .arg(record)
+            .arg(if activate { "1" } else { "0" })
+            .arg(keep)
+            .arg(&deploy.token)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(refused)?;
+        match reply.split_first() {
+            Some((ok, gone)) if ok == "ok" => {
+                // Recorded: the record keeps the chunks from now on (another deploy of the
+                // same bytes still writing is kept safe by its note as under way).
+                let _: i64 = scripts::DEPLOY_UNPIN
+                    .with_keys(&[chunks_key, DeployKeys::pin(deploy.version)])
+                    .arg("deploy")
+                    .arg("0")
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(refused)?;
+                Ok(Some(gone.to_vec()))
+            }
+            Some((lapsed, _)) if lapsed == "lapsed" => Ok(None),
+            _ => Err(QueueError::DeployRefused(format!(
+                "unexpected reply from deploy: {reply:?}"
+            ))),
+        }
+    }
+
+    /// Notes `deploy` as under way for [`DEPLOY_PIN_MS`] (again if `renew`); `false` when
+    /// it cannot go on (a collector doomed it: it starts again).
+    async fn deploy_under_way(&self, deploy: &Deploying<'_>, renew: bool) -> Result<bool> {
+        let noted: i64 = scripts::DEPLOY_BEGIN
+            .with_keys(&DeployKeys::registry())
+            .arg(deploy.version)
+            .arg(&deploy.token)
+            .arg(DEPLOY_PIN_MS)
+            .arg(if renew { "1" } else { "0" })
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(refused)?;
+        Ok(noted == 1)
+    }
+
+    /// Pins `version`'s chunks for a deploy for [`DEPLOY_PIN_MS`], waiting while a collector
+    /// holds the pin (at most twice as long as a collector's pin holds).
+    async fn pin_for_deploy(&self, version: &str) -> Result<()> {
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(20);
+        loop {
+            let pinned: i64 = scripts::DEPLOY_PIN
+                .with_keys(&[DeployKeys::pin(version)])
+                .arg("deploy")
+                .arg(DEPLOY_PIN_MS)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(refused)?;
+            if pinned == 1 {
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_millis(2 * COLLECT_PIN_MS) {
+                return Err(QueueError::DeployInterrupted(format!(
+                    "version {version}'s chunks were being collected for more than {}s",
+                    2 * COLLECT_PIN_MS / 1000
+                )));
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Deletes the chunks of the versions no record names any more and of deploys that were
+    /// interrupted; never those of a version a record names or a deploy is writing (see the
+    /// module's doc). Returns the versions whose chunks were deleted.
+    pub async fn collect_deployed(&self) -> Result<Vec<String>> {
+        let mut conn = self.conn.clone();
+        let registry = DeployKeys::registry();
+        let candidates: Vec<String> = scripts::DEPLOY_COLLECTABLE
+            .with_keys(&registry)
+            .arg(COLLECT_BATCH)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(refused)?;
+        let mut collected = Vec::new();
+        for version in candidates {
+            if version.is_empty() || !version.bytes().all(|b| b.is_ascii_hexdigit()) {
+                continue;
+            }
+            let who = format!("collect:{}", super::source::random_hex(12));
+            let pinned: i64 = scripts::DEPLOY_PIN
+                .with_keys(&[DeployKeys::pin(&version)])
+                .arg(&who)
+                .arg(COLLECT_PIN_MS)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(refused)?;
+            if pinned == 0 {
+                // A deploy (or another collector) holds it: later.
+                continue;
+            }
+            let verdict: String = scripts::DEPLOY_DOOM
+                .with_keys(&registry)
+                .arg(&version)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(refused)?;
+            let doomed = verdict == "doomed";
+            let done: i64 = scripts::DEPLOY_UNPIN
+                .with_keys(&[DeployKeys::chunks(&version), DeployKeys::pin(&version)])
+                .arg(&who)
+                .arg(if doomed { "1" } else { "0" })
+                .invoke_async(&mut conn)
+                .await
+                .map_err(refused)?;
+            if doomed && done == 1 {
+                let _: i64 = scripts::DEPLOY_BURY
+                    .with_keys(&registry)
+                    .arg(&version)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(refused)?;
+                collected.push(version);
+            }
+        }
+        Ok(collected)
     }
 
     /// Forgets those of `candidates` (`FUNCTION VERSION`s beyond the count kept) that no
@@ -204,20 +407,16 @@ impl Client {
         if unnamed.is_empty() {
             return Ok((Vec::new(), named.into_iter().collect()));
         }
-        let reply: Vec<String> = scripts::DEPLOY_FORGET
-            .with_keys(&registry_keys())
+        // Versions no record names any more go to the graveyard: the collector deletes
+        // their chunks (not here: a deploy of the same bytes may be writing them).
+        let forgotten: Vec<String> = scripts::DEPLOY_FORGET
+            .with_keys(&DeployKeys::registry())
             .arg(keep)
             .arg(&unnamed)
             .invoke_async(&mut conn)
-            .await?;
-        let split = reply.iter().position(|r| r == "-").unwrap_or(reply.len());
-        for version in reply.iter().skip(split + 1) {
-            let _: i64 = redis::cmd("DEL")
-                .arg(DeployKeys::chunks(version))
-                .query_async(&mut conn)
-                .await?;
-        }
-        Ok((reply[..split].to_vec(), named.into_iter().collect()))
+            .await
+            .map_err(refused)?;
+        Ok((forgotten, named.into_iter().collect()))
     }
 
     /// Those of `versions` that the history of a kept job of `function` names (read a step

@@ -108,6 +108,11 @@ pub enum QueueError {
     /// asked for, it is not running, or it has the most children one job may have.
     #[error("job {0} may have no new child: {1}")]
     ParentGone(JobId, String),
+    /// A deploy could not finish: its version's chunks were being collected the whole time
+    /// it waited, or a collector took it for an interrupted deploy each time it tried.
+    /// Nothing was recorded; deploying again is safe.
+    #[error("{0} (nothing was recorded: deploy it again)")]
+    DeployInterrupted(String),
     /// A deployed version's stored chunks do not make the component that was deployed.
     #[error(
         "deployed version {version} is corrupt in Redis: {reason} (deploy the file again to repair it)"
@@ -181,6 +186,7 @@ impl QueueError {
             QueueError::Redis(_)
             | QueueError::Corrupt { .. }
             | QueueError::CorruptVersion { .. }
+            | QueueError::DeployInterrupted(_)
             | QueueError::Library { .. } => ErrorClass::Failed,
         }
     }

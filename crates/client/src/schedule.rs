@@ -5,24 +5,36 @@
 //! each tick's job on the function's queue with the schedule's name and tick time (the
 //! queue keeps the last tick each schedule had, so a tick is enqueued once however many
 //! workers fire it), then moves the schedule on to its next tick (`schedule_advance`, only
-//! if no other worker has). Workers' own clocks never matter.
+//! if no other worker has). A tick whose enqueue is refused delays only its own schedule:
+//! the reason is kept where `schedule list` reads it and the tick is tried again after a
+//! bounded backoff (`schedule_failed`), while the other schedules go on. A schedule whose
+//! next tick was set on a clock that has gone back since is brought back to the first tick
+//! after now (`schedule_rewind`). Workers' own clocks never matter.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use wasmgear_proto::keys::ScheduleKeys;
-use wasmgear_proto::schedule::{CatchUp, Recurrence, ScheduleDef, ScheduleError, check_name};
+use wasmgear_proto::keys::{FunctionKeys, ScheduleKeys};
+use wasmgear_proto::schedule::{
+    CatchUp, NEVER_MS, Recurrence, ScheduleDef, ScheduleError, ScheduleFailure, check_name,
+    retry_after,
+};
 
 use super::client::{Client, EnqueueOptions, Enqueued, Priority, Tick};
+use super::connection::is_transient;
 use super::{QueueError, Result, scripts};
 use crate::job::FunctionName;
 
-/// The three hashes of the schedules as read: definitions, inputs, next ticks.
+/// The schedules as read: definitions, inputs, next ticks, errors.
 type Stored = (
     Vec<(String, String)>,
     HashMap<String, Vec<u8>>,
     HashMap<String, u64>,
+    HashMap<String, String>,
 );
+
+/// The most bytes of a refusal kept as a schedule's error.
+const MAX_ERROR_BYTES: usize = 1000;
 
 /// The most due schedules one scheduler pass takes.
 const DUE_BATCH: usize = 100;
@@ -32,10 +44,25 @@ const DUE_BATCH: usize = 100;
 pub struct Schedule {
     /// What it is.
     pub def: ScheduleDef,
-    /// Its next tick (ms, Redis clock); `None` while paused.
+    /// Its next tick (ms, Redis clock), or when a tick that could not fire is tried again;
+    /// `None` while paused.
     pub next_ms: Option<u64>,
     /// Its jobs' input.
     pub input: Vec<u8>,
+    /// Why its due tick could not fire, if it could not.
+    pub error: Option<ScheduleFailure>,
+}
+
+/// A schedule whose due tick could not fire in a scheduler pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedTick {
+    /// The schedule.
+    pub name: String,
+    /// Why, and when it is tried again.
+    pub failure: ScheduleFailure,
+    /// Whether the reason differs from the one its last failure had (or it had none): a
+    /// scheduler logs a failure once per change of its reason, not at every try.
+    pub new_reason: bool,
 }
 
 /// What one scheduler pass did.
@@ -45,8 +72,13 @@ pub struct SchedulerPass {
     pub fired: Vec<(String, Enqueued)>,
     /// Schedules whose missed ticks were skipped (`--catch-up none`).
     pub skipped: Vec<String>,
-    /// Schedules that could not fire, and why.
-    pub failed: Vec<(String, String)>,
+    /// Schedules whose due tick could not fire (each waits; the others went on).
+    pub failed: Vec<FailedTick>,
+    /// Schedules that fired after failing before.
+    pub recovered: Vec<String>,
+    /// Schedules brought back to their first tick after now, with that tick: their next
+    /// tick had been set on a clock that has gone back since.
+    pub rewound: Vec<(String, u64)>,
     /// How long until the next schedule is due, by Redis' clock (`None`: nothing scheduled).
     pub next_in: Option<Duration>,
 }
@@ -88,20 +120,36 @@ impl Client {
             true => None,
             false => Some(next_after(&def.recurrence, now)?),
         };
+        // It starts anew: a last tick its function's queue keeps for the name from a clock
+        // that was ahead dedupes nothing (nor one of the function of the schedule it
+        // replaces). Forgotten first: refused there, nothing is written.
+        let replaced: Option<String> = redis::cmd("HGET")
+            .arg(ScheduleKeys::defs())
+            .arg(&def.name)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        if replace || replaced.is_none() {
+            let mut functions = vec![def.function.clone()];
+            if let Some(old) = replaced.and_then(|r| serde_json::from_str::<ScheduleDef>(&r).ok())
+                && old.function != def.function
+            {
+                functions.push(old.function);
+            }
+            for function in functions {
+                self.forget_tick(&function, &def.name, false).await?;
+            }
+        }
         let text = serde_json::to_string(&def).unwrap_or_default();
         let (status, created): (String, String) = scripts::SCHEDULE_SET
-            .with_keys(&[
-                ScheduleKeys::defs(),
-                ScheduleKeys::inputs(),
-                ScheduleKeys::next(),
-            ])
+            .with_keys(&ScheduleKeys::all())
             .arg(&def.name)
             .arg(text)
             .arg(input)
             .arg(next.map(|n| n.to_string()).unwrap_or_default())
             .arg(if replace { "1" } else { "0" })
             .invoke_async(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(refused)?;
         if status == "exists" {
             return Err(QueueError::BadOption(format!(
                 "schedule {} exists already (remove it first, or replace it with --replace)",
@@ -115,12 +163,29 @@ impl Client {
             },
             next_ms: next,
             input: input.to_vec(),
+            error: None,
         })
+    }
+
+    /// Forgets the last tick of schedule `name` that `function`'s queue keeps: whatever it
+    /// is if `always`, else only if it is later than Redis' clock now.
+    async fn forget_tick(&self, function: &str, name: &str, always: bool) -> Result<()> {
+        let Ok(function) = FunctionName::new(function) else {
+            return Ok(());
+        };
+        let _: i64 = scripts::SCHEDULE_FORGET
+            .with_keys(&[FunctionKeys::new(&function).ticks()])
+            .arg(name)
+            .arg(if always { "1" } else { "0" })
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(refused)?;
+        Ok(())
     }
 
     /// Every schedule, by name.
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
-        let (defs, inputs, next): Stored = redis::pipe()
+        let (defs, inputs, next, errors): Stored = redis::pipe()
             .hgetall(ScheduleKeys::defs())
             .hgetall(ScheduleKeys::inputs())
             .cmd("ZRANGE")
@@ -128,6 +193,7 @@ impl Client {
             .arg(0)
             .arg(-1)
             .arg("WITHSCORES")
+            .hgetall(ScheduleKeys::errors())
             .query_async(&mut self.conn.clone())
             .await?;
         let mut list: Vec<Schedule> = defs
@@ -137,6 +203,7 @@ impl Client {
                 Some(Schedule {
                     next_ms: next.get(&name).copied(),
                     input: inputs.get(&name).cloned().unwrap_or_default(),
+                    error: errors.get(&name).and_then(|e| serde_json::from_str(e).ok()),
                     def,
                 })
             })
@@ -147,19 +214,20 @@ impl Client {
 
     /// Removes schedule `name` (the jobs it enqueued stay). Fails if there is none.
     pub async fn schedule_remove(&self, name: &str) -> Result<()> {
-        let removed: i64 = scripts::SCHEDULE_REMOVE
-            .with_keys(&[
-                ScheduleKeys::defs(),
-                ScheduleKeys::inputs(),
-                ScheduleKeys::next(),
-            ])
+        let removed: String = scripts::SCHEDULE_REMOVE
+            .with_keys(&ScheduleKeys::all())
             .arg(name)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        match removed {
-            0 => Err(no_such_schedule(name)),
-            _ => Ok(()),
+        if removed.is_empty() {
+            return Err(no_such_schedule(name));
         }
+        // Its function's queue forgets its last tick (one field per schedule, else kept
+        // for ever).
+        if let Ok(def) = serde_json::from_str::<ScheduleDef>(&removed) {
+            self.forget_tick(&def.function, name, true).await?;
+        }
+        Ok(())
     }
 
     /// Pauses schedule `name` (no tick fires), or resumes it from its next tick after now.
@@ -173,12 +241,13 @@ impl Client {
             false => next_after(&schedule.def.recurrence, self.redis_now_ms().await?)?.to_string(),
         };
         let done: i64 = scripts::SCHEDULE_PAUSE
-            .with_keys(&[ScheduleKeys::defs(), ScheduleKeys::next()])
+            .with_keys(&ScheduleKeys::all())
             .arg(name)
             .arg(if paused { "1" } else { "0" })
             .arg(next)
             .invoke_async(&mut self.conn.clone())
-            .await?;
+            .await
+            .map_err(refused)?;
         match done {
             0 => Err(no_such_schedule(name)),
             _ => Ok(()),
@@ -186,14 +255,13 @@ impl Client {
     }
 
     /// One pass of a worker's scheduler: fires every schedule due now (at most one job per
-    /// tick whoever else fires it), and says when the next one is due.
+    /// tick whoever else fires it), notes the schedules whose tick could not fire (each
+    /// waits on its own), brings back those whose next tick was set on a clock that has
+    /// gone back, and says when the next one is due. Fails only when Redis cannot be
+    /// reached.
     pub async fn run_due_schedules(&self) -> Result<SchedulerPass> {
         let reply: Vec<Vec<u8>> = scripts::SCHEDULE_DUE
-            .with_keys(&[
-                ScheduleKeys::defs(),
-                ScheduleKeys::inputs(),
-                ScheduleKeys::next(),
-            ])
+            .with_keys(&ScheduleKeys::all())
             .arg(DUE_BATCH)
             .invoke_async(&mut self.conn.clone())
             .await?;
@@ -207,30 +275,116 @@ impl Client {
                 .map(|at| Duration::from_millis(at.saturating_sub(now))),
             ..SchedulerPass::default()
         };
-        for due in reply.get(2..).unwrap_or_default().chunks_exact(4) {
-            let (name, tick) = (text(&due[0]), number(&due[1]).unwrap_or_default());
-            match self.fire(&name, tick, now, &due[2], &due[3]).await {
-                Ok(Some(enqueued)) => pass.fired.push((name, enqueued)),
-                Ok(None) => pass.skipped.push(name),
-                Err(QueueError::Redis(e)) => return Err(e.into()),
-                Err(error) => pass.failed.push((name, error.to_string())),
+        let due_count = reply
+            .get(2)
+            .and_then(|b| number(b))
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or_default();
+        let rest = reply.get(3..).unwrap_or_default();
+        let (due, behind) = rest.split_at((due_count * 5).min(rest.len()));
+        for due in due.chunks_exact(5) {
+            let (name, score) = (text(&due[0]), number(&due[1]).unwrap_or_default());
+            let prior: Option<ScheduleFailure> = serde_json::from_slice(&due[4]).ok();
+            // A tick that could not fire is tried again at `retry_ms`: its score then.
+            let tick = match &prior {
+                Some(failure) if failure.retry_ms == score => failure.tick_ms,
+                _ => score,
+            };
+            match self.fire(&name, score, tick, now, &due[2], &due[3]).await {
+                Ok((enqueued, recovered)) => {
+                    match enqueued {
+                        Some(enqueued) => pass.fired.push((name.clone(), enqueued)),
+                        None => pass.skipped.push(name.clone()),
+                    }
+                    if recovered {
+                        pass.recovered.push(name);
+                    }
+                }
+                Err(QueueError::Redis(e)) if is_transient(&e) => return Err(e.into()),
+                Err(error) => {
+                    let failure = ScheduleFailure {
+                        error: reason(&error),
+                        tick_ms: tick,
+                        since_ms: prior.as_ref().map_or(now, |p| p.since_ms),
+                        failures: prior.as_ref().map_or(1, |p| p.failures.saturating_add(1)),
+                        retry_ms: 0,
+                    };
+                    if let Some(failed) = self.note_failure(&name, score, now, failure).await? {
+                        pass.failed.push(FailedTick {
+                            new_reason: prior.is_none_or(|p| p.error != failed.error),
+                            name,
+                            failure: failed,
+                        });
+                    }
+                }
+            }
+        }
+        for behind in behind.chunks_exact(3) {
+            let (name, score) = (text(&behind[0]), number(&behind[1]).unwrap_or_default());
+            let Ok(def) = serde_json::from_slice::<ScheduleDef>(&behind[2]) else {
+                continue;
+            };
+            let Ok(Some(next)) = def.recurrence.next_after(now) else {
+                continue;
+            };
+            let rewound: i64 = scripts::SCHEDULE_REWIND
+                .with_keys(&ScheduleKeys::all())
+                .arg(&name)
+                .arg(score)
+                .arg(next.min(score))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            if rewound == 1 && next < score {
+                pass.rewound.push((name, next));
+                let wait = Duration::from_millis(next.saturating_sub(now));
+                pass.next_in = Some(pass.next_in.map_or(wait, |n| n.min(wait)));
             }
         }
         Ok(pass)
     }
 
-    /// Fires schedule `name`, due at `tick`, at `now`: enqueues the tick's job (unless its
-    /// missed ticks are skipped), then moves the schedule on.
+    /// Notes that schedule `name` (score `score` as read) could not fire `failure.tick_ms`
+    /// at `now`, and when it is tried again. Returns the failure as noted, or `None` if
+    /// another worker moved the schedule meanwhile.
+    async fn note_failure(
+        &self,
+        name: &str,
+        score: u64,
+        now: u64,
+        failure: ScheduleFailure,
+    ) -> Result<Option<ScheduleFailure>> {
+        let failure = ScheduleFailure {
+            retry_ms: now + retry_after(failure.failures).as_millis() as u64,
+            ..failure
+        };
+        let noted: i64 = scripts::SCHEDULE_FAILED
+            .with_keys(&ScheduleKeys::all())
+            .arg(name)
+            .arg(score)
+            .arg(failure.retry_ms)
+            .arg(serde_json::to_string(&failure).unwrap_or_default())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok((noted == 1).then_some(failure))
+    }
+
+    /// Fires schedule `name`, whose score `score` has come, at `now`: enqueues the job of
+    /// `tick` (its due tick) unless its missed ticks are skipped, then moves the schedule
+    /// on. Returns the job, and whether the schedule had failed before.
     async fn fire(
         &self,
         name: &str,
+        score: u64,
         tick: u64,
         now: u64,
         def: &[u8],
         input: &[u8],
-    ) -> Result<Option<Enqueued>> {
+    ) -> Result<(Option<Enqueued>, bool)> {
         let def: ScheduleDef = serde_json::from_slice(def).map_err(|e| {
-            QueueError::BadOption(format!("schedule {name} has an unreadable definition: {e}"))
+            QueueError::BadOption(format!(
+                "schedule {name} has an unreadable definition: {e} (replace it with \
+                 `schedule add --replace`, or remove it)"
+            ))
         })?;
         let firing = def
             .recurrence
@@ -247,15 +401,37 @@ impl Client {
         };
         // A schedule that never ticks again is left where it is (listed, never due again
         // once its tick is past: it is moved far ahead).
-        let next = firing.map_or(u64::MAX / 2, |f| f.next);
-        let _: i64 = scripts::SCHEDULE_ADVANCE
-            .with_keys(&[ScheduleKeys::next()])
+        let next = firing.map_or(NEVER_MS, |f| f.next.min(NEVER_MS));
+        let moved: i64 = scripts::SCHEDULE_ADVANCE
+            .with_keys(&ScheduleKeys::all())
             .arg(name)
-            .arg(tick)
+            .arg(score)
             .arg(next)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(enqueued)
+        Ok((enqueued, moved == 2))
+    }
+}
+
+/// A refusal in one line of at most [`MAX_ERROR_BYTES`], as a schedule's error keeps it.
+fn reason(error: &QueueError) -> String {
+    let text = error.to_string().replace(['\r', '\n'], " ");
+    if text.len() <= MAX_ERROR_BYTES {
+        return text;
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// A refusal of a schedule function of the library (`BADSCHEDULE why`) as the option it
+/// refuses; other errors as they are.
+fn refused(error: redis::RedisError) -> QueueError {
+    match (error.code(), error.detail()) {
+        (Some("BADSCHEDULE"), Some(detail)) => QueueError::BadOption(detail.to_string()),
+        _ => QueueError::Redis(error),
     }
 }
 

@@ -103,11 +103,20 @@ functions! {
     DEPLOY_ROLLBACK = "deploy_rollback", None, false;
     DEPLOY_FORGET = "deploy_forget", None, false;
     DEPLOY_REMOVE = "deploy_remove", None, false;
+    DEPLOY_BEGIN = "deploy_begin", None, false;
+    DEPLOY_PIN = "deploy_pin", None, false;
+    DEPLOY_UNPIN = "deploy_unpin", None, false;
+    DEPLOY_COLLECTABLE = "deploy_collectable", None, true;
+    DEPLOY_DOOM = "deploy_doom", None, false;
+    DEPLOY_BURY = "deploy_bury", None, false;
     SCHEDULE_SET = "schedule_set", None, false;
     SCHEDULE_PAUSE = "schedule_pause", None, false;
     SCHEDULE_REMOVE = "schedule_remove", None, false;
     SCHEDULE_DUE = "schedule_due", None, true;
     SCHEDULE_ADVANCE = "schedule_advance", None, false;
+    SCHEDULE_FAILED = "schedule_failed", None, false;
+    SCHEDULE_REWIND = "schedule_rewind", None, false;
+    SCHEDULE_FORGET = "schedule_forget", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.
@@ -233,19 +242,85 @@ pub(crate) async fn load_library(conn: &mut Connection) -> redis::RedisResult<()
         .map(drop)
 }
 
-/// Loads the library unless this build's is loaded already: once per connection.
+/// Loads the library unless this build's is loaded already: once per connection. On a
+/// cluster every primary is asked (a call without keys would reach one node only, and the
+/// others may run an older library) and the library is loaded on each one whose version
+/// differs.
 pub(crate) async fn ensure_library(conn: &mut Connection) -> redis::RedisResult<()> {
-    let loaded: redis::RedisResult<String> = redis::cmd("FCALL")
-        .arg(VERSION_FUNCTION)
-        .arg(0)
-        .query_async(conn)
-        .await;
-    match loaded {
-        Ok(sha) if sha == library_version() => Ok(()),
-        Ok(_) => load_library(conn).await,
-        Err(e) if is_missing_function(&e) => load_library(conn).await,
-        Err(e) => Err(e),
+    let Connection::Cluster(cluster) = conn else {
+        let loaded: redis::RedisResult<String> = version_call().query_async(conn).await;
+        return match loaded {
+            Ok(sha) if sha == library_version() => Ok(()),
+            Ok(_) => load_library(conn).await,
+            Err(e) if is_missing_function(&e) => load_library(conn).await,
+            Err(e) => Err(e),
+        };
+    };
+    use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
+    let answers = cluster
+        .route_command(
+            version_call(),
+            RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+        )
+        .await?;
+    for address in stale_primaries(answers)? {
+        let (host, port) = address
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host.to_string(), port.parse().ok()?)))
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "a cluster primary has an address that does not read as HOST:PORT",
+                    address.clone(),
+                ))
+            })?;
+        let mut load = redis::cmd("FUNCTION");
+        load.arg("LOAD").arg("REPLACE").arg(library());
+        cluster
+            .route_command(
+                load,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+            )
+            .await?;
     }
+    Ok(())
+}
+
+/// `FCALL wg2_version 0`: the loaded library's version.
+fn version_call() -> Cmd {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(VERSION_FUNCTION).arg(0);
+    cmd
+}
+
+/// The addresses (`HOST:PORT`) of the primaries whose answer to [`version_call`] (`answers`:
+/// address → answer, as a cluster connection gives it) is not this build's version, or who
+/// have no library loaded. Fails on any other error a primary answered.
+fn stale_primaries(answers: redis::Value) -> redis::RedisResult<Vec<String>> {
+    let redis::Value::Map(answers) = answers else {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "the primaries' library versions did not come as one answer per node",
+        )));
+    };
+    let mut stale = Vec::new();
+    for (address, answer) in answers {
+        let address: String = redis::from_redis_value(address)?;
+        let current = match answer {
+            redis::Value::ServerError(error) => {
+                let error = redis::RedisError::from(error);
+                if !is_missing_function(&error) {
+                    return Err(error);
+                }
+                false
+            }
+            answer => redis::from_redis_value::<String>(answer)? == library_version(),
+        };
+        if !current {
+            stale.push(address);
+        }
+    }
+    Ok(stale)
 }
 
 /// Whether `error` says the function called is not loaded there (a server restarted without

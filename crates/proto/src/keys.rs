@@ -285,9 +285,30 @@ impl ScheduleKeys {
     pub fn inputs() -> String {
         format!("{PREFIX}:{{schedules}}:inputs")
     }
-    /// Sorted set: schedule name, scored by its next tick (ms); a paused schedule has none.
+    /// Sorted set: schedule name, scored by its next tick (ms), or by when to try again a
+    /// tick that could not fire; a paused schedule has none.
     pub fn next() -> String {
         format!("{PREFIX}:{{schedules}}:next")
+    }
+    /// Sorted set: schedule name, scored by when its score in [`next`](Self::next) was set
+    /// (ms, Redis' clock): one later than now was set on a clock that has gone back since.
+    pub fn advanced() -> String {
+        format!("{PREFIX}:{{schedules}}:advanced")
+    }
+    /// Hash: schedule name → why its due tick could not fire, and when it is tried again
+    /// (JSON, [`ScheduleFailure`](crate::schedule::ScheduleFailure)).
+    pub fn errors() -> String {
+        format!("{PREFIX}:{{schedules}}:errors")
+    }
+    /// All of them, in the order the schedule functions of the library take them.
+    pub fn all() -> [String; 5] {
+        [
+            Self::defs(),
+            Self::inputs(),
+            Self::next(),
+            Self::advanced(),
+            Self::errors(),
+        ]
     }
 }
 
@@ -314,9 +335,35 @@ impl DeployKeys {
     pub fn events() -> String {
         format!("{PREFIX}:{{deploy}}:events")
     }
+    /// Sorted set: `VERSION TOKEN` of each deploy under way, scored by when it lapses (ms,
+    /// Redis' clock; 0 once a collector has doomed it).
+    pub fn pending() -> String {
+        format!("{PREFIX}:{{deploy}}:pending")
+    }
+    /// Sorted set: versions no record names any more, whose chunks are to be collected,
+    /// scored by when their last record went (ms).
+    pub fn graveyard() -> String {
+        format!("{PREFIX}:{{deploy}}:graveyard")
+    }
+    /// The registry's six keys, in the order the library's deploy functions take them.
+    pub fn registry() -> [String; 6] {
+        [
+            Self::versions(),
+            Self::current(),
+            Self::history(),
+            Self::events(),
+            Self::pending(),
+            Self::graveyard(),
+        ]
+    }
     /// Hash: chunk number (`0`, `1`...) → that part of version `version`'s component.
     pub fn chunks(version: &str) -> String {
         format!("{PREFIX}:{{plugin:{version}}}:chunks")
+    }
+    /// String, expiring by itself: `deploy` while deploys write version `version`'s chunks,
+    /// `collect:TOKEN` while a collector may delete them (in their slot).
+    pub fn pin(version: &str) -> String {
+        format!("{PREFIX}:{{plugin:{version}}}:pin")
     }
 }
 

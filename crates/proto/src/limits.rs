@@ -54,6 +54,27 @@ pub const MAX_HISTORY: u64 = 100;
 /// The longest progress message kept, in bytes.
 pub const MAX_PROGRESS_MESSAGE_BYTES: u64 = 1024;
 
+/// How far the clocks of a cluster's nodes may disagree, ms: a schedule's last tick that a
+/// function's queue keeps (fired on one node's clock, checked on another's) is taken for one
+/// fired on a clock that has gone back since only when it is later than now by more.
+pub const CLOCK_SKEW_MS: u64 = 1000;
+
+/// The wait before a schedule's tick that could not fire is tried again, after its first
+/// failure; it doubles with each failure in a row, up to [`SCHEDULE_RETRY_MAX_MS`].
+pub const SCHEDULE_RETRY_FIRST_MS: u64 = 1000;
+
+/// The longest wait before a schedule's tick that could not fire is tried again.
+pub const SCHEDULE_RETRY_MAX_MS: u64 = 60_000;
+
+/// How long a deploy may write a version's chunks before it is taken for an interrupted one
+/// (its chunks collected, unless it records the version first: then it writes them again):
+/// its pin and its note as under way last this long, renewed while it writes.
+pub const DEPLOY_PIN_MS: u64 = 60_000;
+
+/// How long a collector's pin on a version holds: it deletes the chunks within it, or not
+/// at all.
+pub const COLLECT_PIN_MS: u64 = 10_000;
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
     [
@@ -74,6 +95,7 @@ pub fn lua_constants() -> String {
         ("MAX_CHILDREN", MAX_CHILDREN),
         ("MAX_HISTORY", MAX_HISTORY),
         ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),
+        ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
     ]
     .iter()
     .map(|(name, value)| format!("local {name} = {value}\n"))
@@ -95,6 +117,6 @@ mod tests {
             lua.contains("local DEFAULT_RETENTION_MS = 90000000\n"),
             "{lua}"
         );
-        assert_eq!(lua.lines().count(), 17);
+        assert_eq!(lua.lines().count(), 18);
     }
 }

@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 
 /// The shortest interval of `--every`, and the finest a cron expression can tick.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// The tick of a schedule that never ticks again: where it is moved to (listed, never due;
+/// ms since the epoch with 15 digits, the most the library takes).
+pub const NEVER_MS: u64 = 999_999_999_999_999;
 /// The most ticks walked to find the latest one due (a cron expression that ticks every
 /// second, missed for a day, is 86,400).
 const MAX_WALK: usize = 200_000;
@@ -248,6 +251,31 @@ pub struct ScheduleDef {
     pub created_ms: u64,
 }
 
+/// Why a schedule's due tick could not fire, as `wg:{schedules}:errors` holds it until the
+/// tick fires (or the schedule is replaced, paused, resumed or removed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleFailure {
+    /// Why: the enqueue's refusal, in its words.
+    pub error: String,
+    /// The tick that could not fire (ms).
+    pub tick_ms: u64,
+    /// When it first failed (ms, Redis' clock).
+    pub since_ms: u64,
+    /// How many tries in a row have failed.
+    pub failures: u32,
+    /// When it is tried again (ms, Redis' clock).
+    pub retry_ms: u64,
+}
+
+/// How long a schedule whose tick has failed `failures` times in a row waits before the
+/// next try: [`SCHEDULE_RETRY_FIRST_MS`](crate::limits::SCHEDULE_RETRY_FIRST_MS), doubled
+/// with each failure, at most [`SCHEDULE_RETRY_MAX_MS`](crate::limits::SCHEDULE_RETRY_MAX_MS).
+pub fn retry_after(failures: u32) -> Duration {
+    use crate::limits::{SCHEDULE_RETRY_FIRST_MS, SCHEDULE_RETRY_MAX_MS};
+    let doubled = SCHEDULE_RETRY_FIRST_MS.saturating_mul(1 << failures.saturating_sub(1).min(20));
+    Duration::from_millis(doubled.min(SCHEDULE_RETRY_MAX_MS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +335,15 @@ mod tests {
         assert!(Recurrence::cron("not cron", "UTC").is_err());
         assert!(check_name("nightly-report.v2").is_ok());
         assert!(check_name("bad name").is_err() && check_name("").is_err());
+    }
+
+    #[test]
+    fn a_failing_tick_waits_longer_each_time_up_to_a_minute() {
+        let waits: Vec<u64> = [1, 2, 3, 6, 7, 100, u32::MAX]
+            .map(|n| retry_after(n).as_millis() as u64)
+            .into();
+        assert_eq!(waits, [1000, 2000, 4000, 32_000, 60_000, 60_000, 60_000]);
+        assert_eq!(retry_after(0), Duration::from_secs(1));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! once from the store's channel and re-reads the registry every [`POLL`] as a safety net
 //! (a message missed while Redis was unreachable). A version that cannot be fetched or
 //! loaded is refused with the reason in the worker list, and the version before it keeps
-//! serving. A function the plugin directory also serves is served from the directory.
+//! serving. A function the plugin directory also serves is served from the directory. At
+//! each reading it also collects the chunks nothing needs any more
+//! ([`Client::collect_deployed`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -187,6 +189,20 @@ pub async fn watch(client: Client, runtime: Arc<Runtime>, registry: Arc<PluginRe
         match sync(&client, &runtime, &registry).await {
             Ok(report) => log(&report),
             Err(error) => tracing::warn!(%error, "cannot read the deployed plugins; trying again"),
+        }
+        // Upkeep of the store: chunks nothing needs any more (never those in use).
+        match client.collect_deployed().await {
+            Ok(collected) => {
+                for version in collected {
+                    tracing::info!(
+                        version,
+                        "collected the chunks of a deployed version nothing needs"
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot collect unused deployed chunks; trying again later")
+            }
         }
         let next = async {
             match subscription.as_mut() {

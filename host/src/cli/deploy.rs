@@ -1,5 +1,6 @@
 //! `wasmgear deploy`: store a plugin in Redis once for every worker node started with
-//! `--plugins-from-redis`, list the versions kept, roll back or activate another one.
+//! `--plugins-from-redis`, list the versions kept, roll back or activate another one, and
+//! collect the chunks nothing needs any more.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use super::{RedisArgs, print_json, print_table, usage};
 
 /// Options of `wasmgear deploy`.
 #[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate", "remove"]).required(true))]
+#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate", "remove", "collect"]).required(true))]
 pub struct DeployArgs {
     #[command(flatten)]
     redis: RedisArgs,
@@ -53,6 +54,12 @@ pub struct DeployArgs {
     #[arg(long, value_name = "FUNCTION")]
     remove: Option<FunctionName>,
 
+    /// Delete the chunks of versions no record names any more and of interrupted deploys
+    /// (done after every deploy and by workers serving deployed plugins too; never the
+    /// chunks of a version a record names or a deploy is writing).
+    #[arg(long)]
+    collect: bool,
+
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -87,6 +94,19 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
+    if args.collect {
+        let collected = args.redis.client().await?.collect_deployed().await?;
+        if args.json {
+            print_json(&serde_json::json!({ "collected": collected }))?;
+        } else if collected.is_empty() {
+            println!("nothing to collect");
+        } else {
+            for version in &collected {
+                println!("collected the chunks of version {version}");
+            }
+        }
+        return Ok(0);
+    }
     if let Some(pair) = &args.activate {
         let [function, version] = pair.as_slice() else {
             return Err(usage("--activate takes FUNCTION VERSION"));
@@ -103,7 +123,7 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
     }
     let Some(path) = &args.plugin else {
         return Err(usage(
-            "give a plugin to deploy, or --list, --rollback FUNCTION, --activate FUNCTION VERSION or --remove FUNCTION",
+            "give a plugin to deploy, or --list, --rollback FUNCTION, --activate FUNCTION VERSION, --remove FUNCTION or --collect",
         ));
     };
     deploy(&args, path).await
@@ -177,6 +197,7 @@ async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
             "activated": outcome.activated,
             "forgotten": pairs(&outcome.forgotten),
             "kept_for_jobs": pairs(&outcome.kept_for_jobs),
+            "collected": outcome.collected,
         }))?;
         return Ok(0);
     }
@@ -207,6 +228,9 @@ async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
     for field in &outcome.kept_for_jobs {
         let (function, version) = field.split_once(' ').unwrap_or((field, ""));
         println!("kept version {version} of {function}: a kept job ran on it");
+    }
+    for version in &outcome.collected {
+        println!("collected the chunks of version {version}");
     }
     Ok(0)
 }

@@ -23,7 +23,8 @@ enum ScheduleCommand {
     /// zone) or of a fixed interval. Workers fire it: exactly one job per tick, whatever the
     /// number of workers and their clocks (Redis' clock counts).
     Add(Box<AddArgs>),
-    /// List the schedules: function, when they tick, their next tick, paused or not.
+    /// List the schedules: function, when they tick, their next tick, paused or not, and
+    /// why a tick could not fire (it is tried again with a backoff).
     List(ListArgs),
     /// Remove a schedule (the jobs it enqueued stay).
     Rm(NameArgs),
@@ -239,15 +240,30 @@ async fn list(args: ListArgs) -> anyhow::Result<i32> {
                 s.def.name.clone(),
                 s.def.function.clone(),
                 when(&s.def.recurrence),
-                match s.next_ms {
-                    Some(next) => format!("{} ({})", utc_text(next), in_or_ago(next)),
-                    None => "paused".into(),
+                match (s.next_ms, &s.error) {
+                    (Some(next), Some(_)) => {
+                        format!("retry {} ({})", utc_text(next), in_or_ago(next))
+                    }
+                    (Some(next), None) => format!("{} ({})", utc_text(next), in_or_ago(next)),
+                    (None, _) => "paused".into(),
                 },
                 catch_up_text(s.def.catch_up).into(),
             ]
         })
         .collect();
     print_table(&["NAME", "FUNCTION", "WHEN", "NEXT TICK", "CATCH-UP"], rows);
+    for s in &schedules {
+        if let Some(failure) = &s.error {
+            println!(
+                "schedule {} cannot fire its tick of {} ({} tries since {}): {}",
+                s.def.name,
+                utc_text(failure.tick_ms),
+                failure.failures,
+                utc_text(failure.since_ms),
+                failure.error
+            );
+        }
+    }
     Ok(0)
 }
 
@@ -266,5 +282,6 @@ fn json_of(schedule: &Schedule) -> serde_json::Value {
     let mut value = serde_json::to_value(&schedule.def).unwrap_or_default();
     value["next_ms"] = serde_json::json!(schedule.next_ms);
     value["input"] = serde_json::json!(String::from_utf8_lossy(&schedule.input));
+    value["error"] = serde_json::to_value(&schedule.error).unwrap_or_default();
     value
 }

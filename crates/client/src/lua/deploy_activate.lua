@@ -11,6 +11,9 @@
 -- Returns: {'ok', VERSION}, {'missing', why} (no such version) or {'refused', why}.
 
 local fn, wanted = ARGV[1], ARGV[2]
+if not fits_name(fn) or type(wanted) ~= 'string' or wanted == '' then
+  return { 'refused', 'give a function name and a version (or a prefix of it)' }
+end
 local version, matches, elsewhere = nil, 0, {}
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   local f, v = string.match(field, '^(%S+) (%S+)$')

@@ -12,6 +12,7 @@
 -- Returns: {'ok', VERSION_LEFT} or {'refused', why}.
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local current = redis.call('HGET', KEYS[2], fn)
 if not current then
   return { 'refused', fn .. ' is not served from the deployed-plugin store' }

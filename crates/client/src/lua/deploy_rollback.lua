@@ -11,6 +11,7 @@
 -- the function's stack (a second rollback goes further back, not forth again).
 
 local fn = ARGV[1]
+if not fits_name(fn) then return { 'refused', 'give a function name' } end
 local stack = deploy_stack(KEYS[3], fn)
 if #stack == 0 then
   return { 'refused', fn .. ' has no deployed version (deploy one with `wasmgear deploy`)' }

@@ -33,7 +33,9 @@
 --   schedule, tick    the recurring schedule the job is a tick of, and that tick's time
 --                     (ms, Redis clock), both or neither: a job is enqueued for a tick only
 --                     if the schedule has had none as late for this function (`ticks`);
---                     otherwise the call returns the job of that later tick, not created
+--                     otherwise the call returns the job of that later tick, not created.
+--                     A last tick more than CLOCK_SKEW_MS after now (fired on a clock that
+--                     has gone back since) counts as none
 --
 -- Jobs ready at once go first to idle workers registered for them (lease.lua, ARGV[8]):
 -- leased to them in this call and published on their channels (lib.lua, "Idle workers
@@ -234,7 +236,12 @@ for i = 0, n - 1 do
     local schedule, tick = options.schedule, number_of(options.tick or '0')
     if schedule then
       local last_tick, last_number = string.match(redis.call('HGET', K.ticks, schedule) or '', '^(%d+),(%d+)$')
-      if last_tick and tonumber(last_tick) >= tick then existing = last_number end
+      -- A last tick later than the clock (by more than nodes may disagree) was fired on a
+      -- clock that has gone back since: it dedupes nothing, or nothing would fire until
+      -- the clock reached it again.
+      if last_tick and tonumber(last_tick) >= tick and tonumber(last_tick) <= NOW + CLOCK_SKEW_MS then
+        existing = last_number
+      end
     end
     local once = options.once
     if once and not existing then

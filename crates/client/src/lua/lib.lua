@@ -1093,15 +1093,77 @@ local function hand_off()
 end
 
 ---------------------------------------------------------------------------------------------
--- The deployed-plugin store (`wasmgear deploy`): its functions take the keys
--- wg:{deploy}:versions, :current, :history and the :events channel, in this order. A
--- version of a function is the field `FUNCTION VERSION` of :versions.
+-- Checking the arguments of the schedule and deploy functions: every check that can refuse
+-- a call runs before its first write.
 
--- The versions `fn` was given, oldest first, the current one last.
+-- `text` as a whole number of at most 15 digits (ms since the epoch reach the year 33658),
+-- or nil: `tonumber` alone takes '1e999', 'inf', 'nan', '0x10' and ' 5'.
+local function whole(text)
+  if type(text) ~= 'string' or #text > 15 or not string.match(text, '^%d+$') then return nil end
+  return tonumber(text)
+end
+
+-- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
+-- '_', '-' or '.'.
+local function fits_name(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 100
+    and not string.find(text, '[^%w_%.%-]')
+end
+
+-- Redis' clock, ms since the epoch.
+local function clock_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.
+local function refuse(code, why) return redis.error_reply(code .. ' ' .. why) end
+
+---------------------------------------------------------------------------------------------
+-- The deployed-plugin store (`wasmgear deploy`): its registry's functions take the keys
+-- wg:{deploy}:versions, :current, :history and the :events channel, in this order, and
+-- those that note deploys under way and versions to collect also :pending and :graveyard
+-- (the registry's six keys). A version of a function is the field `FUNCTION VERSION` of
+-- :versions. A version's chunks are in its own slot, wg:{plugin:VERSION}:chunks, beside its
+-- pin wg:{plugin:VERSION}:pin: no script can see both, so they are kept in step by order
+-- (PROTOCOL.md, "Deployed plugins"): a chunk is deleted only by a collector holding the pin,
+-- after `deploy_doom` found no record naming the version and no deploy of it under way.
+
+-- Whether `text` can be a version: 1 to 64 hex digits.
+local function fits_version(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 64 and string.match(text, '^%x+$') ~= nil
+end
+
+-- Whether `text` can be a deploy's or collector's token: 1 to 64 letters or digits.
+local function fits_token(text)
+  return type(text) == 'string' and #text >= 1 and #text <= 64 and string.match(text, '^%w+$') ~= nil
+end
+
+-- The versions `fn` was given, oldest first, the current one last (a history that does not
+-- read as a list of versions reads as none).
 local function deploy_stack(history_key, fn)
   local raw = redis.call('HGET', history_key, fn)
   if not raw then return {} end
-  return cjson.decode(raw)
+  local ok, list = pcall(cjson.decode, raw)
+  if not ok or type(list) ~= 'table' then return {} end
+  local stack = {}
+  for _, v in ipairs(list) do
+    if type(v) == 'string' then stack[#stack + 1] = v end
+  end
+  return stack
+end
+
+-- The members of :pending for `version` ('VERSION TOKEN'), with their scores.
+local function deploy_pending_of(pending_key, version)
+  local prefix = version .. ' '
+  local found = {}
+  local all = redis.call('ZRANGE', pending_key, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, #prefix) == prefix then
+      found[#found + 1] = { all[i], tonumber(all[i + 1]) }
+    end
+  end
+  return found
 end
 
 -- Makes `version` the current version of `fn`: on top of its stack (once), in `current`,
