@@ -446,6 +446,21 @@ mod tests {
         }
     }
 
+    /// No helper of lib.lua is defined twice: a second `local function NAME` would hide the
+    /// first from every function after it (two different `whole`s once did).
+    #[test]
+    fn lib_lua_defines_each_helper_once() {
+        let mut seen = BTreeSet::new();
+        for line in include_str!("lua/lib.lua").lines() {
+            let name = line
+                .strip_prefix("local function ")
+                .map(|rest| rest.chars().take_while(|c| *c != '(').collect::<String>());
+            if let Some(name) = name {
+                assert!(seen.insert(name.clone()), "lib.lua defines {name} twice");
+            }
+        }
+    }
+
     /// The `K.name` keys used in `text`, and the names of `helpers` it calls.
     fn uses(text: &str, helpers: &BTreeSet<String>) -> (BTreeSet<String>, BTreeSet<String>) {
         let word = |rest: &str| {

@@ -430,7 +430,8 @@ fn record_lease(
     let mut hints = lock_hints(hints);
     let entry = hints.entry(function.clone()).or_default();
     entry.renew = false;
-    if got < want && capped == 0 {
+    // (A call that could ask for nothing learnt only when something falls due.)
+    if (got < want || want == 0) && capped == 0 {
         entry.empty_as_of = Some(events);
         entry.due = u64::try_from(wait_ms)
             .ok()

@@ -45,6 +45,9 @@ struct State {
     failing_completions: usize,
     /// Whether completions hand out jobs with their results.
     lease_with_results: bool,
+    /// How much of each lease has gone by when the node gets it (a handed lease counts from
+    /// its registering call).
+    lease_age: Duration,
 }
 
 struct Fake {
@@ -119,7 +122,7 @@ fn take(state: &mut State, max: usize, ttl: Duration) -> Vec<Lease> {
             },
             input,
             token: format!("token-{seq}"),
-            expires: (Instant::now() + ttl).into_std(),
+            expires: (Instant::now() + ttl - state.lease_age.min(ttl)).into_std(),
             ttl,
         });
     }
@@ -313,7 +316,8 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// A job running 65 s with a 30 s lease is renewed every 10 s: 6 heartbeats, then done.
+/// A job running 65 s with a 30 s lease is renewed a second after it starts (which confirms
+/// its lease), then every 10 s: 7 heartbeats, then done.
 #[tokio::test(start_paused = true)]
 async fn heartbeats_come_every_third_of_the_lease() {
     let config = WorkerConfig {
@@ -327,9 +331,9 @@ async fn heartbeats_come_every_third_of_the_lease() {
     .await;
     let started = fake.times_of(|c| *c == Call::Lease)[0];
     let beats = fake.times_of(|c| *c == Call::Heartbeat(1));
-    assert_eq!(beats.len(), 6, "{beats:?}");
+    assert_eq!(beats.len(), 7, "{beats:?}");
     for (i, beat) in beats.iter().enumerate() {
-        let expected = 10.0 * (i + 1) as f64;
+        let expected = 1.0 + 10.0 * i as f64;
         let actual = secs(*beat - started);
         assert!((actual - expected).abs() < 0.1, "beat {i} at {actual} s");
     }
@@ -633,5 +637,58 @@ async fn jobs_held_ahead_are_handed_back_once_they_have_waited_100_ms() {
         );
     }
     stop.send(()).unwrap();
+    node.await.unwrap();
+}
+
+/// A lease that arrives with a little over half of it left (a handed job counted from its
+/// registering call) starts, and is renewed by the time half of it is left: the worker's own
+/// fence (a quarter before the end without a renewal) never stops it.
+#[tokio::test(start_paused = true)]
+async fn a_late_lease_is_renewed_before_the_fence() {
+    let ttl = Duration::from_secs(30);
+    let config = WorkerConfig {
+        lease_ttl: ttl,
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| {
+        fake.state.lock().unwrap().lease_age = ttl * 45 / 100;
+        fake.push(1, "sleep 20");
+    });
+    until("the job completed", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Complete(1))
+    })
+    .await;
+    let started = fake.times_of(|c| *c == Call::Lease)[0];
+    let first = fake.times_of(|c| *c == Call::Heartbeat(1))[0];
+    // Half of it was left at 0.05 of the lease after the start.
+    assert!(
+        secs(first - started) <= 0.05 * 30.0 + 0.01,
+        "first heartbeat {} s after the start",
+        secs(first - started)
+    );
+    assert!(fake.times_of(|c| matches!(c, Call::Fail(..))).is_empty());
+    let _ = stop.send(());
+    node.await.unwrap();
+}
+
+/// A lease that arrives with less than half of it left is not started: it goes back unrun.
+#[tokio::test(start_paused = true)]
+async fn a_lease_with_less_than_half_left_is_handed_back() {
+    let ttl = Duration::from_secs(30);
+    let config = WorkerConfig {
+        lease_ttl: ttl,
+        ..WorkerConfig::default()
+    };
+    let (fake, stop, node, _dir) = start(config, |fake| {
+        fake.state.lock().unwrap().lease_age = ttl * 6 / 10;
+        fake.push(1, "sleep 20");
+    });
+    until("the job handed back", &fake, |calls| {
+        calls.iter().any(|(_, c)| *c == Call::Release(1))
+    })
+    .await;
+    assert!(fake.times_of(|c| *c == Call::Heartbeat(1)).is_empty());
+    assert!(fake.times_of(|c| *c == Call::Complete(1)).is_empty());
+    let _ = stop.send(());
     node.await.unwrap();
 }

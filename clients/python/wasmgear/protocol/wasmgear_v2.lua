@@ -120,11 +120,12 @@ local function pad(number) return string.format('%013d', tonumber(number)) end
 -- write. Lua's numbers are doubles, exact up to 2^53.
 local MAX_WHOLE = 9007199254740991
 
--- Text `s` as a whole number in lo..hi (decimal digits, an optional '-'), or nil.
+-- Text `s` as a whole number in lo..hi (decimal digits, an optional '-'; lo defaults to 0,
+-- hi to 2^53 - 1), or nil.
 local function whole(s, lo, hi)
   if type(s) ~= 'string' or #s == 0 or #s > 17 or not string.find(s, '^%-?%d+$') then return nil end
   local n = tonumber(s)
-  if not n or n < lo or n > (hi or MAX_WHOLE) then return nil end
+  if not n or n < (lo or 0) or n > (hi or MAX_WHOLE) then return nil end
   return n
 end
 
@@ -874,6 +875,9 @@ local function held_leases(call_id, numbers)
   return leases
 end
 
+-- Jobs the call's reclaim made ready again (their worker stopped renewing their leases).
+local RECLAIMED = 0
+
 -- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
 -- lease.lua for what happens on the way). Returns the leases (row and input of each, one
 -- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
@@ -926,6 +930,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
           stat_count('retries')
           make_ready(number, record)
           save(number, record)
+          RECLAIMED = RECLAIMED + 1
         else
           finish(number, record, 'failed',
             { class = 'lease-lost', message = 'the worker running the job stopped renewing its lease' })
@@ -1026,7 +1031,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   -- once (0); otherwise when the next scheduled job or lease falls due, or the rate limit
   -- frees a slot (-1: nothing pending).
   local wait_ms = 0
-  if leased_count < want and not quick then
+  if (leased_count < want or want == 0) and not quick then
     wait_ms = -1
     for _, key in ipairs({ K.scheduled, K.leased }) do
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -1115,12 +1120,7 @@ end
 -- Checking the arguments of the schedule and deploy functions: every check that can refuse
 -- a call runs before its first write.
 
--- `text` as a whole number of at most 15 digits (ms since the epoch reach the year 33658),
--- or nil: `tonumber` alone takes '1e999', 'inf', 'nan', '0x10' and ' 5'.
-local function whole(text)
-  if type(text) ~= 'string' or #text > 15 or not string.match(text, '^%d+$') then return nil end
-  return tonumber(text)
-end
+-- (Numbers are read with whole(), near the top: `whole(text)` is a whole number >= 0.)
 
 -- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
 -- '_', '-' or '.'.
@@ -1235,7 +1235,7 @@ local function begin(keys, args, named)
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
-  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED = nil, nil, false, {}, {}, 0
+  CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED, RECLAIMED = nil, nil, false, {}, {}, 0, 0
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
 
@@ -1719,10 +1719,10 @@ if replaces and replaces ~= '' and withdrawn == replaces then
   want = want + replaced_slots
   slots = slots + replaced_slots
 end
-local leases, wait_ms, capped, numbers = {}, -1, 0, nil
-if want > 0 then
-  leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, want, lease_ms, timeout_ms, attempts)
-end
+-- (With a count of 0, the housekeeping and the wait are still worth having.)
+local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, want, lease_ms, timeout_ms, attempts)
+-- Jobs reclaimed and left ready for lack of slots here: the other workers are told.
+if RECLAIMED > #leases / 2 then wake_workers() end
 if numbers then
   remember(token_prefix, numbers)
 elseif channel and channel ~= '' and slots > 0 then
@@ -3658,4 +3658,4 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'f40f9ca745dd8ddd01ebb56ae0aa6c201b97d798' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '65cfbcc7a14ed1d364d9822859f1c99140b114b6' end, flags = { 'no-writes' } }

@@ -89,10 +89,10 @@ if replaces and replaces ~= '' and withdrawn == replaces then
   want = want + replaced_slots
   slots = slots + replaced_slots
 end
-local leases, wait_ms, capped, numbers = {}, -1, 0, nil
-if want > 0 then
-  leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, want, lease_ms, timeout_ms, attempts)
-end
+-- (With a count of 0, the housekeeping and the wait are still worth having.)
+local leases, wait_ms, capped, numbers = lease_jobs(ARGV[2], token_prefix, want, lease_ms, timeout_ms, attempts)
+-- Jobs reclaimed and left ready for lack of slots here: the other workers are told.
+if RECLAIMED > #leases / 2 then wake_workers() end
 if numbers then
   remember(token_prefix, numbers)
 elseif channel and channel ~= '' and slots > 0 then
