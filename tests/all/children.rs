@@ -420,11 +420,10 @@ async fn a_child_s_once_key_goes_with_the_child() {
     // The child runs and ends; a second after, its retention is over and the next call's
     // housekeeping forgets it.
     let library = crate::support::library::Library::new(redis.raw().await, &child_fn);
-    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
-        .ok("lease", &["w", "w/1", "1", "30000", "1000", "3"])
-        .await;
-    let row = String::from_utf8(leases[0].clone()).unwrap();
-    let token = row.rsplit('|').next().unwrap().to_string();
+    let (_, token) = library
+        .lease_rows(&["w", "w/1", "1", "30000", "1000", "3"])
+        .await
+        .remove(0);
     let _: redis::Value = library
         .ok(
             "complete",

@@ -535,13 +535,10 @@ async fn every_refused_call_changes_nothing() {
     let client = redis.client().await;
     // Some state to leave alone: a queued job, a running one (its token), a failed one.
     client.enqueue_many(&f, &plain_jobs(b"q", 3)).await.unwrap();
-    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
-        .ok("lease", &["w", "w/1", "1", "30000", "1000", "3"])
-        .await;
-    let row = String::from_utf8(leases[0].clone()).unwrap();
-    let mut fields = row.split('|');
-    let number = fields.next().unwrap().to_string();
-    let token = row.rsplit('|').next().unwrap().to_string();
+    let (number, token) = library
+        .lease_rows(&["w", "w/1", "1", "30000", "1000", "3"])
+        .await
+        .remove(0);
     const BAD: &[&str] = &[
         "inf",
         "-inf",
@@ -763,11 +760,10 @@ async fn work_is_announced_when_a_hand_off_gave_older_jobs() {
         .enqueue(&f, b"1", &EnqueueOptions::default())
         .await
         .unwrap();
-    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
-        .ok("lease", &["a", "a/1", "1", "30000", "1000", "3"])
-        .await;
-    let row = String::from_utf8(leases[0].clone()).unwrap();
-    let token = row.rsplit('|').next().unwrap().to_string();
+    let (_, token) = library
+        .lease_rows(&["a", "a/1", "1", "30000", "1000", "3"])
+        .await
+        .remove(0);
     // An older job waits, held back by the cap; a worker registers for a hand-off.
     client
         .enqueue(&f, b"2", &EnqueueOptions::default())
@@ -852,12 +848,10 @@ async fn a_job_handed_back_can_be_retried_after_its_dependency_is_gone() {
     let lease_one = |call: &'static str| {
         let library = library.clone();
         async move {
-            let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
-                .ok("lease", &["w", call, "1", "30000", "1000", "3"])
-                .await;
-            let row = String::from_utf8(leases[0].clone()).unwrap();
-            let number = row.split('|').next().unwrap().to_string();
-            (number, row.rsplit('|').next().unwrap().to_string())
+            library
+                .lease_rows(&["w", call, "1", "30000", "1000", "3"])
+                .await
+                .remove(0)
         }
     };
     let (d, d_token) = lease_one("w/1").await;
@@ -925,11 +919,10 @@ async fn statistics_survive_the_upgrade_day_and_a_clock_step_back() {
         .enqueue(&f, b"x", &EnqueueOptions::default())
         .await
         .unwrap();
-    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
-        .ok("lease", &["w", "w/1", "1", "30000", "1000", "3"])
-        .await;
-    let row = String::from_utf8(leases[0].clone()).unwrap();
-    let token = row.rsplit('|').next().unwrap().to_string();
+    let (_, token) = library
+        .lease_rows(&["w", "w/1", "1", "30000", "1000", "3"])
+        .await
+        .remove(0);
     let _: redis::Value = library
         .ok("complete", &["0", "1", "1", &token, "", "", ""])
         .await;

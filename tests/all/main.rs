@@ -22,6 +22,7 @@ mod http;
 mod languages;
 mod lease;
 mod manifest;
+mod model;
 mod observe;
 mod operate;
 mod plugin_dir;

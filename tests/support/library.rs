@@ -50,6 +50,21 @@ impl Library {
             .unwrap_or_else(|e| panic!("{name} {args:?}: {e}"))
     }
 
+    /// Calls `lease` with `args`; the number and token of each job it leased.
+    pub async fn lease_rows(&self, args: &[&str]) -> Vec<(String, String)> {
+        let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) =
+            self.ok("lease", args).await;
+        leases
+            .chunks(2)
+            .map(|pair| {
+                let row = String::from_utf8(pair[0].clone()).expect("a UTF-8 lease row");
+                let number = row.split('|').next().unwrap_or_default().to_string();
+                let token = row.rsplit('|').next().unwrap_or_default().to_string();
+                (number, token)
+            })
+            .collect()
+    }
+
     /// The key `suffix` of this function (`wg:{F}:SUFFIX`).
     pub fn key(&self, suffix: &str) -> String {
         format!("wg:{{{}}}:{suffix}", self.function.as_str())
@@ -80,8 +95,10 @@ impl Library {
         }
     }
 
-    /// A whole dump of every key of this function (names, types and contents), to compare
-    /// before and after a call that must change nothing.
+    /// Every key of this function with its contents in a canonical form (a hash's fields
+    /// sorted, a sorted set by score then member): to compare before and after a call that
+    /// must change nothing. (Not `DUMP`: a hash's order changes as Redis rehashes it on a
+    /// read.)
     pub async fn dump(&self) -> Vec<(String, Vec<u8>)> {
         let mut conn = self.conn.clone();
         let mut keys: Vec<String> = redis::cmd("KEYS")
@@ -92,12 +109,63 @@ impl Library {
         keys.sort();
         let mut dump = Vec::new();
         for key in keys {
-            let bytes: Vec<u8> = redis::cmd("DUMP")
+            let kind: String = redis::cmd("TYPE")
                 .arg(&key)
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            dump.push((key, bytes));
+            let mut items: Vec<Vec<u8>> = match kind.as_str() {
+                "hash" => redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap(),
+                "zset" => redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap(),
+                "set" => redis::cmd("SMEMBERS")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap(),
+                "list" => redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap(),
+                _ => vec![
+                    redis::cmd("GET")
+                        .arg(&key)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap(),
+                ],
+            };
+            if kind == "hash" {
+                let mut pairs: Vec<Vec<u8>> = items
+                    .chunks(2)
+                    .map(|pair| {
+                        [
+                            pair[0].as_slice(),
+                            b"\0",
+                            pair.get(1).map_or(&[][..], Vec::as_slice),
+                        ]
+                        .concat()
+                    })
+                    .collect();
+                pairs.sort();
+                items = pairs;
+            } else if kind == "set" {
+                items.sort();
+            }
+            dump.push((format!("{kind} {key}"), items.join(&b"\n"[..])));
         }
         dump
     }

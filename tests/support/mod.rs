@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod clients;
+pub mod clock;
 pub mod gearmand;
 pub mod gearmonkey;
 pub mod library;
