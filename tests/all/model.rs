@@ -265,6 +265,10 @@ struct Model {
     last_complete: Option<(Vec<String>, String, u64)>,
     calls: u64,
     steps: u64,
+    /// The latest Redis time seen (the clock may have gone back since): a reply kept for a
+    /// call sent again is forgotten once the clock has passed its 10 minutes, even if it
+    /// came back.
+    latest_ms: u64,
 }
 
 /// The whole state of one function's queue, read at once.
@@ -624,7 +628,7 @@ async fn apply(
         }
         Op::EnqueueAgain => {
             if let Some((args, first, at)) = model.last_enqueue.clone()
-                && remembered(library, at).await
+                && remembered(library, model, at).await
             {
                 let before = library.dump().await;
                 let again = call(library, "enqueue", &args)
@@ -684,7 +688,7 @@ async fn apply(
         }
         Op::LeaseAgain => {
             if let Some((args, at)) = model.last_lease.clone()
-                && remembered(library, at).await
+                && remembered(library, model, at).await
             {
                 let before = library.dump().await;
                 call(library, "lease", &args)
@@ -791,7 +795,7 @@ async fn apply(
         }
         Op::CompleteAgain { same_id } => {
             if let Some((mut args, first, at)) = model.last_complete.clone()
-                && remembered(library, at).await
+                && remembered(library, model, at).await
             {
                 if !*same_id {
                     // Another call id (the worker's own retry) and no leasing: the results
@@ -937,9 +941,10 @@ async fn apply(
 }
 
 /// Whether a call made at `at` (Redis' clock, ms) is still remembered for a resend: its
-/// reply is kept 10 minutes (of a clock that may have moved since).
-async fn remembered(library: &Library, at: u64) -> bool {
-    now_ms(library).await < at + 590_000
+/// reply is kept 10 minutes, and forgotten by the first call after them (the clock may have
+/// gone past them and come back since).
+async fn remembered(library: &Library, model: &Model, at: u64) -> bool {
+    model.latest_ms.max(now_ms(library).await) < at + 590_000
 }
 
 /// The keys that differ between two dumps.
@@ -984,6 +989,7 @@ async fn run_case(
             .await
             .map_err(|e| format!("after step {i} ({op:?}): {e}"))?;
         model.steps += 1;
+        model.latest_ms = model.latest_ms.max(now_ms(library).await);
         steps.set(steps.get() + 1);
     }
     Ok(())
