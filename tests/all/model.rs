@@ -1071,3 +1071,90 @@ fn the_queue_keeps_its_invariants_for_as_long_as_asked() {
     }
     eprintln!("model test: {total} steps in {seconds} s");
 }
+
+fn plain_job() -> JobSpec {
+    JobSpec {
+        priority: 0,
+        delay_ms: 0,
+        uniq: None,
+        tag: None,
+        after: None,
+        attempts: 1,
+        once: None,
+        short_retention: false,
+        tick: None,
+    }
+}
+
+/// Runs one fixed sequence (a shrunk failure of an earlier run) and its checks.
+fn run_sequence(ops: &[Op]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut redis = ClockedRedis::start();
+    let url = redis.url();
+    let library = runtime.block_on(async {
+        let _ = wasmgear_client::Client::connect(&url).await.unwrap();
+        let conn = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        Library::new(conn, &function("model"))
+    });
+    let steps = std::cell::Cell::new(0);
+    if let Err(failure) = runtime.block_on(run_case(&mut redis, &library, ops, &steps)) {
+        panic!("{failure}");
+    }
+}
+
+/// Found by a long run: a `lease` sent again after Redis' clock went past the 10 minutes its
+/// reply is kept, then back, leases afresh (the reply was forgotten when the clock passed):
+/// the queue stays consistent, and a resend is checked only while its reply is kept.
+#[test]
+fn a_resend_after_the_clock_passed_its_memory_and_came_back() {
+    run_sequence(&[
+        Op::Enqueue(vec![plain_job()]),
+        Op::Lease {
+            worker: 0,
+            long: false,
+            register: false,
+        },
+        Op::Configure(0),
+        Op::Clock(7),
+        Op::Clock(3),
+        Op::Clock(7),
+        Op::Enqueue(vec![plain_job()]),
+        Op::Clock(7),
+        Op::LeaseAgain,
+    ]);
+}
+
+/// Found by a long run: a completion reported again after its job (cancelled while it ran)
+/// was retried is stale, not answered as the first was.
+#[test]
+fn a_report_sent_again_after_its_job_was_retried_is_stale() {
+    let delayed = JobSpec {
+        delay_ms: 1_000,
+        ..plain_job()
+    };
+    run_sequence(&[
+        Op::Enqueue(vec![delayed.clone(), delayed.clone(), delayed]),
+        Op::Enqueue(vec![plain_job(), plain_job()]),
+        Op::Lease {
+            worker: 0,
+            long: false,
+            register: false,
+        },
+        Op::Cancel { pick: 3 },
+        Op::Complete {
+            worker: 0,
+            picks: vec![0],
+            next: 0,
+        },
+        Op::CompleteAgain { same_id: false },
+        Op::Retry { pick: 3 },
+        Op::CompleteAgain { same_id: false },
+    ]);
+}
