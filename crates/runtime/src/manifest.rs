@@ -254,8 +254,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
                 crate::units::parse_duration(t)
                     .map_err(|e| field(name, format!("{e:#}")))
                     .and_then(|d| {
+                        let most = Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS);
                         if d.is_zero() {
                             Err(field(name, "must be longer than 0".into()))
+                        } else if d > most {
+                            Err(field(name, "must be at most 10 years".into()))
                         } else {
                             Ok(d)
                         }
@@ -274,8 +277,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
     if let Some(0) = raw.concurrency {
         return Err(field("concurrency", "must be at least 1".into()));
     }
-    if let Some(0) = raw.max_attempts {
-        return Err(field("max_attempts", "must be at least 1".into()));
+    let most_attempts = wasmgear_proto::limits::MAX_ATTEMPTS;
+    if let Some(attempts) = raw.max_attempts
+        && (attempts == 0 || u64::from(attempts) > most_attempts)
+    {
+        return Err(field(
+            "max_attempts",
+            format!("must be 1 to {most_attempts}, not {attempts}"),
+        ));
     }
     let size = |name: &str, size: &Option<Size>| -> Result<Option<usize>, ManifestError> {
         size.as_ref()
@@ -433,6 +442,15 @@ mod tests {
             ),
             ("[env]\n\"A=B\" = \"x\"", "field `env.A=B`"),
             ("timeout = 5", "invalid type"),
+            // Past what the queue takes: its lease calls would all be refused.
+            (
+                "max_attempts = 5000",
+                "field `max_attempts` must be 1 to 1000",
+            ),
+            (
+                "timeout = \"4000d\"",
+                "field `timeout` must be at most 10 years",
+            ),
         ];
         for (text, expected) in cases {
             let error = check(text).unwrap_err();

@@ -1069,13 +1069,18 @@ impl<S: JobSource> Node<S> {
 }
 
 /// Asks for at most `max` jobs of `function`, with `plugin`'s defaults for jobs that set none.
+/// (Within the queue's bounds, which a manifest is held to: a lease call outside them would be
+/// refused, for every function the worker serves.)
 fn lease_request(function: FunctionName, plugin: &Plugin, max: usize) -> LeaseRequest {
+    use wasmgear_proto::limits::{MAX_ATTEMPTS, MAX_DURATION_MS};
     let defaults = plugin.defaults();
+    let timeout_ms = defaults.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis() as u64;
+    let attempts = defaults.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
     LeaseRequest {
         function,
         max,
-        default_timeout_ms: defaults.timeout.unwrap_or(DEFAULT_TIMEOUT).as_millis() as u64,
-        default_max_attempts: defaults.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        default_timeout_ms: timeout_ms.clamp(1, MAX_DURATION_MS),
+        default_max_attempts: attempts.clamp(1, MAX_ATTEMPTS as u32),
     }
 }
 

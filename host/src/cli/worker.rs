@@ -135,9 +135,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
             "--concurrency must be 1 to {most} (jobs run at once by this worker; run more workers for more)"
         )));
     }
-    if args.lease_ttl < Duration::from_millis(300) {
+    if args.lease_ttl < Duration::from_millis(300)
+        || args.lease_ttl > Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS)
+    {
         return Err(super::usage(
-            "--lease-ttl must be at least 300ms (heartbeats run every third of it)",
+            "--lease-ttl must be 300ms to 10 years (heartbeats run every third of it)",
         ));
     }
     let runtime = RuntimeConfig {
