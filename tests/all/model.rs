@@ -819,12 +819,18 @@ async fn apply(
                 // that answer gave it (it may have been forgotten since, or retried after it
                 // was cancelled: then the old report is stale).
                 let snap = snapshot(library).await;
-                let numbers: Vec<u64> = args[args.len() - 5 * first.len()..]
+                let reports: Vec<(u64, String)> = args[args.len() - 5 * first.len()..]
                     .chunks(5)
-                    .map(|job| job[0].parse().unwrap())
+                    .map(|job| (job[0].parse().unwrap(), job[1].clone()))
                     .collect();
-                for ((a, b), number) in first.chars().zip(letters.chars()).zip(numbers) {
-                    let state = snap.records.get(&number).map(|r| r.state.as_str());
+                for ((a, b), (number, token)) in first.chars().zip(letters.chars()).zip(reports) {
+                    // (The job keeps the token of the report that ended it; once it is
+                    // retried, leased again or ended otherwise, that report is stale.)
+                    let state = snap
+                        .records
+                        .get(&number)
+                        .filter(|r| r.token == token)
+                        .map(|r| r.state.as_str());
                     let still = matches!(
                         (a, state),
                         ('s', Some("succeeded")) | ('c', Some("cancelled"))
@@ -1132,7 +1138,7 @@ fn a_resend_after_the_clock_passed_its_memory_and_came_back() {
 }
 
 /// Found by a long run: a completion reported again after its job (cancelled while it ran)
-/// was retried is stale, not answered as the first was.
+/// was retried (and cancelled again) is stale, not answered as the first was.
 #[test]
 fn a_report_sent_again_after_its_job_was_retried_is_stale() {
     let delayed = JobSpec {
@@ -1155,6 +1161,8 @@ fn a_report_sent_again_after_its_job_was_retried_is_stale() {
         },
         Op::CompleteAgain { same_id: false },
         Op::Retry { pick: 3 },
+        Op::CompleteAgain { same_id: false },
+        Op::Cancel { pick: 3 },
         Op::CompleteAgain { same_id: false },
     ]);
 }
