@@ -500,7 +500,7 @@ async fn a_worker_on_an_empty_directory_serves_what_appears() {
 
 /// A plugin that cannot load (its memory is over the worker's limit) is tried once per
 /// change of its file, and reported once: scans for other changes in the directory do not
-/// load it again, nor does time passing (no scan happens by itself); touching the file
+/// load it again, nor does the periodic rescan; touching the file
 /// tries it again, and a file that fits then serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_cannot_load_is_tried_once_per_change() {
@@ -546,28 +546,17 @@ async fn a_plugin_that_cannot_load_is_tried_once_per_change() {
     }
     assert_eq!(failed(), 1, "the unchanged file was loaded again");
 
-    // Time passes (the worker renews its entry in the list twice): no scan by itself.
+    // Time passes: the safety-net rescan (every RESCAN, without any event) finds the file
+    // unchanged and does not load it again either.
     let scans = registry.scans();
-    let renewals = std::sync::Mutex::new(Vec::new());
     eventually(
-        Duration::from_secs(30),
-        "two renewals of the entry",
-        || async {
-            let expires = client.workers().await.ok()?.first()?.expires_ms;
-            let mut seen = renewals.lock().unwrap();
-            if seen.last() != Some(&expires) {
-                seen.push(expires);
-            }
-            (seen.len() > 2).then_some(())
-        },
+        wasmgear_worker::plugins::RESCAN + Duration::from_secs(30),
+        "a rescan without a change",
+        || async { (registry.scans() > scans).then_some(()) },
     )
     .await;
-    assert_eq!(
-        registry.scans(),
-        scans,
-        "the directory was scanned without a change"
-    );
-    assert_eq!(failed(), 1);
+    assert_eq!(failed(), 1, "a rescan loaded the unchanged file again");
+    assert_eq!(registry.errors().len(), 1, "{:?}", registry.errors());
 
     // Touched: tried again (and reported again).
     let file = std::fs::File::options()
