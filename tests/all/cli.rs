@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::support::{
-    TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
+    TestRedis, WORKER_START, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
     wasmgear_with_stdin,
 };
 
@@ -212,7 +212,7 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
     let plugins = plugin_dir(&["echo"]);
     let env = [("WASMGEAR_HOME", home_str)];
     let mut worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
     assert!(

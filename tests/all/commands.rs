@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::support::process::ProcessGroup;
 use crate::support::{
-    BIN, ClosedPort, TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
-    wasmgear, wasmgear_with_stdin,
+    BIN, ClosedPort, TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir,
+    stderr, stdout, wasmgear, wasmgear_with_stdin,
 };
 
 fn start_worker(url: &str, plugins: &std::path::Path) -> WorkerProcess {
@@ -17,7 +17,7 @@ fn start_worker(url: &str, plugins: &std::path::Path) -> WorkerProcess {
         &["--plugins", plugins.to_str().unwrap()],
         &[("WASMGEAR_REDIS_URL", url)],
     );
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
     worker

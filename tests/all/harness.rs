@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::browser::Browser;
 use crate::support::process::{ProcessGroup, with_argument};
-use crate::support::{WorkerProcess, eventually, eventually_sync, plugin_dir};
+use crate::support::{WORKER_START, WorkerProcess, eventually, eventually_sync, plugin_dir};
 
 /// Whether process `pid` is gone (or a zombie: dead, only not yet reaped).
 fn gone(pid: u32) -> bool {
@@ -53,7 +53,7 @@ fn a_dropped_worker_process_takes_its_embedded_redis_along() {
         &["--plugins", plugins.path().to_str().unwrap()],
         &[("WASMGEAR_HOME", home.path().to_str().unwrap())],
     );
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
     // The worker writes where its Redis listens; redis-server's title names the address.

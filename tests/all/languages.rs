@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::{
-    TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
+    TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
+    wasmgear,
 };
 
 const LANGS: [&str; 4] = ["rust", "python", "js", "c"];
@@ -36,7 +37,7 @@ fn plugins_in_four_languages_do_the_same_job() {
     ];
     let run = |args: &[&str]| wasmgear(args, &env);
     let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
 
@@ -275,7 +276,7 @@ fn a_zig_plugin_on_the_raw_abi_runs() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::support::{
-    TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
+    TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
+    wasmgear,
 };
 
 #[test]
@@ -14,7 +15,7 @@ fn operators_see_and_steer_the_queue() {
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(Duration::from_secs(30), "the worker to start", || {
+    eventually_sync(WORKER_START, "the worker to start", || {
         worker.log().contains("worker started")
     });
     let run = |args: &[&str]| wasmgear(args, &env);

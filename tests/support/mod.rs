@@ -35,6 +35,11 @@ use wasmgear_worker::{WorkerBuilder, WorkerConfig};
 /// The `wasmgear` binary built by cargo for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_wasmgear");
 
+/// How long a worker process may take to start serving: it compiles every plugin first
+/// (a JavaScript component takes seconds alone), on a machine other tests keep busy. A
+/// bound for a hung worker, not a speed claim.
+pub const WORKER_START: Duration = Duration::from_secs(120);
+
 /// A `redis-server` of this test's own on a free port; its log is printed if the test fails.
 pub struct TestRedis {
     server: RedisServer,
@@ -537,7 +542,7 @@ impl WorkerProcess {
         let mut args = vec!["--plugins", plugins];
         args.extend_from_slice(extra);
         let worker = WorkerProcess::spawn(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
-        eventually_sync(Duration::from_secs(30), "the worker to start", || {
+        eventually_sync(WORKER_START, "the worker to start", || {
             worker.log().contains("worker started")
         });
         worker
