@@ -1001,6 +1001,19 @@ async fn run_case(
     Ok(())
 }
 
+/// A connection to the model's Redis that waits as long as a busy machine needs for each
+/// reply: redis-rs gives up after 500 ms by default, and a call given up on may still have
+/// run, which the model would count as refused.
+async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(60)));
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
+}
+
 /// Runs `cases` sequences of up to `length` operations from `seed`; returns the steps run.
 fn run_model(seed: u64, cases: u32, length: usize) -> u64 {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1012,12 +1025,7 @@ fn run_model(seed: u64, cases: u32, length: usize) -> u64 {
     let library = runtime.block_on(async {
         // A client connecting loads the library.
         let _ = wasmgear_client::Client::connect(&url).await.unwrap();
-        let conn = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        Library::new(conn, &function("model"))
+        Library::new(connect(&url).await, &function("model"))
     });
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
@@ -1102,12 +1110,7 @@ fn run_sequence(ops: &[Op]) {
     let url = redis.url();
     let library = runtime.block_on(async {
         let _ = wasmgear_client::Client::connect(&url).await.unwrap();
-        let conn = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        Library::new(conn, &function("model"))
+        Library::new(connect(&url).await, &function("model"))
     });
     let steps = std::cell::Cell::new(0);
     if let Err(failure) = runtime.block_on(run_case(&mut redis, &library, ops, &steps)) {
