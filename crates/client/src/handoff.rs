@@ -108,6 +108,16 @@ impl HandOffs {
         self.registered_slots() + self.jobs.len()
     }
 
+    /// When the next registration's slots come free by lapsing (its hand-off never heard):
+    /// an idle worker asks again then, as the slots it kept may have held back its last
+    /// lease call.
+    pub(crate) fn next_lapse(&self) -> Option<Instant> {
+        self.registrations
+            .values()
+            .map(|r| r.lapses + LAPSE_GRACE)
+            .min()
+    }
+
     /// The slots kept for registrations alone.
     pub(crate) fn registered_slots(&self) -> usize {
         self.registrations.values().map(|r| r.slots).sum()

@@ -703,7 +703,14 @@ impl WorkerQueue {
     /// safety net for missed events).
     pub async fn wait_for_work(&self, timeout: Duration) {
         let due = *self.next_due.lock().unwrap_or_else(|e| e.into_inner());
-        let until_due = due.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+        let now = tokio::time::Instant::now();
+        let mut until_due = due.map(|at| at.saturating_duration_since(now));
+        // Slots kept for a registration whose hand-off never came free when it lapses: the
+        // lease call they held back is made again then.
+        if let Some(lapse) = lock_handoffs(&self.handoffs).next_lapse() {
+            let until_lapse = lapse.saturating_duration_since(std::time::Instant::now());
+            until_due = Some(until_due.map_or(until_lapse, |d| d.min(until_lapse)));
+        }
         let timeout = until_due.map_or(timeout, |d| d.max(MIN_IDLE_WAIT).min(timeout));
         if tokio::time::timeout(timeout, self.work_arrived.notified())
             .await
