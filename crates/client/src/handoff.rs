@@ -111,7 +111,9 @@ impl HandOffs {
     /// When the next registration's slots come free by lapsing (its hand-off never heard):
     /// an idle worker asks again then, as the slots it kept may have held back its last
     /// lease call.
-    pub(crate) fn next_lapse(&self) -> Option<Instant> {
+    pub(crate) fn next_lapse(&mut self, now: Instant) -> Option<Instant> {
+        // Lapsed ones are gone first: a time already past would make the wait a spin.
+        self.prune(now);
         self.registrations
             .values()
             .map(|r| r.lapses + LAPSE_GRACE)

@@ -707,8 +707,9 @@ impl WorkerQueue {
         let mut until_due = due.map(|at| at.saturating_duration_since(now));
         // Slots kept for a registration whose hand-off never came free when it lapses: the
         // lease call they held back is made again then.
-        if let Some(lapse) = lock_handoffs(&self.handoffs).next_lapse() {
-            let until_lapse = lapse.saturating_duration_since(std::time::Instant::now());
+        let wall = std::time::Instant::now();
+        if let Some(lapse) = lock_handoffs(&self.handoffs).next_lapse(wall) {
+            let until_lapse = lapse.saturating_duration_since(wall);
             until_due = Some(until_due.map_or(until_lapse, |d| d.min(until_lapse)));
         }
         let timeout = until_due.map_or(timeout, |d| d.max(MIN_IDLE_WAIT).min(timeout));
