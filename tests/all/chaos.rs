@@ -2,7 +2,9 @@
 //! redis-server is SIGKILLed and started again (append-only file on), and one worker is cut
 //! off from Redis for longer than its lease. Then, from what Redis holds, the events it
 //! published and what every run of every job told an observer: every job succeeded with
-//! the right output, with exactly one `finish` event; none was lost; a dead worker's jobs
+//! the right output, with exactly one `finish` event (but for a job completed in the last
+//! second before redis-server was killed, whose event may have died with it); none was
+//! lost; a dead worker's jobs
 //! were leased again within the lease TTL plus 1 s; and no job ran in two places at once.
 //!
 //! Each worker reaches Redis through a [`Proxy`] of its own, so that one can be cut off and
@@ -88,6 +90,7 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
     eprintln!("chaos seed {random}");
     let started = tokio::time::Instant::now();
     let mut redis_down_ms = 0;
+    let mut redis_killed_at = 0;
     for wave in 0..WAVES {
         tokio::time::sleep_until(started + WAVE_EVERY * wave as u32).await;
         let mut inputs = Vec::new();
@@ -137,6 +140,7 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
                 proxy.cut();
             }
             let down = std::time::Instant::now();
+            redis_killed_at = now_ms();
             redis.kill();
             tokio::time::sleep(REDIS_DOWN).await;
             tokio::task::block_in_place(|| redis.restart());
@@ -169,20 +173,24 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
         .await
         .unwrap();
     assert_eq!(jobs as usize, total, "jobs in Redis");
+    // When each job's accepted completion ended, to tell which could have lost its event.
+    let mut completed_at: HashMap<String, u64> = HashMap::new();
     for (id, want) in &expected {
         let record: JobRecord =
             serde_json::from_str(&redis.record_json(&id.function, id.seq).await.unwrap()).unwrap();
         assert_eq!(record.state, JobState::Succeeded, "{id}");
-        let accepted = record
+        let accepted: Vec<_> = record
             .history
             .iter()
             .filter(|a| a.outcome == "succeeded")
-            .count();
+            .collect();
         assert_eq!(
-            accepted, 1,
+            accepted.len(),
+            1,
             "accepted completions of {id}: {:?}",
             record.history
         );
+        completed_at.insert(id.to_string(), accepted[0].ended_ms);
         let output = outputs
             .get(&id.seq)
             .map(|o| String::from_utf8_lossy(o).into_owned());
@@ -195,12 +203,21 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
         let id = event["id"].as_str().unwrap_or_default().to_string();
         *finished.entry(id).or_default() += 1;
     }
+    // Pub/sub delivers at most once: redis-server can be killed after a completion is in
+    // its append-only file and before the event reached the listener (it writes to clients
+    // after the fsync). Only a job completed in the last moments before the kill may lack
+    // its `finish`; every other job has exactly one, and none has two.
+    let mut unheard = Vec::new();
     for id in expected.keys() {
-        assert_eq!(
-            finished.get(&id.to_string()),
-            Some(&1),
-            "finish events of {id}"
-        );
+        let job = id.to_string();
+        match finished.get(&job) {
+            Some(1) => {}
+            None if in_last_moments(completed_at[&job], redis_killed_at) => unheard.push(job),
+            count => panic!(
+                "finish events of {job}: {count:?} (completed at {} ms, redis killed at {redis_killed_at} ms)",
+                completed_at[&job]
+            ),
+        }
     }
 
     // Every run of a job ended before the next one began.
@@ -251,7 +268,10 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
             match again {
                 Some(at) => reclaims.push(at - lost_at),
                 // Its completion was on its way when the worker went.
-                None => assert_eq!(finished.get(&job), Some(&1), "{job} was never leased again"),
+                None => assert!(
+                    finished.get(&job) == Some(&1) || unheard.contains(&job),
+                    "{job} was never leased again"
+                ),
             }
         }
     }
@@ -279,10 +299,12 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
         }
     }
     eprintln!(
-        "chaos: {total} jobs ({} long), {} worker kills, 1 partition of {} s, redis down {redis_down_ms} ms; \
+        "chaos: {total} jobs ({} long), {} worker kills, 1 partition of {} s, redis down {redis_down_ms} ms \
+         ({} finish events unheard: {unheard:?}); \
          {} runs, {duplicates} executed again; {} jobs of lost workers leased again after {}..{} ms (median {} ms)",
         WAVES / LONG_EVERY,
         KILLS.len(),
+        unheard.len(),
         (CUT.1 - CUT.0) as u32 * WAVE_EVERY.as_millis() as u32 / 1000,
         beats
             .iter()
@@ -351,6 +373,13 @@ async fn held_by(redis: &TestRedis, keys: &FunctionKeys, pid: u32) -> Vec<JobId>
         }
     }
     held
+}
+
+/// Whether a completion at `completed_ms` came so shortly before redis-server was killed at
+/// `killed_ms` that its event may have died with it: within the last second (both are
+/// wall-clock times of this machine; Redis stamps a completion with its own `TIME`).
+fn in_last_moments(completed_ms: u64, killed_ms: u64) -> bool {
+    completed_ms <= killed_ms && killed_ms - completed_ms <= 1000
 }
 
 /// Milliseconds since the Unix epoch.
