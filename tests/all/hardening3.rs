@@ -30,22 +30,6 @@ fn long_job() -> EnqueueOptions {
     }
 }
 
-/// The worker `worker`'s registration to be handed jobs of the library's function, if any:
-/// the registering call's id and its slots.
-async fn registration(library: &Library, worker: &str) -> Option<(String, u64)> {
-    let args: Option<String> = redis::cmd("HGET")
-        .arg(library.key("idle-args"))
-        .arg(worker)
-        .query_async(&mut library.conn.clone())
-        .await
-        .unwrap();
-    let args = args?;
-    let mut fields = args.split('|');
-    let call = fields.next()?.to_string();
-    let slots = fields.next()?.parse().ok()?;
-    Some((call, slots))
-}
-
 async fn running_count(library: &Library) -> usize {
     library.members("leased").await.len()
 }
@@ -70,8 +54,8 @@ async fn a_worker_is_never_handed_more_jobs_than_it_has_free_slots() {
     let echo_lib = Library::new(redis.raw().await, &echo);
     // Idle: registered for both functions, their slots within the worker's two.
     let slots = eventually(WAIT, "the idle worker to register for both", || async {
-        let a = registration(&hostile_lib, "test-worker").await?;
-        let b = registration(&echo_lib, "test-worker").await?;
+        let a = hostile_lib.registration("test-worker").await?;
+        let b = echo_lib.registration("test-worker").await?;
         Some(a.1 + b.1)
     })
     .await;
@@ -124,7 +108,7 @@ async fn a_worker_is_never_handed_more_jobs_than_it_has_free_slots() {
         leased.is_empty(),
         "a worker with no free slot was handed jobs: {records:?}"
     );
-    assert_eq!(registration(&echo_lib, "test-worker").await, None);
+    assert_eq!(echo_lib.registration("test-worker").await, None);
     for id in &quick {
         assert_eq!(
             client.status(id).await.unwrap().record.state,
@@ -179,12 +163,12 @@ async fn a_hand_off_gives_at_most_the_slots_registered() {
     };
     lease("w1/a", "4", "2", "", "0").await;
     assert_eq!(
-        registration(&library, "w1").await,
+        library.registration("w1").await,
         Some(("w1/a".to_string(), 2))
     );
     client.enqueue_many(&f, &plain_jobs(b"x", 5)).await.unwrap();
     assert_eq!(running_count(&library).await, 2);
-    assert_eq!(registration(&library, "w1").await, None);
+    assert_eq!(library.registration("w1").await, None);
     use futures_util::StreamExt;
     let mut messages = pubsub.on_message();
     for _ in 0..2 {
@@ -216,7 +200,7 @@ async fn a_hand_off_gives_at_most_the_slots_registered() {
         .await;
     assert_eq!(reply.4, "w1/b", "the unused registration was taken out");
     assert_eq!(
-        registration(&other, "w1").await,
+        other.registration("w1").await,
         Some(("w1/c".to_string(), 3))
     );
     // `withdraw` names the call: another's registration stays, its own goes.
@@ -224,7 +208,7 @@ async fn a_hand_off_gives_at_most_the_slots_registered() {
     assert_eq!(removed, 0);
     let removed: i64 = other.ok("withdraw", &["w1", "w1/c"]).await;
     assert_eq!(removed, 1);
-    assert_eq!(registration(&other, "w1").await, None);
+    assert_eq!(other.registration("w1").await, None);
 }
 
 /// Once a worker is told to stop (it says it is not ready), it is handed nothing: its
@@ -787,7 +771,7 @@ async fn work_is_announced_when_a_hand_off_gave_older_jobs() {
             ],
         )
         .await;
-    assert!(registration(&library, "b").await.is_some());
+    assert!(library.registration("b").await.is_some());
     let _: redis::Value = library
         .ok("complete", &["0", "1", "1", &token, "", "", ""])
         .await;

@@ -517,19 +517,6 @@ fn running_of(snap: &Snapshot, worker: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// The slots worker `w` keeps for its registration, and its call id.
-async fn registration(library: &Library, worker: &str) -> Option<(String, usize)> {
-    let args: Option<String> = redis::cmd("HGET")
-        .arg(library.key("idle-args"))
-        .arg(worker)
-        .query_async(&mut library.conn.clone())
-        .await
-        .unwrap();
-    let args = args?;
-    let mut fields = args.split('|');
-    Some((fields.next()?.to_string(), fields.next()?.parse().ok()?))
-}
-
 /// `FCALL`s `name` with `args` (strings), the reply or error.
 async fn call(library: &Library, name: &str, args: &[String]) -> redis::RedisResult<redis::Value> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -652,8 +639,8 @@ async fn apply(
             let (name, slots) = WORKERS[*worker];
             let snap = snapshot(library).await;
             let running = running_of(&snap, name).len();
-            let own = registration(library, name).await;
-            let kept = own.as_ref().map_or(0, |r| r.1);
+            let own = library.registration(name).await;
+            let kept = own.as_ref().map_or(0, |r| r.1 as usize);
             let free = slots.saturating_sub(running + kept);
             let mut args = vec![
                 s(name),
@@ -746,7 +733,7 @@ async fn apply(
                 return Ok(());
             }
             let chosen: BTreeSet<usize> = picks.iter().map(|p| p % mine.len()).collect();
-            let kept = registration(library, name).await.map_or(0, |r| r.1);
+            let kept = library.registration(name).await.map_or(0, |r| r.1 as usize);
             // The slots the completions free, less what is kept for a hand-off.
             let free = (slots + chosen.len()).saturating_sub(mine.len() + kept);
             let want = (*next).min(free);
@@ -880,7 +867,7 @@ async fn apply(
         }
         Op::Withdraw { worker } => {
             let name = WORKERS[*worker].0;
-            if let Some((call_id, _)) = registration(library, name).await {
+            if let Some((call_id, _)) = library.registration(name).await {
                 call(library, "withdraw", &[s(name), call_id])
                     .await
                     .map_err(|e| e.to_string())?;

@@ -81,6 +81,22 @@ impl Library {
             .unwrap()
     }
 
+    /// `worker`'s registration to be handed jobs of this function, if any: the registering
+    /// call's id and the slots it asked for.
+    pub async fn registration(&self, worker: &str) -> Option<(String, u64)> {
+        let args: Option<String> = redis::cmd("HGET")
+            .arg(self.key("idle-args"))
+            .arg(worker)
+            .query_async(&mut self.conn.clone())
+            .await
+            .unwrap();
+        let args = args?;
+        let mut fields = args.split('|');
+        let call = fields.next()?.to_string();
+        let slots = fields.next()?.parse().ok()?;
+        Some((call, slots))
+    }
+
     /// The job's record as `get` answers it (JSON), `None` when there is no such job.
     pub async fn record(&self, number: u64) -> Option<serde_json::Value> {
         let reply: Option<(String, Option<Vec<u8>>)> = self.ok("get", &[&number.to_string()]).await;
