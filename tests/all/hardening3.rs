@@ -1066,3 +1066,84 @@ async fn a_cancel_heard_before_a_job_starts_wins() {
     let _ = stop.send(());
     tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
 }
+
+/// A job enqueued before a worker listens (its `work` message unheard) is leased by that
+/// worker's first calls even when it has fewer slots than functions: the function asked
+/// first does not keep the only slot for its hand-off while the one asked after it has a
+/// job, and a wait that runs out does not make the worker forget a `work` it heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waiting_before_the_worker_listens_is_leased_with_one_slot_for_two_functions() {
+    let redis = TestRedis::start();
+    let (first, second) = (function("asked-first"), function("asked-second"));
+    let client = redis.client().await;
+    let waiting = client
+        .enqueue(&second, b"x", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), "one-slot")
+        .await
+        .unwrap();
+    queue
+        .listen(&[first.clone(), second.clone()])
+        .await
+        .unwrap();
+    redis.until_subscribed("wg:handoff:one-slot", 1).await;
+    // The first call asks the functions in this order.
+    let requests = [LeaseRequest::new(first.clone()), LeaseRequest::new(second)];
+    let ttl = Duration::from_secs(30);
+    let mut leased = Vec::new();
+    // A few rounds, as the worker's loop makes them: a wait (running out) between calls.
+    for _ in 0..3 {
+        leased = queue.lease(&requests, 1, ttl).await.unwrap();
+        if !leased.is_empty() {
+            break;
+        }
+        queue.wait_for_work(Duration::from_millis(50)).await;
+    }
+    let ids: Vec<&JobId> = leased.iter().map(|lease| &lease.info.id).collect();
+    assert_eq!(ids, [&waiting], "the waiting job is leased");
+    let library = Library::new(redis.raw().await, &first);
+    assert_eq!(
+        library.registration("one-slot").await,
+        None,
+        "the function asked first keeps no slot for a hand-off"
+    );
+}
+
+/// A `work` message heard just before a wait for work runs out stays news: its function
+/// takes back the slot kept for another function's hand-off and leases its job (a worker
+/// that forgot it asked the function again with no slot to lease into, and the job waited
+/// while the other function's registration was renewed round after round).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_heard_as_a_wait_runs_out_is_not_forgotten() {
+    let redis = TestRedis::start();
+    let functions = [function("one"), function("other")];
+    let client = redis.client().await;
+    let queue = WorkerQueue::connect(&redis.url(), "heard").await.unwrap();
+    queue.listen(&functions).await.unwrap();
+    redis.until_subscribed("wg:handoff:heard", 1).await;
+    let requests: Vec<LeaseRequest> = functions.iter().cloned().map(LeaseRequest::new).collect();
+    let ttl = Duration::from_secs(30);
+    assert!(queue.lease(&requests, 1, ttl).await.unwrap().is_empty());
+    // One function keeps the only slot for its hand-off; a job of the other is announced.
+    let mut holders = Vec::new();
+    for f in &functions {
+        let library = Library::new(redis.raw().await, f);
+        holders.push(library.registration("heard").await.is_some());
+    }
+    assert_eq!(holders.iter().filter(|h| **h).count(), 1, "{holders:?}");
+    let other = &functions[holders.iter().position(|h| !h).unwrap()];
+    // The wake-up `listen` left is spent first, so that the next wait ends on the `work`.
+    queue.wait_for_work(Duration::from_millis(10)).await;
+    queue.wait_for_work(Duration::from_millis(10)).await;
+    let job = client
+        .enqueue(other, b"x", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    queue.wait_for_work(WAIT).await;
+    // A wait that runs out before the next lease call.
+    queue.wait_for_work(Duration::from_millis(50)).await;
+    let leased = queue.lease(&requests, 1, ttl).await.unwrap();
+    let ids: Vec<&JobId> = leased.iter().map(|lease| &lease.info.id).collect();
+    assert_eq!(ids, [&job]);
+}

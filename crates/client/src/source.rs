@@ -347,11 +347,15 @@ struct Hint {
     /// A hand-off used its registration: ask again (to register anew), though that is no
     /// news of more work.
     renew: bool,
+    /// A wait for work ran out: ask again in case an event was missed, though that is no
+    /// news of more work either (an event heard before stays news: it may be what the
+    /// wait missed the wake-up of).
+    recheck: bool,
 }
 
 impl Hint {
     fn worth_asking(&self, now: tokio::time::Instant) -> bool {
-        self.renew || self.has_news(now)
+        self.renew || self.recheck || self.has_news(now)
     }
 
     /// Whether the function is known to have had work since its last lease: that lease got
@@ -430,6 +434,7 @@ fn record_lease(
     let mut hints = lock_hints(hints);
     let entry = hints.entry(function.clone()).or_default();
     entry.renew = false;
+    entry.recheck = false;
     // (A call that could ask for nothing learnt only when something falls due.)
     if (got < want || want == 0) && capped == 0 {
         entry.empty_as_of = Some(events);
@@ -717,8 +722,12 @@ impl WorkerQueue {
             .await
             .is_err()
         {
-            // Nothing woke us: ask every function again, in case an event was missed.
-            lock_hints(&self.hints).clear();
+            // Nothing woke us: ask every function again, in case an event was missed. (Not
+            // by forgetting the hints: a `work` heard as the wait ran out is news that lets
+            // its function take back slots kept for the others' hand-offs.)
+            for hint in lock_hints(&self.hints).values_mut() {
+                hint.recheck = true;
+            }
         }
     }
 
@@ -897,16 +906,28 @@ impl WorkerQueue {
             reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
         }
         let mut budget = max.saturating_sub(reserved);
-        let share = match budget {
-            0 => 0,
-            free => (free / requests.len()).max(1),
+        // The functions asked, in this call's order: the free slots are shared among them.
+        let asked: Vec<bool> = {
+            let hints = lock_hints(&self.hints);
+            let now = tokio::time::Instant::now();
+            (0..requests.len())
+                .map(|i| {
+                    let function = &requests[(start + i) % requests.len()].function;
+                    !listening
+                        || hints
+                            .get(function)
+                            .copied()
+                            .unwrap_or_default()
+                            .worth_asking(now)
+                })
+                .collect()
         };
         for i in 0..requests.len() {
             let request = &requests[(start + i) % requests.len()];
             let function = &request.function;
             let now = tokio::time::Instant::now();
             let hint = lock_hints(&self.hints).get(function).copied();
-            if listening && !hint.unwrap_or_default().worth_asking(now) {
+            if !asked[i] {
                 // Still counts for when to come back.
                 if let Some(due) = hint.and_then(|h| h.due) {
                     next_due = next_due.min(due.saturating_duration_since(now));
@@ -922,7 +943,17 @@ impl WorkerQueue {
             if want == 0 && own_slots == 0 {
                 continue;
             }
-            let register = if registering { share.min(want) } else { 0 };
+            // An even share of the slots left among the functions still to be asked, the
+            // last the rest: a function asked early keeps none when there are fewer slots
+            // than functions (its jobs are announced by `work`), so that it never keeps the
+            // slots a function asked after it has jobs for (at start, or after a reconnect,
+            // when their `work` was published before this worker listened).
+            let still_asked = asked[i..].iter().filter(|asked| **asked).count().max(1);
+            let register = if registering {
+                (budget / still_asked).min(want)
+            } else {
+                0
+            };
             // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
             let sent = std::time::Instant::now();
             let mut call = scripts::on_function(&scripts::LEASE, function);
