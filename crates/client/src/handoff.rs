@@ -61,8 +61,8 @@ pub(crate) enum Arrival {
     /// A copy of a message already heard (the worker re-subscribed while it was sent):
     /// dropped. Handing it back would hand back the lease the first copy started.
     Duplicate,
-    /// No slot was kept for it (its registration is over, unknown, or the worker is
-    /// stopping): hand it back at once.
+    /// No slot was kept for it (its registration is over or unknown): hand it back at
+    /// once.
     Unexpected(FunctionName, LeaseRow),
 }
 
@@ -211,13 +211,11 @@ impl HandOffs {
             return Arrival::Unexpected(function, row);
         };
         let key = (function.clone(), call_id);
-        let stopping = self.stopping;
+        // (Stopping, it is kept all the same, for the stop to hand back with the others
+        // its registration gives: the stop waits for them.)
         let Some(registration) = self.registrations.get_mut(&key) else {
             return Arrival::Unexpected(function, row);
         };
-        if stopping {
-            return Arrival::Unexpected(function, row);
-        }
         // Its first message: the hand-off gave `count` jobs; the slots beyond them are free.
         if !registration.heard {
             registration.heard = true;
@@ -273,7 +271,9 @@ impl HandOffs {
 
     /// Shutdown: no more hand-offs are taken. Returns the jobs handed and not taken (to hand
     /// back); the registrations Redis may still hold are left for the caller to withdraw
-    /// ([`HandOffs::all_unheard`]).
+    /// ([`HandOffs::all_unheard`]), and the jobs those already gave, on their way, to wait
+    /// for ([`HandOffs::next_lapse`] says until when) and collect with [`HandOffs::stop`]
+    /// again.
     pub(crate) fn stop(&mut self) -> Vec<HandedJob> {
         self.stopping = true;
         self.jobs.drain(..).collect()
@@ -365,8 +365,7 @@ mod tests {
     }
 
     /// Jobs through a registration that is withdrawn, lapsed, unknown or of another
-    /// function, or that come while stopping, are handed back; a lapsed registration's
-    /// slots are free after the grace.
+    /// function are handed back; a lapsed registration's slots are free after the grace.
     #[test]
     fn jobs_without_a_kept_slot_are_handed_back() {
         let mut handoffs = HandOffs::default();
@@ -390,13 +389,32 @@ mod tests {
             handoffs.arrived(echo.clone(), 1, row("w/b:9:1"), later),
             Arrival::Unexpected(..)
         ));
+    }
+
+    /// Stopping, the jobs a registration already gave (it could not be withdrawn) are
+    /// waited for until it would lapse and collected by the next stop, to hand back; once
+    /// all of them came, nothing more is waited for.
+    #[test]
+    fn a_stop_collects_what_a_used_registration_gave() {
+        let mut handoffs = HandOffs::default();
+        let now = Instant::now();
+        let echo = function("echo");
         handoffs.register("w/c", &echo, 2, now, TTL, now, HOLD);
         assert_eq!(handoffs.all_unheard().len(), 1);
         assert!(handoffs.stop().is_empty());
+        assert_eq!(handoffs.next_lapse(now), Some(now + HOLD + LAPSE_GRACE));
         assert!(matches!(
-            handoffs.arrived(echo, 1, row("w/c:10:1"), now),
-            Arrival::Unexpected(..)
+            handoffs.arrived(echo.clone(), 2, row("w/c:10:1"), now),
+            Arrival::Queued
         ));
+        assert!(handoffs.next_lapse(now).is_some(), "one more is on its way");
+        assert!(matches!(
+            handoffs.arrived(echo, 2, row("w/c:11:1"), now),
+            Arrival::Queued
+        ));
+        assert_eq!(handoffs.next_lapse(now), None);
+        let tokens: Vec<String> = handoffs.stop().into_iter().map(|job| job.row.5).collect();
+        assert_eq!(tokens, ["w/c:10:1", "w/c:11:1"]);
     }
 
     /// A handed job starts only with at least half of its lease left by the count from its

@@ -784,10 +784,12 @@ impl WorkerQueue {
     }
 
     /// Stops every hand-off to this worker (it is stopping): its registrations are withdrawn,
-    /// the jobs handed to it and not taken are handed back, and any that still come are
-    /// handed back as they come.
+    /// the jobs handed to it and not taken are handed back, and so are those a registration
+    /// already gave whose message is on its way: the stop waits for them until the
+    /// registration would lapse (a hand-off whose message never comes goes back when its
+    /// lease runs out).
     pub async fn stop_leasing(&self) {
-        let (unrun, registrations) = {
+        let (mut unrun, registrations) = {
             let mut handoffs = lock_handoffs(&self.handoffs);
             (handoffs.stop(), handoffs.all_unheard())
         };
@@ -800,6 +802,18 @@ impl WorkerQueue {
                 }
             }
         }
+        // A registration not withdrawn was used (or lapsed in Redis): its jobs' messages are
+        // on their way, and each arrival wakes this wait.
+        loop {
+            let wall = std::time::Instant::now();
+            let Some(lapse) = lock_handoffs(&self.handoffs).next_lapse(wall) else {
+                break;
+            };
+            let until = lapse.saturating_duration_since(wall);
+            let _ = tokio::time::timeout(until, self.work_arrived.notified()).await;
+            unrun.extend(lock_handoffs(&self.handoffs).stop());
+        }
+        unrun.extend(lock_handoffs(&self.handoffs).stop());
         self.hand_back(
             unrun
                 .into_iter()
