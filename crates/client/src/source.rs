@@ -604,6 +604,8 @@ pub struct WorkerQueue {
     handoffs: Arc<std::sync::Mutex<HandOffs>>,
     /// Lease calls on their way: a hand-off is registered for only by the one call on its
     /// way (its count of the worker's free slots is then the whole truth).
+    /// A wait for work ran out since the last lease call: share the kept slots out anew.
+    recheck: AtomicBool,
     leasing: AtomicUsize,
     /// Where they are published (`wg:handoff:WORKER`).
     handoff_channel: String,
@@ -637,6 +639,7 @@ impl WorkerQueue {
             listener: std::sync::Mutex::new(None),
             completions: std::sync::OnceLock::new(),
             handoffs: Arc::default(),
+            recheck: AtomicBool::new(false),
             leasing: AtomicUsize::new(0),
         })
     }
@@ -728,6 +731,7 @@ impl WorkerQueue {
             for hint in lock_hints(&self.hints).values_mut() {
                 hint.recheck = true;
             }
+            self.recheck.store(true, Ordering::SeqCst);
         }
     }
 
@@ -914,34 +918,29 @@ impl WorkerQueue {
         // registration comes back to its call when it was not used). When fewer slots are
         // free than are kept (another source of the worker leased some), registrations go
         // until they fit.
+        // After a wait that ran out, the slots kept for hand-offs are shared out anew (in
+        // this call's order, which turns): a registration renewed round after round would
+        // otherwise keep them from a function whose jobs' `work` this worker never heard
+        // (it came before the worker listened).
+        if registering && self.recheck.swap(false, Ordering::SeqCst) {
+            self.withdraw_until(0).await;
+        }
         let mut reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
         if reserved > max {
             self.withdraw_until(max).await;
             reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
         }
         let mut budget = max.saturating_sub(reserved);
-        // The functions asked, in this call's order: the free slots are shared among them.
-        let asked: Vec<bool> = {
-            let hints = lock_hints(&self.hints);
-            let now = tokio::time::Instant::now();
-            (0..requests.len())
-                .map(|i| {
-                    let function = &requests[(start + i) % requests.len()].function;
-                    !listening
-                        || hints
-                            .get(function)
-                            .copied()
-                            .unwrap_or_default()
-                            .worth_asking(now)
-                })
-                .collect()
+        let share = match budget {
+            0 => 0,
+            free => (free / requests.len()).max(1),
         };
         for i in 0..requests.len() {
             let request = &requests[(start + i) % requests.len()];
             let function = &request.function;
             let now = tokio::time::Instant::now();
             let hint = lock_hints(&self.hints).get(function).copied();
-            if !asked[i] {
+            if listening && !hint.unwrap_or_default().worth_asking(now) {
                 // Still counts for when to come back.
                 if let Some(due) = hint.and_then(|h| h.due) {
                     next_due = next_due.min(due.saturating_duration_since(now));
@@ -957,17 +956,7 @@ impl WorkerQueue {
             if want == 0 && own_slots == 0 {
                 continue;
             }
-            // An even share of the slots left among the functions still to be asked, the
-            // last the rest: a function asked early keeps none when there are fewer slots
-            // than functions (its jobs are announced by `work`), so that it never keeps the
-            // slots a function asked after it has jobs for (at start, or after a reconnect,
-            // when their `work` was published before this worker listened).
-            let still_asked = asked[i..].iter().filter(|asked| **asked).count().max(1);
-            let register = if registering {
-                (budget / still_asked).min(want)
-            } else {
-                0
-            };
+            let register = if registering { share.min(want) } else { 0 };
             // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
             let sent = std::time::Instant::now();
             let mut call = scripts::on_function(&scripts::LEASE, function);
