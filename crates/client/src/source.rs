@@ -602,10 +602,10 @@ pub struct WorkerQueue {
     /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]), and the slots kept
     /// for them.
     handoffs: Arc<std::sync::Mutex<HandOffs>>,
-    /// Lease calls on their way: a hand-off is registered for only by the one call on its
-    /// way (its count of the worker's free slots is then the whole truth).
     /// A wait for work ran out since the last lease call: share the kept slots out anew.
     recheck: AtomicBool,
+    /// Lease calls on their way: a hand-off is registered for only by the one call on its
+    /// way (its count of the worker's free slots is then the whole truth).
     leasing: AtomicUsize,
     /// Where they are published (`wg:handoff:WORKER`).
     handoff_channel: String,
