@@ -62,6 +62,23 @@ fn the_http_api_never_compiles_wasmtime() {
     );
 }
 
+/// The queues people already run are served without wasmtime: a job source needs only the
+/// `JobSource` trait (`wasmgear-source`), not the worker that runs the jobs.
+#[test]
+fn job_sources_never_compile_wasmtime() {
+    for package in ["wasmgear-source", "wasmgear-sources"] {
+        assert_free_of(
+            package,
+            &[
+                "wasmtime",
+                "cranelift",
+                "wasmgear-runtime",
+                "wasmgear-worker",
+            ],
+        );
+    }
+}
+
 #[test]
 fn the_runtime_never_talks_to_redis() {
     assert_free_of(
@@ -88,7 +105,7 @@ fn the_vocabulary_does_no_io() {
 /// section says).
 #[test]
 fn our_crates_depend_one_way() {
-    let allowed: [(&str, &[&str]); 8] = [
+    let allowed: [(&str, &[&str]); 9] = [
         (
             "wasmgear",
             &[
@@ -97,26 +114,31 @@ fn our_crates_depend_one_way() {
                 "wasmgear-worker",
                 "wasmgear-authoring",
                 "wasmgear-client",
+                "wasmgear-source",
                 "wasmgear-runtime",
                 "wasmgear-proto",
             ],
         ),
         (
             "wasmgear-sources",
+            &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
+        ),
+        (
+            "wasmgear-worker",
             &[
-                "wasmgear-worker",
                 "wasmgear-client",
+                "wasmgear-source",
                 "wasmgear-runtime",
                 "wasmgear-proto",
             ],
         ),
         (
-            "wasmgear-worker",
-            &["wasmgear-client", "wasmgear-runtime", "wasmgear-proto"],
+            "wasmgear-server",
+            &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
         ),
-        ("wasmgear-server", &["wasmgear-client", "wasmgear-proto"]),
         ("wasmgear-authoring", &["wasmgear-proto"]),
-        ("wasmgear-client", &["wasmgear-proto"]),
+        ("wasmgear-client", &["wasmgear-source", "wasmgear-proto"]),
+        ("wasmgear-source", &["wasmgear-proto"]),
         ("wasmgear-runtime", &["wasmgear-proto"]),
         ("wasmgear-proto", &[]),
     ];

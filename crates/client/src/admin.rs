@@ -10,11 +10,11 @@ use serde::Serialize;
 use wasmgear_proto::{Event, FunctionEvent};
 
 use super::client::{Client, Priority, check_key};
-use super::keys::{self, FunctionKeys};
-use super::model::{JobState, JobStatus};
 use super::subscriber::{Delivery, Topic};
 use super::{QueueError, Result, links, scripts};
-use crate::job::{FunctionName, JobId};
+use wasmgear_proto::keys::{self, FunctionKeys};
+use wasmgear_proto::model::{JobState, JobStatus};
+use wasmgear_proto::{FunctionName, JobId};
 
 /// The most jobs one `retry` call moves; bigger groups take several calls.
 const RETRY_BATCH: usize = 1000;
@@ -582,7 +582,7 @@ impl Client {
         };
         Ok(DailyStats {
             function: function.to_string(),
-            date: crate::units::date_of_day(day),
+            date: wasmgear_proto::units::date_of_day(day),
             wait: times("wait"),
             run: times("run"),
             failures: number("failures") as u64,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::client::{Client, EnqueueOptions, Enqueued};
 use super::{QueueError, Result, scripts};
-use crate::job::{FunctionName, JobId};
-use crate::model::{JobState, JobStatus};
+use wasmgear_proto::model::{JobState, JobStatus};
+use wasmgear_proto::{FunctionName, JobId};
 
 impl Client {
     /// Enqueues a job of `function` as a child of job `parent`, named `key` within it: the

@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::connection::{self, Connection};
-use super::keys::{self, FunctionKeys, WorkerListKeys};
-use super::model::{JobRecord, JobState, JobStatus};
 use super::subscriber::Subscriber;
 use super::watch::{Seen, Watches};
 use super::{QueueError, Result, links, scripts};
-use crate::job::{FunctionName, JobId, Progress};
+use wasmgear_proto::keys::{self, FunctionKeys, WorkerListKeys};
+use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 use wasmgear_proto::{Event, LiveWorker};
+use wasmgear_proto::{FunctionName, JobId, Progress};
 
-pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
+use wasmgear_proto::sync::Locked;
+pub use wasmgear_proto::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
 /// The most plugin problems [`Client::service`] reports.
 const MAX_PLUGIN_PROBLEMS: usize = 5;
 
@@ -240,7 +241,8 @@ impl EnqueueOptions {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis())
                 .unwrap_or(0);
-            if ms == 0 || ms > (crate::units::now_ms() as u128) + MAX_DURATION.as_millis() {
+            if ms == 0 || ms > (wasmgear_proto::units::now_ms() as u128) + MAX_DURATION.as_millis()
+            {
                 return bad("the time to run at is before 1970 or more than 10 years ahead".into());
             }
         }
@@ -376,7 +378,7 @@ impl Client {
         }
         let mut call = scripts::on_function(&scripts::ENQUEUE, function);
         // The call id makes the call safe to send again when its reply is lost.
-        let call_id = super::source::random_hex(12);
+        let call_id = wasmgear_proto::sync::random_hex(12);
         let acked = self.answered.take(function);
         call.arg(1 + acked.len()).option("call", &call_id);
         for id in &acked {
@@ -513,12 +515,7 @@ impl Client {
 
     /// Adds `function` to the directory of functions (once per client).
     pub(crate) async fn register(&self, function: &FunctionName) -> Result<()> {
-        if self
-            .registered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(function)
-        {
+        if self.registered.locked().contains(function) {
             return Ok(());
         }
         let _: i64 = redis::cmd("SADD")
@@ -526,10 +523,7 @@ impl Client {
             .arg(function.as_str())
             .query_async(&mut self.conn.clone())
             .await?;
-        self.registered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(function.clone());
+        self.registered.locked().insert(function.clone());
         Ok(())
     }
 

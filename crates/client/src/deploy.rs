@@ -33,10 +33,10 @@ use wasmgear_proto::keys::DeployKeys;
 use wasmgear_proto::limits::{COLLECT_PIN_MS, DEPLOY_PIN_MS};
 
 use super::client::Client;
-use super::keys::FunctionKeys;
 use super::subscriber::{Subscription, Topic};
 use super::{QueueError, Result, scripts};
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
+use wasmgear_proto::keys::FunctionKeys;
 
 /// How many job records one `HSCAN` step reads when looking for jobs that name a version.
 const SCAN_COUNT: usize = 500;
@@ -180,7 +180,7 @@ impl Client {
             let deploy = Deploying {
                 component,
                 version: &version,
-                token: super::source::random_hex(12),
+                token: wasmgear_proto::sync::random_hex(12),
             };
             if let Some(reply) = self.deploy_once(&deploy, &text, activate, keep).await? {
                 candidates = Some(reply);
@@ -337,7 +337,7 @@ impl Client {
             if version.is_empty() || !version.bytes().all(|b| b.is_ascii_hexdigit()) {
                 continue;
             }
-            let who = format!("collect:{}", super::source::random_hex(12));
+            let who = format!("collect:{}", wasmgear_proto::sync::random_hex(12));
             let pinned: i64 = scripts::DEPLOY_PIN
                 .with_keys(&[DeployKeys::pin(&version)])
                 .arg(&who)

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
 use wasmgear_proto::recent::Recent;
 
 /// How long after a registration lapses (by this worker's count) its hand-off's messages

@@ -20,20 +20,18 @@ pub mod redis_server;
 pub mod schedule;
 mod scripts;
 pub use scripts::{library, manifest, queue_keys};
-pub mod source;
 pub mod subscriber;
 mod watch;
+pub mod worker_queue;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
 pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service, Tick};
-pub use source::WorkerQueue;
+pub use worker_queue::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 pub use wasmgear_proto::{FunctionName, JobId, Progress};
 
-use wasmgear_proto::{job, keys, model, units};
-
-use crate::job::NameError;
+use wasmgear_proto::NameError;
 
 /// What can go wrong talking to the queue.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@
 
 use super::connection::Connection;
 use super::{Result, scripts};
-use crate::job::{FunctionName, JobId};
+use wasmgear_proto::{FunctionName, JobId};
 
 /// Runs `resolve` for each `(dependent, dependency, state)` triple of `notify` (the flat
 /// list a script returned), and for those that its replies name in turn; then tells the

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use wasmgear_proto::sync::Locked;
 
 /// The `redis-server` program used, unless `WASMGEAR_REDIS_SERVER` names another.
 pub const DEFAULT_REDIS_SERVER: &str = "redis-server";
@@ -119,7 +120,7 @@ impl RedisServer {
 
     /// Restarts the server if it has exited. Returns whether it had to.
     pub fn ensure_running(&self) -> Result<bool, RedisServerError> {
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = self.child.locked();
         if matches!(child.try_wait(), Ok(None)) {
             return Ok(false);
         }
@@ -141,7 +142,7 @@ impl RedisServer {
                 return Ok(());
             }
             let exited = {
-                let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                let mut child = self.child.locked();
                 child.try_wait().ok().flatten()
             };
             let reason = match exited {
@@ -165,14 +166,14 @@ impl RedisServer {
     /// Kills the server at once (SIGKILL: no shutdown, no final save), as a crash would.
     /// [`RedisServer::ensure_running`] starts it again on the same port and data.
     pub fn kill(&self) {
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = self.child.locked();
         let _ = child.kill();
         let _ = child.wait();
     }
 
     /// Shuts the server down (saving its append-only file), then kills it if it lingers.
     pub fn stop(&self) {
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = self.child.locked();
         if matches!(child.try_wait(), Ok(None)) {
             if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) {
                 let _ = stream.write_all(b"SHUTDOWN\r\n");

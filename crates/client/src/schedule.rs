@@ -23,7 +23,7 @@ use wasmgear_proto::schedule::{
 use super::client::{Client, EnqueueOptions, Enqueued, Priority, Tick};
 use super::connection::is_transient;
 use super::{QueueError, Result, scripts};
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
 
 /// The schedules as read: definitions, inputs, next ticks, errors.
 type Stored = (

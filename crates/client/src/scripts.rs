@@ -21,8 +21,9 @@ use redis::{Cmd, FromRedisValue, ToRedisArgs};
 use wasmgear_proto::keys::QueueKey::{self, *};
 
 use super::connection::Connection;
-use super::keys::FunctionKeys;
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
+use wasmgear_proto::keys::FunctionKeys;
+use wasmgear_proto::sync::Locked;
 
 /// One operation of the library.
 pub(crate) struct Function {
@@ -578,7 +579,7 @@ impl Answered {
 
     /// Notes that call `id` on `function` was answered.
     pub(crate) fn note(&self, function: &FunctionName, id: String) {
-        let mut answered = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answered = self.0.locked();
         let ids = answered.entry(function.clone()).or_default();
         if ids.len() >= Self::MAX {
             ids.remove(0);
@@ -589,10 +590,6 @@ impl Answered {
     /// The ids of `function`'s answered calls, to tell with the next call (taken: each is
     /// told once).
     pub(crate) fn take(&self, function: &FunctionName) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(function)
-            .unwrap_or_default()
+        self.0.locked().remove(function).unwrap_or_default()
     }
 }

@@ -22,6 +22,7 @@ pub mod limits;
 pub mod model;
 pub mod recent;
 pub mod schedule;
+pub mod sync;
 pub mod units;
 pub mod worker;
 

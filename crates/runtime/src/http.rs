@@ -7,7 +7,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::output::JobLog;
-use crate::job::LogLevel;
+use wasmgear_proto::LogLevel;
 
 /// Lets a request through only if its authority is on the plugin's allow list: an entry
 /// `host` allows any port of that host, `host:port` that port only.

@@ -32,5 +32,3 @@ pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};
 pub use run::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest, JobHooks};
-
-use wasmgear_proto::{job, units};

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
 
 /// Why a manifest was refused.
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +251,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
     let duration = |name: &str, text: &Option<String>| -> Result<Option<Duration>, ManifestError> {
         text.as_deref()
             .map(|t| {
-                crate::units::parse_duration(t)
+                wasmgear_proto::units::parse_duration(t)
                     .map_err(|e| field(name, format!("{e:#}")))
                     .and_then(|d| {
                         let most = Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS);

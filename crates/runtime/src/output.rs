@@ -15,7 +15,8 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 use super::run::JobHooks;
-use crate::job::LogLevel;
+use wasmgear_proto::LogLevel;
+use wasmgear_proto::sync::Locked;
 
 /// Longest log line kept, in bytes; longer ones are cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
@@ -79,7 +80,7 @@ impl GuestOutput {
 
     /// Logs what is left of an unfinished last line.
     pub(crate) fn flush_partial(&self) {
-        let rest = std::mem::take(&mut *self.partial.lock().unwrap_or_else(|e| e.into_inner()));
+        let rest = std::mem::take(&mut *self.partial.locked());
         if !rest.is_empty() {
             self.emit(&rest);
         }
@@ -94,7 +95,7 @@ impl GuestOutput {
     }
 
     fn accept(&self, bytes: &[u8]) {
-        let mut partial = self.partial.lock().unwrap_or_else(|e| e.into_inner());
+        let mut partial = self.partial.locked();
         for chunk in bytes.split_inclusive(|b| *b == b'\n') {
             if let Some(line) = chunk.strip_suffix(b"\n") {
                 partial.extend_from_slice(line);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::job::FunctionName;
+use wasmgear_proto::FunctionName;
 
 use super::bindings::JobPre;
 use super::cache::{CompileSource, sha256_hex};

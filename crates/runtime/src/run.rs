@@ -11,13 +11,14 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::cancel::{CancelReason, CancelSignal};
-use crate::job::{ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress};
+use wasmgear_proto::{ErrorClass, JobFailure, JobInfo, LogLevel, Outcome, Progress};
 
 use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};
 use super::http::HttpGate;
 use super::output::{GuestOutput, JobLog, truncate};
 use super::plugin::Plugin;
+use wasmgear_proto::sync::Locked;
 
 /// Where a running job's reports go. Called from inside the guest: must not block.
 pub trait JobHooks: Send + Sync {
@@ -46,7 +47,7 @@ pub trait JobHooks: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildRequest {
     /// The function.
-    pub function: crate::job::FunctionName,
+    pub function: wasmgear_proto::FunctionName,
     /// The input.
     pub input: Vec<u8>,
     /// Its key within the parent: the guest's, or `#DIGEST.N` (a digest of its function and
@@ -145,7 +146,7 @@ pub struct StoreData {
     /// default key is that digest and its count, the same on every attempt of the parent
     /// whatever the order of its calls.
     pub(crate) unkeyed_children: std::collections::HashMap<[u8; 32], u32>,
-    pub(crate) child_grants: Arc<Vec<crate::job::FunctionName>>,
+    pub(crate) child_grants: Arc<Vec<wasmgear_proto::FunctionName>>,
     pub(crate) max_children: u32,
 }
 
@@ -268,9 +269,7 @@ impl Runtime {
             };
             match reason {
                 Some(reason) => {
-                    *stopped_by_callback
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                    *stopped_by_callback.locked() = Some(reason);
                     Ok(UpdateDeadline::Interrupt)
                 }
                 // Yield at every tick so that many jobs share the worker's threads fairly.
@@ -325,7 +324,7 @@ impl Runtime {
 
         stdout.flush_partial();
         stderr.flush_partial();
-        let stopped = *stopped.lock().unwrap_or_else(|e| e.into_inner());
+        let stopped = *stopped.locked();
         let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
         let memory_refused = store.data().limiter.refused;
         timing.memory(store.data().limiter.peak);
@@ -405,7 +404,7 @@ fn deep_recursion(error: &wasmtime::Error) -> Option<String> {
 /// Notes why a guest blocked in a host call was stopped, and gives the interrupt trap the
 /// epoch callback would have raised, so both ways of stopping are reported alike.
 fn stop_waiting(stopped: &std::sync::Mutex<Option<Stopped>>, why: Stopped) -> wasmtime::Error {
-    let mut stopped = stopped.lock().unwrap_or_else(|e| e.into_inner());
+    let mut stopped = stopped.locked();
     if stopped.is_none() {
         *stopped = Some(why);
     }

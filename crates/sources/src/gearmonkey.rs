@@ -25,17 +25,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::Value;
 use tokio::sync::{Notify, broadcast};
+use tokio_util::task::AbortOnDropHandle;
 use wasmgear_client::connection::Connection;
 use wasmgear_client::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
     Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{JobSource, SourceError};
 
-use crate::RetryBackoff;
+use crate::redis_source::{lease_status, lua_scripts};
+use crate::{ConnectError, RetryBackoff, settled};
+use wasmgear_proto::sync::Locked;
 
 /// How long a job hash is kept after the job ends (the spec's 25 hours).
 pub const JOB_EXPIRY_SECS: u64 = 90_000;
@@ -120,21 +123,15 @@ impl GearMonkeyKeys {
     }
 }
 
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        static $name: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-            Script::new(include_str!(concat!("lua/gearmonkey/", $file)))
-        });
-    };
-}
-
-script!(LEASE, "lease.lua");
-script!(START, "start.lua");
-script!(RENEW, "renew.lua");
-script!(PROGRESS, "progress.lua");
-script!(FINISH, "finish.lua");
-script!(REQUEUE, "requeue.lua");
-script!(ROLL, "roll.lua");
+lua_scripts!("gearmonkey":
+    LEASE = "lease.lua",
+    START = "start.lua",
+    RENEW = "renew.lua",
+    PROGRESS = "progress.lua",
+    FINISH = "finish.lua",
+    REQUEUE = "requeue.lua",
+    ROLL = "roll.lua",
+);
 
 /// How long a worker's entry in `count:FN` lives without renewal (the worker renews it with
 /// each advertisement, every 2 s).
@@ -144,56 +141,16 @@ const RECLAIM_BATCH: usize = 100;
 /// The output recorded for a job hash without input.
 const NO_INPUT: &str = "wasmgear: the job hash has no `input` field; nothing was run";
 
-/// Why a GearMonkey source could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// Redis could not be reached, or the URL is bad.
-    #[error(transparent)]
-    Queue(#[from] wasmgear_client::QueueError),
-    /// The URL names a Redis Cluster.
-    #[error(
-        "{url} is a Redis Cluster: {protocol}'s keys have no hash tag, so the keys of one \
-         queue lie on different nodes; point the {protocol} source at one Redis server"
-    )]
-    Cluster {
-        /// The URL, password hidden.
-        url: String,
-        /// The protocol.
-        protocol: &'static str,
-    },
-    /// A server of a protocol other than Redis could not be reached.
-    #[error("{what} cannot be reached ({error}): start it, or fix the address")]
-    Unreachable {
-        /// What was to be reached.
-        what: String,
-        /// Why not.
-        error: String,
-    },
-}
-
 /// A worker's connection to GearMonkey queues.
 pub struct GearMonkey {
     conn: Connection,
     subscriber: Subscriber,
-    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    listener: Mutex<Option<AbortOnDropHandle<()>>>,
     work: Arc<Notify>,
     worker_id: String,
     calls: AtomicU64,
     cancels: broadcast::Sender<CancelRequest>,
     backoff: RetryBackoff,
-}
-
-impl Drop for GearMonkey {
-    fn drop(&mut self) {
-        if let Some(task) = self
-            .listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
-    }
 }
 
 impl GearMonkey {
@@ -204,7 +161,7 @@ impl GearMonkey {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (client, conn) = crate::connect_standalone(url, "gearmonkey").await?;
+        let (client, conn) = crate::redis_source::connect_standalone(url, "gearmonkey").await?;
         Ok(GearMonkey {
             conn,
             subscriber: Subscriber::new(client),
@@ -437,10 +394,7 @@ impl JobSource for GearMonkey {
             .arg(ttl.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(match held {
-            1 => LeaseStatus::Held,
-            _ => LeaseStatus::Lost,
-        })
+        Ok(lease_status(held))
     }
 
     fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
@@ -483,15 +437,11 @@ impl JobSource for GearMonkey {
     ) -> Result<Completion, SourceError> {
         if let Some(delay) = self.backoff.retry_after(lease, failure) {
             let id = &lease.info.id;
-            return Ok(
-                match self
-                    .requeue(&id.function, id.seq, &lease.token, "retry", delay)
-                    .await?
-                {
-                    true => Completion::Accepted(JobState::Scheduled),
-                    false => Completion::Stale,
-                },
-            );
+            return Ok(settled(
+                self.requeue(&id.function, id.seq, &lease.token, "retry", delay)
+                    .await?,
+                JobState::Scheduled,
+            ));
         }
         let output = format!("[{}] {}", failure.class, failure.message);
         Ok(
@@ -517,14 +467,8 @@ impl JobSource for GearMonkey {
             self.roll(function, ROLL_TTL).await?;
         }
         let task = tokio::spawn(forward_creates(subscription, self.work.clone()));
-        let old = self
-            .listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(task);
-        if let Some(old) = old {
-            old.abort();
-        }
+        // The listener replaced, if any, stops as it is dropped.
+        *self.listener.locked() = Some(AbortOnDropHandle::new(task));
         Ok(())
     }
 
@@ -553,21 +497,17 @@ impl JobSource for GearMonkey {
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
         let id = &lease.info.id;
-        Ok(
-            match self
-                .requeue(
-                    &id.function,
-                    id.seq,
-                    &lease.token,
-                    "release",
-                    Duration::ZERO,
-                )
-                .await?
-            {
-                true => Completion::Accepted(JobState::Queued),
-                false => Completion::Stale,
-            },
-        )
+        Ok(settled(
+            self.requeue(
+                &id.function,
+                id.seq,
+                &lease.token,
+                "release",
+                Duration::ZERO,
+            )
+            .await?,
+            JobState::Queued,
+        ))
     }
 
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {

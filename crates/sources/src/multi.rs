@@ -9,71 +9,19 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 use tokio::sync::broadcast;
+use tokio_util::task::AbortOnDropHandle;
 use wasmgear_client::WorkerQueue;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, Lease, LeaseRequest,
     LeaseStatus, Progress, WorkerAd,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{AnySource, BoxFuture, DynJobSource, JobSource, SourceError};
 
-use crate::{AbortOnDrop, GearMonkey, Gearman, Qless, WorkQueue, Worqr};
+use crate::spec::own_queue;
+use crate::{ConnectError, ConnectOptions, SourceSpec};
 
 /// Cancellations buffered for a slow listener (heartbeats catch the ones missed).
 pub(crate) const CANCEL_BUFFER: usize = 1024;
-
-/// A source of any protocol.
-pub enum AnySource {
-    /// wasmgear's own queue.
-    Wasmgear(WorkerQueue),
-    /// GearMonkey's lists and hashes.
-    GearMonkey(GearMonkey),
-    /// One redis-work-queue prefix.
-    WorkQueue(WorkQueue),
-    /// One worqr queue.
-    Worqr(Worqr),
-    /// Some qless queues.
-    Qless(Qless),
-    /// Some gearmand servers.
-    Gearman(Gearman),
-}
-
-/// Calls `$call` on whichever source `$source` is.
-macro_rules! each {
-    ($source:expr, $inner:ident => $call:expr) => {
-        match $source {
-            AnySource::Wasmgear($inner) => $call,
-            AnySource::GearMonkey($inner) => $call,
-            AnySource::WorkQueue($inner) => $call,
-            AnySource::Worqr($inner) => $call,
-            AnySource::Qless($inner) => $call,
-            AnySource::Gearman($inner) => $call,
-        }
-    };
-}
-
-/// Calls `$call` on every source of `$sources` in turn, logging each failure with `$what`
-/// (when given); evaluates to the first error, after all were called.
-macro_rules! on_all {
-    ($sources:expr, $what:expr, $inner:ident => $call:expr) => {{
-        let mut first_error: Option<SourceError> = None;
-        for (label, source) in $sources {
-            if let Err(error) = each!(source, $inner => $call) {
-                if let Some(what) = $what {
-                    tracing::warn!(source = label, %error, "{what}");
-                }
-                first_error.get_or_insert(error);
-            }
-        }
-        first_error
-    }};
-}
-
-impl AnySource {
-    /// The source's `cancel_requests`.
-    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
-        each!(self, s => JobSource::cancel_requests(s))
-    }
-}
 
 /// Several sources served as one, each under a label (`wasmgear`, `gearmonkey@...`) that
 /// the worker list shows.
@@ -83,13 +31,69 @@ pub struct Sources {
     /// Where leasing starts next time, so that no source goes first every time.
     next: AtomicUsize,
     cancels: broadcast::Sender<CancelRequest>,
-    _forwarders: Vec<AbortOnDrop>,
+    _forwarders: Vec<AbortOnDropHandle<()>>,
     /// wasmgear's worker list, when no source is wasmgear's own queue: the worker is
     /// listed there all the same (`wasmgear workers`), and leases nothing from it.
     registry: Option<WorkerQueue>,
 }
 
+/// Why a worker's sources did not all connect.
+#[derive(Debug, thiserror::Error)]
+pub enum SourcesError {
+    /// One spec is given twice.
+    #[error("--source {0} is given twice: give each source once")]
+    Twice(String),
+    /// A source did not connect.
+    #[error("source {label}: {error}")]
+    Connect {
+        /// The source's label (its spec, password hidden).
+        label: String,
+        /// Why.
+        #[source]
+        error: ConnectError,
+    },
+    /// wasmgear's own Redis, where the worker is listed, did not connect.
+    #[error(transparent)]
+    WorkerList(ConnectError),
+}
+
 impl Sources {
+    /// Connects every source `specs` name (in order; none given twice), and wasmgear's own
+    /// queue at `options.redis` for the worker list when no spec serves it.
+    pub async fn connect(
+        specs: &[SourceSpec],
+        options: ConnectOptions<'_>,
+    ) -> Result<Self, SourcesError> {
+        let labels: Vec<String> = specs.iter().map(SourceSpec::to_string).collect();
+        if let Some(twice) = labels
+            .iter()
+            .enumerate()
+            .find_map(|(i, label)| labels[..i].contains(label).then_some(label))
+        {
+            return Err(SourcesError::Twice(twice.clone()));
+        }
+        let mut list = Vec::with_capacity(specs.len());
+        for (spec, label) in specs.iter().zip(labels) {
+            let source = spec
+                .connect(options)
+                .await
+                .map_err(|error| SourcesError::Connect {
+                    label: label.clone(),
+                    error,
+                })?;
+            tracing::info!(source = label, "serving");
+            list.push((label, source));
+        }
+        let sources = Sources::new(options.worker_id, list);
+        if specs.iter().any(SourceSpec::is_own_queue) {
+            return Ok(sources);
+        }
+        let registry = own_queue(options.redis, options)
+            .await
+            .map_err(SourcesError::WorkerList)?;
+        Ok(sources.with_registry(registry))
+    }
+
     /// Serves `sources` (at least one) as worker `worker_id`. Must be called within a tokio
     /// runtime: each source's cancellations are forwarded by a task.
     pub fn new(worker_id: impl Into<String>, sources: Vec<(String, AnySource)>) -> Self {
@@ -100,7 +104,7 @@ impl Sources {
             .map(|(place, (_, source))| {
                 let mut from = source.cancel_requests();
                 let to = cancels.clone();
-                AbortOnDrop(tokio::spawn(async move {
+                AbortOnDropHandle::new(tokio::spawn(async move {
                     loop {
                         match from.recv().await {
                             Ok(request) => {
@@ -165,6 +169,25 @@ impl Sources {
         };
         Ok((&source.1, inner))
     }
+
+    /// Calls `call` on every source in turn, logging each failure with `what` (when given);
+    /// returns the first error, after all were called.
+    async fn on_all<'a>(
+        &'a self,
+        what: Option<&str>,
+        call: impl Fn(&'a AnySource) -> BoxFuture<'a, Result<(), SourceError>>,
+    ) -> Option<SourceError> {
+        let mut first_error = None;
+        for (label, source) in &self.sources {
+            if let Err(error) = call(source).await {
+                if let Some(what) = what {
+                    tracing::warn!(source = label, %error, "{what}");
+                }
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error
+    }
 }
 
 impl JobSource for Sources {
@@ -193,7 +216,7 @@ impl JobSource for Sources {
                 break;
             }
             let (label, source) = &self.sources[place];
-            match each!(source, s => JobSource::lease(s, &wanted, room, ttl).await) {
+            match JobSource::lease(source, &wanted, room, ttl).await {
                 Ok(got) => {
                     for mut lease in got {
                         if let Some(request) = wanted
@@ -222,7 +245,7 @@ impl JobSource for Sources {
         let waits = self
             .sources
             .iter()
-            .map(|(_, source)| each!(source, s => Box::pin(JobSource::wait_for_work(s, timeout)) as std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>))
+            .map(|(_, source)| source.wait_for_work_dyn(timeout))
             .collect::<Vec<_>>();
         if !waits.is_empty() {
             select_all(waits).await;
@@ -231,7 +254,7 @@ impl JobSource for Sources {
 
     async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus, SourceError> {
         let (source, inner) = self.route(lease)?;
-        each!(source, s => JobSource::heartbeat(s, &inner, ttl).await)
+        JobSource::heartbeat(source, &inner, ttl).await
     }
 
     fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
@@ -240,7 +263,7 @@ impl JobSource for Sources {
 
     async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
         let (source, inner) = self.route(lease)?;
-        each!(source, s => JobSource::progress(s, &inner, progress).await)
+        JobSource::progress(source, &inner, progress).await
     }
 
     async fn complete(
@@ -250,7 +273,7 @@ impl JobSource for Sources {
         notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
         let (source, inner) = self.route(lease)?;
-        each!(source, s => JobSource::complete(s, &inner, output, notes).await)
+        JobSource::complete(source, &inner, output, notes).await
     }
 
     /// Leases the next job in the same call only when this worker has a single source:
@@ -265,11 +288,11 @@ impl JobSource for Sources {
     ) -> Result<(Completion, Vec<Lease>), SourceError> {
         let (source, inner) = self.route(lease)?;
         if self.sources.len() != 1 {
-            let completion =
-                each!(source, s => JobSource::complete(s, &inner, output, notes).await)?;
+            let completion = JobSource::complete(source, &inner, output, notes).await?;
             return Ok((completion, Vec::new()));
         }
-        let (completion, next) = each!(source, s => JobSource::complete_and_lease(s, &inner, output, notes, next, ttl).await)?;
+        let (completion, next) =
+            JobSource::complete_and_lease(source, &inner, output, notes, next, ttl).await?;
         Ok((
             completion,
             next.into_iter()
@@ -288,7 +311,7 @@ impl JobSource for Sources {
         notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
         let (source, inner) = self.route(lease)?;
-        each!(source, s => JobSource::fail(s, &inner, failure, notes).await)
+        JobSource::fail(source, &inner, failure, notes).await
     }
 
     fn worker_id(&self) -> &str {
@@ -297,7 +320,9 @@ impl JobSource for Sources {
 
     async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         let what = Some("cannot listen for new jobs; polling meanwhile");
-        on_all!(&self.sources, what, s => JobSource::serve(s, functions).await).map_or(Ok(()), Err)
+        self.on_all(what, |s| s.serve_dyn(functions))
+            .await
+            .map_or(Ok(()), Err)
     }
 
     async fn advertise(
@@ -310,7 +335,9 @@ impl JobSource for Sources {
             sources: self.labels(),
             ..ad.clone()
         };
-        let mut first_error = on_all!(&self.sources, None::<&str>, s => JobSource::advertise(s, &ad, functions, ttl).await);
+        let mut first_error = self
+            .on_all(None, |s| s.advertise_dyn(&ad, functions, ttl))
+            .await;
         if let Some(registry) = &self.registry
             && let Err(error) = registry.advertise(&ad, functions, ttl).await
         {
@@ -320,19 +347,20 @@ impl JobSource for Sources {
     }
 
     async fn leave(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
-        on_all!(&self.sources, None::<&str>, s => JobSource::leave(s, functions).await)
+        self.on_all(None, |s| s.leave_dyn(functions))
+            .await
             .map_or(Ok(()), Err)
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
         let (source, inner) = self.route(lease)?;
-        each!(source, s => JobSource::release(s, &inner).await)
+        JobSource::release(source, &inner).await
     }
 
     /// Every source must answer (and the worker list's queue, when it is apart).
     async fn ping(&self, timeout: Duration) -> Result<(), SourceError> {
         for (label, source) in &self.sources {
-            if let Err(error) = each!(source, s => JobSource::ping(s, timeout).await) {
+            if let Err(error) = JobSource::ping(source, timeout).await {
                 return Err(format!("source {label}: {error}").into());
             }
         }
@@ -346,14 +374,14 @@ impl JobSource for Sources {
         let sources: u64 = self
             .sources
             .iter()
-            .map(|(_, source)| each!(source, s => JobSource::reconnects(s)))
+            .map(|(_, source)| JobSource::reconnects(source))
             .sum();
         sources + self.registry.as_ref().map_or(0, |r| r.reconnects())
     }
 
     fn cancel_heard(&self, lease: &Lease) -> bool {
         match self.route(lease) {
-            Ok((source, inner)) => each!(source, s => JobSource::cancel_heard(s, &inner)),
+            Ok((source, inner)) => JobSource::cancel_heard(source, &inner),
             Err(_) => false,
         }
     }
@@ -361,19 +389,20 @@ impl JobSource for Sources {
     fn reserved_slots(&self) -> usize {
         self.sources
             .iter()
-            .map(|(_, source)| each!(source, s => JobSource::reserved_slots(s)))
+            .map(|(_, source)| JobSource::reserved_slots(source))
             .sum()
     }
 
     async fn stop_leasing(&self) {
         for (_, source) in &self.sources {
-            each!(source, s => JobSource::stop_leasing(s).await);
+            JobSource::stop_leasing(source).await;
         }
     }
 
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         let what = Some("housekeeping failed; trying again shortly");
-        on_all!(&self.sources, what, s => JobSource::maintain(s, functions).await)
+        self.on_all(what, |s| s.maintain_dyn(functions))
+            .await
             .map_or(Ok(()), Err)
     }
 }

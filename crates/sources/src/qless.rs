@@ -27,17 +27,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::Script;
 use tokio::sync::{Notify, broadcast};
+use tokio_util::task::AbortOnDropHandle;
 use wasmgear_client::connection::Connection;
 use wasmgear_client::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, ErrorClass, JobFailure, JobId, JobInfo, JobState,
     Lease, LeaseRequest, LeaseStatus, Progress,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{JobSource, SourceError};
 
-use crate::{AbortOnDrop, ConnectError, RetryBackoff};
+use crate::redis_source::lua_scripts;
+use crate::{ConnectError, RetryBackoff};
+use wasmgear_proto::sync::Locked;
 
 /// How many waiting jobs one pop looks at for jobs of the functions asked for.
 const POP_SCAN: usize = 256;
@@ -104,23 +106,14 @@ impl QlessKeys {
     pub const COMPLETED: &str = "ql:completed";
 }
 
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        static $name: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("lua/qless/common.lua"),
-                include_str!(concat!("lua/qless/", $file))
-            ))
-        });
-    };
-}
-
-script!(POP, "pop.lua");
-script!(HEARTBEAT, "heartbeat.lua");
-script!(COMPLETE, "complete.lua");
-script!(FAIL, "fail.lua");
-script!(RETRY, "retry.lua");
-script!(RELEASE, "release.lua");
+lua_scripts!("qless" with "common.lua":
+    POP = "pop.lua",
+    HEARTBEAT = "heartbeat.lua",
+    COMPLETE = "complete.lua",
+    FAIL = "fail.lua",
+    RETRY = "retry.lua",
+    RELEASE = "release.lua",
+);
 
 /// Seconds since the epoch, as qless clients pass `now`.
 fn now() -> String {
@@ -194,7 +187,7 @@ struct Inner {
 
 impl Inner {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.locked()
     }
 
     /// The job held under lease token `token` (`POP/JID`), if it is held here.
@@ -378,7 +371,7 @@ async fn listen(mut subscription: Subscription, inner: Arc<Inner>, worker_channe
 pub struct Qless {
     inner: Arc<Inner>,
     backoff: RetryBackoff,
-    _listener: AbortOnDrop,
+    _listener: AbortOnDropHandle<()>,
 }
 
 impl Qless {
@@ -389,7 +382,7 @@ impl Qless {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (client, conn) = crate::connect_standalone(url, "qless").await?;
+        let (client, conn) = crate::redis_source::connect_standalone(url, "qless").await?;
         let worker_id = worker_id.into();
         let worker_channel = QlessKeys::new("", &worker_id).worker_channel();
         let inner = Arc::new(Inner {
@@ -412,7 +405,7 @@ impl Qless {
         Ok(Qless {
             inner,
             backoff,
-            _listener: AbortOnDrop(listener),
+            _listener: AbortOnDropHandle::new(listener),
         })
     }
 

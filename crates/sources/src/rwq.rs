@@ -17,16 +17,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::Script;
 use tokio::sync::broadcast;
 use wasmgear_client::connection::Connection;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
     Lease, LeaseRequest, LeaseStatus, Progress,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{JobSource, SourceError};
 
-use crate::{ConnectError, RetryBackoff};
+use crate::redis_source::{lease_status, lua_scripts};
+use crate::{ConnectError, RetryBackoff, settled};
 
 /// How long an item's outcome is kept in `P:result:ID`, in seconds.
 pub const RESULT_TTL_SECS: u64 = 86_400;
@@ -78,18 +78,13 @@ impl WorkQueueKeys {
     }
 }
 
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        static $name: std::sync::LazyLock<Script> =
-            std::sync::LazyLock::new(|| Script::new(include_str!(concat!("lua/rwq/", $file))));
-    };
-}
-
-script!(START, "start.lua");
-script!(RENEW, "renew.lua");
-script!(COMPLETE, "complete.lua");
-script!(LAPSE, "lapse.lua");
-script!(RECLAIM, "reclaim.lua");
+lua_scripts!("rwq":
+    START = "start.lua",
+    RENEW = "renew.lua",
+    COMPLETE = "complete.lua",
+    LAPSE = "lapse.lua",
+    RECLAIM = "reclaim.lua",
+);
 
 /// A worker's connection to one redis-work-queue prefix, whose items are jobs of one
 /// function.
@@ -122,13 +117,13 @@ impl WorkQueue {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (_, conn) = crate::connect_standalone(url, "redis-work-queue").await?;
+        let (_, conn) = crate::redis_source::connect_standalone(url, "redis-work-queue").await?;
         Ok(WorkQueue {
             conn,
             keys: WorkQueueKeys::new(prefix),
             function,
             worker_id: worker_id.into(),
-            session: crate::random_hex("wasmgear"),
+            session: format!("wasmgear-{}", wasmgear_proto::sync::random_hex(8)),
             leases: AtomicU64::new(0),
             cancels: broadcast::channel(1).0,
             backoff,
@@ -276,10 +271,7 @@ impl JobSource for WorkQueue {
             .arg(ttl.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(match held {
-            1 => LeaseStatus::Held,
-            _ => LeaseStatus::Lost,
-        })
+        Ok(lease_status(held))
     }
 
     fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
@@ -312,10 +304,10 @@ impl JobSource for WorkQueue {
         _notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
         if let Some(delay) = self.backoff.retry_after(lease, failure) {
-            return Ok(match self.lapse(lease, "retry", delay).await? {
-                true => Completion::Accepted(JobState::Scheduled),
-                false => Completion::Stale,
-            });
+            return Ok(settled(
+                self.lapse(lease, "retry", delay).await?,
+                JobState::Scheduled,
+            ));
         }
         let error = format!("[{}] {}", failure.class, failure.message);
         self.complete_as(lease, "failed", error.as_bytes()).await
@@ -326,10 +318,10 @@ impl JobSource for WorkQueue {
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
-        Ok(match self.lapse(lease, "release", Duration::ZERO).await? {
-            true => Completion::Accepted(JobState::Queued),
-            false => Completion::Stale,
-        })
+        Ok(settled(
+            self.lapse(lease, "release", Duration::ZERO).await?,
+            JobState::Queued,
+        ))
     }
 
     /// The libraries' light clean: items of `P:processing` with no lease go back to the

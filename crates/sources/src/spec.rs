@@ -7,108 +7,198 @@
 //! `klass` names its function), each optionally followed by `@redis://...` to read that
 //! source from another Redis than the worker's `--redis`; or `gearman://HOST[:PORT][,...]`
 //! (gearmand servers; a job's function names its plugin).
+//!
+//! A spec connects itself ([`SourceSpec::connect`]): a new protocol is its module (the
+//! source, with a `connect`) and one variant here, with its arm in each `match`.
 
 use std::fmt;
 use std::str::FromStr;
 
+use wasmgear_client::WorkerQueue;
 use wasmgear_proto::FunctionName;
+use wasmgear_source::AnySource;
 
-/// The queue protocols a worker can serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// wasmgear's own queue.
-    Wasmgear,
-    /// GearMonkey's lists and hashes.
-    GearMonkey,
-    /// MeVitae's redis-work-queue: the items under one key prefix.
-    RedisWorkQueue,
-    /// droplit's worqr: the tasks of one queue.
-    Worqr,
-    /// seomoz's qless: the jobs of some queues.
-    Qless,
-    /// Gearman: a worker of some gearmand servers.
-    Gearman,
-}
+use crate::{ConnectError, GearMonkey, Gearman, Qless, RetryBackoff, WorkQueue, Worqr};
 
-impl Protocol {
-    /// Every protocol, in the order help texts list them.
-    pub const ALL: [Protocol; 6] = [
-        Protocol::Wasmgear,
-        Protocol::GearMonkey,
-        Protocol::RedisWorkQueue,
-        Protocol::Worqr,
-        Protocol::Qless,
-        Protocol::Gearman,
-    ];
-
-    /// Its name in a spec.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Wasmgear => "wasmgear",
-            Protocol::GearMonkey => "gearmonkey",
-            Protocol::RedisWorkQueue => "redis-work-queue",
-            Protocol::Worqr => "worqr",
-            Protocol::Qless => "qless",
-            Protocol::Gearman => "gearman",
-        }
-    }
-
-    /// Whether its specs name one queue and the function of its jobs (`:QUEUE=FUNCTION`).
-    pub fn binds_a_queue(self) -> bool {
-        matches!(self, Protocol::RedisWorkQueue | Protocol::Worqr)
-    }
-
-    /// Whether its specs name queues whose jobs name their functions (`:QUEUE[,QUEUE...]`).
-    pub fn names_queues(self) -> bool {
-        matches!(self, Protocol::Qless)
-    }
-}
-
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One `--source`: a protocol, and the Redis to read it from when not the worker's own.
+/// One `--source`: a protocol, what of it to serve, and the Redis to read it from when not
+/// the worker's own (`redis`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceSpec {
-    /// The protocol.
-    pub protocol: Protocol,
-    /// The queue (a key prefix) and the function of its jobs, for the protocols whose
-    /// queues carry no function name.
-    pub queue: Option<(String, FunctionName)>,
-    /// The queues, in the order they are served, for the protocols whose jobs name their
-    /// function (empty for the others).
-    pub queues: Vec<String>,
-    /// The gearmand servers (`HOST[:PORT]`), for Gearman.
-    pub servers: Vec<String>,
-    /// The Redis URL given after `@`, if any.
-    pub redis: Option<String>,
+pub enum SourceSpec {
+    /// wasmgear's own queue.
+    Wasmgear {
+        /// The Redis URL given after `@`, if any.
+        redis: Option<String>,
+    },
+    /// GearMonkey's lists and hashes.
+    GearMonkey {
+        /// The Redis URL given after `@`, if any.
+        redis: Option<String>,
+    },
+    /// MeVitae's redis-work-queue: the items under one key prefix, all jobs of one function.
+    RedisWorkQueue {
+        /// The key prefix.
+        queue: String,
+        /// The function of its jobs.
+        function: FunctionName,
+        /// The Redis URL given after `@`, if any.
+        redis: Option<String>,
+    },
+    /// droplit's worqr: the tasks of one queue, all jobs of one function.
+    Worqr {
+        /// worqr's `redisKeyPrefix` (`worqr` unless the spec says `PREFIX:QUEUE`).
+        prefix: String,
+        /// The queue.
+        queue: String,
+        /// The function of its jobs.
+        function: FunctionName,
+        /// The Redis URL given after `@`, if any.
+        redis: Option<String>,
+    },
+    /// seomoz's qless: the jobs of some queues, in the order they are served; each job's
+    /// klass names its function.
+    Qless {
+        /// The queues.
+        queues: Vec<String>,
+        /// The Redis URL given after `@`, if any.
+        redis: Option<String>,
+    },
+    /// Gearman: a worker of some gearmand servers; a job's function names its plugin.
+    Gearman {
+        /// The servers, `HOST[:PORT]`.
+        servers: Vec<String>,
+    },
+}
+
+/// The protocol names a spec may start with, in the order help texts list them.
+pub const PROTOCOLS: [&str; 6] = [
+    "wasmgear",
+    "gearmonkey",
+    "redis-work-queue",
+    "worqr",
+    "qless",
+    "gearman",
+];
+
+/// What every source of one worker is connected with.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions<'a> {
+    /// The worker's id at every source.
+    pub worker_id: &'a str,
+    /// The worker's own Redis (`--redis`): a spec without `@` reads from it.
+    pub redis: &'a str,
+    /// When failed jobs are retried.
+    pub backoff: RetryBackoff,
+    /// Whether wasmgear's own queue keeps each function's jobs in strict order.
+    pub strict_order: bool,
 }
 
 impl SourceSpec {
+    /// The protocol's name.
+    pub fn protocol(&self) -> &'static str {
+        match self {
+            SourceSpec::Wasmgear { .. } => "wasmgear",
+            SourceSpec::GearMonkey { .. } => "gearmonkey",
+            SourceSpec::RedisWorkQueue { .. } => "redis-work-queue",
+            SourceSpec::Worqr { .. } => "worqr",
+            SourceSpec::Qless { .. } => "qless",
+            SourceSpec::Gearman { .. } => "gearman",
+        }
+    }
+
+    /// The Redis URL given after `@`, if any (Gearman has none).
+    pub fn redis(&self) -> Option<&str> {
+        match self {
+            SourceSpec::Wasmgear { redis }
+            | SourceSpec::GearMonkey { redis }
+            | SourceSpec::RedisWorkQueue { redis, .. }
+            | SourceSpec::Worqr { redis, .. }
+            | SourceSpec::Qless { redis, .. } => redis.as_deref(),
+            SourceSpec::Gearman { .. } => None,
+        }
+    }
+
     /// The Redis URL this source reads from: its own, or `default`.
     pub fn redis_or<'a>(&'a self, default: &'a str) -> &'a str {
-        self.redis.as_deref().unwrap_or(default)
+        self.redis().unwrap_or(default)
     }
+
+    /// The function all of its jobs are of, for the protocols whose jobs do not name one.
+    pub fn bound_function(&self) -> Option<&FunctionName> {
+        match self {
+            SourceSpec::RedisWorkQueue { function, .. } | SourceSpec::Worqr { function, .. } => {
+                Some(function)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this is wasmgear's own queue on the worker's own Redis.
+    pub fn is_own_queue(&self) -> bool {
+        matches!(self, SourceSpec::Wasmgear { redis: None })
+    }
+
+    /// Connects the source this spec names.
+    pub async fn connect(&self, options: ConnectOptions<'_>) -> Result<AnySource, ConnectError> {
+        let url = self.redis_or(options.redis);
+        let (id, backoff) = (options.worker_id, options.backoff);
+        Ok(match self {
+            SourceSpec::Wasmgear { .. } => Box::new(own_queue(url, options).await?),
+            SourceSpec::GearMonkey { .. } => Box::new(GearMonkey::connect(url, id, backoff).await?),
+            SourceSpec::RedisWorkQueue {
+                queue, function, ..
+            } => Box::new(WorkQueue::connect(url, queue, function.clone(), id, backoff).await?),
+            SourceSpec::Worqr {
+                prefix,
+                queue,
+                function,
+                ..
+            } => {
+                Box::new(Worqr::connect(url, (prefix, queue), function.clone(), id, backoff).await?)
+            }
+            SourceSpec::Qless { queues, .. } => {
+                Box::new(Qless::connect(url, queues, id, backoff).await?)
+            }
+            SourceSpec::Gearman { servers } => Box::new(Gearman::connect(servers, id).await?),
+        })
+    }
+}
+
+/// wasmgear's own queue at `url`, for a worker connected with `options`.
+pub(crate) async fn own_queue(
+    url: &str,
+    options: ConnectOptions<'_>,
+) -> Result<WorkerQueue, ConnectError> {
+    Ok(WorkerQueue::connect(url, options.worker_id)
+        .await?
+        .with_backoff(options.backoff.base, options.backoff.max)
+        .with_strict_order(options.strict_order))
 }
 
 impl fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.protocol == Protocol::Gearman {
-            return write!(f, "gearman://{}", self.servers.join(","));
-        }
-        let protocol = match &self.queue {
-            Some((queue, function)) => format!("{}:{queue}={function}", self.protocol),
-            None if !self.queues.is_empty() => {
-                format!("{}:{}", self.protocol, self.queues.join(","))
+        let name = self.protocol();
+        match self {
+            SourceSpec::Gearman { servers } => {
+                return write!(f, "gearman://{}", servers.join(","));
             }
-            None => self.protocol.to_string(),
-        };
-        match &self.redis {
-            Some(url) => write!(f, "{protocol}@{}", wasmgear_client::connection::redact(url)),
-            None => write!(f, "{protocol}"),
+            SourceSpec::Wasmgear { .. } | SourceSpec::GearMonkey { .. } => write!(f, "{name}")?,
+            SourceSpec::RedisWorkQueue {
+                queue, function, ..
+            } => write!(f, "{name}:{queue}={function}")?,
+            SourceSpec::Worqr {
+                prefix,
+                queue,
+                function,
+                ..
+            } => match prefix.as_str() {
+                crate::worqr::DEFAULT_PREFIX => write!(f, "{name}:{queue}={function}")?,
+                prefix => write!(f, "{name}:{prefix}:{queue}={function}")?,
+            },
+            SourceSpec::Qless { queues, .. } => write!(f, "{name}:{}", queues.join(","))?,
+        }
+        match self.redis() {
+            Some(url) => write!(f, "@{}", wasmgear_client::connection::redact(url)),
+            None => Ok(()),
         }
     }
 }
@@ -117,7 +207,7 @@ impl fmt::Display for SourceSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// The protocol is not one a worker knows.
-    #[error("unknown source protocol {0:?}: use one of {list}", list = known())]
+    #[error("unknown source protocol {0:?}: use one of {list}", list = PROTOCOLS.join(", "))]
     UnknownProtocol(String),
     /// The queue and function part is missing, malformed, or not taken by the protocol.
     #[error("source {spec:?}: {reason}")]
@@ -137,10 +227,6 @@ pub enum SpecError {
     },
 }
 
-fn known() -> String {
-    Protocol::ALL.map(Protocol::name).join(", ")
-}
-
 impl FromStr for SourceSpec {
     type Err = SpecError;
 
@@ -157,81 +243,92 @@ impl FromStr for SourceSpec {
             Some((name, binding)) => (name, Some(binding)),
             None => (head, None),
         };
-        let protocol = Protocol::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| SpecError::UnknownProtocol(name.to_string()))?;
         let bad_queue = |reason: String| SpecError::BadQueue {
             spec: head.to_string(),
             reason,
         };
-        if protocol == Protocol::Gearman {
-            return Err(bad_queue(
-                "expected gearman://HOST[:PORT][,HOST[:PORT]...]".to_string(),
-            ));
-        }
-        if protocol.names_queues() {
-            let queues: Vec<String> = binding
-                .unwrap_or_default()
-                .split(',')
-                .map(|q| q.trim().to_string())
-                .collect();
-            if queues.iter().any(String::is_empty) {
-                return Err(bad_queue(format!(
-                    "expected {name}:QUEUE or {name}:QUEUE,QUEUE,... (a queue name is empty)"
-                )));
+        let whole_queue = || match binding {
+            None => Ok(()),
+            Some(_) => Err(bad_queue(format!(
+                "{name} serves every function's queue; write just {name:?}"
+            ))),
+        };
+        let spec = match name {
+            "wasmgear" => {
+                whole_queue()?;
+                SourceSpec::Wasmgear {
+                    redis: parse_redis(head, redis)?,
+                }
             }
-            if binding.is_some_and(|b| b.contains('=')) {
-                return Err(bad_queue(format!(
-                    "{name} jobs name their function (their klass); write just {name}:QUEUE"
-                )));
+            "gearmonkey" => {
+                whole_queue()?;
+                SourceSpec::GearMonkey {
+                    redis: parse_redis(head, redis)?,
+                }
             }
-            let redis = parse_redis(head, redis)?;
-            return Ok(SourceSpec {
-                protocol,
-                queue: None,
-                queues,
-                servers: Vec::new(),
-                redis,
-            });
-        }
-        let queue = match (protocol.binds_a_queue(), binding) {
-            (false, None) => None,
-            (false, Some(_)) => {
-                return Err(bad_queue(format!(
-                    "{name} serves every function's queue; write just {name:?}"
-                )));
+            "redis-work-queue" => {
+                let (queue, function) = queue_and_function(name, binding).map_err(bad_queue)?;
+                SourceSpec::RedisWorkQueue {
+                    queue,
+                    function,
+                    redis: parse_redis(head, redis)?,
+                }
             }
-            (true, None) => {
-                return Err(bad_queue(format!("expected {name}:QUEUE=FUNCTION")));
+            "worqr" => {
+                let (queue, function) = queue_and_function(name, binding).map_err(bad_queue)?;
+                let (prefix, queue) = crate::worqr::split_queue(&queue).map_err(bad_queue)?;
+                SourceSpec::Worqr {
+                    prefix,
+                    queue,
+                    function,
+                    redis: parse_redis(head, redis)?,
+                }
             }
-            (true, Some(binding)) => {
-                let (queue, function) = binding.split_once('=').ok_or_else(|| {
-                    bad_queue(format!(
-                        "expected {name}:QUEUE=FUNCTION (the function of its jobs is missing)"
-                    ))
-                })?;
-                if queue.is_empty() {
+            "qless" => {
+                let queues: Vec<String> = binding
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|q| q.trim().to_string())
+                    .collect();
+                if queues.iter().any(String::is_empty) {
                     return Err(bad_queue(format!(
-                        "expected {name}:QUEUE=FUNCTION (the queue is empty)"
+                        "expected {name}:QUEUE or {name}:QUEUE,QUEUE,... (a queue name is empty)"
                     )));
                 }
-                if protocol == Protocol::Worqr {
-                    crate::worqr::split_queue(queue).map_err(bad_queue)?;
+                if binding.is_some_and(|b| b.contains('=')) {
+                    return Err(bad_queue(format!(
+                        "{name} jobs name their function (their klass); write just {name}:QUEUE"
+                    )));
                 }
-                let function = FunctionName::new(function).map_err(|e| bad_queue(e.to_string()))?;
-                Some((queue.to_string(), function))
+                SourceSpec::Qless {
+                    queues,
+                    redis: parse_redis(head, redis)?,
+                }
             }
+            "gearman" => {
+                return Err(bad_queue(
+                    "expected gearman://HOST[:PORT][,HOST[:PORT]...]".to_string(),
+                ));
+            }
+            _ => return Err(SpecError::UnknownProtocol(name.to_string())),
         };
-        let redis = parse_redis(head, redis)?;
-        Ok(SourceSpec {
-            protocol,
-            queue,
-            queues: Vec::new(),
-            servers: Vec::new(),
-            redis,
-        })
+        Ok(spec)
     }
+}
+
+/// `QUEUE=FUNCTION` after `name:`, checked.
+fn queue_and_function(name: &str, binding: Option<&str>) -> Result<(String, FunctionName), String> {
+    let binding = binding.ok_or_else(|| format!("expected {name}:QUEUE=FUNCTION"))?;
+    let (queue, function) = binding.split_once('=').ok_or_else(|| {
+        format!("expected {name}:QUEUE=FUNCTION (the function of its jobs is missing)")
+    })?;
+    if queue.is_empty() {
+        return Err(format!(
+            "expected {name}:QUEUE=FUNCTION (the queue is empty)"
+        ));
+    }
+    let function = FunctionName::new(function).map_err(|e| e.to_string())?;
+    Ok((queue.to_string(), function))
 }
 
 /// `gearman://HOST[:PORT][,HOST[:PORT]...]`: the servers, checked.
@@ -258,13 +355,7 @@ fn gearman_spec(spec: &str, servers: &str) -> Result<SourceSpec, SpecError> {
         }
         list.push(server.to_string());
     }
-    Ok(SourceSpec {
-        protocol: Protocol::Gearman,
-        queue: None,
-        queues: Vec::new(),
-        servers: list,
-        redis: None,
-    })
+    Ok(SourceSpec::Gearman { servers: list })
 }
 
 /// The Redis URL after a spec's `@`, checked.
@@ -300,43 +391,48 @@ mod tests {
         let spec: SourceSpec = "redis-work-queue:cv:jobs=resize@redis://h:1"
             .parse()
             .unwrap();
-        assert_eq!(spec.protocol, Protocol::RedisWorkQueue);
-        let (queue, function) = spec.queue.clone().unwrap();
+        let SourceSpec::RedisWorkQueue {
+            queue, function, ..
+        } = &spec
+        else {
+            panic!("{spec:?}")
+        };
         assert_eq!((queue.as_str(), function.as_str()), ("cv:jobs", "resize"));
         assert_eq!(
             spec.to_string(),
             "redis-work-queue:cv:jobs=resize@redis://h:1"
         );
         let spec: SourceSpec = "worqr:app:thumbs=resize".parse().unwrap();
-        assert_eq!(spec.protocol, Protocol::Worqr);
-        let (queue, _) = spec.queue.clone().unwrap();
-        assert_eq!(
-            crate::worqr::split_queue(&queue).unwrap(),
-            ("app".to_string(), "thumbs".to_string())
-        );
+        let SourceSpec::Worqr { prefix, queue, .. } = &spec else {
+            panic!("{spec:?}")
+        };
+        assert_eq!((prefix.as_str(), queue.as_str()), ("app", "thumbs"));
+        assert_eq!(spec.to_string(), "worqr:app:thumbs=resize");
+        let spec: SourceSpec = "worqr:thumbs=resize".parse().unwrap();
+        assert_eq!(spec.to_string(), "worqr:thumbs=resize");
         assert_eq!(
             crate::worqr::split_queue("thumbs").unwrap(),
             ("worqr".to_string(), "thumbs".to_string())
         );
         let spec: SourceSpec = "qless:thumbs, mail@redis://h:2".parse().unwrap();
-        assert_eq!(spec.protocol, Protocol::Qless);
-        assert_eq!(spec.queues, ["thumbs", "mail"]);
-        assert_eq!(spec.queue, None);
+        let SourceSpec::Qless { queues, .. } = &spec else {
+            panic!("{spec:?}")
+        };
+        assert_eq!(queues, &["thumbs", "mail"]);
         assert_eq!(spec.to_string(), "qless:thumbs,mail@redis://h:2");
         let spec: SourceSpec = "gearman://gm1,gm2:4731".parse().unwrap();
-        assert_eq!(spec.protocol, Protocol::Gearman);
-        assert_eq!(spec.servers, ["gm1", "gm2:4731"]);
+        let SourceSpec::Gearman { servers } = &spec else {
+            panic!("{spec:?}")
+        };
+        assert_eq!(servers, &["gm1", "gm2:4731"]);
         assert_eq!(spec.to_string(), "gearman://gm1,gm2:4731");
         let spec: SourceSpec = "gearmonkey".parse().unwrap();
-        assert_eq!(spec.protocol, Protocol::GearMonkey);
+        assert_eq!(spec.protocol(), "gearmonkey");
         assert_eq!(spec.redis_or("redis://default"), "redis://default");
         let spec: SourceSpec = "gearmonkey@redis://:pw@other:6380".parse().unwrap();
         assert_eq!(spec.redis_or("redis://default"), "redis://:pw@other:6380");
         assert!(!spec.to_string().contains("pw"), "{spec}");
-        assert_eq!(
-            "wasmgear".parse::<SourceSpec>().unwrap().protocol,
-            Protocol::Wasmgear
-        );
+        assert!("wasmgear".parse::<SourceSpec>().unwrap().is_own_queue());
     }
 
     #[test]

@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
-use crate::queue::{QueueError, WorkerQueue};
-use crate::runtime::{Runtime, RuntimeConfig};
 use crate::{JobSource, Metrics, WorkerConfig, new_worker_id};
+use wasmgear_client::{QueueError, WorkerQueue};
+use wasmgear_runtime::{Runtime, RuntimeConfig};
 
 /// The longest retry backoff when nothing else is said.
-const DEFAULT_BACKOFF_MAX: Duration = wasmgear_client::source::DEFAULT_BACKOFF_MAX;
+const DEFAULT_BACKOFF_MAX: Duration = wasmgear_client::worker_queue::DEFAULT_BACKOFF_MAX;
 
 /// What can stop a worker node from being assembled.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +70,7 @@ impl WorkerBuilder {
             runtime: RuntimeConfig::default(),
             config: WorkerConfig::default(),
             backoff: (
-                wasmgear_client::source::DEFAULT_BACKOFF_BASE,
+                wasmgear_client::worker_queue::DEFAULT_BACKOFF_BASE,
                 DEFAULT_BACKOFF_MAX,
             ),
             strict_order: false,

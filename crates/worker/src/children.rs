@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use wasmgear_client::{Client, EnqueueOptions, JobState, Priority, QueueError};
 
-use crate::job::JobId;
-use crate::runtime::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest};
+use wasmgear_proto::JobId;
+use wasmgear_runtime::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest};
 
 /// The children of one running job.
 pub(crate) struct Children {
@@ -53,7 +53,7 @@ impl ChildJobs for Children {
         Box::pin(async move {
             let id: JobId = id
                 .parse()
-                .map_err(|e: crate::job::NameError| e.to_string())?;
+                .map_err(|e: wasmgear_proto::NameError| e.to_string())?;
             match client.wait_ended(&id, timeout).await {
                 Ok(status) => Ok(match status.record.state {
                     JobState::Succeeded => {

@@ -20,9 +20,9 @@ use wasmgear_client::Client;
 use wasmgear_client::subscriber::Delivery;
 use wasmgear_proto::deploy::DeployedVersion;
 
-use crate::job::FunctionName;
 use crate::plugins::PluginRegistry;
-use crate::runtime::{Plugin, Runtime, manifest};
+use wasmgear_proto::FunctionName;
+use wasmgear_runtime::{Plugin, Runtime, manifest};
 
 /// How often the registry is re-read even without a message.
 pub const POLL: Duration = Duration::from_secs(10);

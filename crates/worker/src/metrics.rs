@@ -29,8 +29,10 @@ use prometheus_client::registry::Registry;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::job::FunctionName;
-use crate::{JobSource, Node};
+use crate::JobSource;
+use crate::node::Node;
+use wasmgear_proto::FunctionName;
+use wasmgear_proto::sync::{Locked, RwLocked};
 
 /// The content type of the Prometheus text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -219,7 +221,7 @@ impl Metrics {
 
     /// `function`'s handles, made on its first job.
     pub(crate) fn function(&self, function: &FunctionName) -> Arc<PerFunction> {
-        let known = self.functions.read().unwrap_or_else(|e| e.into_inner());
+        let known = self.functions.read_locked();
         if let Some(handles) = known.get(function) {
             return handles.clone();
         }
@@ -236,8 +238,7 @@ impl Metrics {
             memory: self.memory_bytes.get_or_create_owned(&labels),
         });
         self.functions
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .write_locked()
             .entry(function.clone())
             .or_insert(handles)
             .clone()
@@ -344,7 +345,7 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
         gauge.set(value);
         gauge
     };
-    let running = node.running.lock().unwrap_or_else(|e| e.into_inner()).len();
+    let running = node.running.locked().len();
     now.register(
         "running_jobs",
         "Jobs running on this worker now",

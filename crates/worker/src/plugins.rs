@@ -19,10 +19,11 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::job::FunctionName;
-use crate::runtime::cache::sha256_hex;
-use crate::runtime::manifest;
-use crate::runtime::{Plugin, PluginError, Runtime};
+use wasmgear_proto::FunctionName;
+use wasmgear_proto::sync::RwLocked;
+use wasmgear_runtime::cache::sha256_hex;
+use wasmgear_runtime::manifest;
+use wasmgear_runtime::{Plugin, PluginError, Runtime};
 
 /// The file extension of plugins.
 pub const PLUGIN_EXTENSION: &str = "wasm";
@@ -487,11 +488,11 @@ impl PluginRegistry {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+        self.state.read_locked()
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        self.state.write_locked()
     }
 }
 

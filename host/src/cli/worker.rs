@@ -7,14 +7,12 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
-use wasmgear_client::WorkerQueue;
 use wasmgear_client::redis_server::RedisServer;
-use wasmgear_client::source::DEFAULT_BACKOFF_MAX;
+use wasmgear_client::worker_queue::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
-    AnySource, ConnectError, GearMonkey, Gearman, Protocol, Qless, RetryBackoff, SourceSpec,
-    Sources, WorkQueue, Worqr,
+    ConnectError, ConnectOptions, RetryBackoff, SourceSpec, Sources, SourcesError,
 };
 use wasmgear_worker::{
     BuildError, DEFAULT_CONCURRENCY, JobSource, LoadedWorker, Worker, WorkerBuilder, WorkerConfig,
@@ -251,84 +249,29 @@ async fn connect_sources(
     loaded: &LoadedWorker,
     url: &str,
 ) -> anyhow::Result<Sources> {
-    let id = loaded.id();
-    let (base, max) = loaded.retry_backoff();
-    let backoff = RetryBackoff { base, max };
-    let wasmgear_queue = |url: String| async move {
-        let queue = WorkerQueue::connect(&url, id)
-            .await?
-            .with_backoff(base, max)
-            .with_strict_order(args.strict_order);
-        anyhow::Ok(queue)
-    };
-    let mut list: Vec<(String, AnySource)> = Vec::new();
-    for spec in &args.sources {
-        let label = spec.to_string();
-        if list.iter().any(|(seen, _)| *seen == label) {
-            return Err(super::usage(format!("--source {label} is given twice")));
+    for function in args.sources.iter().filter_map(SourceSpec::bound_function) {
+        if loaded.registry().get(function).is_none() {
+            tracing::warn!(
+                "no plugin serves {function} yet: its jobs wait until {function}.wasm appears"
+            );
         }
-        let source_url = spec.redis_or(url).to_string();
-        let source = match spec.protocol {
-            Protocol::Wasmgear => AnySource::Wasmgear(wasmgear_queue(source_url).await?),
-            Protocol::GearMonkey => {
-                let source = GearMonkey::connect(&source_url, id, backoff)
-                    .await
-                    .map_err(|error| connect_error(error, &label))?;
-                AnySource::GearMonkey(source)
-            }
-            Protocol::Gearman => {
-                let source = Gearman::connect(&spec.servers, id)
-                    .await
-                    .map_err(|error| connect_error(error, &label))?;
-                AnySource::Gearman(source)
-            }
-            Protocol::Qless => {
-                let source = Qless::connect(&source_url, &spec.queues, id, backoff)
-                    .await
-                    .map_err(|error| connect_error(error, &label))?;
-                AnySource::Qless(source)
-            }
-            protocol => {
-                let Some((queue, function)) = spec.queue.clone() else {
-                    return Err(super::usage(format!(
-                        "--source {label}: expected {protocol}:QUEUE=FUNCTION"
-                    )));
-                };
-                if loaded.registry().get(&function).is_none() {
-                    tracing::warn!(
-                        source = label,
-                        "no plugin serves {function} yet: its jobs wait until {function}.wasm appears"
-                    );
-                }
-                let connected = match protocol {
-                    Protocol::Worqr => {
-                        let (prefix, queue) = wasmgear_sources::worqr::split_queue(&queue)
-                            .map_err(|reason| {
-                                super::usage(format!("--source {label}: {reason}"))
-                            })?;
-                        Worqr::connect(&source_url, (&prefix, &queue), function, id, backoff)
-                            .await
-                            .map(AnySource::Worqr)
-                    }
-                    _ => WorkQueue::connect(&source_url, &queue, function, id, backoff)
-                        .await
-                        .map(AnySource::WorkQueue),
-                };
-                connected.map_err(|error| connect_error(error, &label))?
-            }
-        };
-        tracing::info!(source = label, "serving");
-        list.push((label, source));
     }
-    let sources = Sources::new(id, list);
-    let own_queue_served = args
-        .sources
-        .iter()
-        .any(|s| s.protocol == Protocol::Wasmgear && s.redis.is_none());
-    Ok(match own_queue_served {
-        true => sources,
-        false => sources.with_registry(wasmgear_queue(url.to_string()).await?),
-    })
+    let (base, max) = loaded.retry_backoff();
+    let options = ConnectOptions {
+        worker_id: loaded.id(),
+        redis: url,
+        backoff: RetryBackoff { base, max },
+        strict_order: args.strict_order,
+    };
+    Sources::connect(&args.sources, options)
+        .await
+        .map_err(|error| match error {
+            SourcesError::Twice(_) => super::usage(error.to_string()),
+            SourcesError::Connect { label, error } => connect_error(error, &label),
+            // Unwrapped, so that the exit code says why.
+            SourcesError::WorkerList(ConnectError::Queue(error)) => error.into(),
+            SourcesError::WorkerList(error) => error.into(),
+        })
 }
 
 /// Why the source `label` did not start, with the exit code that says so.

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::bindings::wasmgear::job::jobs::{ChildOptions, Host, Outcome};
-use crate::job::FunctionName;
 use crate::run::{ChildOutcome, ChildRequest, StoreData};
+use wasmgear_proto::FunctionName;
 
 /// The longest key a child may be given (a parent's key names it in the queue).
 const MAX_KEY_BYTES: usize = wasmgear_proto::limits::MAX_KEY_BYTES as usize;

@@ -1,8 +1,8 @@
 //! `wasmgear:job/log`.
 
 use crate::bindings::wasmgear::job::log::{Host, Level};
-use crate::job::LogLevel;
 use crate::run::StoreData;
+use wasmgear_proto::LogLevel;
 
 impl Host for StoreData {
     fn write(&mut self, level: Level, message: String) {

@@ -1,9 +1,9 @@
 //! `wasmgear:job/progress`.
 
 use crate::bindings::wasmgear::job::progress::Host;
-use crate::job::Progress;
 use crate::output::truncate;
 use crate::run::StoreData;
+use wasmgear_proto::Progress;
 
 /// Longest progress message kept, in bytes; longer ones are cut.
 pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;

@@ -28,21 +28,37 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use md5::{Digest, Md5};
-use redis::{Script, Value};
+use redis::Value;
 use tokio::sync::{Notify, broadcast};
+use tokio_util::task::AbortOnDropHandle;
 use wasmgear_client::connection::Connection;
 use wasmgear_client::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, ErrorClass, FunctionName, JobFailure, JobId, JobInfo,
     JobState, Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{JobSource, SourceError};
 
-use crate::{AbortOnDrop, ConnectError, RetryBackoff};
+use crate::redis_source::lua_scripts;
+use wasmgear_proto::sync::Locked;
 
-/// The key prefix of worqr's default `redisKeyPrefix`.
-pub const DEFAULT_PREFIX: &str = "worqr";
+mod keys;
+
+use crate::{ConnectError, RetryBackoff, settled};
+pub use keys::{DEFAULT_PREFIX, WorqrKeys, split_queue};
+
+lua_scripts!("worqr":
+    BEAT = "beat.lua",
+    DEQUEUE = "dequeue.lua",
+    RENEW = "renew.lua",
+    FINISH = "finish.lua",
+    REQUEUE = "requeue.lua",
+    RETRY = "retry.lua",
+    DUE = "due.lua",
+    BURY = "bury.lua",
+    LEAVE = "leave.lua",
+);
+
 /// How long a worker's liveness key lives without renewal (worqr's `workerTimeout`).
 pub const LIVENESS_SECS: u64 = 3;
 /// How often the liveness key is renewed (worqr's `workerHeartbeatInterval`).
@@ -51,139 +67,6 @@ pub const BEAT_EVERY: Duration = Duration::from_secs(1);
 const DUE_BATCH: usize = 100;
 /// A dead worker's processes looked at per housekeeping round.
 const BURY_BATCH: usize = 500;
-
-/// Splits a spec's queue part: `QUEUE` (under worqr's default prefix) or `PREFIX:QUEUE`.
-pub fn split_queue(text: &str) -> Result<(String, String), String> {
-    let (prefix, queue) = match text.rsplit_once(':') {
-        Some((prefix, queue)) => (prefix, queue),
-        None => (DEFAULT_PREFIX, text),
-    };
-    if queue.is_empty() || prefix.is_empty() {
-        return Err(format!(
-            "expected worqr:QUEUE=FUNCTION or worqr:PREFIX:QUEUE=FUNCTION, not {text:?}"
-        ));
-    }
-    if prefix.contains('_') {
-        return Err(format!(
-            "worqr's prefix {prefix:?} has an underscore: worqr tells the prefix from the \
-             queue in channel names by the first underscore, so its prefixes have none"
-        ));
-    }
-    Ok((prefix.to_string(), queue.to_string()))
-}
-
-/// Every key and channel this source uses, of one queue under one prefix.
-#[derive(Debug, Clone)]
-pub struct WorqrKeys {
-    prefix: String,
-    queue: String,
-}
-
-impl WorqrKeys {
-    /// The keys of `queue` under `prefix`.
-    pub fn new(prefix: impl Into<String>, queue: impl Into<String>) -> Self {
-        WorqrKeys {
-            prefix: prefix.into(),
-            queue: queue.into(),
-        }
-    }
-
-    /// The queue's name.
-    pub fn queue_name(&self) -> &str {
-        &self.queue
-    }
-
-    /// `P:queues:Q`: tasks waiting (pushed left, taken from the right).
-    pub fn queue(&self) -> String {
-        format!("{}:queues:{}", self.prefix, self.queue)
-    }
-
-    /// `P:processes:PID`: a process's task.
-    pub fn process(&self, pid: &str) -> String {
-        format!("{}:processes:{pid}", self.prefix)
-    }
-
-    /// `P:uniqueTasks:MD5`: the marker of a unique task (MD5 of its text, in hex).
-    pub fn unique_task(&self, task: &[u8]) -> String {
-        let digest: String = Md5::digest(task)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("{}:uniqueTasks:{digest}", self.prefix)
-    }
-
-    /// `P:workers`: every worker.
-    pub fn workers(&self) -> String {
-        format!("{}:workers", self.prefix)
-    }
-
-    /// `P:expiringWorkers`: the workers with a liveness key.
-    pub fn expiring_workers(&self) -> String {
-        format!("{}:expiringWorkers", self.prefix)
-    }
-
-    /// `P:permanentWorkers`: the workers without one.
-    pub fn permanent_workers(&self) -> String {
-        format!("{}:permanentWorkers", self.prefix)
-    }
-
-    /// `P:workerTimers:W`: the liveness key of worker `W`.
-    pub fn worker_timer(&self, worker: &str) -> String {
-        format!("{}:workerTimers:{worker}", self.prefix)
-    }
-
-    /// `P:workingQueues:W`: the queues worker `W` works on.
-    pub fn working_queues(&self, worker: &str) -> String {
-        format!("{}:workingQueues:{worker}", self.prefix)
-    }
-
-    /// `P:workingProcesses:Q`: the queue's processes, of every worker.
-    pub fn working_processes(&self) -> String {
-        format!("{}:workingProcesses:{}", self.prefix, self.queue)
-    }
-
-    /// `P_Q_KIND`: the queue's channel of `work`, `cancel`, `done` or `delete` messages.
-    pub fn channel(&self, kind: &str) -> String {
-        format!("{}_{}_{kind}", self.prefix, self.queue)
-    }
-
-    /// `P:wasmgear:owners`: process id → the wasmgear worker holding it.
-    pub fn owners(&self) -> String {
-        format!("{}:wasmgear:owners", self.prefix)
-    }
-
-    /// `P:wasmgear:attempts`: SHA-1 of a task's text → attempts started.
-    pub fn attempts(&self) -> String {
-        format!("{}:wasmgear:attempts", self.prefix)
-    }
-
-    /// `P:wasmgear:workers`: the workers that are wasmgear's.
-    pub fn wasmgear_workers(&self) -> String {
-        format!("{}:wasmgear:workers", self.prefix)
-    }
-
-    /// `P:wasmgear:retries:Q`: process id → when its retry is due (ms, Redis clock).
-    pub fn retries(&self) -> String {
-        format!("{}:wasmgear:retries:{}", self.prefix, self.queue)
-    }
-}
-
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        static $name: std::sync::LazyLock<Script> =
-            std::sync::LazyLock::new(|| Script::new(include_str!(concat!("lua/worqr/", $file))));
-    };
-}
-
-script!(BEAT, "beat.lua");
-script!(DEQUEUE, "dequeue.lua");
-script!(RENEW, "renew.lua");
-script!(FINISH, "finish.lua");
-script!(REQUEUE, "requeue.lua");
-script!(RETRY, "retry.lua");
-script!(DUE, "due.lua");
-script!(BURY, "bury.lua");
-script!(LEAVE, "leave.lua");
 
 /// A process this worker holds: running, or waiting for its retry.
 struct Held {
@@ -217,8 +100,8 @@ struct Inner {
 pub struct Worqr {
     inner: Arc<Inner>,
     backoff: RetryBackoff,
-    beat: Mutex<Option<AbortOnDrop>>,
-    _listener: AbortOnDrop,
+    beat: Mutex<Option<AbortOnDropHandle<()>>>,
+    _listener: AbortOnDropHandle<()>,
 }
 
 /// The failure of a task a producer's cancelTasks stopped.
@@ -234,11 +117,11 @@ enum Ending<'a> {
 
 impl Inner {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.locked()
     }
 
     fn dequeuing(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Vec<u8>>>> {
-        self.dequeuing.lock().unwrap_or_else(|e| e.into_inner())
+        self.dequeuing.locked()
     }
 
     /// worqr's keepWorkerAlive; registers afresh when the liveness key is gone.
@@ -606,13 +489,13 @@ impl Worqr {
         worker_id: impl Into<String>,
         backoff: RetryBackoff,
     ) -> Result<Self, ConnectError> {
-        let (client, conn) = crate::connect_standalone(url, "worqr").await?;
+        let (client, conn) = crate::redis_source::connect_standalone(url, "worqr").await?;
         let inner = Arc::new(Inner {
             conn,
             keys: WorqrKeys::new(prefix, queue),
             function,
             worker_id: worker_id.into(),
-            session: crate::random_hex("wasmgear"),
+            session: format!("wasmgear-{}", wasmgear_proto::sync::random_hex(8)),
             leases: AtomicU64::new(0),
             registered: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
@@ -631,7 +514,7 @@ impl Worqr {
         }
         Ok(Worqr {
             beat: Mutex::new(None),
-            _listener: AbortOnDrop(tokio::spawn(listen(subscription, inner.clone()))),
+            _listener: AbortOnDropHandle::new(tokio::spawn(listen(subscription, inner.clone()))),
             inner,
             backoff,
         })
@@ -710,10 +593,7 @@ impl JobSource for Worqr {
                 Ending::Output(output),
             )
             .await?;
-        Ok(match done {
-            true => Completion::Accepted(JobState::Succeeded),
-            false => Completion::Stale,
-        })
+        Ok(settled(done, JobState::Succeeded))
     }
 
     async fn fail(
@@ -766,9 +646,11 @@ impl JobSource for Worqr {
     /// Registers as a worqr worker on the queue, and keeps the liveness key alive.
     async fn serve(&self, _functions: &[FunctionName]) -> Result<(), SourceError> {
         self.inner.beat().await?;
-        let mut beat = self.beat.lock().unwrap_or_else(|e| e.into_inner());
+        let mut beat = self.beat.locked();
         if beat.is_none() {
-            *beat = Some(AbortOnDrop(tokio::spawn(keep_alive(self.inner.clone()))));
+            *beat = Some(AbortOnDropHandle::new(tokio::spawn(keep_alive(
+                self.inner.clone(),
+            ))));
         }
         Ok(())
     }
@@ -784,7 +666,7 @@ impl JobSource for Worqr {
             return Ok(());
         }
         // No beat may register the worker again once it has left.
-        drop(self.beat.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.beat.locked().take());
         self.inner.leave().await
     }
 
@@ -794,10 +676,10 @@ impl JobSource for Worqr {
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
-        Ok(match self.inner.requeue(&lease.token, "front").await? {
-            true => Completion::Accepted(JobState::Queued),
-            false => Completion::Stale,
-        })
+        Ok(settled(
+            self.inner.requeue(&lease.token, "front").await?,
+            JobState::Queued,
+        ))
     }
 
     /// Due retries go back to the queue, and dead workers' tasks too.

@@ -23,138 +23,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, broadcast, mpsc};
+use tokio_util::task::AbortOnDropHandle;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, JobId, JobInfo, JobState,
     Lease, LeaseRequest, LeaseStatus, Progress, WorkerAd,
 };
-use wasmgear_worker::{JobSource, SourceError};
+use wasmgear_source::{JobSource, SourceError};
 
-use crate::{AbortOnDrop, ConnectError};
+use crate::{ConnectError, settled};
+use wasmgear_proto::sync::Locked;
 
-/// gearmand's port when an address names none.
-pub const DEFAULT_PORT: u16 = 4730;
-/// The largest packet accepted from gearmand (a bigger one closes the connection).
-const MAX_PACKET: u32 = 64 << 20;
+pub mod codec;
+
+pub use codec::{Command, DEFAULT_PORT, Packet, read_packet, request, with_port};
+
 /// How long gearmand may take to answer a grab before the connection is taken for dead.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The waits between attempts to open a dropped connection again.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
-
-/// Gearman's packet types (the numbers of libgearman's `protocol.h`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Command {
-    /// W→J: this worker can do FUNC.
-    CanDo = 1,
-    /// W→J: this worker no longer does FUNC.
-    CantDo = 2,
-    /// W→J: the worker sleeps until a `NOOP`.
-    PreSleep = 4,
-    /// J→W: wake up, there is work.
-    Noop = 6,
-    /// C→J: FUNC, UNIQUE, ARG: a job whose client waits for its result.
-    SubmitJob = 7,
-    /// J→C: HANDLE of a job submitted.
-    JobCreated = 8,
-    /// J→W: no job to grab.
-    NoJob = 10,
-    /// J→W: HANDLE, FUNC, ARG.
-    JobAssign = 11,
-    /// W→J: HANDLE, NUMERATOR, DENOMINATOR.
-    WorkStatus = 12,
-    /// W→J: HANDLE, RESULT.
-    WorkComplete = 13,
-    /// W→J: HANDLE.
-    WorkFail = 14,
-    /// ?→J: TEXT, echoed.
-    EchoReq = 16,
-    /// J→?: the echo.
-    EchoRes = 17,
-    /// C→J: FUNC, UNIQUE, ARG: a background job.
-    SubmitJobBg = 18,
-    /// J→?: CODE, TEXT.
-    Error = 19,
-    /// W→J: the worker's id.
-    SetClientId = 22,
-    /// W→J: HANDLE, DATA: a warning the client sees.
-    WorkWarning = 29,
-    /// J→W: HANDLE, FUNC, UNIQUE, ARG.
-    JobAssignUniq = 31,
-    /// W→J: a job, with its unique id and reducer.
-    GrabJobAll = 39,
-    /// J→W: HANDLE, FUNC, UNIQUE, REDUCER, ARG.
-    JobAssignAll = 40,
-}
-
-/// A packet from gearmand: its type number and body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet {
-    /// The type number.
-    pub kind: u32,
-    /// The body: arguments separated by NUL bytes.
-    pub body: Vec<u8>,
-}
-
-impl Packet {
-    /// The body split into `n` arguments at the first `n - 1` NUL bytes (the last one may
-    /// hold NULs); `None` when there are fewer.
-    pub fn args(&self, n: usize) -> Option<Vec<&[u8]>> {
-        let parts: Vec<&[u8]> = self.body.splitn(n, |b| *b == 0).collect();
-        (parts.len() == n).then_some(parts)
-    }
-}
-
-/// A request packet: `\0REQ`, the type, the body's length, the arguments joined by NULs.
-pub fn request(command: Command, args: &[&[u8]]) -> Vec<u8> {
-    let body: Vec<u8> = args.join(&0u8);
-    let mut packet = Vec::with_capacity(12 + body.len());
-    packet.extend_from_slice(b"\0REQ");
-    packet.extend_from_slice(&(command as u32).to_be_bytes());
-    packet.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    packet.extend_from_slice(&body);
-    packet
-}
-
-/// Reads one response packet; an error for anything that is not one.
-pub async fn read_packet(
-    reader: &mut (impl AsyncReadExt + Unpin),
-) -> Result<Packet, std::io::Error> {
-    let mut header = [0u8; 12];
-    reader.read_exact(&mut header).await?;
-    if &header[..4] != b"\0RES" {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("not a Gearman response (magic {:?})", &header[..4]),
-        ));
-    }
-    let kind = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-    let size = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
-    if size > MAX_PACKET {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a Gearman packet of {size} bytes (more than {MAX_PACKET})"),
-        ));
-    }
-    let mut body = vec![0u8; size as usize];
-    reader.read_exact(&mut body).await?;
-    Ok(Packet { kind, body })
-}
-
-/// `HOST:PORT`, with gearmand's port when `address` names none.
-pub fn with_port(address: &str) -> String {
-    let has_port = address
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-    match has_port {
-        true => address.to_string(),
-        false => format!("{address}:{DEFAULT_PORT}"),
-    }
-}
 
 /// A live connection to one gearmand.
 struct Live {
@@ -173,7 +64,7 @@ struct Server {
 
 impl Server {
     fn live(&self) -> Option<(u64, Arc<tokio::sync::Mutex<OwnedWriteHalf>>)> {
-        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let live = self.live.locked();
         live.as_ref().map(|l| (l.generation, l.writer.clone()))
     }
 
@@ -221,14 +112,11 @@ struct Inner {
 
 impl Inner {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.held.locked()
     }
 
     fn functions(&self) -> Vec<FunctionName> {
-        self.functions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.functions.locked().clone()
     }
 
     /// Opens a connection to server `index` and registers: the client id, then `CAN_DO`
@@ -245,7 +133,7 @@ impl Inner {
         writer.write_all(&hello).await?;
         let generation = server.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let (replies_tx, replies_rx) = mpsc::channel(16);
-        *server.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(Live {
+        *server.live.locked() = Some(Live {
             generation,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             replies: Arc::new(tokio::sync::Mutex::new(replies_rx)),
@@ -290,7 +178,7 @@ impl Inner {
             }
         };
         {
-            let mut live = server.live.lock().unwrap_or_else(|e| e.into_inner());
+            let mut live = server.live.locked();
             if live.as_ref().is_some_and(|l| l.generation == generation) {
                 *live = None;
             }
@@ -306,7 +194,8 @@ impl Inner {
         self.reconnect(index).await;
     }
 
-    /// Opens server `index` again, waiting longer between attempts up to 5 s. (Boxed: it
+    /// Opens server `index` again, waiting longer between attempts (doubling, with jitter, up
+    /// to 5 s). (Boxed: it
     /// opens connections whose readers call it again.)
     fn reconnect(
         self: &Arc<Self>,
@@ -314,9 +203,15 @@ impl Inner {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
         let inner = self.clone();
         Box::pin(async move {
-            let mut wait = RECONNECT_MIN;
+            let mut waits = backon::BackoffBuilder::build(
+                backon::ExponentialBuilder::default()
+                    .with_min_delay(RECONNECT_MIN)
+                    .with_max_delay(RECONNECT_MAX)
+                    .with_jitter()
+                    .without_max_times(),
+            );
             loop {
-                tokio::time::sleep(wait).await;
+                tokio::time::sleep(waits.next().unwrap_or(RECONNECT_MAX)).await;
                 if inner.stopped.load(Ordering::Relaxed) {
                     return;
                 }
@@ -328,7 +223,6 @@ impl Inner {
                     }
                     Err(error) => {
                         tracing::debug!(server = address, %error, "gearmand is still unreachable");
-                        wait = (wait * 2).min(RECONNECT_MAX);
                     }
                 }
             }
@@ -340,7 +234,7 @@ impl Inner {
     async fn grab(&self, index: usize) -> Result<Option<Assigned>, SourceError> {
         let server = &self.servers[index];
         let (generation, replies) = {
-            let live = server.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = server.live.locked();
             match live.as_ref() {
                 Some(l) => (l.generation, l.replies.clone()),
                 None => return Ok(None),
@@ -444,7 +338,7 @@ struct Assigned {
 /// A worker's connections to gearmand servers.
 pub struct Gearman {
     inner: Arc<Inner>,
-    _keepalive: AbortOnDrop,
+    _keepalive: AbortOnDropHandle<()>,
 }
 
 impl Gearman {
@@ -506,7 +400,7 @@ impl Gearman {
         });
         Ok(Gearman {
             inner,
-            _keepalive: AbortOnDrop(keepalive),
+            _keepalive: AbortOnDropHandle::new(keepalive),
         })
     }
 
@@ -592,13 +486,7 @@ impl JobSource for Gearman {
             _ => over.push(lease),
         };
         // Jobs assigned earlier that had no room then.
-        let waiting: Vec<Lease> = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect();
+        let waiting: Vec<Lease> = self.inner.pending.locked().drain(..).collect();
         for mut lease in waiting {
             // Its time starts when it goes out.
             lease.expires = std::time::Instant::now() + lease.ttl;
@@ -614,11 +502,7 @@ impl JobSource for Gearman {
                 }
             }
         }
-        self.inner
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(over);
+        self.inner.pending.locked().extend(over);
         Ok(leases)
     }
 
@@ -661,16 +545,12 @@ impl JobSource for Gearman {
         output: &[u8],
         _notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
-        Ok(
-            match self
-                .inner
+        Ok(settled(
+            self.inner
                 .report(&lease.token, Command::WorkComplete, &[output], true)
-                .await
-            {
-                true => Completion::Accepted(JobState::Succeeded),
-                false => Completion::Stale,
-            },
-        )
+                .await,
+            JobState::Succeeded,
+        ))
     }
 
     async fn fail(
@@ -689,10 +569,7 @@ impl JobSource for Gearman {
             .report(token, Command::WorkWarning, &[message.as_bytes()], false)
             .await
             && self.inner.report(token, Command::WorkFail, &[], true).await;
-        Ok(match sent {
-            true => Completion::Accepted(JobState::Failed),
-            false => Completion::Stale,
-        })
+        Ok(settled(sent, JobState::Failed))
     }
 
     fn worker_id(&self) -> &str {
@@ -702,11 +579,7 @@ impl JobSource for Gearman {
     /// Sends `CAN_DO` for the functions not served before.
     async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         let added: Vec<FunctionName> = {
-            let mut served = self
-                .inner
-                .functions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut served = self.inner.functions.locked();
             let added: Vec<FunctionName> = functions
                 .iter()
                 .filter(|f| !served.contains(f))
@@ -739,7 +612,7 @@ impl JobSource for Gearman {
         if ttl.is_zero() {
             self.inner.stopped.store(true, Ordering::Relaxed);
             for server in &self.inner.servers {
-                let live = server.live.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let live = server.live.locked().take();
                 if let Some(live) = live {
                     let _ = live.writer.lock().await.shutdown().await;
                 }
@@ -752,8 +625,7 @@ impl JobSource for Gearman {
     async fn leave(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         self.inner
             .functions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .retain(|f| !functions.contains(f));
         for function in functions {
             for server in &self.inner.servers {
@@ -773,54 +645,5 @@ impl JobSource for Gearman {
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
         self.inner.held().remove(&lease.token);
         Ok(Completion::Accepted(JobState::Queued))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_are_framed_as_the_protocol_says() {
-        let packet = request(Command::CanDo, &[b"reverse"]);
-        assert_eq!(&packet[..4], b"\0REQ");
-        assert_eq!(&packet[4..8], &1u32.to_be_bytes());
-        assert_eq!(&packet[8..12], &7u32.to_be_bytes());
-        assert_eq!(&packet[12..], b"reverse");
-        let packet = request(Command::WorkStatus, &[b"H:1", b"3", b"10"]);
-        assert_eq!(&packet[12..], b"H:1\x003\x0010");
-        assert_eq!(request(Command::GrabJobAll, &[]).len(), 12);
-    }
-
-    #[tokio::test]
-    async fn responses_are_read_and_split_and_bad_ones_refused() {
-        let body = b"H:1\0rev\0u\0a\0b\0c";
-        let mut bytes = b"\0RES".to_vec();
-        bytes.extend_from_slice(&31u32.to_be_bytes());
-        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        bytes.extend_from_slice(body);
-        let packet = read_packet(&mut bytes.as_slice()).await.unwrap();
-        assert_eq!(packet.kind, Command::JobAssignUniq as u32);
-        let args = packet.args(4).unwrap();
-        assert_eq!(args, [&b"H:1"[..], b"rev", b"u", b"a\0b\0c"]);
-        assert!(packet.args(9).is_none());
-
-        let mut request_magic = b"\0REQ".to_vec();
-        request_magic.extend_from_slice(&[0; 8]);
-        assert!(read_packet(&mut request_magic.as_slice()).await.is_err());
-        let mut huge = b"\0RES".to_vec();
-        huge.extend_from_slice(&13u32.to_be_bytes());
-        huge.extend_from_slice(&u32::MAX.to_be_bytes());
-        let error = read_packet(&mut huge.as_slice()).await.unwrap_err();
-        assert!(error.to_string().contains("bytes"), "{error}");
-        let short = b"\0RES\0\0".to_vec();
-        assert!(read_packet(&mut short.as_slice()).await.is_err());
-    }
-
-    #[test]
-    fn addresses_get_gearmands_port() {
-        assert_eq!(with_port("gm.local"), "gm.local:4730");
-        assert_eq!(with_port("gm.local:4731"), "gm.local:4731");
-        assert_eq!(with_port("127.0.0.1:7003"), "127.0.0.1:7003");
     }
 }

@@ -1,0 +1,121 @@
+//! wasmgear's own queue as a [`JobSource`]: what a worker node calls, forwarded to the
+//! [`WorkerQueue`]'s methods.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use wasmgear_source::{JobSource, SourceError};
+
+use super::WorkerQueue;
+use wasmgear_proto::{
+    AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, Lease, LeaseRequest,
+    LeaseStatus, Progress, WorkerAd,
+};
+
+impl JobSource for WorkerQueue {
+    async fn lease(
+        &self,
+        requests: &[LeaseRequest],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<Lease>, SourceError> {
+        Ok(WorkerQueue::lease(self, requests, max, ttl).await?)
+    }
+
+    async fn wait_for_work(&self, timeout: Duration) {
+        WorkerQueue::wait_for_work(self, timeout).await
+    }
+
+    async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus, SourceError> {
+        Ok(WorkerQueue::heartbeat(self, lease, ttl).await?)
+    }
+
+    fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
+        WorkerQueue::cancel_requests(self)
+    }
+
+    fn worker_id(&self) -> &str {
+        WorkerQueue::worker_id(self)
+    }
+
+    async fn serve(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(WorkerQueue::listen(self, functions).await?)
+    }
+
+    async fn leave(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        Ok(WorkerQueue::leave(self, functions).await?)
+    }
+
+    async fn advertise(
+        &self,
+        ad: &WorkerAd,
+        functions: &[FunctionName],
+        ttl: Duration,
+    ) -> Result<(), SourceError> {
+        Ok(WorkerQueue::advertise(self, ad, functions, ttl).await?)
+    }
+
+    async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
+        Ok(WorkerQueue::progress(self, lease, progress).await?)
+    }
+
+    async fn complete(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::complete(self, lease, output, notes).await?)
+    }
+
+    async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        output: &[u8],
+        notes: &AttemptNotes,
+        next: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<(Completion, Vec<Lease>), SourceError> {
+        Ok(WorkerQueue::complete_and_lease(self, lease, output, notes, next, ttl).await?)
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        failure: &JobFailure,
+        notes: &AttemptNotes,
+    ) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::fail(self, lease, failure, notes).await?)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
+        Ok(WorkerQueue::release(self, lease).await?)
+    }
+
+    async fn ping(&self, timeout: Duration) -> Result<(), SourceError> {
+        Ok(WorkerQueue::ping(self, timeout).await?)
+    }
+
+    fn reserved_slots(&self) -> usize {
+        WorkerQueue::reserved_slots(self)
+    }
+
+    fn cancel_heard(&self, lease: &Lease) -> bool {
+        WorkerQueue::cancel_heard(self, lease)
+    }
+
+    async fn stop_leasing(&self) {
+        WorkerQueue::stop_leasing(self).await
+    }
+
+    fn reconnects(&self) -> u64 {
+        WorkerQueue::reconnects(self)
+    }
+
+    /// Lists the functions in the directory operators read, and re-checks the links of jobs
+    /// waiting on jobs of other functions.
+    async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
+        WorkerQueue::register(self, functions).await?;
+        Ok(WorkerQueue::relink(self, functions).await?)
+    }
+}
