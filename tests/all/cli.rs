@@ -43,7 +43,8 @@ fn enqueue_wait_prints_the_output_and_status_shows_it() {
     assert_eq!(value["id"], id);
 }
 
-/// Without --wait, enqueue prints only the job id; input comes from stdin or a file too.
+/// Without --wait, enqueue prints only the job id; input comes from stdin, a file or
+/// --input-json too, and the old spelling `--json JSON` still works with a warning.
 #[test]
 fn enqueue_reads_input_from_argument_stdin_or_file() {
     let redis = TestRedis::start();
@@ -72,6 +73,26 @@ fn enqueue_reads_input_from_argument_stdin_or_file() {
         &env,
     );
     assert_eq!(stdout(&out), "from a file", "{}", stderr(&out));
+
+    let out = wasmgear(
+        &["enqueue", "echo", "--input-json", r#"{"n": 3}"#, "--wait"],
+        &env,
+    );
+    assert_eq!(stdout(&out), r#"{"n": 3}"#, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let out = wasmgear(
+        &["enqueue", "echo", "--json", r#"{"n": 4}"#, "--wait"],
+        &env,
+    );
+    assert_eq!(stdout(&out), r#"{"n": 4}"#, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: `wasmgear enqueue --json JSON` is deprecated and goes in the next release; \
+             write `wasmgear enqueue --input-json JSON`"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// A failing job makes `enqueue --wait` exit 1 with the plugin's error on stderr.

@@ -105,6 +105,7 @@ fn wait_follows_several_jobs() {
     assert_eq!(statuses[0]["id"], a.as_str());
     assert_eq!(statuses[0]["state"], "succeeded");
     assert_eq!(statuses[0]["output"], "counted to 3");
+    assert_eq!(statuses[0]["output_base64"], "Y291bnRlZCB0byAz");
     assert_eq!(statuses[1]["state"], "failed");
     assert_eq!(statuses[1]["error"]["class"], "guest-error");
     // A job that does not exist is reported at once, not after a timeout.
@@ -185,7 +186,8 @@ fn events_follow_the_stream() {
 }
 
 /// `priority` moves a queued job ahead; `--json` on the commands that change things says
-/// what changed, in a stable shape; completions come for the common shells.
+/// what changed, in a stable shape; completions come for the common shells, with the new
+/// spellings (`--input-json`, `deploy rollback`, `--memory-limit`).
 #[test]
 fn priority_json_shapes_and_completions() {
     let redis = TestRedis::start();
@@ -295,6 +297,9 @@ fn priority_json_shapes_and_completions() {
         assert_eq!(out.status.code(), Some(0));
         assert!(stdout(&out).contains(marker), "{shell}");
         assert!(stdout(&out).contains("enqueue"), "{shell}");
+        for word in ["input-json", "rollback", "activate", "memory-limit"] {
+            assert!(stdout(&out).contains(word), "{shell}: {word}");
+        }
     }
 }
 
@@ -517,9 +522,14 @@ fn every_command_refuses_bad_input() {
     let big_path = big.path().to_str().unwrap().to_string();
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (
+            vec!["enqueue", "echo", "--input-json", "{nope"],
+            2,
+            "--input-json is not valid JSON",
+        ),
+        (
             vec!["enqueue", "echo", "--json", "{nope"],
             2,
-            "not valid JSON",
+            "--json is not valid JSON",
         ),
         (
             vec!["enqueue", "echo", "--input-file", "/no/such/file"],
@@ -540,6 +550,21 @@ fn every_command_refuses_bad_input() {
             vec!["enqueue", "echo", "x", "--at", "tomorrow"],
             2,
             "invalid time",
+        ),
+        (
+            vec!["worker", "--memory-limit", "lots"],
+            2,
+            "is not a size: \"lots\" (write e.g. 4096, 64KiB, 128MiB or 1GiB)",
+        ),
+        (
+            vec!["worker", "--cache-max-size", "1 parsec"],
+            2,
+            "is not a size",
+        ),
+        (
+            vec!["replay", "echo:4", "--memory-limit", "12 bananas"],
+            2,
+            "is not a size",
         ),
         (vec!["wait", "nope"], 2, "invalid job id"),
         (vec!["wait", "echo:4"], 5, "no job echo:4"),

@@ -23,7 +23,8 @@ fn plugin_file(dir: &Path, name: &str, artifact_name: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Runs `wasmgear deploy ARGS --json` against `redis` and returns its JSON (exit 0 asserted).
+/// Runs `wasmgear deploy ARGS --json` against `redis` and returns its JSON (exit 0 and no
+/// warning about a deprecated spelling asserted).
 fn deploy(redis: &TestRedis, args: &[&str]) -> serde_json::Value {
     let url = redis.url();
     let mut all = vec!["deploy"];
@@ -31,6 +32,7 @@ fn deploy(redis: &TestRedis, args: &[&str]) -> serde_json::Value {
     all.push("--json");
     let out = wasmgear(&all, &[("WASMGEAR_REDIS_URL", &url)]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("deprecated"), "{}", stderr(&out));
     json(&out)
 }
 
@@ -184,7 +186,7 @@ async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
     );
 
     // Roll back: both go back to v1.
-    let back = deploy(&redis, &["--rollback", "job"]);
+    let back = deploy(&redis, &["rollback", "job"]);
     assert_eq!(
         (back["left"].as_str(), back["current"].as_str()),
         (Some(v2.as_str()), Some(v1.as_str()))
@@ -222,7 +224,7 @@ async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    deploy(&redis, &["--activate", "job", &v3[..8]]);
+    deploy(&redis, &["activate", "job", &v3[..8]]);
     let all = [a.pid(), b.pid(), c.pid()];
     eventually(
         WAIT,
@@ -268,7 +270,7 @@ async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
 }
 
 /// `--keep` forgets old versions with their chunks, except one a kept job ran on (and
-/// `replay` runs that job again from the store); `--list` shows what is kept; a function
+/// `replay` runs that job again from the store); `deploy list` shows what is kept; a function
 /// the worker's directory also has is served from the directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
@@ -324,7 +326,7 @@ async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
         .await
         .unwrap();
     assert_eq!(exists, [true, false]);
-    let listed = deploy(&redis, &["--list", "f"]);
+    let listed = deploy(&redis, &["list", "f"]);
     let versions: Vec<(String, bool)> = listed[0]["versions"]
         .as_array()
         .unwrap()
@@ -337,7 +339,7 @@ async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
         })
         .collect();
     assert_eq!(versions, [(v1.clone(), false), (v3.clone(), true)]);
-    let out = deploy_raw(&redis, &["--list"]);
+    let out = deploy_raw(&redis, &["list"]);
     let table = stdout(&out);
     assert!(
         table.contains("FUNCTION") && table.contains(&v3) && table.contains("current"),
@@ -384,19 +386,77 @@ async fn old_versions_are_forgotten_unless_a_kept_job_names_them() {
     until_serving(&client, &[worker.pid()], "f", &v1).await;
 
     // Removed: the worker stops serving it; its versions stay, and one can be served again.
-    let removed = deploy(&redis, &["--remove", "f"]);
+    let removed = deploy(&redis, &["remove", "f"]);
     assert_eq!(removed["left"].as_str(), Some(v1.as_str()));
     eventually(WAIT, "the worker to stop serving f", || async {
         let served = served(&client).await;
         (!served[&worker.pid()].contains_key("f")).then_some(())
     })
     .await;
-    let out = deploy_raw(&redis, &["--remove", "f"]);
+    let out = deploy_raw(&redis, &["remove", "f"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("f is not served from the deployed-plugin store"));
-    deploy(&redis, &["--activate", "f", &v3]);
+    deploy(&redis, &["activate", "f", &v3]);
     until_serving(&client, &[worker.pid()], "f", &v3).await;
     drop(worker);
+}
+
+/// The old spellings `deploy --list/--rollback/--activate/--remove/--collect` still work for
+/// one release: each does what its subcommand does, and warns on stderr with the new spelling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_deploy_flags_still_work_with_a_warning() {
+    let redis = TestRedis::start();
+    let files = tempfile::tempdir().unwrap();
+    let v1 = deploy(&redis, &[&plugin_file(files.path(), "f", "echo")]);
+    let v1 = v1["version"].as_str().unwrap().to_string();
+    let v2 = deploy(&redis, &[&plugin_file(files.path(), "f", "reverse")]);
+    let v2 = v2["version"].as_str().unwrap().to_string();
+    let old = |args: &[&str], new: &str| -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = deploy_raw(&redis, &all);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.starts_with(&format!("warning: `wasmgear deploy {}", args[0]))
+                && said.contains(&format!(
+                    "is deprecated and goes in the next release; write `wasmgear {new}`"
+                )),
+            "{args:?}: {said}"
+        );
+        json(&out)
+    };
+
+    let listed = deploy(&redis, &["list", "f"]);
+    assert_eq!(listed[0]["current"].as_str(), Some(v2.as_str()));
+    assert_eq!(
+        old(&["--list", "f"], "deploy list [FUNCTION]"),
+        listed,
+        "the old spelling lists what the new one does"
+    );
+    assert_eq!(
+        old(&["--list"], "deploy list [FUNCTION]"),
+        deploy(&redis, &["list"])
+    );
+    let back = old(&["--rollback", "f"], "deploy rollback FUNCTION");
+    assert_eq!(
+        (back["left"].as_str(), back["current"].as_str()),
+        (Some(v2.as_str()), Some(v1.as_str()))
+    );
+    let now = old(
+        &["--activate", "f", &v2[..8]],
+        "deploy activate FUNCTION VERSION",
+    );
+    assert_eq!(now["current"].as_str(), Some(v2.as_str()));
+    let removed = old(&["--remove", "f"], "deploy remove FUNCTION");
+    assert_eq!(removed["left"].as_str(), Some(v2.as_str()));
+    assert_eq!(
+        old(&["--collect"], "deploy collect")["collected"],
+        serde_json::json!([])
+    );
+    // Subcommands and old flags do not mix.
+    let out = deploy_raw(&redis, &["--collect", "list"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 /// Every key's name and every stored record of the deployed-plugin store, sorted.
@@ -456,19 +516,24 @@ async fn bad_deploys_are_refused_and_change_nothing() {
         ),
         (vec![bad_manifest.as_str()], 2, "is invalid"),
         (vec!["/no/such/file.wasm"], 2, "cannot read plugin"),
-        (vec!["--rollback", "echo"], 2, "no earlier deployed version"),
+        (vec!["rollback", "echo"], 2, "no earlier deployed version"),
+        (vec!["rollback", "other"], 2, "has no deployed version"),
         (vec!["--rollback", "other"], 2, "has no deployed version"),
         (
-            vec!["--activate", "echo", "ffff"],
+            vec!["activate", "echo", "ffff"],
             5,
             "no deployed version ffff of echo",
         ),
         (
-            vec!["--activate", "other", &version],
+            vec!["activate", "other", &version],
             2,
             "serves echo, not other",
         ),
+        (vec!["activate", "echo"], 2, "required"),
+        (vec!["list", "other"], 5, "other has no deployed version"),
         (vec!["--list", "other"], 5, "other has no deployed version"),
+        (vec!["list", "no{tags}"], 2, "invalid function name"),
+        (vec!["remove"], 2, "required"),
         (vec![], 2, "required"),
     ];
     for (args, code, message) in cases {
@@ -766,7 +831,7 @@ async fn a_chunk_is_never_deleted_while_a_record_names_its_version() {
 }
 
 /// A deploy interrupted after writing its chunks (never recorded) leaves nothing for ever:
-/// once its time under way and its pin have lapsed, `wasmgear deploy --collect` deletes its
+/// once its time under way and its pin have lapsed, `wasmgear deploy collect` deletes its
 /// chunks and its note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_deploy_s_chunks_are_collected() {
@@ -778,14 +843,14 @@ async fn an_interrupted_deploy_s_chunks_are_collected() {
     interrupted.pin_and_write(&mut raw, 300).await;
     let version = interrupted.version.clone();
     // Not while it may still be under way.
-    let out = deploy(&redis, &["--collect"]);
+    let out = deploy(&redis, &["collect"]);
     assert_eq!(out["collected"], serde_json::json!([]));
     // Its last word: it would be done within 1 ms. Then nothing more is heard of it.
     assert_eq!(interrupted.under_way(&mut raw, 1, true).await, 1);
 
     until_gone(&mut raw, &DeployKeys::pin(&version)).await;
     until_lapsed(&client, &mut raw, &version).await;
-    let out = deploy(&redis, &["--collect"]);
+    let out = deploy(&redis, &["collect"]);
     assert_eq!(out["collected"], serde_json::json!([version]));
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
@@ -794,7 +859,7 @@ async fn an_interrupted_deploy_s_chunks_are_collected() {
         .unwrap();
     keys.sort();
     assert!(keys.is_empty(), "nothing left: {keys:?}");
-    let out = deploy_raw(&redis, &["--collect"]);
+    let out = deploy_raw(&redis, &["collect"]);
     assert_eq!(stdout(&out), "nothing to collect\n");
 }
 

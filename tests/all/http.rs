@@ -184,7 +184,8 @@ async fn key_count(redis: &TestRedis) -> u64 {
 }
 
 /// Jobs go in as text, base64 and JSON, one at a time and in bulk, and come out as the
-/// worker made them; the job reads like `wasmgear status --json`'s.
+/// worker made them; `wasmgear status --json` and `wait --json` print the very object the
+/// API answers for a job (a binary output as base64).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_go_in_and_come_out_in_every_form() {
     let redis = TestRedis::start();
@@ -229,25 +230,24 @@ async fn jobs_go_in_and_come_out_in_every_form() {
     let done = wait_ended(&server, &structured_id).await;
     assert_eq!(done["output"], r#"{"a":[1,2]}"#);
 
-    // The same job as the CLI shows it.
+    // The same jobs as the CLI shows them: `status --json` and `wait --json` print what
+    // the API answers, a binary output as base64.
     let url = redis.url();
-    let cli = wasmgear(
-        &["status", &text_id, "--json"],
-        &[("WASMGEAR_REDIS_URL", url.as_str())],
-    );
-    let cli: Value = serde_json::from_slice(&cli.stdout).expect("status --json");
-    let api = get(&server, &format!("/v1/jobs/{text_id}")).await.json();
-    for field in [
-        "id",
-        "state",
-        "attempt",
-        "max_attempts",
-        "priority",
-        "tags",
-        "history",
-    ] {
-        assert_eq!(api[field], cli[field], "{field}");
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let mut apis = Vec::new();
+    for id in [&text_id, &binary_id] {
+        let out = wasmgear(&["status", id, "--json"], &env);
+        let cli: Value = serde_json::from_slice(&out.stdout).expect("status --json");
+        let api = get(&server, &format!("/v1/jobs/{id}")).await.json();
+        assert_eq!(cli, api, "status --json of {id}");
+        apis.push(api);
     }
+    assert_eq!(apis[1]["output_base64"], encoded.as_str());
+    assert!(apis[1].get("output").is_none(), "not UTF-8: no text output");
+    let out = wasmgear(&["wait", &text_id, &binary_id, "--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let waited: Value = serde_json::from_slice(&out.stdout).expect("wait --json");
+    assert_eq!(waited, Value::Array(apis), "wait --json");
 
     // Bulk: 500 jobs in one request, in order.
     let jobs: Vec<Value> = (0..500)

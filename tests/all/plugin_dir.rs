@@ -79,7 +79,8 @@ fn bad_files_are_reported_and_good_ones_still_load() {
 }
 
 /// A component whose memory starts above the memory limit of a job is refused with a reason
-/// that names the file and what to do; under the default limit it loads and runs.
+/// that names the file and what to do; under the default limit it loads and runs, and
+/// `--memory-limit` takes units or bytes (4MiB refuses it, 8MiB and 8388608 run it).
 #[test]
 fn a_component_whose_memory_starts_over_the_limit_is_refused_clearly() {
     let dir = plugin_dir(&["big-memory"]);
@@ -107,4 +108,34 @@ fn a_component_whose_memory_starts_over_the_limit_is_refused_clearly() {
         "{}",
         stderr(&out)
     );
+    for limit in ["4MiB", "4194304"] {
+        let out = wasmgear(
+            &[
+                "run",
+                artifact("big-memory"),
+                "hello",
+                "--memory-limit",
+                limit,
+            ],
+            &[],
+        );
+        assert_ne!(out.status.code(), Some(0), "{limit}");
+        assert!(
+            stderr(&out).contains("the memory limit of a job here is 4194304 bytes"),
+            "{limit}: {}",
+            stderr(&out)
+        );
+    }
+    for limit in ["8MiB", "8 MiB", "8388608"] {
+        let out = wasmgear(
+            &["run", artifact("big-memory"), "hi", "--memory-limit", limit],
+            &[],
+        );
+        assert_eq!(
+            stdout(&out),
+            "kept 2 of 2 bytes in a table of 4194304 bytes",
+            "{limit}: {}",
+            stderr(&out)
+        );
+    }
 }

@@ -286,7 +286,9 @@ async fn replay_runs_a_job_on_the_build_it_ran_on() {
     let out = wasmgear(&["replay", &id_text], &env_fresh);
     assert_eq!(out.status.code(), Some(5));
     assert!(
-        stderr(&out).contains("neither in the deployed-plugin store (`wasmgear deploy --list`) nor in the compile cache"),
+        stderr(&out).contains(
+            "neither in the deployed-plugin store (`wasmgear deploy list`) nor in the compile cache"
+        ),
         "{}",
         stderr(&out)
     );

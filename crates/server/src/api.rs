@@ -176,7 +176,7 @@ pub(crate) async fn bulk(
 
 /// A job as the API answers it: the record's fields (PROTOCOL.md, "The job record"), its
 /// id, and a succeeded job's output as `output_base64` and, when it is UTF-8, `output`.
-pub(crate) fn job_json(status: &JobStatus) -> Value {
+pub fn job_json(status: &JobStatus) -> Value {
     let mut value = serde_json::to_value(status).unwrap_or_default();
     if let Some(output) = &status.output {
         value["output_base64"] = BASE64.encode(output).into();

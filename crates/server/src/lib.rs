@@ -28,6 +28,7 @@ use axum::response::Response;
 use tokio_util::sync::CancellationToken;
 use wasmgear_client::Client;
 
+pub use api::job_json;
 pub use error::ApiError;
 pub use openapi::{OPENAPI_PATH, openapi};
 

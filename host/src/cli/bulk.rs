@@ -171,7 +171,7 @@ pub async fn enqueue_lines(
     let ids = client.enqueue_batch(&batch).await?;
     if json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-        super::print_json(&ids)?;
+        super::output::print_json(&ids)?;
         return Ok(0);
     }
     let mut out = String::with_capacity(ids.len() * 16);

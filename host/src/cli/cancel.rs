@@ -28,7 +28,7 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<i32> {
             CancelOutcome::Stopping => ("stopping", "running".to_string()),
             CancelOutcome::AlreadyEnded(state) => ("already-ended", state.to_string()),
         };
-        super::print_json(
+        super::output::print_json(
             &serde_json::json!({ "id": id.to_string(), "outcome": word, "state": state }),
         )?;
         return Ok(match outcome {

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::{RedisArgs, parse_duration, print_json};
+use super::output::print_json;
+use super::{RedisArgs, parse_duration};
 use wasmgear_client::{FunctionConfig, Setting};
 use wasmgear_proto::FunctionName;
 

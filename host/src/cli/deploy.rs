@@ -9,12 +9,22 @@ use wasmgear_client::deploy::DeployState;
 use wasmgear_proto::deploy::DEFAULT_KEEP;
 use wasmgear_runtime::manifest;
 
-use super::{RedisArgs, print_json, print_table, usage};
+use super::output::{print_json, print_table};
+use super::{RedisArgs, usage};
 
-/// Options of `wasmgear deploy`.
+/// Options of `wasmgear deploy`: a plugin to deploy, or a subcommand.
 #[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("action").args(["plugin", "list", "rollback", "activate", "remove", "collect"]).required(true))]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    group = clap::ArgGroup::new("action")
+        .args(["plugin", "list", "rollback", "activate", "remove", "collect"])
+        .required(true)
+)]
 pub struct DeployArgs {
+    #[command(subcommand)]
+    command: Option<DeployCommand>,
+
     #[command(flatten)]
     redis: RedisArgs,
 
@@ -27,7 +37,8 @@ pub struct DeployArgs {
     #[arg(long, requires = "plugin")]
     manifest: Option<PathBuf>,
 
-    /// Store the plugin without making it current (make it current later with --activate).
+    /// Store the plugin without making it current (make it current later with `deploy
+    /// activate`).
     #[arg(long, requires = "plugin")]
     no_activate: bool,
 
@@ -35,30 +46,6 @@ pub struct DeployArgs {
     /// job's history names them (so that `wasmgear replay` still finds them).
     #[arg(long, default_value_t = DEFAULT_KEEP, value_parser = clap::value_parser!(u32).range(1..=1000))]
     keep: u32,
-
-    /// List the versions kept (of FUNCTION only, if given), with when they were deployed,
-    /// their size, and which is current.
-    #[arg(long, value_name = "FUNCTION", num_args = 0..=1, default_missing_value = "")]
-    list: Option<String>,
-
-    /// Put FUNCTION back on the version it had before its current one.
-    #[arg(long, value_name = "FUNCTION")]
-    rollback: Option<FunctionName>,
-
-    /// Make VERSION (or the one version starting with it) the current version of FUNCTION.
-    #[arg(long, num_args = 2, value_names = ["FUNCTION", "VERSION"])]
-    activate: Option<Vec<String>>,
-
-    /// Stop serving FUNCTION from the store: workers drop it (running jobs finish); its
-    /// versions stay stored, for replay and for --activate.
-    #[arg(long, value_name = "FUNCTION")]
-    remove: Option<FunctionName>,
-
-    /// Delete the chunks of versions no record names any more and of interrupted deploys
-    /// (done after every deploy and by workers serving deployed plugins too; never the
-    /// chunks of a version a record names or a deploy is writing).
-    #[arg(long)]
-    collect: bool,
 
     /// Print the result as JSON.
     #[arg(long)]
@@ -68,65 +55,215 @@ pub struct DeployArgs {
     /// (WASMGEAR_HOME/cache).
     #[arg(long, requires = "plugin")]
     no_cache: bool,
+
+    /// The old spelling of `deploy list [FUNCTION]`, kept for one release with a warning.
+    #[arg(long, value_name = "FUNCTION", num_args = 0..=1, default_missing_value = "", hide = true)]
+    list: Option<String>,
+
+    /// The old spelling of `deploy rollback FUNCTION`, kept for one release with a warning.
+    #[arg(long, value_name = "FUNCTION", hide = true)]
+    rollback: Option<FunctionName>,
+
+    /// The old spelling of `deploy activate FUNCTION VERSION`, kept for one release with a
+    /// warning.
+    #[arg(long, num_args = 2, value_names = ["FUNCTION", "VERSION"], hide = true)]
+    activate: Option<Vec<String>>,
+
+    /// The old spelling of `deploy remove FUNCTION`, kept for one release with a warning.
+    #[arg(long, value_name = "FUNCTION", hide = true)]
+    remove: Option<FunctionName>,
+
+    /// The old spelling of `deploy collect`, kept for one release with a warning.
+    #[arg(long, hide = true)]
+    collect: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum DeployCommand {
+    /// List the versions kept (of FUNCTION only, if given), with when they were deployed,
+    /// their size, and which is current.
+    List(ListArgs),
+    /// Put FUNCTION back on the version it had before its current one.
+    Rollback(FunctionArgs),
+    /// Make VERSION (or the one version starting with it) the current version of FUNCTION.
+    Activate(ActivateArgs),
+    /// Stop serving FUNCTION from the store: workers drop it (running jobs finish); its
+    /// versions stay stored, for replay and for `deploy activate`.
+    Remove(FunctionArgs),
+    /// Delete the chunks of versions no record names any more and of interrupted deploys
+    /// (done after every deploy and by workers serving deployed plugins too; never the
+    /// chunks of a version a record names or a deploy is writing).
+    Collect(CollectArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// List only this function's versions.
+    function: Option<FunctionName>,
+
+    /// Print the list as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct FunctionArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The function.
+    function: FunctionName,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ActivateArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// The function.
+    function: FunctionName,
+
+    /// The version to make current, or the start of exactly one kept version's hash.
+    version: String,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CollectArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `wasmgear deploy` was asked to do, however it was spelt.
+enum Action {
+    Deploy(PathBuf),
+    List(Option<FunctionName>),
+    Rollback(FunctionName),
+    Activate(FunctionName, String),
+    Remove(FunctionName),
+    Collect,
 }
 
 pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
-    if let Some(function) = &args.list {
-        return list(&args, function).await;
-    }
-    if let Some(function) = &args.rollback {
-        let client = args.redis.client().await?;
-        let (left, now) = client.rollback_deployed(function).await?;
-        if args.json {
-            print_json(&serde_json::json!({ "function": function, "left": left, "current": now }))?;
-        } else {
-            println!("{function}: rolled back from {left} to {now}");
-        }
-        return Ok(0);
-    }
-    if let Some(function) = &args.remove {
-        let client = args.redis.client().await?;
-        let left = client.remove_deployed(function).await?;
-        if args.json {
-            print_json(&serde_json::json!({ "function": function, "left": left }))?;
-        } else {
-            println!("{function}: no longer served from the store (it was on {left})");
-        }
-        return Ok(0);
-    }
-    if args.collect {
-        let collected = args.redis.client().await?.collect_deployed().await?;
-        if args.json {
-            print_json(&serde_json::json!({ "collected": collected }))?;
-        } else if collected.is_empty() {
-            println!("nothing to collect");
-        } else {
-            for version in &collected {
-                println!("collected the chunks of version {version}");
+    let (redis, json, action) = action_of(&args)?;
+    match action {
+        Action::Deploy(path) => deploy(&args, &path).await,
+        Action::List(function) => list(&redis, json, function.as_ref()).await,
+        Action::Rollback(function) => {
+            let (left, now) = redis.client().await?.rollback_deployed(&function).await?;
+            if json {
+                print_json(
+                    &serde_json::json!({ "function": function, "left": left, "current": now }),
+                )?;
+            } else {
+                println!("{function}: rolled back from {left} to {now}");
             }
+            Ok(0)
         }
-        return Ok(0);
-    }
-    if let Some(pair) = &args.activate {
-        let [function, version] = pair.as_slice() else {
-            return Err(usage("--activate takes FUNCTION VERSION"));
-        };
-        let function = FunctionName::new(function)?;
-        let client = args.redis.client().await?;
-        let version = client.activate_deployed(&function, version).await?;
-        if args.json {
-            print_json(&serde_json::json!({ "function": function, "current": version }))?;
-        } else {
-            println!("{function}: version {version} is current");
+        Action::Remove(function) => {
+            let left = redis.client().await?.remove_deployed(&function).await?;
+            if json {
+                print_json(&serde_json::json!({ "function": function, "left": left }))?;
+            } else {
+                println!("{function}: no longer served from the store (it was on {left})");
+            }
+            Ok(0)
         }
-        return Ok(0);
+        Action::Collect => {
+            let collected = redis.client().await?.collect_deployed().await?;
+            if json {
+                print_json(&serde_json::json!({ "collected": collected }))?;
+            } else if collected.is_empty() {
+                println!("nothing to collect");
+            } else {
+                for version in &collected {
+                    println!("collected the chunks of version {version}");
+                }
+            }
+            Ok(0)
+        }
+        Action::Activate(function, version) => {
+            let client = redis.client().await?;
+            let version = client.activate_deployed(&function, &version).await?;
+            if json {
+                print_json(&serde_json::json!({ "function": function, "current": version }))?;
+            } else {
+                println!("{function}: version {version} is current");
+            }
+            Ok(0)
+        }
     }
-    let Some(path) = &args.plugin else {
-        return Err(usage(
-            "give a plugin to deploy, or --list, --rollback FUNCTION, --activate FUNCTION VERSION, --remove FUNCTION or --collect",
-        ));
-    };
-    deploy(&args, path).await
+}
+
+/// The Redis to use, whether to print JSON, and the action: from the subcommand, else from
+/// the plugin argument, else from an old flag (with a warning that it is deprecated).
+fn action_of(args: &DeployArgs) -> anyhow::Result<(RedisArgs, bool, Action)> {
+    let old = |old: &str, new: &str| super::deprecated(old, new);
+    Ok(match &args.command {
+        Some(DeployCommand::List(a)) => (a.redis.clone(), a.json, Action::List(a.function.clone())),
+        Some(DeployCommand::Rollback(a)) => (
+            a.redis.clone(),
+            a.json,
+            Action::Rollback(a.function.clone()),
+        ),
+        Some(DeployCommand::Activate(a)) => (
+            a.redis.clone(),
+            a.json,
+            Action::Activate(a.function.clone(), a.version.clone()),
+        ),
+        Some(DeployCommand::Remove(a)) => {
+            (a.redis.clone(), a.json, Action::Remove(a.function.clone()))
+        }
+        Some(DeployCommand::Collect(a)) => (a.redis.clone(), a.json, Action::Collect),
+        None => {
+            let action = if let Some(path) = &args.plugin {
+                Action::Deploy(path.clone())
+            } else if let Some(function) = &args.list {
+                old("deploy --list [FUNCTION]", "deploy list [FUNCTION]");
+                match function.as_str() {
+                    "" => Action::List(None),
+                    name => Action::List(Some(FunctionName::new(name)?)),
+                }
+            } else if let Some(function) = &args.rollback {
+                old("deploy --rollback FUNCTION", "deploy rollback FUNCTION");
+                Action::Rollback(function.clone())
+            } else if let Some(pair) = &args.activate {
+                old(
+                    "deploy --activate FUNCTION VERSION",
+                    "deploy activate FUNCTION VERSION",
+                );
+                let [function, version] = pair.as_slice() else {
+                    return Err(usage("--activate takes FUNCTION VERSION"));
+                };
+                Action::Activate(FunctionName::new(function)?, version.clone())
+            } else if let Some(function) = &args.remove {
+                old("deploy --remove FUNCTION", "deploy remove FUNCTION");
+                Action::Remove(function.clone())
+            } else if args.collect {
+                old("deploy --collect", "deploy collect");
+                Action::Collect
+            } else {
+                return Err(usage(
+                    "give a plugin to deploy, or a subcommand: list, rollback, activate, remove or collect",
+                ));
+            };
+            (args.redis.clone(), args.json, action)
+        }
+    })
 }
 
 /// Checks, stores and (unless `--no-activate`) activates the plugin at `path`.
@@ -213,7 +350,7 @@ async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
             format!(": now current for {}", record.functions.join(", "))
         } else {
             format!(
-                ": stored, not current (`wasmgear deploy --activate {} {}`)",
+                ": stored, not current (`wasmgear deploy activate {} {}`)",
                 record.functions[0], record.version
             )
         }
@@ -246,15 +383,17 @@ fn pairs(fields: &[String]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `--list [FUNCTION]`.
-async fn list(args: &DeployArgs, function: &str) -> anyhow::Result<i32> {
-    let client = args.redis.client().await?;
+/// `deploy list [FUNCTION]`.
+async fn list(
+    redis: &RedisArgs,
+    json: bool,
+    function: Option<&FunctionName>,
+) -> anyhow::Result<i32> {
+    let client = redis.client().await?;
     let state = client.deploy_state().await?;
-    let functions: Vec<&String> = if function.is_empty() {
-        state.history.keys().collect()
-    } else {
-        FunctionName::new(function)?;
-        match state.history.get_key_value(function) {
+    let functions: Vec<&String> = match function {
+        None => state.history.keys().collect(),
+        Some(function) => match state.history.get_key_value(function.as_str()) {
             Some((f, _)) => vec![f],
             None => {
                 return Err(super::NotFoundError(format!(
@@ -262,9 +401,9 @@ async fn list(args: &DeployArgs, function: &str) -> anyhow::Result<i32> {
                 ))
                 .into());
             }
-        }
+        },
     };
-    if args.json {
+    if json {
         let list: Vec<serde_json::Value> = functions
             .iter()
             .map(|f| {

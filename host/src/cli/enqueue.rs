@@ -22,20 +22,26 @@ pub struct EnqueueArgs {
     function: Option<String>,
 
     /// The job's input as text; `-` reads it from stdin. Empty when no input option is given.
-    #[arg(conflicts_with_all = ["input_file", "json"])]
+    #[arg(conflicts_with_all = ["input_file", "input_json", "json"])]
     input: Option<String>,
 
     /// Read the job's input from this file.
-    #[arg(long, conflicts_with = "json")]
+    #[arg(long, conflicts_with_all = ["input_json", "json"])]
     input_file: Option<PathBuf>,
 
-    /// The job's input as a JSON literal, checked to be valid JSON (e.g. --json '{"n": 3}').
-    #[arg(long, value_name = "JSON")]
+    /// The job's input as a JSON literal, checked to be valid JSON (e.g. --input-json
+    /// '{"n": 3}').
+    #[arg(long, value_name = "JSON", conflicts_with = "json")]
+    input_json: Option<String>,
+
+    /// The old spelling of --input-json, kept for one release with a warning: everywhere
+    /// else --json means "print JSON".
+    #[arg(long, value_name = "JSON", hide = true)]
     json: Option<String>,
 
     /// Enqueue many jobs from JSON lines on stdin instead, as `wasmgear bulk` does; prints
     /// one id per line.
-    #[arg(long, conflicts_with_all = ["function", "input", "input_file", "json", "wait"])]
+    #[arg(long, conflicts_with_all = ["function", "input", "input_file", "input_json", "json", "wait"])]
     bulk: bool,
 
     /// Priority: low, normal, high, or a number from -1000 to 1000 (higher runs first).
@@ -98,6 +104,9 @@ pub struct EnqueueArgs {
 }
 
 pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
+    if args.json.is_some() {
+        super::deprecated("enqueue --json JSON", "enqueue --input-json JSON");
+    }
     if args.bulk {
         let mut text = String::new();
         std::io::stdin()
@@ -154,9 +163,14 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
 }
 
 fn read_input(args: &EnqueueArgs) -> anyhow::Result<Vec<u8>> {
-    if let Some(json) = &args.json {
+    let json = match (&args.input_json, &args.json) {
+        (Some(json), _) => Some(("--input-json", json)),
+        (None, Some(json)) => Some(("--json", json)),
+        (None, None) => None,
+    };
+    if let Some((flag, json)) = json {
         serde_json::from_str::<serde_json::Value>(json)
-            .map_err(|e| super::usage(format!("--json is not valid JSON: {e}")))?;
+            .map_err(|e| super::usage(format!("{flag} is not valid JSON: {e}")))?;
         return Ok(json.clone().into_bytes());
     }
     if let Some(path) = &args.input_file {

@@ -2,7 +2,8 @@
 
 use futures_util::StreamExt;
 
-use super::{RedisArgs, paint_event};
+use super::RedisArgs;
+use super::output::{paint_event, print_json_line};
 use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear events`.
@@ -35,7 +36,7 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<i32> {
     let mut events = std::pin::pin!(events);
     while let Some(published) = events.next().await {
         if args.json {
-            println!("{}", published.json);
+            print_json_line(&published.json);
         } else {
             println!("{}", paint_event(&published));
         }

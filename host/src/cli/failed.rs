@@ -1,6 +1,7 @@
 //! `wasmgear failed`: failure groups, and the failed jobs of one group.
 
-use super::{RedisArgs, print_json, print_table};
+use super::RedisArgs;
+use super::output::{print_json, print_table};
 use wasmgear_proto::FunctionName;
 use wasmgear_proto::units::in_or_ago;
 

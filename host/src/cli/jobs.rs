@@ -1,6 +1,7 @@
 //! `wasmgear jobs`: find jobs by tag or by state; `wasmgear tag`: tag a job.
 
-use super::{RedisArgs, print_json, print_table};
+use super::RedisArgs;
+use super::output::{paint_state, print_json, print_table};
 use wasmgear_client::JobState;
 use wasmgear_proto::units::in_or_ago;
 use wasmgear_proto::{FunctionName, JobId};
@@ -82,7 +83,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
         .map(|job| {
             vec![
                 job.id.to_string(),
-                super::paint_state(job.record.state),
+                paint_state(job.record.state),
                 in_or_ago(job.record.created_ms),
                 job.record.tags.join(","),
             ]

@@ -22,7 +22,7 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<i32> {
     let client = args.redis.client().await?;
     let log = client.logs(&id).await?;
     if args.json {
-        super::print_json(&serde_json::json!({ "id": id.to_string(), "log": log }))?;
+        super::output::print_json(&serde_json::json!({ "id": id.to_string(), "log": log }))?;
     } else {
         print!("{log}");
     }

@@ -1,4 +1,5 @@
-//! The `wasmgear` command line: one file per subcommand.
+//! The `wasmgear` command line: one file per subcommand; `output` prints for all of them
+//! (tables and lines for people, JSON with `--json`).
 //!
 //! Subcommands talk to Redis only through [`wasmgear_client`]; `worker` also builds the runtime.
 
@@ -13,6 +14,7 @@ mod events;
 mod failed;
 mod jobs;
 mod logs;
+mod output;
 mod plugins;
 mod priority;
 mod queues;
@@ -53,7 +55,8 @@ pub const REDIS_URL_FILE: &str = "redis.url";
 ///
 /// Every command takes the Redis URL from --redis or WASMGEAR_REDIS_URL:
 /// redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS (trusting the system's CAs or
-/// SSL_CERT_FILE), any node of a Redis Cluster. Commands that print data take --json.
+/// SSL_CERT_FILE), any node of a Redis Cluster. Commands that print data take --json (print
+/// JSON instead of text); a job's JSON is the HTTP API's (output in output_base64).
 /// Colour only on a terminal, never with NO_COLOR set.
 #[derive(Debug, Parser)]
 #[command(name = "wasmgear", version, about, verbatim_doc_comment, after_help = EXIT_CODES)]
@@ -285,79 +288,76 @@ pub fn exit_code(error: &anyhow::Error) -> i32 {
     exit::FAILED
 }
 
-/// Prints `value` as pretty JSON on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
+/// A size in bytes as written on the command line: plain bytes (`4096`) or with a unit
+/// (`64KiB`, `256MiB`, `1GiB`; `500KB` counts in powers of 1000), read by the same parser as
+/// plugin manifests' sizes. `--help` shows it in the largest binary unit that divides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
 
-/// A job state, coloured when stdout is a colour terminal (console's rules: `NO_COLOR`,
-/// `CLICOLOR`, `CLICOLOR_FORCE`): green succeeded, red failed, yellow cancelled, cyan running.
-pub(crate) fn paint_state(state: wasmgear_client::JobState) -> String {
-    use wasmgear_client::JobState::*;
-    let text = console::style(state.as_str());
-    match state {
-        Succeeded => text.green(),
-        Failed => text.red(),
-        Cancelled => text.yellow(),
-        Running => text.cyan(),
-        Queued | Scheduled | Waiting => text,
+impl Size {
+    /// `bytes` as a size.
+    pub const fn of(bytes: usize) -> Size {
+        Size(bytes as u64)
     }
-    .to_string()
+
+    /// The number of bytes, as a `usize` (saturating beyond the address space: no memory
+    /// is that large).
+    pub fn bytes(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
 }
 
-/// One event of `wasmgear events`, as a line.
-pub(crate) fn paint_event(published: &wasmgear_proto::FunctionEvent) -> String {
-    use wasmgear_proto::Event;
-    let event = &published.event;
-    let detail = match event {
-        Event::Start { attempt, .. } => format!("attempt {attempt}"),
-        Event::Progress {
-            done,
-            total,
-            message,
-            ..
-        } => format!("{done}/{total} {}", message.as_deref().unwrap_or_default()),
-        Event::Retry { attempt, .. } => format!("attempt {attempt} failed; runs again"),
-        Event::Finish { state, .. } => paint_state(*state),
-        Event::Config => format!("{} settings changed", published.function),
-        _ => String::new(),
-    };
-    let id = event.job().map(|id| id.to_string()).unwrap_or_default();
-    let kind = console::pad_str(event.kind(), 8, console::Alignment::Left, None);
-    format!("{} {id} {detail}", console::style(kind).bold())
-        .trim_end()
-        .to_string()
+impl std::str::FromStr for Size {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Size, String> {
+        wasmgear_runtime::manifest::parse_size(text).map(Size)
+    }
 }
 
-/// Prints rows under `headers` in aligned columns (the last column unpadded).
-pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
-    let mut widths: Vec<usize> = headers
-        .iter()
-        .map(|h| console::measure_text_width(h))
-        .collect();
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(console::measure_text_width(cell));
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+            if self.0 != 0 && self.0.is_multiple_of(1 << shift) {
+                return write!(f, "{}{unit}", self.0 >> shift);
+            }
         }
+        write!(f, "{}", self.0)
     }
-    let line = |cells: Vec<&str>| {
-        let last = cells.len().saturating_sub(1);
-        let text: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, cell)| match i == last {
-                true => cell.to_string(),
-                false => {
-                    console::pad_str(cell, widths[i], console::Alignment::Left, None).into_owned()
-                }
-            })
-            .collect();
-        println!("{}", text.join("  ").trim_end());
-    };
-    line(headers.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
+}
+
+/// Says on stderr that `old` is an old spelling kept for one release, and to write `new`.
+pub(crate) fn deprecated(old: &str, new: &str) {
+    eprintln!(
+        "warning: `wasmgear {old}` is deprecated and goes in the next release; write `wasmgear {new}`"
+    );
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::Size;
+
+    /// Sizes read plain bytes and units, print back in the largest binary unit that
+    /// divides them, and refuse what is not a size.
+    #[test]
+    fn sizes_take_units_and_print_back_the_same() {
+        for (text, bytes, shown) in [
+            ("256MiB", 256 << 20, "256MiB"),
+            ("1GiB", 1 << 30, "1GiB"),
+            ("64 KiB", 64 << 10, "64KiB"),
+            ("4096", 4096, "4KiB"),
+            ("1000", 1000, "1000"),
+            ("500KB", 500_000, "500000"),
+        ] {
+            let size: Size = text.parse().unwrap();
+            assert_eq!(size, Size(bytes), "{text}");
+            assert_eq!(size.to_string(), shown, "{text}");
+            assert_eq!(size.to_string().parse::<Size>(), Ok(size), "{text}");
+        }
+        for bad in ["", "lots", "-1MiB", "1 parsec"] {
+            let error = bad.parse::<Size>().unwrap_err();
+            assert!(error.contains("is not a size"), "{bad:?}: {error}");
+        }
     }
 }
 

@@ -61,7 +61,9 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
             })
             .collect();
         let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
-        super::print_json(&serde_json::json!({ "plugins": plugins, "problems": problems }))?;
+        super::output::print_json(
+            &serde_json::json!({ "plugins": plugins, "problems": problems }),
+        )?;
         return Ok(code);
     }
     for plugin in registry.plugins() {

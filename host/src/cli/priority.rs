@@ -1,6 +1,7 @@
 //! `wasmgear priority`: change the priority of a job that has not started (qless).
 
-use super::{RedisArgs, print_json};
+use super::RedisArgs;
+use super::output::print_json;
 use wasmgear_client::Priority;
 use wasmgear_proto::JobId;
 

@@ -1,6 +1,7 @@
 //! `wasmgear queues`: how many jobs of each function are where.
 
-use super::{RedisArgs, print_json, print_table};
+use super::RedisArgs;
+use super::output::{print_json, print_table};
 
 /// Options of `wasmgear queues`.
 #[derive(Debug, clap::Args)]

@@ -39,10 +39,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     requeue: bool,
 
-    /// The most memory the job's linear memory may grow to, in bytes (the manifest may only
-    /// lower it).
-    #[arg(long, default_value_t = wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES)]
-    memory_limit: usize,
+    /// The most memory the job's linear memory may grow to (`256MiB`, `1GiB`, or bytes; the
+    /// manifest may only lower it).
+    #[arg(long, default_value_t = super::Size::of(wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES))]
+    memory_limit: super::Size,
 
     /// Meter fuel, so that the manifest's `limits.fuel` applies.
     #[arg(long)]
@@ -64,7 +64,7 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     };
     let (attempt, version) = attempt_of(&status, args.attempt)?;
     let runtime = super::run::local_runtime(
-        args.memory_limit,
+        args.memory_limit.bytes(),
         args.fuel,
         &args.redis.home,
         args.no_cache,
@@ -150,7 +150,7 @@ fn from_cache(
     let Some(plugin) = cached else {
         return Err(not_found(format!(
             "attempt {attempt} of {id} ran on version {version} of its plugin, which is \
-             neither in the deployed-plugin store (`wasmgear deploy --list`) nor in the compile \
+             neither in the deployed-plugin store (`wasmgear deploy list`) nor in the compile \
              cache of {}: give the plugin directory that has it with --plugins, or try another \
              build with --plugin",
             args.redis.home.display()

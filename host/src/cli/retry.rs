@@ -32,7 +32,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
         let requeued = client.retry(&id).await?;
         if args.json {
             let ids: Vec<String> = requeued.then(|| id.to_string()).into_iter().collect();
-            super::print_json(&serde_json::json!({ "requeued": ids }))?;
+            super::output::print_json(&serde_json::json!({ "requeued": ids }))?;
             return Ok(if requeued { 0 } else { super::exit::FAILED });
         }
         if requeued {
@@ -48,7 +48,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     let ids = client.retry_group(&function, group, args.limit).await?;
     if args.json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-        super::print_json(&serde_json::json!({ "requeued": ids }))?;
+        super::output::print_json(&serde_json::json!({ "requeued": ids }))?;
         return Ok(0);
     }
     println!(

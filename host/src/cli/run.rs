@@ -39,10 +39,10 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     timeout: Option<Duration>,
 
-    /// The most memory the job's linear memory may grow to, in bytes (the manifest may only
-    /// lower it).
-    #[arg(long, default_value_t = wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES)]
-    memory_limit: usize,
+    /// The most memory the job's linear memory may grow to (`256MiB`, `1GiB`, or bytes; the
+    /// manifest may only lower it).
+    #[arg(long, default_value_t = super::Size::of(wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES))]
+    memory_limit: super::Size,
 
     /// Meter fuel, so that the manifest's `limits.fuel` applies.
     #[arg(long)]
@@ -102,7 +102,12 @@ pub(crate) fn local_runtime(
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let input = read_input(&args)?;
-    let runtime = local_runtime(args.memory_limit, args.fuel, &args.home, args.no_cache)?;
+    let runtime = local_runtime(
+        args.memory_limit.bytes(),
+        args.fuel,
+        &args.home,
+        args.no_cache,
+    )?;
     let plugin = runtime
         .load_plugin(&args.plugin)
         .map_err(|e| usage(e.to_string()))?;

@@ -8,7 +8,8 @@ use wasmgear_client::{FunctionName, Priority};
 use wasmgear_proto::schedule::{CatchUp, Recurrence, ScheduleDef};
 use wasmgear_proto::units::{in_or_ago, utc_text};
 
-use super::{RedisArgs, parse_duration, print_json, print_table, usage};
+use super::output::{print_json, print_table};
+use super::{RedisArgs, parse_duration, usage};
 
 /// Options of `wasmgear schedule`.
 #[derive(Debug, clap::Args)]

@@ -1,6 +1,7 @@
 //! `wasmgear stats`: a function's daily statistics (qless).
 
-use super::{RedisArgs, print_json};
+use super::RedisArgs;
+use super::output::print_json;
 use wasmgear_client::TimeStats;
 use wasmgear_proto::FunctionName;
 

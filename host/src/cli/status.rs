@@ -1,6 +1,7 @@
 //! `wasmgear status`: show one job.
 
 use super::RedisArgs;
+use super::output::{self, paint_state};
 use wasmgear_client::JobStatus;
 use wasmgear_proto::JobId;
 use wasmgear_proto::units::in_or_ago;
@@ -14,7 +15,9 @@ pub struct StatusArgs {
     /// The job's id, as printed by `enqueue` (e.g. echo:42).
     id: String,
 
-    /// Print the job as JSON.
+    /// Print the job as JSON, as the HTTP API's `GET /v1/jobs/{id}` does: the record's
+    /// fields, its id, and a succeeded job's output as `output_base64` and, when it is
+    /// UTF-8, `output`.
     #[arg(long)]
     json: bool,
 }
@@ -24,19 +27,12 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     let client = args.redis.client().await?;
     let status = client.status(&id).await?;
     if args.json {
-        let mut value = serde_json::to_value(&status)?;
-        if let Some(output) = &status.output {
-            value["output"] = match std::str::from_utf8(output) {
-                Ok(text) => text.into(),
-                Err(_) => format!("<{} bytes, not UTF-8>", output.len()).into(),
-            };
-        }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        output::print_json(&output::job(&status))?;
         return Ok(0);
     }
     let record = &status.record;
     println!("job       {}", status.id);
-    println!("state     {}", super::paint_state(record.state));
+    println!("state     {}", paint_state(record.state));
     match record.max_attempts {
         // Left to the plugin: fixed when a worker first leases the job.
         0 => println!("attempt   {} of the plugin's default", record.attempt),
@@ -79,11 +75,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     if let Some(error) = &record.error {
         println!("error     [{}] {}", error.class, error.message);
     }
-    if let Some(output) = &status.output {
-        match std::str::from_utf8(output) {
-            Ok(text) => println!("output    {text}"),
-            Err(_) => println!("output    <{} bytes, not UTF-8>", output.len()),
-        }
+    if let Some(bytes) = &status.output {
+        println!("output    {}", output::output_text(bytes));
     }
     // Each ended attempt, with the plugin build it ran on (what `wasmgear replay` finds).
     for attempt in &record.history {

@@ -3,7 +3,8 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use super::{RedisArgs, exit, parse_duration, print_json};
+use super::output::{self, paint_state, print_json};
+use super::{RedisArgs, exit, parse_duration};
 use wasmgear_client::{Client, JobState, JobStatus, QueueError};
 use wasmgear_proto::{JobId, Progress};
 
@@ -21,7 +22,8 @@ pub struct WaitArgs {
     #[arg(long, value_parser = parse_duration)]
     timeout: Option<Duration>,
 
-    /// Print each job's final status as JSON (an array, in the order given).
+    /// Print each job's final status as JSON: an array, in the order given, of what
+    /// `status --json` prints.
     #[arg(long)]
     json: bool,
 }
@@ -100,7 +102,7 @@ pub async fn wait_for(
         code = exit::FAILED;
     }
     if json {
-        let values: Vec<serde_json::Value> = finished.iter().map(status_json).collect();
+        let values: Vec<serde_json::Value> = finished.iter().map(output::job).collect();
         print_json(&values)?;
         return Ok(code);
     }
@@ -124,7 +126,7 @@ pub async fn wait_for(
             JobState::Succeeded => println!(
                 "{} {} ({} bytes of output)",
                 status.id,
-                super::paint_state(JobState::Succeeded),
+                paint_state(JobState::Succeeded),
                 status.output.as_ref().map_or(0, Vec::len)
             ),
             _ => super::status::print_failure(status),
@@ -170,19 +172,6 @@ async fn warn_while_unserved(
         }
         tokio::time::sleep(SERVICE_CHECK_EVERY).await;
     }
-}
-
-/// A job's status as JSON: the record, plus the output as text (or its size, when it is not
-/// UTF-8).
-pub fn status_json(status: &JobStatus) -> serde_json::Value {
-    let mut value = serde_json::to_value(status).unwrap_or_default();
-    if let Some(output) = &status.output {
-        value["output"] = match std::str::from_utf8(output) {
-            Ok(text) => text.into(),
-            Err(_) => format!("<{} bytes, not UTF-8>", output.len()).into(),
-        };
-    }
-    value
 }
 
 fn new_bar(id: &JobId) -> indicatif::ProgressBar {

@@ -86,20 +86,20 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_CANCEL_GRACE", default_value = "5s", value_parser = parse_duration)]
     cancel_grace: Duration,
 
-    /// The most memory a job's linear memory may grow to, in bytes; plugin manifests may
-    /// only lower it.
-    #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES)]
-    memory_limit: usize,
+    /// The most memory a job's linear memory may grow to (`256MiB`, `1GiB`, or bytes);
+    /// plugin manifests may only lower it.
+    #[arg(long, env = "WASMGEAR_MEMORY_LIMIT", default_value_t = super::Size::of(wasmgear_runtime::engine::DEFAULT_MEMORY_BYTES))]
+    memory_limit: super::Size,
 
     /// Where compiled plugins are cached, keyed by content and engine configuration
     /// [default: WASMGEAR_HOME/cache].
     #[arg(long, env = "WASMGEAR_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
 
-    /// The most disk the compile cache may use (`512MiB`, `2GiB`); beyond it, the least
-    /// recently used compiled plugins are deleted.
-    #[arg(long, env = "WASMGEAR_CACHE_MAX_SIZE", default_value = "1GiB", value_parser = wasmgear_runtime::manifest::parse_size)]
-    cache_max_size: u64,
+    /// The most disk the compile cache may use (`512MiB`, `2GiB`, or bytes); beyond it, the
+    /// least recently used compiled plugins are deleted.
+    #[arg(long, env = "WASMGEAR_CACHE_MAX_SIZE", default_value = "1GiB")]
+    cache_max_size: super::Size,
 
     /// Compile every plugin instead of using the compile cache.
     #[arg(long, env = "WASMGEAR_NO_CACHE")]
@@ -144,7 +144,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         max_instances: u32::try_from(args.concurrency + 1).unwrap_or(u32::MAX),
         limits: Limits {
             cancel_grace: args.cancel_grace,
-            memory_bytes: args.memory_limit,
+            memory_bytes: args.memory_limit.bytes(),
             ..Limits::default()
         },
         fuel: args.fuel,
@@ -154,7 +154,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
                     .clone()
                     .unwrap_or_else(|| args.redis.home.join("cache")),
             )
-            .with_max_bytes(args.cache_max_size)
+            .with_max_bytes(args.cache_max_size.0)
         }),
     };
     // Empty --functions: every plugin, including those added to the directory later.

@@ -1,6 +1,7 @@
 //! `wasmgear workers`: list the live workers.
 
 use super::RedisArgs;
+use super::output::print_json;
 
 /// Options of `wasmgear workers`.
 #[derive(Debug, clap::Args)]
@@ -27,7 +28,7 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
                 serde_json::json!({ "id": w.id, "expires_ms": w.expires_ms, "advertised": ad })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        print_json(&list)?;
         return Ok(0);
     }
     if workers.is_empty() {
