@@ -567,3 +567,196 @@ async fn every_page_and_the_queue_actions() {
     assert_eq!(rows(&succeeded), 3);
     drop(worker);
 }
+
+/// What the next test stores in every field that a producer, a plugin or a worker fills:
+/// markup that would run a script if a page passed it on as HTML.
+const MARKUP: &str = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">";
+
+/// Markup stored in a job's input, output, error message, tags, log, progress message and
+/// plugin version, and in a worker's advertisement, is shown as text on every page that
+/// lists or shows them (and in the error and sign-in pages that repeat a path): over HTTP it
+/// comes escaped; in Chromium no element is injected and no script runs, also once the page
+/// is fetched again into place as the live script does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markup_in_jobs_and_workers_is_shown_as_text() {
+    use wasmgear_client::WorkerQueue;
+    use wasmgear_proto::{AttemptNotes, ErrorClass, JobFailure, LeaseRequest, Progress, WorkerAd};
+    let redis = TestRedis::start();
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let f = function("xss");
+    let options = EnqueueOptions {
+        tags: vec![MARKUP.into()],
+        max_attempts: Some(1),
+        ..EnqueueOptions::default()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            client
+                .enqueue(&f, MARKUP.as_bytes(), &options)
+                .await
+                .unwrap(),
+        );
+    }
+    // A worker of any make, its id and advertisement holding markup too, runs the three:
+    // one goes on running, one fails, one succeeds.
+    let hand = WorkerQueue::connect(&redis.url(), format!("w{MARKUP}"))
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(600);
+    let leases = hand
+        .lease(&[LeaseRequest::new(f.clone())], 3, ttl)
+        .await
+        .unwrap();
+    let lease = |id: &wasmgear_client::JobId| {
+        leases
+            .iter()
+            .find(|l| &l.info.id == id)
+            .expect("each job leased")
+    };
+    let notes = AttemptNotes {
+        log: format!("logged {MARKUP}"),
+        plugin_version: Some(MARKUP.into()),
+    };
+    let progress = Progress {
+        done: 1,
+        total: 3,
+        message: Some(MARKUP.into()),
+    };
+    assert!(hand.progress(lease(&ids[0]), &progress).await.unwrap());
+    let failure = JobFailure::new(ErrorClass::GuestError, MARKUP);
+    hand.fail(lease(&ids[1]), &failure, &notes).await.unwrap();
+    hand.complete(lease(&ids[2]), MARKUP.as_bytes(), &notes)
+        .await
+        .unwrap();
+    let ad = WorkerAd {
+        host: MARKUP.into(),
+        pid: 1,
+        version: MARKUP.into(),
+        started_ms: wasmgear_proto::units::now_ms(),
+        concurrency: 1,
+        functions: [("xss".to_string(), MARKUP.to_string())].into(),
+        running: vec![ids[0].to_string()],
+        plugin_errors: vec![MARKUP.into()],
+        sources: vec![MARKUP.into()],
+        deployed: Vec::new(),
+    };
+    hand.advertise(&ad, std::slice::from_ref(&f), ttl)
+        .await
+        .unwrap();
+    let state = |i: usize| {
+        let client = &client;
+        let id = ids[i].clone();
+        async move { client.status(&id).await.unwrap().record.state }
+    };
+    assert_eq!(state(1).await.as_str(), "failed");
+    assert_eq!(state(2).await.as_str(), "succeeded");
+
+    // Every page that lists or shows them: whether it shows the markup as text (`Text`), in
+    // an attribute (`Attribute`, over HTTP only) or not at all; whether the live script
+    // fetches it again into place.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Shows {
+        Text,
+        Attribute,
+        Nothing,
+    }
+    use Shows::{Attribute, Nothing, Text};
+    let encoded: String = MARKUP.bytes().map(|b| format!("%{b:02X}")).collect();
+    let pages = [
+        ("/ui".to_string(), Nothing, true),
+        ("/ui/functions/xss?state=running".into(), Text, true),
+        ("/ui/functions/xss?state=failed".into(), Text, true),
+        ("/ui/functions/xss?state=succeeded".into(), Text, true),
+        (format!("/ui/functions/xss?tag={encoded}"), Text, true),
+        (format!("/ui/jobs/{}", ids[0]), Text, true),
+        (format!("/ui/jobs/{}", ids[1]), Text, true),
+        (format!("/ui/jobs/{}", ids[2]), Text, true),
+        ("/ui/failures".into(), Nothing, true),
+        ("/ui/workers".into(), Text, true),
+        ("/ui/functions/xss/stats".into(), Nothing, false),
+        // Pages that repeat what the address holds.
+        (format!("/ui/functions/{encoded}"), Text, false),
+        (format!("/ui/jobs/xss:{encoded}"), Text, false),
+        (format!("/ui/login?next=/ui{encoded}"), Attribute, false),
+    ];
+    // The markup up to its first quote (error messages quote what they repeat).
+    let shown = "<script>window.__xss=1</script><img src=x onerror=";
+    let escaped = "&lt;script&gt;window.__xss=1&lt;/script&gt;&lt;img src=x onerror=";
+    let cookie = sign_in(&server).await;
+    for (path, shows, _) in &pages {
+        let page = send(&server, "GET", path, &[("cookie", cookie.as_str())], "").await;
+        assert!(
+            !page.body.contains("<script>window") && !page.body.contains("<img"),
+            "{path} passes markup on as HTML: {}",
+            page.body
+        );
+        assert_eq!(
+            page.body.contains(escaped),
+            *shows != Nothing,
+            "{path}: {}",
+            page.body
+        );
+    }
+    let job = send(
+        &server,
+        "GET",
+        &format!("/ui/jobs/{}", ids[1]),
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    // Input, error, log, tags, the attempt's plugin version and message, its worker.
+    assert!(job.body.matches(escaped).count() >= 6, "{}", job.body);
+
+    let browser = Browser::start().await;
+    let base = format!("http://{}", server.address);
+    browser.goto(&format!("{base}/ui/login")).await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("form.login button").await;
+    browser
+        .until(
+            Duration::from_secs(10),
+            "the overview after signing in",
+            "return location.pathname === '/ui'",
+        )
+        .await;
+    for (path, shows, live) in &pages {
+        browser.goto(&format!("{base}{path}")).await;
+        if *live {
+            // Fetched again into place as the live script does (its `main` as HTML).
+            browser
+                .run(
+                    "const m = document.getElementById('main'); \
+                     fetch(location.href, { headers: { 'X-Wasmgear-Fragment': '1' } }) \
+                     .then(r => r.text()).then(h => { m.innerHTML = h; m.setAttribute('data-again', '1'); }); \
+                     return 1",
+                    json!([]),
+                )
+                .await;
+            browser
+                .until(
+                    Duration::from_secs(15),
+                    &format!("{path} to be fetched again into place"),
+                    "return document.getElementById('main').hasAttribute('data-again')",
+                )
+                .await;
+        }
+        let seen = browser
+            .run(
+                "return { ran: window.__xss === undefined ? 0 : window.__xss, \
+                 images: document.images.length, \
+                 scripts: [...document.scripts].filter(s => !s.src.endsWith('/ui/assets/app.js')).length, \
+                 text: document.body.textContent.includes(arguments[0]) }",
+                json!([shown]),
+            )
+            .await;
+        assert_eq!(
+            seen,
+            json!({ "ran": 0, "images": 0, "scripts": 0, "text": *shows == Text }),
+            "{path}"
+        );
+    }
+    drop(hand);
+}

@@ -17,6 +17,17 @@
   }
   var query = main.getAttribute("data-live");
   var source = new EventSource("/v1/events" + (query ? "?" + query : ""));
+  // A page left for another is kept by the browser to come back to: its stream would hold
+  // one of the few connections a browser opens to a server, and after a few pages the next
+  // page could not load. Closed when the page is left; back on it, it loads anew.
+  window.addEventListener("pagehide", function () {
+    source.close();
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) {
+      window.location.reload();
+    }
+  });
   document.documentElement.setAttribute("data-live", "connecting");
   // Once listening (and again after each reconnection), fetch the page once more: what
   // happened between rendering it and listening would otherwise be missed.
