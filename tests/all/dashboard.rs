@@ -162,7 +162,8 @@ async fn signing_in_and_refusals() {
         proxied.headers["set-cookie"]
             .to_str()
             .unwrap()
-            .ends_with("; Secure")
+            .split("; ")
+            .any(|attribute| attribute == "Secure")
     );
     // Only a dashboard path is followed after signing in.
     let elsewhere = send(

@@ -195,7 +195,8 @@ async fn authorize(State(state): State<AppState>, request: Request, next: Next) 
 
 /// Compares two secrets in time that depends only on their lengths.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 /// Serves the API on `listener` until `shutdown` is cancelled, then stops accepting,
