@@ -43,16 +43,16 @@ pub const MAX_DEPENDENCIES: usize = wasmgear_proto::limits::MAX_DEPENDENCIES as 
 /// The longest uniq key or tag, in bytes.
 pub const MAX_KEY_BYTES: usize = wasmgear_proto::limits::MAX_KEY_BYTES as usize;
 /// The largest input accepted, in bytes.
-pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_INPUT_BYTES: usize = wasmgear_proto::limits::MAX_INPUT_BYTES as usize;
 /// The most attempts a job may be given.
 pub const MAX_ATTEMPTS_LIMIT: u32 = wasmgear_proto::limits::MAX_ATTEMPTS as u32;
 /// The longest timeout, retention or delay accepted (10 years).
 pub const MAX_DURATION: Duration = Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS);
 /// How often `wait` re-reads a job's record while it cannot hear events (Redis is
 /// reconnecting).
-pub const WAIT_POLL: Duration = Duration::from_millis(500);
+pub const WAIT_POLL: Duration = Duration::from_millis(wasmgear_proto::limits::WAIT_POLL_MS);
 /// How often `wait` re-reads a job's record while it hears its events (a safety net only).
-pub const WAIT_RECHECK: Duration = Duration::from_secs(5);
+pub const WAIT_RECHECK: Duration = Duration::from_millis(wasmgear_proto::limits::WAIT_RECHECK_MS);
 
 /// A job's priority: higher runs first; FIFO within one priority.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,15 +60,15 @@ pub struct Priority(i32);
 
 impl Priority {
     /// The lowest priority.
-    pub const MIN: i32 = -1000;
+    pub const MIN: i32 = wasmgear_proto::limits::MIN_PRIORITY as i32;
     /// The highest priority.
-    pub const MAX: i32 = 1000;
+    pub const MAX: i32 = wasmgear_proto::limits::MAX_PRIORITY as i32;
     /// `low`.
-    pub const LOW: Priority = Priority(-10);
+    pub const LOW: Priority = Priority(wasmgear_proto::limits::PRIORITY_LOW as i32);
     /// `normal`, the default.
     pub const NORMAL: Priority = Priority(0);
     /// `high`.
-    pub const HIGH: Priority = Priority(10);
+    pub const HIGH: Priority = Priority(wasmgear_proto::limits::PRIORITY_HIGH as i32);
 
     /// A numeric priority, checked against [`Priority::MIN`]..=[`Priority::MAX`].
     pub fn new(value: i32) -> Result<Self> {
@@ -200,7 +200,9 @@ impl EnqueueOptions {
                 "timeout {timeout:?} is out of range 1ms..=10 years"
             ));
         }
-        if self.retention < Duration::from_secs(1) || self.retention > MAX_DURATION {
+        if self.retention < Duration::from_millis(wasmgear_proto::limits::MIN_RETENTION_MS)
+            || self.retention > MAX_DURATION
+        {
             return bad(format!(
                 "retention {:?} is out of range 1s..=10 years",
                 self.retention

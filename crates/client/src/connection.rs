@@ -51,7 +51,8 @@ impl ConnectionLike for Connection {
 }
 
 /// How long connecting may take before Redis counts as unreachable.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration =
+    Duration::from_millis(wasmgear_proto::limits::CONNECT_TIMEOUT_MS);
 
 /// How long one command may wait for its reply (the `redis` crate's default is 500 ms).
 ///
@@ -61,7 +62,8 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// command that times out is not lost work: `enqueue` and `lease` carry a call id and are
 /// sent again ([`retrying`]), heartbeats are retried, and a worker that cannot renew a lease
 /// stops the job by its own clock before the lease runs out.
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const RESPONSE_TIMEOUT: Duration =
+    Duration::from_millis(wasmgear_proto::limits::RESPONSE_TIMEOUT_MS);
 
 /// How often a call that failed in a way that may pass is sent again by [`retrying`].
 const RETRIES: usize = 6;

@@ -194,7 +194,8 @@ pub fn queue_keys(name: &str, function: &FunctionName) -> Option<Vec<String>> {
 /// library's name, its functions' prefix, the SHA-1 `wg2_version` answers, how a queue key is
 /// named (`wg:{F}:` then the key's suffix), and for each function whether it only reads and
 /// the keys it takes, in order, by suffix (`null` for those taking the keys their headers
-/// name). The Python and Node clients ship it beside the library (`clients/*/protocol/`),
+/// name), and the limits a client checks before it calls ([`wasmgear_proto::limits::for_clients`]).
+/// The Python and Node clients ship it beside the library (`clients/*/protocol/`),
 /// checked against this build by a test.
 pub fn manifest() -> String {
     let functions: serde_json::Map<String, serde_json::Value> = ALL
@@ -220,6 +221,10 @@ pub fn manifest() -> String {
             wasmgear_proto::keys::WorkerListKeys::info(),
         ],
         "functions": functions,
+        "limits": wasmgear_proto::limits::for_clients()
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value.into()))
+            .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
     let mut text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
     text.push('\n');

@@ -15,7 +15,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The longest function name accepted, in bytes.
-pub const MAX_FUNCTION_NAME_LEN: usize = 100;
+pub const MAX_FUNCTION_NAME_LEN: usize = crate::limits::MAX_FUNCTION_NAME_LEN as usize;
 
 /// Why a name or id given by a user was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,29 @@
-//! Numbers the Rust side and the Lua scripts must agree on, each with one home. The
-//! client prepends them to every function script as Lua constants (see
-//! [`lua_constants`]), so the scripts never spell them out.
+//! Numbers the Rust side, the Lua scripts, the Python and Node clients and the HTTP API's
+//! document must agree on, each with one home. The client prepends them to every function
+//! script as Lua constants (see [`lua_constants`]), so the scripts never spell them out; the
+//! generated `manifest.json` the other clients ship carries them as its `limits` object (see
+//! [`for_clients`]); the OpenAPI document's bounds are built from them.
+
+/// The longest function name, in bytes (of `[A-Za-z0-9_.-]`).
+pub const MAX_FUNCTION_NAME_LEN: u64 = 100;
+
+/// The largest input a client accepts for one job, in bytes.
+pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The lowest priority a job may have.
+pub const MIN_PRIORITY: i64 = -1000;
+
+/// The highest priority a job may have.
+pub const MAX_PRIORITY: i64 = 1000;
+
+/// The priority the word `low` stands for (`normal` is 0).
+pub const PRIORITY_LOW: i64 = -10;
+
+/// The priority the word `high` stands for.
+pub const PRIORITY_HIGH: i64 = 10;
+
+/// The shortest retention of a finished job, ms.
+pub const MIN_RETENTION_MS: u64 = 1000;
 
 /// Finished jobs kept per function when its config does not say (qless'
 /// jobs-history-count); the oldest are forgotten first.
@@ -75,9 +98,68 @@ pub const DEPLOY_PIN_MS: u64 = 60_000;
 /// at all.
 pub const COLLECT_PIN_MS: u64 = 10_000;
 
+/// How long connecting to Redis may take before it counts as unreachable, ms.
+pub const CONNECT_TIMEOUT_MS: u64 = 5000;
+
+/// How long one command may wait for its reply before the connection counts as lost, ms
+/// (PROTOCOL.md, "Lost replies").
+pub const RESPONSE_TIMEOUT_MS: u64 = 10_000;
+
+/// How often a wait re-reads a job's record while it cannot hear events, ms.
+pub const WAIT_POLL_MS: u64 = 500;
+
+/// How often a wait re-reads a job's record while it hears its events (a safety net), ms.
+pub const WAIT_RECHECK_MS: u64 = 5000;
+
+/// The most jobs the Python and Node clients put in one `enqueue` call; a bigger batch goes
+/// in several calls, each all or nothing.
+pub const ENQUEUE_BATCH: u64 = 1000;
+
+/// The most jobs one bulk request of the HTTP API may carry (enqueued in one atomic call).
+pub const MAX_BULK_JOBS: u64 = 10_000;
+
+/// How long a long poll of the HTTP API waits when the request names no timeout, ms.
+pub const DEFAULT_WAIT_MS: u64 = 30_000;
+
+/// The longest a long poll of the HTTP API may wait, ms (proxies commonly cut idle requests
+/// at a minute).
+pub const MAX_WAIT_MS: u64 = 300_000;
+
+/// The limits another client needs, by the names the `limits` object of `manifest.json`
+/// gives them (the constants' names in lower case), in this order.
+pub fn for_clients() -> Vec<(&'static str, i64)> {
+    // Every value fits an i64 (and a JavaScript number, below 2^53).
+    let n = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    vec![
+        ("max_function_name_len", n(MAX_FUNCTION_NAME_LEN)),
+        ("max_input_bytes", n(MAX_INPUT_BYTES)),
+        ("min_priority", MIN_PRIORITY),
+        ("max_priority", MAX_PRIORITY),
+        ("priority_low", PRIORITY_LOW),
+        ("priority_high", PRIORITY_HIGH),
+        ("max_attempts", n(MAX_ATTEMPTS)),
+        ("max_tags", n(MAX_TAGS)),
+        ("max_dependencies", n(MAX_DEPENDENCIES)),
+        ("max_key_bytes", n(MAX_KEY_BYTES)),
+        ("max_duration_ms", n(MAX_DURATION_MS)),
+        ("min_retention_ms", n(MIN_RETENTION_MS)),
+        ("default_retention_ms", n(DEFAULT_RETENTION_MS)),
+        (
+            "default_failed_retention_ms",
+            n(DEFAULT_FAILED_RETENTION_MS),
+        ),
+        ("max_children", n(MAX_CHILDREN)),
+        ("connect_timeout_ms", n(CONNECT_TIMEOUT_MS)),
+        ("response_timeout_ms", n(RESPONSE_TIMEOUT_MS)),
+        ("wait_poll_ms", n(WAIT_POLL_MS)),
+        ("wait_recheck_ms", n(WAIT_RECHECK_MS)),
+        ("enqueue_batch", n(ENQUEUE_BATCH)),
+    ]
+}
+
 /// These numbers as Lua `local` declarations, for the head of a script.
 pub fn lua_constants() -> String {
-    [
+    let unsigned = [
         ("DEFAULT_KEEP_FINISHED", DEFAULT_KEEP_FINISHED),
         ("MAX_LOG", JOB_LOG_BYTES),
         ("STATS_DAYS", STATS_DAYS),
@@ -96,10 +178,21 @@ pub fn lua_constants() -> String {
         ("MAX_HISTORY", MAX_HISTORY),
         ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),
         ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
-    ]
-    .iter()
-    .map(|(name, value)| format!("local {name} = {value}\n"))
-    .collect()
+    ];
+    let signed = [
+        ("MIN_PRIORITY", MIN_PRIORITY),
+        ("MAX_PRIORITY", MAX_PRIORITY),
+    ];
+    let unsigned = unsigned
+        .iter()
+        .map(|(name, value)| (*name, value.to_string()));
+    let signed = signed
+        .iter()
+        .map(|(name, value)| (*name, value.to_string()));
+    unsigned
+        .chain(signed)
+        .map(|(name, value)| format!("local {name} = {value}\n"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -117,6 +210,22 @@ mod tests {
             lua.contains("local DEFAULT_RETENTION_MS = 90000000\n"),
             "{lua}"
         );
-        assert_eq!(lua.lines().count(), 18);
+        assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 20);
+    }
+
+    /// Every limit a client reads from the manifest has a lower-case name, once, and a value
+    /// a JavaScript number holds exactly.
+    #[test]
+    fn the_clients_limits_are_named_once_and_fit_a_javascript_number() {
+        let limits = super::for_clients();
+        let mut names: Vec<_> = limits.iter().map(|(name, _)| *name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), limits.len());
+        for (name, value) in limits {
+            assert_eq!(name, name.to_lowercase());
+            assert!(value.unsigned_abs() < 1 << 53, "{name}");
+        }
     }
 }

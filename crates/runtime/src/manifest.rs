@@ -118,7 +118,7 @@ pub struct Capabilities {
 /// The most children one job may enqueue when the manifest does not say.
 pub const DEFAULT_MAX_CHILDREN: u32 = 100;
 /// The most children one job may ever be allowed.
-pub const MAX_CHILDREN_LIMIT: u32 = 10_000;
+pub const MAX_CHILDREN_LIMIT: u32 = wasmgear_proto::limits::MAX_CHILDREN as u32;
 
 /// A plugin's manifest, checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -19,15 +19,17 @@ use wasmgear_client::{
     CancelOutcome, EnqueueOptions, FunctionName, JobId, JobStatus, Priority, QueueError,
 };
 
+use wasmgear_proto::limits;
+
 use crate::AppState;
 use crate::error::ApiError;
 
 /// The most jobs one bulk request may carry (they are enqueued in one atomic call).
-pub(crate) const MAX_BULK_JOBS: usize = 10_000;
+pub(crate) const MAX_BULK_JOBS: usize = limits::MAX_BULK_JOBS as usize;
 /// How long a long poll waits when the request names no timeout.
-const DEFAULT_WAIT: Duration = Duration::from_secs(30);
-/// The longest a long poll may wait (proxies commonly cut idle requests at a minute).
-const MAX_WAIT: Duration = Duration::from_secs(300);
+const DEFAULT_WAIT: Duration = Duration::from_millis(limits::DEFAULT_WAIT_MS);
+/// The longest a long poll may wait.
+const MAX_WAIT: Duration = Duration::from_millis(limits::MAX_WAIT_MS);
 
 type ApiResult<T = Response> = Result<T, ApiError>;
 

@@ -17,6 +17,8 @@ local MAX_CHILDREN = 10000
 local MAX_HISTORY = 100
 local MAX_PROGRESS_MESSAGE_BYTES = 1024
 local CLOCK_SKEW_MS = 1000
+local MIN_PRIORITY = -1000
+local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
@@ -1350,7 +1352,7 @@ local JOB_LISTS = { tag = true, after = true }
 -- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
 -- fail the call halfway through its writes).
 local RANGES = {
-  { 'priority', -1000, 1000 }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
+  { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
 }
@@ -2700,14 +2702,15 @@ local reply = (function()
 -- KEYS: jobs ready stats events
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
--- ARGV[3]  the new priority, -1000..1000
+-- ARGV[3]  the new priority, MIN_PRIORITY..MAX_PRIORITY (-1000..1000)
 --
 -- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
 --          changes); {0, 'missing'} when there is no such job.
 
-local number, priority = ARGV[2], whole(ARGV[3] or '', -1000, 1000)
+local number, priority = ARGV[2], whole(ARGV[3] or '', MIN_PRIORITY, MAX_PRIORITY)
 if not priority then
-  return redis.error_reply('BADARGS priority: the priority must be a whole number in -1000..1000, not ' .. tostring(ARGV[3]))
+  return redis.error_reply(string.format('BADARGS priority: the priority must be a whole number in %d..%d, not %s',
+    MIN_PRIORITY, MAX_PRIORITY, tostring(ARGV[3])))
 end
 
 local record = load(number)
@@ -3658,4 +3661,4 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '65cfbcc7a14ed1d364d9822859f1c99140b114b6' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '9083fb73e411fc30c39d21c4a4ee941f09c1ab09' end, flags = { 'no-writes' } }

@@ -95,7 +95,7 @@ local JOB_LISTS = { tag = true, after = true }
 -- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
 -- fail the call halfway through its writes).
 local RANGES = {
-  { 'priority', -1000, 1000 }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
+  { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
 }

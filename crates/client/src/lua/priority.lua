@@ -4,14 +4,15 @@
 -- KEYS: jobs ready stats events
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
--- ARGV[3]  the new priority, -1000..1000
+-- ARGV[3]  the new priority, MIN_PRIORITY..MAX_PRIORITY (-1000..1000)
 --
 -- Returns: {1, state} when changed; {0, state} when the job is running or has ended (nothing
 --          changes); {0, 'missing'} when there is no such job.
 
-local number, priority = ARGV[2], whole(ARGV[3] or '', -1000, 1000)
+local number, priority = ARGV[2], whole(ARGV[3] or '', MIN_PRIORITY, MAX_PRIORITY)
 if not priority then
-  return redis.error_reply('BADARGS priority: the priority must be a whole number in -1000..1000, not ' .. tostring(ARGV[3]))
+  return redis.error_reply(string.format('BADARGS priority: the priority must be a whole number in %d..%d, not %s',
+    MIN_PRIORITY, MAX_PRIORITY, tostring(ARGV[3])))
 end
 
 local record = load(number)
