@@ -105,3 +105,58 @@ def test_error_mapping() -> None:
         wasmgear.JobCancelled, wasmgear.WaitTimeout)}
     assert codes == {"BadInput": 2, "NotFound": 5, "Unreachable": 6, "JobFailed": 1,
                      "JobCancelled": 3, "WaitTimeout": 4}
+
+
+def _manifest() -> dict:
+    from importlib import resources
+    import json
+    folder = resources.files("wasmgear").joinpath("protocol")
+    return json.loads(folder.joinpath("manifest.json").read_text("utf-8"))
+
+
+def test_the_limits_are_the_shipped_manifests() -> None:
+    """Every limit the client checks is the manifest's (crates/proto/src/limits.rs), none a copy."""
+    shipped = _manifest()["limits"]
+    limits = core.limits()
+    for name, value in shipped.items():
+        assert getattr(limits, name) == value, name
+    assert limits.max_tags == 32 and limits.max_input_bytes == 16 * 1024 * 1024
+
+
+def test_the_checks_follow_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest with other limits makes the checks refuse by those: they are read, not copied."""
+    import importlib
+    module = importlib.import_module("wasmgear._core.base")
+    manifest = _manifest()
+    manifest["limits"].update(max_tags=1, max_priority=5, max_function_name_len=3,
+                              max_key_bytes=2, max_attempts=2)
+    proto = core.Protocol(manifest, "")
+    monkeypatch.setattr(module, "_PROTOCOL", proto)
+    core.job_spec("x", {"tags": ["a"], "priority": 5, "uniq": "ab", "attempts": 2})
+    for options, named in (({"tags": ["a", "b"]}, "tags"), ({"priority": 6}, "priority"),
+                           ({"uniq": "abc"}, "uniq"), ({"attempts": 3}, "attempts")):
+        with pytest.raises(wasmgear.BadInput, match=named):
+            core.job_spec("x", options)
+    assert core.check_function("abc") == "abc"
+    with pytest.raises(wasmgear.BadInput, match="1 to 3 characters"):
+        core.check_function("abcd")
+
+
+def test_a_manifest_without_a_limit_is_refused() -> None:
+    """A damaged package (a manifest lacking a limit) says which one and to reinstall."""
+    manifest = _manifest()
+    del manifest["limits"]["max_tags"]
+    with pytest.raises(wasmgear.ProtocolError, match="max_tags"):
+        core.Protocol(manifest, "")
+
+
+def test_at_and_batch_options_are_typed() -> None:
+    """`at` takes a datetime or seconds since the epoch, in both clients' signatures, and a
+    batch's per-job options are a typed dict: a type checker sees what they accept."""
+    import typing
+    from datetime import datetime
+
+    for method in (wasmgear.Client.enqueue, wasmgear.AsyncClient.enqueue):
+        hints = typing.get_type_hints(method)
+        assert hints["at"] == typing.Optional[typing.Union[datetime, int, float]], method
+    assert typing.get_type_hints(wasmgear.JobOptions)["at"] == typing.Optional[wasmgear.At]

@@ -13,7 +13,7 @@ repository), calling the same Redis Functions library the workers use (shipped i
 """
 
 from .aio import AsyncClient, AsyncEventStream
-from .client import Client, EventStream
+from .client import At, Client, EventStream, Input, JobOptions, Seconds
 from .errors import (
     BadInput,
     JobCancelled,
@@ -38,6 +38,7 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "At",
     "AsyncClient",
     "AsyncEventStream",
     "Attempt",
@@ -47,14 +48,17 @@ __all__ = [
     "Enqueued",
     "Event",
     "EventStream",
+    "Input",
     "Job",
     "JobCancelled",
     "JobError",
     "JobFailed",
+    "JobOptions",
     "NotFound",
     "Progress",
     "ProtocolError",
     "QueueInfo",
+    "Seconds",
     "Unreachable",
     "WaitTimeout",
     "WasmgearError",

@@ -12,7 +12,7 @@ import redis.asyncio as aredis
 from redis import exceptions as rx
 
 from . import _core as core
-from .client import Input, Seconds, cluster_enabled, connection_kwargs, redact
+from .client import At, Input, JobOptions, Seconds, cluster_enabled, connection_kwargs, redact
 from .errors import BadInput, Unreachable
 from .models import CancelResult, Enqueued, Event, Job, QueueInfo
 
@@ -66,7 +66,7 @@ class _Listener:
             self._task = asyncio.ensure_future(self._run())
         self._notify()
         channels = self._router.channels_of(ids)
-        deadline = time.monotonic() + core.CONNECT_TIMEOUT
+        deadline = time.monotonic() + core.limits().connect_timeout
         while not (self._closed or self._lost or all(c in self._confirmed for c in channels)):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -153,7 +153,7 @@ class _Listener:
                     pubsub = None
                     changed = self._changed
                     try:
-                        await asyncio.wait_for(changed.wait(), core.WAIT_POLL)
+                        await asyncio.wait_for(changed.wait(), core.limits().wait_poll)
                     except asyncio.TimeoutError:
                         pass
         finally:
@@ -207,7 +207,7 @@ class AsyncEventStream:
                 await pubsub.psubscribe(proto.all_events_pattern())
             else:
                 await pubsub.subscribe(proto.events_channel(self._function))
-            deadline = time.monotonic() + core.CONNECT_TIMEOUT
+            deadline = time.monotonic() + core.limits().connect_timeout
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -241,7 +241,7 @@ class AsyncEventStream:
                     except Exception:  # noqa: BLE001
                         pass
                     self._pubsub = None
-                await asyncio.sleep(min(core.WAIT_POLL, max(left, 0.01)))
+                await asyncio.sleep(min(core.limits().wait_poll, max(left, 0.01)))
                 continue
             if message and message.get("type") in ("message", "pmessage"):
                 function = self._client._proto.function_of_channel(core.text(message["channel"]))
@@ -393,7 +393,7 @@ class AsyncClient:
         *,
         priority: Union[int, str] = 0,
         delay: Optional[Seconds] = None,
-        at: Any = None,
+        at: Optional[At] = None,
         attempts: Optional[int] = None,
         timeout: Optional[Seconds] = None,
         retention: Optional[Seconds] = None,
@@ -410,7 +410,7 @@ class AsyncClient:
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]
 
     async def enqueue_many(
-        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, Dict[str, Any]]]],
+        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, JobOptions]]],
         **options: Any,
     ) -> List[Enqueued]:
         core.check_function(function)

@@ -6,8 +6,8 @@ import logging
 import queue
 import threading
 import time
-from datetime import timedelta
-from typing import Any, Callable, Dict, Set, TypeVar, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, Set, TypedDict, TypeVar, Iterator, List, Optional, Sequence, Tuple, Union, overload
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -23,8 +23,29 @@ log = logging.getLogger("wasmgear")
 
 T = TypeVar("T")
 
+#: A job's input: bytes, or text (sent as UTF-8).
 Input = Union[bytes, str]
+#: A duration: seconds, or a timedelta.
 Seconds = Union[int, float, timedelta]
+#: When a job is to run: a datetime (a naive one is local time) or seconds since the Unix
+#: epoch; not in the past (by Redis' clock), at most 10 years ahead.
+At = Union[datetime, int, float]
+
+
+class JobOptions(TypedDict, total=False):
+    """The options of one job of `enqueue_many` given as an (input, options) pair: the
+    keyword arguments of `enqueue`."""
+
+    priority: Union[int, str]
+    delay: Optional[Seconds]
+    at: Optional[At]
+    attempts: Optional[int]
+    timeout: Optional[Seconds]
+    retention: Optional[Seconds]
+    failed_retention: Optional[Seconds]
+    uniq: Optional[str]
+    tags: Sequence[str]
+    after: Sequence[str]
 
 
 def redact(url: str) -> str:
@@ -46,8 +67,8 @@ def connection_kwargs() -> Dict[str, Any]:
     describes, and no retries of redis-py's own (the client retries what is safe to send
     twice, with the same call id)."""
     return {
-        "socket_timeout": core.RESPONSE_TIMEOUT,
-        "socket_connect_timeout": core.CONNECT_TIMEOUT,
+        "socket_timeout": core.limits().response_timeout,
+        "socket_connect_timeout": core.limits().connect_timeout,
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": False,
     }
@@ -108,7 +129,7 @@ class _Listener:
                 lambda: self._closed
                 or self._lost
                 or all(c in self._confirmed for c in channels),
-                core.CONNECT_TIMEOUT,
+                core.limits().connect_timeout,
             )
             hearing = bool(ok) and not self._lost and not self._closed
             if hearing:
@@ -192,7 +213,7 @@ class _Listener:
                 pubsub = None
                 with self._cond:
                     if not self._closed:
-                        self._cond.wait(core.WAIT_POLL)
+                        self._cond.wait(core.limits().wait_poll)
         if pubsub is not None:
             try:
                 pubsub.close()
@@ -247,7 +268,7 @@ class EventStream:
                 pubsub.psubscribe(proto.all_events_pattern())
             else:
                 pubsub.subscribe(proto.events_channel(self._function))
-            deadline = time.monotonic() + core.CONNECT_TIMEOUT
+            deadline = time.monotonic() + core.limits().connect_timeout
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -282,7 +303,7 @@ class EventStream:
                     except Exception:  # noqa: BLE001
                         pass
                     self._pubsub = None
-                time.sleep(min(core.WAIT_POLL, max(left, 0.01)))
+                time.sleep(min(core.limits().wait_poll, max(left, 0.01)))
                 continue
             if message and message.get("type") in ("message", "pmessage"):
                 function = self._client._proto.function_of_channel(core.text(message["channel"]))
@@ -436,7 +457,7 @@ class Client:
         *,
         priority: Union[int, str] = 0,
         delay: Optional[Seconds] = None,
-        at: Any = None,
+        at: Optional[At] = None,
         attempts: Optional[int] = None,
         timeout: Optional[Seconds] = None,
         retention: Optional[Seconds] = None,
@@ -456,12 +477,12 @@ class Client:
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]
 
     def enqueue_many(
-        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, Dict[str, Any]]]],
+        self, function: str, jobs: Sequence[Union[Input, Tuple[Input, JobOptions]]],
         **options: Any,
     ) -> List[Enqueued]:
         """Enqueues many jobs of `function`: each an input, or an (input, options dict) pair
         whose options (the keyword arguments of `enqueue`) add to `options`. Every job is
-        checked before any is sent. Up to 1000 jobs go in one atomic call; a bigger batch
+        checked before any is sent. Up to 1000 jobs (the manifest's `enqueue_batch`) go in one atomic call; a bigger batch
         takes several calls, and an error of a later call (see `enqueued` on the error)
         leaves the earlier calls' jobs enqueued."""
         core.check_function(function)

@@ -1,0 +1,117 @@
+"""The part of the client that does no I/O, shared by `Client` and `AsyncClient`.
+
+Every operation is written once here as a generator ("sans-IO"): it yields what it needs done
+(`Cmd` a Redis command, `LoadLibrary`, `Sleep`, `Receive` the next signal of a wait) and is
+sent the answer, or has the Redis error thrown into it. The sync and the asyncio client only
+run these generators against their connection (`_drive` in each). Argument building, reply
+parsing, validation and the mapping of errors to `WasmgearError` live here and nowhere else.
+
+# Layout
+- `base`: the shipped protocol files, their `Limits`, the requests a generator yields,
+  function names and job ids.
+- `options`: one job's input and options, checked.
+- `calls`: errors, sending a call again, loading the library, a client's memory.
+- `records`: a job's record and published events, parsed.
+- `operations`: enqueue, status, logs, cancel, retry, queues.
+- `waiting`: the subscription's routing and `wait`.
+"""
+
+from .calls import (
+    RETRIES,
+    ClientState,
+    backoff,
+    call,
+    call_retrying,
+    describe_connect_error,
+    is_transient,
+    load_ok,
+    map_error,
+    version_action,
+)
+from .operations import (
+    cancel,
+    cancel_children,
+    cancel_one,
+    deliver,
+    enqueue,
+    get,
+    link,
+    logs,
+    queues,
+    register,
+    retry,
+    status,
+)
+from .options import OPTION_NAMES, JobSpec, job_spec, job_specs
+from .base import (
+    LOST,
+    RESUBSCRIBED,
+    Cmd,
+    Gen,
+    Limits,
+    LoadLibrary,
+    Op,
+    Protocol,
+    Receive,
+    Sleep,
+    check_function,
+    limits,
+    parse_job_id,
+    protocol,
+    text,
+)
+from .records import parse_event, parse_message, parse_record
+from .waiting import ProgressCallback, Router, normalize_ids, outcome, timeout_seconds, wait
+
+__all__ = [
+    "LOST",
+    "OPTION_NAMES",
+    "RESUBSCRIBED",
+    "RETRIES",
+    "ClientState",
+    "Cmd",
+    "Gen",
+    "JobSpec",
+    "Limits",
+    "LoadLibrary",
+    "Op",
+    "ProgressCallback",
+    "Protocol",
+    "Receive",
+    "Router",
+    "Sleep",
+    "backoff",
+    "call",
+    "call_retrying",
+    "cancel",
+    "cancel_children",
+    "cancel_one",
+    "check_function",
+    "deliver",
+    "describe_connect_error",
+    "enqueue",
+    "get",
+    "is_transient",
+    "job_spec",
+    "job_specs",
+    "limits",
+    "link",
+    "load_ok",
+    "logs",
+    "map_error",
+    "normalize_ids",
+    "outcome",
+    "parse_event",
+    "parse_job_id",
+    "parse_message",
+    "parse_record",
+    "protocol",
+    "queues",
+    "register",
+    "retry",
+    "status",
+    "text",
+    "timeout_seconds",
+    "version_action",
+    "wait",
+]

@@ -1,0 +1,156 @@
+"""Sending calls: Redis errors as this package's, which failures may pass, sending a call
+again after one, loading the library, and what one client remembers between calls."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any, Dict, List, Optional, Set
+
+from redis import exceptions as rx
+
+from ..errors import BadInput, NotFound, ProtocolError, Unreachable, WasmgearError
+from .base import Cmd, Gen, LoadLibrary, Sleep, log
+
+#: How often an `enqueue` that failed in a way that may pass is sent again (same call id).
+RETRIES = 6
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed command may succeed when sent again: the connection dropped or timed
+    out, or the server is loading (not a script's error reply, not a refused password)."""
+    if isinstance(error, rx.AuthenticationError):
+        return False
+    return isinstance(error, (rx.ConnectionError, rx.TimeoutError, rx.TryAgainError,
+                              rx.ClusterDownError))
+
+
+def describe_connect_error(url: str, error: BaseException) -> str:
+    """Why connecting failed, in words that say what to do."""
+    message = str(error)
+    lower = message.lower()
+    if "noauth" in lower or "authentication required" in lower:
+        return (f"cannot reach Redis at {url}: the server wants a password: give it in the URL "
+                "(redis://:PASSWORD@HOST:PORT or redis://USER:PASSWORD@HOST:PORT)")
+    if "wrongpass" in lower or "invalid password" in lower or isinstance(error, rx.AuthenticationError):
+        return f"cannot reach Redis at {url}: the user or password in the URL was refused"
+    if "refused" in lower:
+        return f"cannot reach Redis at {url}: connection refused: is redis-server running there? ({message})"
+    return (f"cannot reach Redis at {url}: {message} (is the host right, and is it Redis, with "
+            "TLS if the URL says rediss://?)")
+
+
+def map_error(error: BaseException, url: str = "") -> WasmgearError:
+    """A Redis error as the WasmgearError the CLI would exit with."""
+    if isinstance(error, WasmgearError):
+        return error
+    message = str(error)
+    if isinstance(error, (rx.ConnectionError, rx.TimeoutError, rx.AuthenticationError, OSError)):
+        return Unreachable(describe_connect_error(url or "the server", error))
+    if isinstance(error, rx.ResponseError):
+        code, _, detail = message.partition(" ")
+        if code in ("BADJOB", "BADARGS"):
+            return BadInput(detail)
+        if code == "NOJOB":
+            return NotFound(detail or "no such job")
+        if code in ("NOPERM", "NOAUTH", "WRONGPASS"):
+            return Unreachable(f"Redis refused: {message}")
+    return ProtocolError(f"Redis answered an error: {message}", error)
+
+
+def backoff(attempt: int) -> float:
+    """The pause before sending a call again: 50 ms, then twice as long each time (at most
+    2 s), lengthened by a random part of up to as much again."""
+    delay: float = min(0.05 * float(2 ** attempt), 2.0)
+    return delay + random.uniform(0, delay)
+
+# --- Calls ------------------------------------------------------------------------------
+
+
+def call(cmd: Cmd) -> Gen[Any]:
+    """Sends `cmd`; answered `Function not found` (a server flushed or restarted without the
+    library), loads the library and sends it once more."""
+    try:
+        return (yield cmd)
+    except rx.ResponseError as e:
+        if "function not found" not in str(e).lower():
+            raise
+    yield LoadLibrary()
+    return (yield cmd)
+
+
+def call_retrying(cmd: Cmd) -> Gen[Any]:
+    """Sends `cmd`, which is safe to send twice (it carries a call id), again while it fails
+    in a way that may pass, up to RETRIES times (PROTOCOL.md, "Lost replies")."""
+    attempt = 0
+    while True:
+        try:
+            return (yield from call(cmd))
+        except rx.RedisError as e:
+            if attempt >= RETRIES or not is_transient(e):
+                raise
+            pause = backoff(attempt)
+            log.warning("%s failed (%s); sending it again in %.0f ms with the same call id",
+                        cmd.args[1], e, pause * 1000)
+        yield Sleep(pause)
+        attempt += 1
+
+
+class ClientState:
+    """What one client remembers between calls: the functions it has listed in the
+    directory, and per function the ids of `enqueue` calls answered since its previous one
+    (sent as `acked`, so the server forgets them at once)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.registered: Set[str] = set()
+        self.answered: Dict[str, List[str]] = {}
+
+    def take_answered(self, function: str) -> List[str]:
+        with self.lock:
+            return self.answered.pop(function, [])
+
+    def give_back(self, function: str, ids: List[str]) -> None:
+        with self.lock:
+            self.answered.setdefault(function, [])[:0] = ids
+
+    def note_answered(self, function: str, call_id: str) -> None:
+        with self.lock:
+            self.answered.setdefault(function, []).append(call_id)
+
+
+def version_action(error: Optional[BaseException]) -> bool:
+    """Whether the library must be loaded, from what `FCALL wg2_version 0` answered: only
+    when it is missing. Another SHA is left alone: within v2, the library loaded last
+    serves everyone (the workers load theirs)."""
+    if error is None:
+        return False
+    message = str(error).lower()
+    if isinstance(error, rx.ResponseError) and "function not found" in message:
+        return True
+    if isinstance(error, rx.ResponseError) and "unknown command" in message:
+        raise ProtocolError(
+            f"this Redis cannot run the wasmgear library: {error} (Redis 7.0 or newer is "
+            "needed: it has Functions)"
+        )
+    raise error
+
+
+def load_ok(error: Optional[BaseException]) -> None:
+    """Accepts what `FUNCTION LOAD` (without REPLACE) answered: `already exists` means another
+    client loaded it first."""
+    if error is None:
+        return
+    if isinstance(error, rx.ResponseError):
+        message = str(error).lower()
+        if "already exists" in message:
+            return
+        if "unknown command" in message:
+            raise ProtocolError(
+                f"cannot load the wasmgear library: {error} (Redis 7.0 or newer is needed: it has Functions)"
+            )
+        if "noperm" in message:
+            raise ProtocolError(
+                f"cannot load the wasmgear library: {error} (the user needs the FUNCTION and FCALL commands)"
+            )
+    raise error

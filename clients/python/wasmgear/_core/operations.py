@@ -1,0 +1,304 @@
+"""The operations of both clients, each a generator: enqueue, look up, cancel, retry,
+list the queues."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any, List, Optional, Set
+
+from redis import exceptions as rx
+
+from ..errors import BadInput, NotFound, ProtocolError, Unreachable
+from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
+from .calls import ClientState, call, call_retrying, map_error
+from .options import JobSpec
+from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
+from .records import _list, parse_record
+
+_JOB_IN_BATCH_RE = re.compile(r"^job (\d+):")
+
+def get(proto: Protocol, job_id: str) -> Gen[Optional[Job]]:
+    """Job `job_id`'s status, or None when there is no such job."""
+    function, number = parse_job_id(job_id)
+    reply = yield from call(proto.fcall("get", function, number))
+    if not reply:
+        return None
+    raw, output = reply[0], reply[1] if len(reply) > 1 else None
+    return parse_record(job_id, raw, output)
+
+
+def status(proto: Protocol, job_id: str) -> Gen[Job]:
+    job = yield from get(proto, job_id)
+    if job is None:
+        raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over")
+    return job
+
+
+def logs(proto: Protocol, job_id: str) -> Gen[str]:
+    function, number = parse_job_id(job_id)
+    exists = yield Cmd(("HEXISTS", proto.key(function, "jobs"), number))
+    log = yield Cmd(("HGET", proto.key(function, "logs"), number))
+    if not exists:
+        raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over")
+    return "" if log is None else text(log)
+
+
+def deliver(proto: Protocol, notify: List[Any]) -> Gen[None]:
+    """Runs `resolve` for each (dependent, dependency, state) triple of `notify` and for
+    those its replies name in turn, then `told` on the dependency's function (links.rs)."""
+    todo = [text(x) for x in notify or []]
+    while len(todo) >= 3:
+        state = todo.pop()
+        dependency = todo.pop()
+        dependent = todo.pop()
+        try:
+            function, number = parse_job_id(dependent)
+        except BadInput:
+            continue
+        more = yield from call(proto.fcall("resolve", function, number, dependency, state))
+        if state != "pending":
+            try:
+                dep_function, dep_number = parse_job_id(dependency)
+            except BadInput:
+                dep_function = ""
+            if dep_function:
+                yield from call(proto.fcall("told", dep_function, dep_number, dependent))
+        todo.extend(text(x) for x in more or [])
+
+
+def link(proto: Protocol, dependent: str, dependency: str) -> Gen[None]:
+    """Links `dependent` to `dependency` (a job of another function); tells it at once when
+    the dependency has already ended."""
+    function, number = parse_job_id(dependency)
+    state = text((yield from call(proto.fcall("link", function, number, dependent))))
+    if state != "pending":
+        yield from deliver(proto, [dependent, dependency, state])
+
+
+def _check_dependency(proto: Protocol, dependency: str) -> Gen[None]:
+    job = yield from get(proto, dependency)
+    if job is None:
+        raise BadInput(
+            f"dependency {dependency} does not exist (never enqueued, or its retention is over)"
+        )
+    if job.state in ("failed", "cancelled"):
+        raise BadInput(
+            f"dependency {dependency} has already {job.state}, so the job could never run"
+        )
+
+
+def _iso(ms: int) -> str:
+    when = ms_to_datetime(ms)
+    return "" if when is None else when.isoformat()
+
+
+def register(proto: Protocol, state: ClientState, function: str) -> Gen[None]:
+    """Lists `function` in the directory of functions (once per client)."""
+    with state.lock:
+        if function in state.registered:
+            return
+    yield Cmd(("SADD", proto.functions_key, function))
+    with state.lock:
+        state.registered.add(function)
+
+
+def enqueue(
+    proto: Protocol, state: ClientState, function: str, specs: List[JobSpec]
+) -> Gen[List[Enqueued]]:
+    """Enqueues checked jobs of one function: one atomic call per `enqueue_batch` jobs (the manifest's limits), each with a
+    fresh call id, sent again with the same id when its reply may have been lost."""
+    check_function(function)
+    if not specs:
+        return []
+    batch = limits().enqueue_batch
+    several = len(specs) > batch
+    # Dependencies in other functions are checked here, those in `function` by the script;
+    # when the batch takes several calls, those too, so that a later call is not refused
+    # after earlier ones were written.
+    seen: Set[str] = set()
+    for spec in specs:
+        for dependency in spec.after:
+            if dependency in seen:
+                continue
+            seen.add(dependency)
+            if several or parse_job_id(dependency)[0] != function:
+                yield from _check_dependency(proto, dependency)
+    if any(spec.at_ms is not None for spec in specs):
+        # The script refuses a time in the past too; checked here first to name the option
+        # (and so that a batch of several calls is refused before its first call).
+        seconds, micros = yield Cmd(("TIME",))
+        now = int(seconds) * 1000 + int(micros) // 1000
+        for i, spec in enumerate(specs):
+            if spec.at_ms is not None and spec.at_ms < now:
+                where = f"job {i + 1} of the batch: " if len(specs) > 1 else ""
+                raise BadInput(
+                    f"{where}at {_iso(spec.at_ms)} is in the past "
+                    f"(Redis' clock says {_iso(now)}): give a later time"
+                )
+    done: List[Enqueued] = []
+    for start in range(0, len(specs), batch):
+        chunk = specs[start : start + batch]
+        call_id = secrets.token_hex(12)
+        acked = state.take_answered(function)
+        args: List[Any] = [1 + len(acked), "call", call_id]
+        for old in acked:
+            args += ["acked", old]
+        args.append(len(chunk))
+        for spec in chunk:
+            args.append(len(spec.named))
+            for name, value in spec.named:
+                args += [name, value]
+            args.append(spec.input)
+        try:
+            reply = yield from call_retrying(proto.fcall("enqueue", function, *args))
+        except rx.ResponseError as e:
+            state.give_back(function, acked)
+            error = map_error(e)
+            if isinstance(error, BadInput):
+                detail = str(error)
+                match = _JOB_IN_BATCH_RE.match(detail)
+                if match and start:
+                    detail = f"job {int(match.group(1)) + start}:" + detail[match.end():]
+                raise BadInput(detail, done) from None
+            raise error from None
+        except rx.RedisError as e:
+            state.give_back(function, acked)
+            error = map_error(e)
+            if isinstance(error, Unreachable):
+                error.enqueued = list(done)
+            raise error from None
+        state.note_answered(function, call_id)
+        numbers, created, links = reply[0] or [], text(reply[1] or ""), reply[2] or []
+        enqueued = [
+            Enqueued(f"{function}:{int(number)}", created[i : i + 1] == "1")
+            for i, number in enumerate(numbers)
+        ]
+        if len(enqueued) != len(chunk):
+            raise ProtocolError(
+                f"enqueue answered {len(enqueued)} job numbers for {len(chunk)} jobs", reply
+            )
+        yield from register(proto, state, function)
+        links = [text(x) for x in links]
+        for k in range(0, len(links) - 1, 2):
+            position = int(links[k])
+            if not 1 <= position <= len(enqueued):
+                raise ProtocolError("enqueue answered a link for a job it was not given", reply)
+            yield from link(proto, enqueued[position - 1].id, links[k + 1])
+        done.extend(enqueued)
+    return done
+
+
+def cancel(proto: Protocol, job_id: str) -> Gen[CancelResult]:
+    """Cancels job `job_id` (`cancel_one`), then its children and theirs (`cancel_children`),
+    whatever became of the job itself: what the Rust client's `Client::cancel` does. The
+    result is the job's own. Safe to repeat: should Redis fail half-way, cancelling the job
+    again finishes the work."""
+    outcome = yield from cancel_one(proto, job_id)
+    yield from cancel_children(proto, job_id)
+    return outcome
+
+
+def cancel_one(proto: Protocol, job_id: str) -> Gen[CancelResult]:
+    """Cancels job `job_id` alone (`wg2_cancel`), telling the dependents it names."""
+    function, number = parse_job_id(job_id)
+    reply = yield from call(proto.fcall("cancel", function, number))
+    changed, word, notify = int(reply[0]), text(reply[1]), reply[2] or []
+    yield from deliver(proto, notify)
+    if changed == 1 and word == "cancelled":
+        return CancelResult(job_id, "cancelled", "cancelled")
+    if changed == 1:
+        return CancelResult(job_id, "stopping", "running")
+    if word == "missing":
+        raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over")
+    return CancelResult(job_id, "already-ended", word)
+
+
+def cancel_children(proto: Protocol, job_id: str) -> Gen[None]:
+    """Cancels the children of job `job_id` (the ids its record lists in `children`), their
+    children, and so on down: each with one `cancel` (a child that no longer exists is
+    skipped; one that has ended is left as it is, its own children still cancelled), then its
+    record read for its children. Each job is visited once however often it is listed, so a
+    cycle in hand-made records ends; at most `max_children` children of one job are read."""
+    function, number = parse_job_id(job_id)
+    top = f"{function}:{number}"
+    seen: Set[str] = {top}
+    todo: List[str] = [top]
+    while todo:
+        parent = todo.pop()
+        job = yield from get(proto, parent)
+        if job is None:
+            continue
+        children = _list(job.record.get("children"))
+        most = limits().max_children
+        if len(children) > most:
+            log.warning("job %s lists %d children, more than a job may have (%d): cancelling "
+                        "the first %d only", parent, len(children), most, most)
+            children = children[:most]
+        for child in children:
+            try:
+                child_function, child_number = parse_job_id(child)
+            except BadInput:
+                continue
+            child = f"{child_function}:{child_number}"
+            if child in seen:
+                continue
+            seen.add(child)
+            try:
+                yield from cancel_one(proto, child)
+            except NotFound:
+                continue
+            todo.append(child)
+
+
+def retry(proto: Protocol, job_id: str) -> Gen[bool]:
+    function, number = parse_job_id(job_id)
+    try:
+        reply = yield from call(proto.fcall("retry", function, "job", number))
+    except rx.ResponseError as e:
+        error = map_error(e)
+        if isinstance(error, NotFound):
+            raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over") from None
+        raise error from None
+    moved, relink = reply[0] or [], [text(x) for x in reply[1] or []]
+    for k in range(0, len(relink) - 1, 2):
+        yield from link(proto, relink[k], relink[k + 1])
+    return bool(moved)
+
+
+def queues(proto: Protocol) -> Gen[List[QueueInfo]]:
+    """Per known function: jobs queued, scheduled, running, waiting, kept finished by state,
+    live workers, paused (what `wasmgear queues` prints)."""
+    names = yield Cmd(("SMEMBERS", proto.functions_key))
+    functions = sorted(n for n in (text(x) for x in names or []) if proto.function_re.match(n))
+    overview = []
+    for function in functions:
+        def key(suffix: str, function: str = function) -> str:
+            return proto.key(function, suffix)
+
+        counts_flat = yield Cmd(("HGETALL", key("counts")))
+        if isinstance(counts_flat, dict):
+            counts = {text(k): int(v) for k, v in counts_flat.items()}
+        else:
+            flat = list(counts_flat or [])
+            counts = {text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+        sizes = []
+        for suffix in ("ready", "scheduled", "leased", "waiting"):
+            sizes.append(int((yield Cmd(("ZCARD", key(suffix))))))
+        paused = yield Cmd(("HGET", key("config"), "paused"))
+        workers = yield from call(proto.fcall_keys("rollcall", [key("workers")], "", 0))
+        overview.append(
+            QueueInfo(
+                function=function,
+                queued=sizes[0],
+                scheduled=sizes[1],
+                running=sizes[2],
+                waiting=sizes[3],
+                succeeded=max(counts.get("succeeded", 0), 0),
+                failed=max(counts.get("failed", 0), 0),
+                cancelled=max(counts.get("cancelled", 0), 0),
+                workers=int(workers),
+                paused=paused is not None and text(paused) == "1",
+            )
+        )
+    return overview

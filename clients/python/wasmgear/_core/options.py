@@ -1,0 +1,222 @@
+"""One job's input and options, checked the way the Rust client checks them
+(`EnqueueOptions::validate`), against the manifest's limits, before anything is sent."""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Iterable, List, Mapping, Optional, Tuple
+
+from ..errors import BadInput
+from .base import limits, parse_job_id
+
+OPTION_NAMES = (
+    "priority",
+    "delay",
+    "at",
+    "attempts",
+    "timeout",
+    "retention",
+    "failed_retention",
+    "uniq",
+    "tags",
+    "after",
+)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job, checked: its input and its named options as the script takes them."""
+
+    input: bytes
+    named: Tuple[Tuple[str, str], ...]
+    after: Tuple[str, ...]
+    at_ms: Optional[int]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _duration_ms(name: str, value: Any) -> int:
+    """A duration given as seconds (int or float) or a timedelta, in ms (rounded down)."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise BadInput(
+            f"{name} {value!r} is not a duration: give seconds (a number) or a datetime.timedelta"
+        )
+    if seconds != seconds or seconds < 0:  # NaN or negative
+        raise BadInput(f"{name} {value!r} is negative: give 0 seconds or more")
+    if seconds * 1000 > limits().max_duration_ms:
+        raise BadInput(f"{name} {value!r} is longer than 10 years")
+    return int(seconds * 1000)
+
+
+def _check_key(what: str, key: Any) -> str:
+    if not isinstance(key, str):
+        raise BadInput(f"{what} {key!r} is not a string")
+    size = len(key.encode("utf-8"))
+    if size == 0 or size > limits().max_key_bytes:
+        raise BadInput(f"{what} {key!r} must be 1 to {limits().max_key_bytes} bytes long")
+    if any(unicodedata.category(c) == "Cc" for c in key):
+        raise BadInput(f"{what} {key!r} contains a control character")
+    return key
+
+
+def _input_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise BadInput(f"input {type(value).__name__} is neither bytes nor str")
+    if len(data) > limits().max_input_bytes:
+        raise BadInput(
+            f"input of {len(data)} bytes is larger than the limit of {limits().max_input_bytes} bytes"
+        )
+    return data
+
+
+def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = None) -> JobSpec:
+    """Checks one job's input and options the way the Rust client does
+    (`EnqueueOptions::validate`, same limits), naming the option at fault; builds the named
+    options that differ from the defaults, in the Rust client's order."""
+    unknown = [name for name in options if name not in OPTION_NAMES]
+    if unknown:
+        raise BadInput(
+            f"unknown option {unknown[0]!r}: the options are {', '.join(OPTION_NAMES)}"
+        )
+    data = _input_bytes(input)
+    named: List[Tuple[str, str]] = []
+
+    priority = options.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if isinstance(priority, str):
+        if priority in limits().priority_names:
+            priority = limits().priority_names[priority]
+        else:
+            try:
+                priority = int(priority, 10)
+            except ValueError:
+                raise BadInput(
+                    f"priority {priority!r} is neither low, normal, high nor a number"
+                ) from None
+    if not _is_int(priority):
+        raise BadInput(f"priority {priority!r} is neither low, normal, high nor a whole number")
+    if not limits().min_priority <= priority <= limits().max_priority:
+        raise BadInput(f"priority {priority} is out of range {limits().min_priority}..={limits().max_priority}")
+    if priority != 0:
+        named.append(("priority", str(priority)))
+
+    attempts = options.get("attempts")
+    if attempts is not None:
+        if not _is_int(attempts) or not 1 <= attempts <= limits().max_attempts:
+            raise BadInput(f"attempts {attempts!r} is out of range 1..={limits().max_attempts}")
+        named.append(("attempts", str(attempts)))
+
+    timeout = options.get("timeout")
+    if timeout is not None:
+        ms = _duration_ms("timeout", timeout)
+        if isinstance(timeout, timedelta):
+            positive = timeout > timedelta(0)
+        else:
+            positive = timeout > 0
+        if not positive or ms > limits().max_duration_ms:
+            raise BadInput(f"timeout {timeout!r} is out of range 1ms..=10 years")
+        named.append(("timeout", str(max(ms, 1))))
+
+    retention = options.get("retention")
+    if retention is not None:
+        ms = _duration_ms("retention", retention)
+        if ms < limits().min_retention_ms:
+            raise BadInput(f"retention {retention!r} is out of range 1s..=10 years")
+        if ms != limits().default_retention_ms:
+            named.append(("retention", str(ms)))
+
+    failed_retention = options.get("failed_retention")
+    if failed_retention is not None:
+        ms = _duration_ms("failed_retention", failed_retention)
+        if ms != limits().default_failed_retention_ms:
+            named.append(("failed_retention", str(ms)))
+
+    delay = options.get("delay")
+    delay_ms = 0 if delay is None else _duration_ms("delay", delay)
+    at = options.get("at")
+    at_ms: Optional[int] = None
+    if at is not None:
+        if delay_ms > 0:
+            raise BadInput("give a delay or a time to run at (at), not both")
+        if isinstance(at, datetime):
+            # A naive datetime is local time, as Python's datetime.timestamp() reads it.
+            at_ms = int(at.timestamp() * 1000)
+        elif isinstance(at, (int, float)) and not isinstance(at, bool):
+            at_ms = int(at * 1000)
+        else:
+            raise BadInput(
+                f"at {at!r} is not a time: give a datetime (or seconds since the Unix epoch)"
+            )
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        if at_ms <= 0 or at_ms > now + limits().max_duration_ms:
+            raise BadInput(f"at {at!r}: the time to run at is before 1970 or more than 10 years ahead")
+    if delay_ms > 0:
+        named.append(("delay", str(delay_ms)))
+    if at_ms is not None:
+        named.append(("at", str(at_ms)))
+
+    uniq = options.get("uniq")
+    if uniq is not None:
+        named.append(("uniq", _check_key("uniq key", uniq)))
+
+    tags = options.get("tags") or ()
+    if isinstance(tags, (str, bytes)):
+        raise BadInput(f"tags {tags!r} must be a list of strings, not one string")
+    tags = list(tags)
+    if len(tags) > limits().max_tags:
+        raise BadInput(f"tags: {len(tags)} tags are more than the limit of {limits().max_tags}")
+    for tag in tags:
+        named.append(("tag", _check_key("tag", tag)))
+
+    after = options.get("after") or ()
+    if isinstance(after, (str, bytes)):
+        raise BadInput(f"after {after!r} must be a list of job ids, not one string")
+    after = list(after)
+    if len(after) > limits().max_dependencies:
+        raise BadInput(
+            f"after: {len(after)} dependencies are more than the limit of {limits().max_dependencies}"
+        )
+    for dependency in after:
+        parse_job_id(dependency, "dependency (after)")
+        named.append(("after", dependency))
+    return JobSpec(data, tuple(named), tuple(after), at_ms)
+
+
+def job_specs(
+    items: Iterable[Any], defaults: Mapping[str, Any]
+) -> List[JobSpec]:
+    """Checks every job of a batch (each an input, or an (input, options) pair whose options
+    add to `defaults`), naming the job at fault in a batch of several."""
+    items = list(items)
+    specs = []
+    for i, item in enumerate(items):
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[1], Mapping):
+                raise BadInput(
+                    f"job {i + 1} of the batch: give an input, or a pair (input, options dict)"
+                )
+            input, own = item
+            options = {**defaults, **own}
+        else:
+            input, options = item, dict(defaults)
+        try:
+            specs.append(job_spec(input, options))
+        except BadInput as e:
+            if len(items) > 1:
+                raise BadInput(f"job {i + 1} of the batch: {e}") from None
+            raise
+    return specs
