@@ -213,18 +213,34 @@ export class Client {
   close(): Promise<void>;
 }
 
-/** The limits options are checked against (those of the Rust client). */
+/**
+ * The limits options are checked against, read from the shipped protocol/manifest.json
+ * (the same the Rust client, the queue's library and the HTTP API hold a job to).
+ */
 export const LIMITS: Readonly<{
+  MAX_FUNCTION_NAME_LEN: number;
+  MAX_INPUT_BYTES: number;
   MIN_PRIORITY: number;
   MAX_PRIORITY: number;
+  /** The priority `low` stands for. */
+  PRIORITY_LOW: number;
+  /** The priority `high` stands for. */
+  PRIORITY_HIGH: number;
+  MAX_ATTEMPTS: number;
   MAX_TAGS: number;
   MAX_DEPENDENCIES: number;
   MAX_KEY_BYTES: number;
-  MAX_INPUT_BYTES: number;
-  MAX_ATTEMPTS: number;
   MAX_DURATION_MS: number;
+  MIN_RETENTION_MS: number;
   DEFAULT_RETENTION_MS: number;
   DEFAULT_FAILED_RETENTION_MS: number;
+  MAX_CHILDREN: number;
+  CONNECT_TIMEOUT_MS: number;
+  RESPONSE_TIMEOUT_MS: number;
+  WAIT_POLL_MS: number;
+  WAIT_RECHECK_MS: number;
+  /** The most jobs one `enqueue` call of `enqueueMany` carries. */
+  ENQUEUE_BATCH: number;
 }>;
 
 /** Splits a job id `FUNCTION:N`; throws BadInputError when it is not one. */

@@ -4,8 +4,11 @@ const crypto = require('node:crypto');
 const Redis = require('ioredis');
 
 const protocol = require('./protocol');
-const { checkFunction, parseJobId } = require('./names');
+const { checkFunction, isFunction, parseJobId } = require('./names');
 const { LIMITS, jobOptions, inputBytes } = require('./options');
+// ioredis' own error classes (its index exports only ReplyError).
+const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
+const { default: ClusterAllFailedError } = require('ioredis/built/errors/ClusterAllFailedError');
 const { jobFrom, progressOf } = require('./job');
 const { Subscriber } = require('./subscriber');
 const {
@@ -18,23 +21,28 @@ const {
   WaitTimeoutError,
 } = require('./errors');
 
-/** How long connecting may take before Redis counts as unreachable (ms). */
-const CONNECT_TIMEOUT_MS = 5000;
-/** How long one command may wait for its reply (ms), as the Rust client. */
-const COMMAND_TIMEOUT_MS = 10000;
 /** How often `enqueue` is sent again (same call id) after a failure that may pass. */
 const RETRIES = 6;
-/** How many jobs go in one `enqueue` call of `enqueueMany`. */
-const CHUNK = 1000;
-/** How often a wait re-reads the record while it hears events (a safety net only). */
-const WAIT_RECHECK_MS = 5000;
-/** How often a wait re-reads the record while it cannot hear events. */
-const WAIT_POLL_MS = 500;
 /**
- * The most children one job may have (a plugin's `[jobs] max_children` is at most this:
- * MAX_CHILDREN_LIMIT in crates/runtime/src/manifest.rs); `cancel` reads no more of a record.
+ * The Redis error codes (the first word of an error reply) of a server that cannot answer
+ * now but may soon: loading its data, a cluster resharding or without a primary, a script
+ * running too long.
  */
-const MAX_CHILDREN = 10000;
+const TRANSIENT_REPLIES = new Set(['LOADING', 'TRYAGAIN', 'CLUSTERDOWN', 'MASTERDOWN', 'BUSY']);
+/** The codes of Node's socket errors that say the network, not the server, failed. */
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'ENETUNREACH',
+  'ECONNABORTED',
+  'EAI_AGAIN',
+]);
+/** Lets only `Client.connect` construct a Client. */
+const CONNECT = Symbol('Client.connect');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -51,20 +59,27 @@ function redact(raw) {
   }
 }
 
-/** Whether a failed command may succeed when sent again (connection trouble, not a reply). */
+/** The Redis error code of an error reply (`BADJOB`, `LOADING`...), or null for another error. */
+function replyCode(error) {
+  if (!(error instanceof Redis.ReplyError)) return null;
+  const code = /^[A-Z]+\b/.exec(String(error.message));
+  return code ? code[0] : null;
+}
+
+/**
+ * Whether a failed command may succeed when sent again (connection trouble, not an answer),
+ * decided by the error's class and code: an error reply only when its code says the server
+ * is busy for now; ioredis' errors for the retries it gave up and the cluster slots it could
+ * not read; Node's socket errors by their code; and the plain `Error`s ioredis rejects a
+ * command with when its connection closed, its reply timed out or no node was ready (never
+ * a `TypeError` or another subclass, which are mistakes, not trouble on the way).
+ */
 function isTransient(error) {
-  if (!error || error instanceof WasmgearError) return false;
-  if (error.name === 'MaxRetriesPerRequestError') return true;
-  const text = String(error.message || '');
-  return (
-    /Connection is closed|Command timed out|Stream isn't writeable|enableOfflineQueue|max retries per request|Failed to refresh slots cache|None of startup nodes|Cluster isn't ready/i.test(
-      text,
-    ) ||
-    /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|BUSY)\b/.test(text) ||
-    ['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'ENETUNREACH'].includes(
-      error.code,
-    )
-  );
+  if (!(error instanceof Error) || error instanceof WasmgearError) return false;
+  if (error instanceof Redis.ReplyError) return TRANSIENT_REPLIES.has(replyCode(error));
+  if (error instanceof MaxRetriesPerRequestError || error instanceof ClusterAllFailedError) return true;
+  if (typeof error.code === 'string') return NETWORK_CODES.has(error.code);
+  return Object.getPrototypeOf(error) === Error.prototype;
 }
 
 function isMissingFunction(error) {
@@ -102,9 +117,11 @@ function describe(error) {
 function translate(error, url) {
   if (error instanceof WasmgearError) return error;
   const text = String((error && error.message) || error);
-  const refused = /^(BADJOB|BADARGS)\s*(.*)$/s.exec(text);
-  if (refused) return new BadInputError(refused[2] || text, { cause: error });
-  if (/^NOJOB\b/.test(text)) return new NotFoundError(text, { cause: error });
+  const code = replyCode(error);
+  if (code === 'BADJOB' || code === 'BADARGS') {
+    return new BadInputError(text.slice(code.length).trim() || text, { cause: error });
+  }
+  if (code === 'NOJOB') return new NotFoundError(text, { cause: error });
   if (isTransient(error)) {
     return new UnreachableError(`cannot reach Redis at ${url}: ${describe(error)}`, { cause: error });
   }
@@ -127,17 +144,30 @@ function within(promise, ms, error) {
  * read their results, cancel and retry them, list the queues.
  */
 class Client {
+  #redis;
+  #isCluster;
+  #url;
+  #maxInputBytes;
+  /** Functions this client has listed in the directory. */
+  #registered = new Set();
+  /** function -> call ids answered since the previous call on it (sent as `acked`). */
+  #answered = new Map();
+  #subscriber;
+  #closed = false;
+
   /** Use `Client.connect`. */
-  constructor(state) {
-    this.redis = state.redis;
-    this.isCluster = state.isCluster;
-    this.url = state.url;
-    this.maxInputBytes = state.maxInputBytes;
-    this.registered = new Set();
-    /** function -> call ids answered since the previous call on it (sent as `acked`). */
-    this.answered = new Map();
-    this.subscriber = new Subscriber(state.subscriberConnection);
-    this.closed = false;
+  constructor(token, state) {
+    if (token !== CONNECT) throw new TypeError('use Client.connect(url) to make a Client');
+    this.#redis = state.redis;
+    this.#isCluster = state.isCluster;
+    this.#url = state.url;
+    this.#maxInputBytes = state.maxInputBytes;
+    this.#subscriber = new Subscriber(state.subscriberConnection);
+  }
+
+  /** Whether the server is a Redis Cluster. */
+  get isCluster() {
+    return this.#isCluster;
   }
 
   /**
@@ -184,8 +214,8 @@ class Client {
       }
     }
     const shown = redact(url);
-    const connectTimeout = opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
-    const commandTimeout = opts.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+    const connectTimeout = opts.connectTimeoutMs ?? LIMITS.CONNECT_TIMEOUT_MS;
+    const commandTimeout = opts.commandTimeoutMs ?? LIMITS.RESPONSE_TIMEOUT_MS;
     const maxInputBytes = opts.maxInputBytes ?? LIMITS.MAX_INPUT_BYTES;
     protocol.load();
     const options = {
@@ -253,9 +283,9 @@ class Client {
     // the subscribers of every node.
     const subscriberConnection = () =>
       new Redis(url, { ...options, lazyConnect: false, autoResubscribe: false });
-    const client = new Client({ redis, isCluster, url: shown, maxInputBytes, subscriberConnection });
+    const client = new Client(CONNECT, { redis, isCluster, url: shown, maxInputBytes, subscriberConnection });
     try {
-      await client.ensureLibrary();
+      await client.#ensureLibrary();
     } catch (error) {
       await client.close();
       const text = String(error.message || error);
@@ -274,22 +304,22 @@ class Client {
   }
 
   /** Loads the library unless some version of `wasmgear_v2` answers already. */
-  async ensureLibrary() {
+  async #ensureLibrary() {
     const { manifest } = protocol.load();
     try {
       // Within v2, the library loaded last serves everyone: another SHA is left alone.
-      await this.redis.call('FCALL', `${manifest.prefix}version`, '0');
+      await this.#redis.call('FCALL', `${manifest.prefix}version`, '0');
       return;
     } catch (error) {
       if (!isMissingFunction(error)) throw error;
     }
-    await this.loadLibrary();
+    await this.#loadLibrary();
   }
 
   /** `FUNCTION LOAD` of the shipped library, on every primary of a cluster. */
-  async loadLibrary() {
+  async #loadLibrary() {
     const { library } = protocol.load();
-    const nodes = this.isCluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = this.isCluster ? this.#redis.nodes('master') : [this.#redis];
     await Promise.all(
       nodes.map(async (node) => {
         try {
@@ -306,42 +336,42 @@ class Client {
    * `FCALL wg2_NAME` on function `fn`'s keys; loads the library and sends it once more if
    * the server answers that the function is not loaded (flushed or restarted).
    */
-  async fcall(name, fn, args, { buffers = false } = {}) {
+  async #fcall(name, fn, args, { buffers = false } = {}) {
     const call = protocol.callOn(name, fn);
-    return this.invoke(call.command, [call.name, call.keys.length, ...call.keys, fn, ...args], buffers);
+    return this.#invoke(call.command, [call.name, call.keys.length, ...call.keys, fn, ...args], buffers);
   }
 
   /** Sends `command argv...`; once more after loading the library if it was not there. */
-  async invoke(command, argv, buffers = false) {
+  async #invoke(command, argv, buffers = false) {
     const send = () =>
-      buffers ? this.redis.callBuffer(command, ...argv) : this.redis.call(command, ...argv);
+      buffers ? this.#redis.callBuffer(command, ...argv) : this.#redis.call(command, ...argv);
     try {
       return await send();
     } catch (error) {
       if (!isMissingFunction(error)) throw error;
-      await this.loadLibrary();
+      await this.#loadLibrary();
       return send();
     }
   }
 
   /** Runs `body`, giving its errors as this library's. */
-  async guard(body) {
-    if (this.closed) throw new WasmgearError('the client is closed');
+  async #guard(body) {
+    if (this.#closed) throw new WasmgearError('the client is closed');
     try {
       return await body();
     } catch (error) {
-      throw translate(error, this.url);
+      throw translate(error, this.#url);
     }
   }
 
   /** Sends a call that is safe to send twice again while it fails in a way that may pass. */
-  async retrying(call) {
+  async #retrying(call) {
     let pause = 50;
     for (let attempt = 0; ; attempt += 1) {
       try {
         return await call();
       } catch (error) {
-        if (attempt >= RETRIES || !isTransient(error) || this.closed) throw error;
+        if (attempt >= RETRIES || !isTransient(error) || this.#closed) throw error;
         await sleep(pause + Math.random() * pause);
         pause = Math.min(pause * 2, 2000);
       }
@@ -353,20 +383,20 @@ class Client {
    * false: an unfinished job held the same uniq key, and that job is returned).
    */
   async enqueue(fn, input, options) {
-    const [job] = await this.submit(fn, [[input, options]]);
+    const [job] = await this.#submit(fn, [[input, options]]);
     return job;
   }
 
   /**
    * Enqueues many jobs of function `fn`: each item is an input (Buffer or string) or an
    * object `{input, ...options}`. Every job is checked before anything is written; the jobs
-   * go in calls of 1000, each all or nothing. Returns `{id, created}` per job, in order.
+   * go in calls of ENQUEUE_BATCH (1000), each all or nothing. Returns `{id, created}` per job, in order.
    */
   async enqueueMany(fn, items) {
     if (!Array.isArray(items)) {
       throw new BadInputError('enqueueMany takes an array of inputs or {input, ...options} objects');
     }
-    return this.submit(
+    return this.#submit(
       fn,
       items.map((item) => {
         const object =
@@ -379,13 +409,13 @@ class Client {
   }
 
   /** Enqueues `[input, options]` pairs of function `fn`. */
-  async submit(fn, pairs) {
-    return this.guard(async () => {
+  async #submit(fn, pairs) {
+    return this.#guard(async () => {
       checkFunction(fn);
       const now = Date.now();
       const jobs = pairs.map(([input, options], i) => {
         try {
-          return { input: inputBytes(input, this.maxInputBytes), ...jobOptions(options, now) };
+          return { input: inputBytes(input, this.#maxInputBytes), ...jobOptions(options, now) };
         } catch (error) {
           if (error instanceof BadInputError && pairs.length > 1) {
             error.message = `job ${i + 1} of the batch: ${error.message}`;
@@ -399,23 +429,24 @@ class Client {
       for (const job of jobs) {
         for (const dependency of job.after) {
           if (dependency.fn === fn || checked.has(dependency.id)) continue;
-          await this.checkDependency(dependency);
+          await this.#checkDependency(dependency);
           checked.add(dependency.id);
         }
       }
       const enqueued = [];
-      for (let from = 0; from < jobs.length; from += CHUNK) {
-        enqueued.push(...(await this.enqueueChunk(fn, jobs.slice(from, from + CHUNK), from)));
+      const batch = LIMITS.ENQUEUE_BATCH;
+      for (let from = 0; from < jobs.length; from += batch) {
+        enqueued.push(...(await this.#enqueueChunk(fn, jobs.slice(from, from + batch), from)));
       }
       return enqueued;
     });
   }
 
   /** One `wg2_enqueue` call; `offset` is the position of its first job in the batch. */
-  async enqueueChunk(fn, jobs, offset) {
+  async #enqueueChunk(fn, jobs, offset) {
     const callId = crypto.randomBytes(12).toString('hex');
-    const acked = this.answered.get(fn) || [];
-    this.answered.delete(fn);
+    const acked = this.#answered.get(fn) || [];
+    this.#answered.delete(fn);
     const args = [String(1 + acked.length), 'call', callId];
     for (const id of acked) args.push('acked', id);
     args.push(String(jobs.length));
@@ -423,9 +454,9 @@ class Client {
     let reply;
     try {
       // The same call id: a call whose reply was lost is answered, not applied twice.
-      reply = await this.retrying(() => this.fcall('enqueue', fn, args));
+      reply = await this.#retrying(() => this.#fcall('enqueue', fn, args));
     } catch (error) {
-      this.answered.set(fn, [...acked, ...(this.answered.get(fn) || [])]);
+      this.#answered.set(fn, [...acked, ...(this.#answered.get(fn) || [])]);
       const refused = /^BADJOB job (\d+): (.*)$/s.exec(String(error.message));
       if (refused) {
         // The script names the job by its place in this call: give its place in the batch,
@@ -443,11 +474,11 @@ class Client {
       }
       throw error;
     }
-    const answered = this.answered.get(fn) || [];
+    const answered = this.#answered.get(fn) || [];
     answered.push(callId);
-    this.answered.set(fn, answered);
+    this.#answered.set(fn, answered);
     // Listed for operators once something was written (a refused call leaves no trace).
-    await this.register(fn);
+    await this.#register(fn);
     const [numbers, created, links] = reply;
     const enqueued = numbers.map((number, i) => ({
       id: `${fn}:${number}`,
@@ -456,21 +487,21 @@ class Client {
     for (let i = 0; i + 1 < links.length; i += 2) {
       const job = enqueued[Number(links[i]) - 1];
       if (!job) throw new WasmgearError(`enqueue answered a link for job ${links[i]} it was not given`);
-      await this.link(job.id, parseJobId(String(links[i + 1])));
+      await this.#link(job.id, parseJobId(String(links[i + 1])));
     }
     return enqueued;
   }
 
   /** Adds `fn` to the directory of functions (once per client). */
-  async register(fn) {
-    if (this.registered.has(fn)) return;
-    await this.redis.sadd(protocol.load().manifest.functions_key, fn);
-    this.registered.add(fn);
+  async #register(fn) {
+    if (this.#registered.has(fn)) return;
+    await this.#redis.sadd(protocol.load().manifest.functions_key, fn);
+    this.#registered.add(fn);
   }
 
   /** Refuses a dependency that does not exist or has already failed or been cancelled. */
-  async checkDependency(dependency) {
-    const found = await this.get(dependency);
+  async #checkDependency(dependency) {
+    const found = await this.#get(dependency);
     if (!found) {
       throw new BadInputError(
         `invalid job option: dependency ${dependency.id} does not exist (never enqueued, or its retention is over)`,
@@ -484,16 +515,16 @@ class Client {
   }
 
   /** Links `dependentId` to `dependency` (a job of another function): the first step. */
-  async link(dependentId, dependency) {
-    const state = String(await this.fcall('link', dependency.fn, [dependency.number, dependentId]));
-    if (state !== 'pending') await this.deliver([dependentId, dependency.id, state]);
+  async #link(dependentId, dependency) {
+    const state = String(await this.#fcall('link', dependency.fn, [dependency.number, dependentId]));
+    if (state !== 'pending') await this.#deliver([dependentId, dependency.id, state]);
   }
 
   /**
    * Runs `resolve` for each (dependent, dependency, state) triple of `notify`, and for those
    * its replies name in turn; then `told` on the dependency's function.
    */
-  async deliver(notify) {
+  async #deliver(notify) {
     const todo = [...notify].map(String);
     while (todo.length >= 3) {
       const state = todo.pop();
@@ -505,11 +536,11 @@ class Client {
       } catch {
         continue;
       }
-      const more = await this.fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
+      const more = await this.#fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
       if (state !== 'pending') {
         try {
           const dependency = parseJobId(dependencyId);
-          await this.fcall('told', dependency.fn, [dependency.number, dependent.id]);
+          await this.#fcall('told', dependency.fn, [dependency.number, dependent.id]);
         } catch (error) {
           if (!(error instanceof BadInputError)) throw error;
         }
@@ -519,8 +550,8 @@ class Client {
   }
 
   /** `wg2_get`: the record and output of a parsed job id, or null. */
-  async get(job) {
-    const reply = await this.fcall('get', job.fn, [job.number], { buffers: true });
+  async #get(job) {
+    const reply = await this.#fcall('get', job.fn, [job.number], { buffers: true });
     if (!reply) return null;
     const [raw, output] = reply;
     let record;
@@ -534,9 +565,9 @@ class Client {
 
   /** Everything known about job `id`; NotFoundError when there is no such job. */
   async status(id) {
-    return this.guard(async () => {
+    return this.#guard(async () => {
       const job = parseJobId(id);
-      const found = await this.get(job);
+      const found = await this.#get(job);
       if (!found) {
         throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
           id: job.id,
@@ -551,9 +582,9 @@ class Client {
    * it logged nothing or has not finished an attempt.
    */
   async logs(id) {
-    return this.guard(async () => {
+    return this.#guard(async () => {
       const job = parseJobId(id);
-      const [[e1, exists], [e2, log]] = await this.redis
+      const [[e1, exists], [e2, log]] = await this.#redis
         .pipeline()
         .hexists(protocol.queueKey(job.fn, 'jobs'), job.number)
         .hget(protocol.queueKey(job.fn, 'logs'), job.number)
@@ -588,9 +619,9 @@ class Client {
       throw new BadInputError('invalid wait option: onProgress must be a function');
     }
     const jobs = (many ? ids : [ids]).map((id) => parseJobId(id));
-    if (this.closed) throw new WasmgearError('the client is closed');
+    if (this.#closed) throw new WasmgearError('the client is closed');
     const deadline = typeof timeoutMs === 'number' ? Date.now() + timeoutMs : null;
-    const settled = await Promise.allSettled(jobs.map((job) => this.waitOne(job, deadline, onProgress)));
+    const settled = await Promise.allSettled(jobs.map((job) => this.#waitOne(job, deadline, onProgress)));
     const results = settled.map((s) => (s.status === 'fulfilled' ? s.value : s.reason));
     const other = settled.find(
       (s) => s.status === 'rejected' && !(s.reason instanceof WaitTimeoutError),
@@ -619,8 +650,8 @@ class Client {
   }
 
   /** Waits for one job to end (any final state); subscribes first, then reads. */
-  async waitOne(job, deadline, onProgress) {
-    const watch = this.subscriber.watch(protocol.eventsChannel(job.fn), job.id);
+  async #waitOne(job, deadline, onProgress) {
+    const watch = this.#subscriber.watch(protocol.eventsChannel(job.fn), job.id);
     const timedOut = () =>
       new WaitTimeoutError(`gave up waiting for job ${job.id} after the timeout; it goes on`, {
         id: job.id,
@@ -638,7 +669,7 @@ class Client {
     };
     try {
       // Subscribed first, then read: nothing that happens after the read is missed.
-      let hearing = await within(watch.subscribed, Math.max(0, Math.min(left(), COMMAND_TIMEOUT_MS)), () =>
+      let hearing = await within(watch.subscribed, Math.max(0, Math.min(left(), LIMITS.RESPONSE_TIMEOUT_MS)), () =>
         false,
       ).catch(() => false);
       for (;;) {
@@ -648,8 +679,8 @@ class Client {
         } catch (error) {
           // Redis restarting or out of reach for a moment: a wait outlasts it (up to its
           // timeout) rather than fail.
-          if (!(error instanceof UnreachableError) || this.closed) throw error;
-          const pause = Math.min(WAIT_POLL_MS, left());
+          if (!(error instanceof UnreachableError) || this.#closed) throw error;
+          const pause = Math.min(LIMITS.WAIT_POLL_MS, left());
           if (pause <= 0) throw timedOut();
           await sleep(pause);
           continue;
@@ -663,9 +694,9 @@ class Client {
         for (;;) {
           const remaining = left();
           if (remaining <= 0) throw timedOut();
-          const item = await watch.box.next(Math.min(hearing ? WAIT_RECHECK_MS : WAIT_POLL_MS, remaining));
+          const item = await watch.box.next(Math.min(hearing ? LIMITS.WAIT_RECHECK_MS : LIMITS.WAIT_POLL_MS, remaining));
           if (item === null) {
-            if (this.closed) throw new WasmgearError(`the client was closed while waiting for job ${job.id}`);
+            if (this.#closed) throw new WasmgearError(`the client was closed while waiting for job ${job.id}`);
             break;
           }
           if (item.type === 'lost') {
@@ -692,11 +723,11 @@ class Client {
    * `for await` loop) ends it. Events published while the connection is down are missed.
    */
   events(fn) {
-    if (this.closed) throw new WasmgearError('the client is closed');
+    if (this.#closed) throw new WasmgearError('the client is closed');
     const topic =
       fn === undefined || fn === null
-        ? this.subscriber.stream('pattern', protocol.allEventsPattern())
-        : this.subscriber.stream('channel', protocol.eventsChannel(checkFunction(fn)));
+        ? this.#subscriber.stream('pattern', protocol.allEventsPattern())
+        : this.#subscriber.stream('channel', protocol.eventsChannel(checkFunction(fn)));
     const iterator = {
       ready: topic.subscribed,
       async next() {
@@ -729,18 +760,18 @@ class Client {
    * of `wasmgear cancel`. Safe to repeat: if Redis fails half-way, cancel again.
    */
   async cancel(id) {
-    return this.guard(async () => {
+    return this.#guard(async () => {
       const job = parseJobId(id);
-      const outcome = await this.cancelOne(job);
-      await this.cancelChildren(job);
+      const outcome = await this.#cancelOne(job);
+      await this.#cancelChildren(job);
       return outcome;
     });
   }
 
   /** Cancels the parsed job `job` alone (`wg2_cancel`), telling the dependents it names. */
-  async cancelOne(job) {
-    const [done, word, notify] = await this.fcall('cancel', job.fn, [job.number]);
-    await this.deliver(notify || []);
+  async #cancelOne(job) {
+    const [done, word, notify] = await this.#fcall('cancel', job.fn, [job.number]);
+    await this.#deliver(notify || []);
     if (Number(done) === 1) {
       return word === 'cancelled'
         ? { outcome: 'cancelled', state: 'cancelled' }
@@ -759,17 +790,17 @@ class Client {
    * their children, and so on down: each with one `cancel` (a child that no longer exists is
    * skipped; one that has ended is left as it is, its own children still cancelled), then its
    * record read for its children. Each job is visited once however often it is listed, so a
-   * cycle in hand-made records ends; at most MAX_CHILDREN children of one job are read.
+   * cycle in hand-made records ends; at most LIMITS.MAX_CHILDREN children of one job are read.
    */
-  async cancelChildren(job) {
+  async #cancelChildren(job) {
     const seen = new Set([job.id]);
     const todo = [job];
     while (todo.length > 0) {
       const parent = todo.pop();
-      const found = await this.get(parent);
+      const found = await this.#get(parent);
       if (!found) continue;
       const listed = Array.isArray(found.record.children) ? found.record.children : [];
-      for (const id of listed.slice(0, MAX_CHILDREN)) {
+      for (const id of listed.slice(0, LIMITS.MAX_CHILDREN)) {
         let child;
         try {
           child = parseJobId(String(id));
@@ -779,7 +810,7 @@ class Client {
         if (seen.has(child.id)) continue;
         seen.add(child.id);
         try {
-          await this.cancelOne(child);
+          await this.#cancelOne(child);
         } catch (error) {
           if (error instanceof NotFoundError) continue;
           throw error;
@@ -794,13 +825,13 @@ class Client {
    * had. Resolves whether it was queued again (false: it had not ended so).
    */
   async retry(id) {
-    return this.guard(async () => {
+    return this.#guard(async () => {
       const job = parseJobId(id);
       let reply;
       try {
-        reply = await this.fcall('retry', job.fn, ['job', job.number]);
+        reply = await this.#fcall('retry', job.fn, ['job', job.number]);
       } catch (error) {
-        if (/^NOJOB\b/.test(String(error.message))) {
+        if (replyCode(error) === 'NOJOB') {
           throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
             id: job.id,
             cause: error,
@@ -810,7 +841,7 @@ class Client {
       }
       const [moved, links] = reply;
       for (let i = 0; i + 1 < links.length; i += 2) {
-        await this.link(String(links[i]), parseJobId(String(links[i + 1])));
+        await this.#link(String(links[i]), parseJobId(String(links[i + 1])));
       }
       return moved.length > 0;
     });
@@ -821,15 +852,15 @@ class Client {
    * paused, as `wasmgear queues` shows them.
    */
   async queues() {
-    return this.guard(async () => {
+    return this.#guard(async () => {
       const { manifest } = protocol.load();
-      const names = (await this.redis.smembers(manifest.functions_key))
-        .filter((name) => /^[A-Za-z0-9_.-]{1,100}$/.test(name))
+      const names = (await this.#redis.smembers(manifest.functions_key))
+        .filter(isFunction)
         .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       const overviews = [];
       for (const fn of names) {
         const key = (suffix) => protocol.queueKey(fn, suffix);
-        const replies = await this.redis
+        const replies = await this.#redis
           .pipeline()
           .zcard(key('ready'))
           .zcard(key('scheduled'))
@@ -843,7 +874,7 @@ class Client {
         const [queued, scheduled, running, waiting, counts, paused] = replies.map(([, value]) => value);
         const count = (state) => Math.max(0, Number((counts || {})[state] || 0));
         // The roll call takes the key its header names, and counts with worker id ''.
-        const workers = await this.invoke('FCALL', [`${manifest.prefix}rollcall`, '1', key('workers'), '', '0']);
+        const workers = await this.#invoke('FCALL', [`${manifest.prefix}rollcall`, '1', key('workers'), '', '0']);
         overviews.push({
           function: fn,
           queued: Number(queued),
@@ -863,13 +894,13 @@ class Client {
 
   /** Ends every wait and event stream and closes the connections. */
   async close() {
-    if (this.closed) return;
-    this.closed = true;
-    await this.subscriber.close();
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#subscriber.close();
     try {
-      await this.redis.quit();
+      await this.#redis.quit();
     } catch {
-      this.redis.disconnect();
+      this.#redis.disconnect();
     }
   }
 }

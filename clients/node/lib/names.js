@@ -1,13 +1,14 @@
 'use strict';
 
 const { BadInputError } = require('./errors');
+const protocol = require('./protocol');
 
-/** The longest function name. */
-const MAX_FUNCTION_NAME_LEN = 100;
-const FUNCTION_NAME = /^[A-Za-z0-9_.-]{1,100}$/;
+/** The longest function name (the manifest's `max_function_name_len`). */
+const MAX_FUNCTION_NAME_LEN = protocol.limits().MAX_FUNCTION_NAME_LEN;
+const FUNCTION_NAME = new RegExp(`^[A-Za-z0-9_.-]{1,${MAX_FUNCTION_NAME_LEN}}$`);
 
 /**
- * Checks a function name (1 to 100 characters from A-Z a-z 0-9 _ - .) and returns it.
+ * Checks a function name (1 to MAX_FUNCTION_NAME_LEN characters from A-Z a-z 0-9 _ - .) and returns it.
  * @param {unknown} name
  * @returns {string}
  */
@@ -45,4 +46,9 @@ function parseJobId(id, what = 'job id') {
   return { id: `${fn}:${canonical}`, fn, number: canonical };
 }
 
-module.exports = { checkFunction, parseJobId, MAX_FUNCTION_NAME_LEN };
+/** Whether `name` is a function name. */
+function isFunction(name) {
+  return typeof name === 'string' && FUNCTION_NAME.test(name);
+}
+
+module.exports = { checkFunction, isFunction, parseJobId, MAX_FUNCTION_NAME_LEN };

@@ -2,25 +2,15 @@
 
 const { BadInputError } = require('./errors');
 const { parseJobId } = require('./names');
+const protocol = require('./protocol');
 
-/** The limits the Rust client checks (crates/client/src/client.rs), the same here. */
-const LIMITS = Object.freeze({
-  MIN_PRIORITY: -1000,
-  MAX_PRIORITY: 1000,
-  MAX_TAGS: 32,
-  MAX_DEPENDENCIES: 100,
-  MAX_KEY_BYTES: 200,
-  MAX_INPUT_BYTES: 16 * 1024 * 1024,
-  MAX_ATTEMPTS: 1000,
-  /** The longest timeout, retention or delay: 10 years of 365 days, in ms. */
-  MAX_DURATION_MS: 10 * 365 * 24 * 3600 * 1000,
-  /** A finished job is kept 25 hours unless told otherwise. */
-  DEFAULT_RETENTION_MS: 25 * 3600 * 1000,
-  /** A failed job is kept 7 days unless told otherwise. */
-  DEFAULT_FAILED_RETENTION_MS: 7 * 24 * 3600 * 1000,
-});
+/**
+ * The limits options are checked against, read from the shipped manifest (the same the
+ * Rust client, the library and the HTTP API hold a job to): MIN_PRIORITY, MAX_TAGS...
+ */
+const LIMITS = protocol.limits();
 
-const PRIORITY_WORDS = { low: -10, normal: 0, high: 10 };
+const PRIORITY_WORDS = Object.freeze({ low: LIMITS.PRIORITY_LOW, normal: 0, high: LIMITS.PRIORITY_HIGH });
 
 const KNOWN = [
   'priority',
@@ -132,7 +122,13 @@ function jobOptions(options, nowMs = Date.now()) {
   }
   let retention = LIMITS.DEFAULT_RETENTION_MS;
   if (o.retentionMs !== undefined && o.retentionMs !== null) {
-    retention = wholeMs('retentionMs', o.retentionMs, 1000, LIMITS.MAX_DURATION_MS, '1s..=10 years');
+    retention = wholeMs(
+      'retentionMs',
+      o.retentionMs,
+      LIMITS.MIN_RETENTION_MS,
+      LIMITS.MAX_DURATION_MS,
+      `${LIMITS.MIN_RETENTION_MS / 1000}s..=10 years`,
+    );
   }
   let failedRetention = LIMITS.DEFAULT_FAILED_RETENTION_MS;
   if (o.failedRetentionMs !== undefined && o.failedRetentionMs !== null) {

@@ -3,7 +3,8 @@
 /**
  * The protocol files this package ships (generated from the Rust build, never edited by
  * hand): `protocol/wasmgear_v2.lua`, the Redis Functions library the workers run, and
- * `protocol/manifest.json`, which names its functions and the keys each takes.
+ * `protocol/manifest.json`, which names its functions and the keys each takes and carries
+ * the limits a client checks before it calls (crates/proto/src/limits.rs is their one home).
  */
 
 const fs = require('node:fs');
@@ -18,13 +19,32 @@ function load() {
   if (cached) return cached;
   const manifest = JSON.parse(fs.readFileSync(path.join(DIR, 'manifest.json'), 'utf8'));
   const library = fs.readFileSync(path.join(DIR, `${manifest.library}.lua`), 'utf8');
-  for (const field of ['library', 'prefix', 'version', 'key_prefix', 'functions_key', 'functions']) {
+  for (const field of ['library', 'prefix', 'version', 'key_prefix', 'functions_key', 'functions', 'limits']) {
     if (manifest[field] === undefined) {
       throw new Error(`protocol/manifest.json has no ${field}: the package is damaged`);
     }
   }
   cached = { manifest, library };
   return cached;
+}
+
+/**
+ * The manifest's limits, frozen, by their names in upper case (`max_tags` as `MAX_TAGS`):
+ * the bounds options are checked against, the timeouts, the size of one `enqueue` call.
+ */
+function limits() {
+  const loaded = load();
+  if (!loaded.limits) {
+    const out = {};
+    for (const [name, value] of Object.entries(loaded.manifest.limits)) {
+      if (!Number.isSafeInteger(value)) {
+        throw new Error(`protocol/manifest.json has a limit ${name} that is not a whole number: the package is damaged`);
+      }
+      out[name.toUpperCase()] = value;
+    }
+    loaded.limits = Object.freeze(out);
+  }
+  return loaded.limits;
 }
 
 /** The key of suffix `suffix` of function `fn`: `wg:{F}:suffix`. */
@@ -69,4 +89,4 @@ function functionOfChannel(channel) {
   return fn.length > 0 ? fn : undefined;
 }
 
-module.exports = { load, queueKey, callOn, eventsChannel, allEventsPattern, functionOfChannel, DIR };
+module.exports = { load, limits, queueKey, callOn, eventsChannel, allEventsPattern, functionOfChannel, DIR };

@@ -218,6 +218,8 @@ function helpers(): void {
     LIMITS.MAX_DURATION_MS,
     LIMITS.DEFAULT_RETENTION_MS,
     LIMITS.DEFAULT_FAILED_RETENTION_MS,
+    LIMITS.ENQUEUE_BATCH,
+    LIMITS.RESPONSE_TIMEOUT_MS,
   ];
   const parsed: { id: string; function: string; number: number } = parseJobId('echo:42');
   const name: string = checkFunction('echo');

@@ -103,20 +103,33 @@ describe('cancelling a job cancels its children', { timeout: 600000 }, () => {
     }
     assert.deepEqual(childrenOf(await client.status(a)), [b, c, a]);
 
-    // A client of its own whose calls are counted (each still goes to Redis): one that
-    // never ends is stopped after 100.
-    const counted = await Client.connect(redis.url);
+    // The cancels Redis runs, as MONITOR sees them (in order; an ECHO sent after `cancel`
+    // returns marks the end). A cancel that never ends fails the test after a minute.
+    const monitor = await admin.monitor();
     const sent = [];
-    const fcall = counted.fcall.bind(counted);
-    counted.fcall = async (name, fn, args, options) => {
-      if (sent.length >= 100) throw new Error(`cancel sent 100 calls and goes on: ${sent.slice(-4).join(' ')}`);
-      sent.push(`${name} ${fn}:${args[0]}`);
-      return fcall(name, fn, args, options);
-    };
+    let ended = false;
+    monitor.on('monitor', (_time, args) => {
+      const [command, name, numkeys] = args.map(String);
+      if (command.toUpperCase() === 'ECHO' && name === 'cancel-done') ended = true;
+      if (command.toUpperCase() !== 'FCALL') return;
+      const rest = args.slice(3 + Number(numkeys)).map(String);
+      sent.push(`${name.replace(/^wg2_/, '')} ${rest[0]}:${rest[1]}`);
+    });
+    const counted = await Client.connect(redis.url);
     try {
-      assert.deepEqual(await counted.cancel(a), { outcome: 'cancelled', state: 'cancelled' });
+      let timer;
+      const outcome = await Promise.race([
+        counted.cancel(a),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`cancel goes on: ${sent.slice(-4).join(' ')}`)), 60000);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      assert.deepEqual(outcome, { outcome: 'cancelled', state: 'cancelled' });
+      await admin.call('ECHO', 'cancel-done');
+      await until('MONITOR to show the end of the cancel', async () => ended);
     } finally {
       await counted.close();
+      monitor.disconnect();
     }
     const cancels = sent.filter((call) => call.startsWith('cancel ')).map((call) => call.slice(7));
     assert.deepEqual(cancels.sort(), [a, b, c, d].sort());

@@ -151,3 +151,91 @@ describe('index.d.ts', () => {
     assert.deepEqual([...new Set(imported)].sort(), [...declared.keys()].sort());
   });
 });
+
+describe('limits', () => {
+  it('are the shipped manifest\'s, every one, by its name in upper case', () => {
+    const shipped = JSON.parse(fs.readFileSync(path.join(protocol.DIR, 'manifest.json'), 'utf8')).limits;
+    assert.deepEqual(
+      LIMITS,
+      Object.fromEntries(Object.entries(shipped).map(([name, value]) => [name.toUpperCase(), value])),
+    );
+    assert.ok(Object.isFrozen(LIMITS));
+  });
+
+  it('checks follow the manifest: a package shipping other limits refuses by those', () => {
+    // A copy of the package whose manifest says other numbers, loaded in a child process.
+    const os = require('node:os');
+    const { execFileSync } = require('node:child_process');
+    const root = path.join(__dirname, '..');
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-limits-'));
+    try {
+      for (const entry of ['index.js', 'package.json', 'lib', 'protocol']) {
+        fs.cpSync(path.join(root, entry), path.join(copy, entry), { recursive: true });
+      }
+      fs.symlinkSync(path.join(root, 'node_modules'), path.join(copy, 'node_modules'));
+      const file = path.join(copy, 'protocol', 'manifest.json');
+      const manifest = JSON.parse(fs.readFileSync(file, 'utf8'));
+      Object.assign(manifest.limits, { max_tags: 1, max_priority: 5, max_function_name_len: 3 });
+      fs.writeFileSync(file, JSON.stringify(manifest));
+      const script = `
+        const { checkFunction } = require('./index.js');
+        const { jobOptions } = require('./lib/options');
+        const refused = (f) => { try { f(); return false; } catch (e) { return e.name === 'BadInputError'; } };
+        console.log(JSON.stringify([
+          refused(() => jobOptions({ tags: ['a'] })), refused(() => jobOptions({ tags: ['a', 'b'] })),
+          refused(() => jobOptions({ priority: 5 })), refused(() => jobOptions({ priority: 6 })),
+          refused(() => checkFunction('abc')), refused(() => checkFunction('abcd')),
+        ]));`;
+      const out = execFileSync(process.execPath, ['-e', script], { cwd: copy, encoding: 'utf8' });
+      assert.deepEqual(JSON.parse(out), [false, true, false, true, false, true]);
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Client internals', () => {
+  const { Client } = require('..');
+
+  it('only Client.connect makes a Client, and its prototype holds only the documented API', () => {
+    assert.throws(() => new Client(), TypeError);
+    assert.throws(() => new Client({ redis: null }), TypeError);
+    const own = Object.getOwnPropertyNames(Client.prototype).sort();
+    assert.deepEqual(own, [
+      'cancel', 'close', 'constructor', 'enqueue', 'enqueueMany', 'events', 'isCluster', 'logs',
+      'queues', 'retry', 'status', 'wait',
+    ]);
+  });
+});
+
+describe('which failures are sent again', () => {
+  const Redis = require('ioredis');
+  const { isTransient, translate } = require('../lib/client');
+  const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
+
+  it('decides by error class and code, never by what a message says', () => {
+    const reply = (text) => new Redis.ReplyError(text);
+    const coded = (code) => Object.assign(new Error('whatever it says'), { code });
+    // Passing trouble: ioredis' plain errors of a closed connection or a timed-out reply, its
+    // error for retries it gave up, a socket error code, a reply saying the server is busy.
+    for (const error of [new Error('Connection is closed.'), new Error('Command timed out'),
+      new MaxRetriesPerRequestError(2), coded('ECONNRESET'), coded('ETIMEDOUT'),
+      reply('LOADING Redis is loading the dataset'), reply('TRYAGAIN later'), reply('CLUSTERDOWN')]) {
+      assert.equal(isTransient(error), true, `${error.constructor.name}: ${error.message}`);
+    }
+    // Answers and mistakes: a reply whose text looks like connection trouble is still a reply.
+    for (const error of [reply('ERR Connection is closed by the script'), reply('ERR Command timed out'),
+      reply('BADJOB job 1: no'), new TypeError('Connection is closed'), coded('ERR_INVALID_ARG_TYPE'),
+      'Connection is closed', null]) {
+      assert.equal(isTransient(error), false, String(error && error.message));
+    }
+  });
+
+  it('gives refusals by their reply code', () => {
+    const refused = translate(new Redis.ReplyError('BADJOB job 1: priority out of range'), 'redis://x');
+    assert.equal(refused.name, 'BadInputError');
+    assert.equal(refused.message, 'job 1: priority out of range');
+    assert.equal(translate(new Redis.ReplyError('NOJOB echo:1'), 'redis://x').name, 'NotFoundError');
+    assert.equal(translate(new Redis.ReplyError('ERR BADJOB in the text'), 'redis://x').name, 'WasmgearError');
+  });
+});

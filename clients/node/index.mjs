@@ -1,0 +1,23 @@
+/**
+ * wasmgear for ES modules: the very objects of the CommonJS entry (index.js), re-exported,
+ * so that `import` and `require` share one Client class and one set of error classes
+ * (`instanceof` holds across both).
+ */
+
+import wasmgear from './index.js';
+
+export const {
+  Client,
+  LIMITS,
+  parseJobId,
+  checkFunction,
+  WasmgearError,
+  BadInputError,
+  NotFoundError,
+  UnreachableError,
+  JobFailedError,
+  JobCancelledError,
+  WaitTimeoutError,
+} = wasmgear;
+
+export default wasmgear;
