@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::StreamExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use wasmgear_client::{
@@ -23,6 +24,7 @@ use wasmgear_proto::limits;
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::openapi;
 
 /// The most jobs one bulk request may carry (they are enqueued in one atomic call).
 pub(crate) const MAX_BULK_JOBS: usize = limits::MAX_BULK_JOBS as usize;
@@ -34,27 +36,51 @@ const MAX_WAIT: Duration = Duration::from_millis(limits::MAX_WAIT_MS);
 type ApiResult<T = Response> = Result<T, ApiError>;
 
 /// One job to enqueue: its input in one of three forms (none: empty input) and its options,
-/// each with the CLI's default when left out.
-#[derive(Debug, Deserialize)]
+/// each with the CLI's default when left out. Its schema in the OpenAPI document is derived
+/// from this type, its bounds from [`limits`].
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = openapi::one_input_at_most)]
 pub(crate) struct JobRequest {
     /// The input as text (UTF-8).
     input: Option<String>,
     /// The input as base64 bytes.
+    #[schemars(regex(pattern = openapi::BASE64_PATTERN))]
     input_base64: Option<String>,
     /// The input as any JSON value (the job gets its compact JSON text).
     input_json: Option<Value>,
+    /// Higher runs first.
+    #[schemars(range(min = limits::MIN_PRIORITY, max = limits::MAX_PRIORITY))]
     priority: Option<i32>,
+    /// Run no sooner than this many ms from now (not with `at_ms`).
+    #[schemars(range(max = limits::MAX_DURATION_MS))]
     delay_ms: Option<u64>,
+    /// Run no sooner than this time, ms since the epoch: not in the past on the queue's clock,
+    /// at most 10 years ahead.
+    #[schemars(range(min = 1))]
     at_ms: Option<u64>,
+    /// Attempts in all, retries included.
+    #[schemars(range(min = 1, max = limits::MAX_ATTEMPTS))]
     attempts: Option<u32>,
+    /// How long one attempt may run, ms.
+    #[schemars(range(min = 1, max = limits::MAX_DURATION_MS))]
     timeout_ms: Option<u64>,
+    /// How long the job is kept once it succeeded or was cancelled, ms.
+    #[schemars(range(min = limits::MIN_RETENTION_MS, max = limits::MAX_DURATION_MS))]
     retention_ms: Option<u64>,
+    /// How long the job is kept once it failed, ms.
+    #[schemars(range(max = limits::MAX_DURATION_MS))]
     failed_retention_ms: Option<u64>,
+    /// A key no other unfinished job of the function holds (Gearman's unique key).
+    #[schemars(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN))]
     uniq: Option<String>,
+    /// Labels to find the job by.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_TAGS), inner(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN)))]
     tags: Vec<String>,
+    /// Jobs (of any function) that must succeed before this one runs.
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_DEPENDENCIES), inner(regex(pattern = openapi::job_id_pattern())))]
     after: Vec<String>,
 }
 
@@ -135,9 +161,11 @@ pub(crate) async fn enqueue(
 }
 
 /// The body of a bulk enqueue.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkRequest {
+    /// The jobs, enqueued in one atomic call: all or none.
+    #[schemars(length(max = limits::MAX_BULK_JOBS))]
     jobs: Vec<JobRequest>,
 }
 
