@@ -256,6 +256,12 @@ export class WasmgearError extends Error {
 export class BadInputError extends WasmgearError {
   readonly exitCode: 2;
 }
+/**
+ * A well-formed request the queue's state refuses (exit code 2, HTTP 409); nothing was
+ * written: a time to run at the queue's clock has passed, a dependency gone, failed or
+ * cancelled.
+ */
+export class ConflictError extends BadInputError {}
 /** No such job (exit code 5). */
 export class NotFoundError extends WasmgearError {
   readonly exitCode: 5;

@@ -23,6 +23,7 @@ module.exports.parseJobId = parseJobId;
 module.exports.checkFunction = names.checkFunction;
 module.exports.WasmgearError = errors.WasmgearError;
 module.exports.BadInputError = errors.BadInputError;
+module.exports.ConflictError = errors.ConflictError;
 module.exports.NotFoundError = errors.NotFoundError;
 module.exports.UnreachableError = errors.UnreachableError;
 module.exports.JobFailedError = errors.JobFailedError;

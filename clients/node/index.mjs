@@ -13,6 +13,7 @@ export const {
   checkFunction,
   WasmgearError,
   BadInputError,
+  ConflictError,
   NotFoundError,
   UnreachableError,
   JobFailedError,

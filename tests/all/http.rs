@@ -442,7 +442,6 @@ async fn bad_requests_are_refused_and_change_nothing() {
         json!({ "input_base64": "not base64!" }),
         json!({ "input": "x", "priority": 5000 }),
         json!({ "input": "x", "attempts": 0 }),
-        json!({ "input": "x", "after": ["echo:999"] }),
         json!({ "inptu": "x" }),
     ] {
         let answer = post(&server, "/v1/functions/echo/jobs", body.clone()).await;
@@ -452,6 +451,29 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "{body}: {}",
             String::from_utf8_lossy(&answer.body)
         );
+    }
+    // Well-formed jobs the queue's state refuses: 409, the error saying why.
+    for (body, why) in [
+        (
+            json!({ "input": "x", "after": ["echo:999"] }),
+            "does not exist",
+        ),
+        (json!({ "input": "x", "at_ms": 1_000_000 }), "in the past"),
+        // Eleven years ahead of the clock: a time it will be right for, as a past one was.
+        (
+            json!({ "input": "x", "at_ms": wasmgear_proto::units::now_ms() + 11 * 365 * 86_400_000 }),
+            "more than 10 years ahead",
+        ),
+    ] {
+        let answer = post(&server, "/v1/functions/echo/jobs", body.clone()).await;
+        assert_eq!(
+            (answer.status, answer.class().as_str()),
+            (409, "conflict"),
+            "{body}: {}",
+            String::from_utf8_lossy(&answer.body)
+        );
+        let message = answer.json()["error"]["message"].to_string();
+        assert!(message.contains(why), "{body}: {message}");
     }
     // A body over the input limit (16 MiB) is refused before it is read whole.
     let oversize = vec![b'a'; 16 * 1024 * 1024 + 1024];
@@ -640,7 +662,7 @@ async fn events_stream_waits_poll_and_jobs_are_cancelled_and_retried() {
     let refused = post(&server, &format!("/v1/jobs/{fine}/retry"), json!({})).await;
     assert_eq!(
         (refused.status, refused.class().as_str()),
-        (400, "bad_input")
+        (409, "conflict")
     );
 }
 

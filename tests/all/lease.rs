@@ -540,7 +540,7 @@ async fn bad_options_write_nothing() {
             .to_string();
         assert!(error.contains("invalid job option"), "{error}");
     }
-    let too_big = vec![0u8; wasmgear_client::client::MAX_INPUT_BYTES + 1];
+    let too_big = vec![0u8; wasmgear_client::options::MAX_INPUT_BYTES + 1];
     let error = client
         .enqueue(&f, &too_big, &EnqueueOptions::default())
         .await
@@ -622,13 +622,31 @@ async fn scheduled_times_in_the_past_are_refused() {
         ..EnqueueOptions::default()
     };
     let batch: Vec<(&[u8], EnqueueOptions)> = vec![(b"ok", future.clone()), (b"late", past)];
-    let error = client
-        .enqueue_many(&f, &batch)
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = client.enqueue_many(&f, &batch).await.unwrap_err();
+    // The queue's clock refuses it, not the call's form: a conflict (HTTP 409).
+    assert_eq!(
+        error.class(),
+        wasmgear_client::ErrorClass::Conflict,
+        "{error}"
+    );
+    let error = error.to_string();
     assert!(
         error.contains("job 2: scheduled time") && error.contains("in the past"),
+        "{error}"
+    );
+    // Eleven years ahead of the clock: as much a conflict with the time.
+    let far = EnqueueOptions {
+        at: Some(std::time::SystemTime::now() + Duration::from_secs(11 * 365 * 86_400)),
+        ..EnqueueOptions::default()
+    };
+    let error = client.enqueue(&f, b"far", &far).await.unwrap_err();
+    assert_eq!(
+        error.class(),
+        wasmgear_client::ErrorClass::Conflict,
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("more than 10 years ahead"),
         "{error}"
     );
     let id = client.enqueue(&f, b"later", &future).await.unwrap();

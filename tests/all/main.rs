@@ -24,6 +24,7 @@ mod lease;
 mod manifest;
 mod model;
 mod observe;
+mod openapi_fuzz;
 mod operate;
 mod plugin_dir;
 mod pubsub;

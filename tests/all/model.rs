@@ -608,8 +608,9 @@ async fn apply(
                     }
                     model.last_enqueue = Some((args, reply, now_ms(library).await));
                 }
-                // A dependency that has failed or is gone is refused: nothing may change.
-                Err(error) if error.code() == Some("BADJOB") => {}
+                // A dependency that has failed or is gone, or a time the clock has passed, is
+                // refused (the queue's state refuses it): nothing may change.
+                Err(error) if error.code() == Some("CONFLICT") => {}
                 Err(error) => return Err(format!("enqueue failed: {error}")),
             }
         }
@@ -898,7 +899,7 @@ async fn apply(
             match call(library, name, &args).await {
                 Ok(_) => {}
                 // A job gone, or one whose dependency is: refused, nothing changed.
-                Err(error) if matches!(error.code(), Some("NOJOB" | "BADJOB")) => {}
+                Err(error) if matches!(error.code(), Some("NOJOB" | "CONFLICT")) => {}
                 Err(error) => return Err(format!("{name}: {error}")),
             }
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real client libraries of the queues wasmgear serves, for the tests that drive a
 # worker with them: redis-work-queue 0.1.5 for Python (PyPI) and for Node.js (npm),
-# qless-py 0.11.4 and python3-gearman 0.1.0 (PyPI), each under
+# qless-py 0.11.4 and python3-gearman 0.1.0 (PyPI), and schemathesis 4.32.5 (PyPI), which
+# fuzzes the HTTP API against its own OpenAPI document, each under
 # ${WASMGEAR_TOOLS:-~/.cache/wasmgear-tools}. Idempotent: what is there is left alone.
 set -euo pipefail
 
@@ -45,4 +46,12 @@ if [[ ! -x "$gearman_py/bin/python" ]] || ! "$gearman_py/bin/python" -c 'import 
     rm -rf "$gearman_py"
     python3 -m venv "$gearman_py"
     "$gearman_py/bin/pip" install --quiet "python3-gearman==0.1.0"
+fi
+
+schemathesis="$tools/schemathesis-4.32.5"
+if [[ ! -x "$schemathesis/bin/st" ]] || ! "$schemathesis/bin/st" --version 2>/dev/null | grep -q '4\.32\.5'; then
+    echo "installing schemathesis 4.32.5 (PyPI) into $schemathesis" >&2
+    rm -rf "$schemathesis"
+    python3 -m venv "$schemathesis"
+    "$schemathesis/bin/pip" install --quiet "schemathesis==4.32.5"
 fi

@@ -110,3 +110,14 @@ pub fn gearman_py(server: &str, args: &[&str]) -> serde_json::Value {
         args,
     )
 }
+
+/// The `st` command of schemathesis 4.32.5 from PyPI, which fuzzes the HTTP API against its
+/// own OpenAPI document.
+pub fn schemathesis() -> PathBuf {
+    let st = tools().join("schemathesis-4.32.5/bin/st");
+    assert!(
+        st.exists(),
+        "{st:?} is missing: run tests/clients/install.sh (scripts/setup does)"
+    );
+    st
+}

@@ -14,6 +14,7 @@ const { Subscriber } = require('./subscriber');
 const {
   WasmgearError,
   BadInputError,
+  ConflictError,
   NotFoundError,
   UnreachableError,
   JobFailedError,
@@ -120,6 +121,9 @@ function translate(error, url) {
   const code = replyCode(error);
   if (code === 'BADJOB' || code === 'BADARGS') {
     return new BadInputError(text.slice(code.length).trim() || text, { cause: error });
+  }
+  if (code === 'CONFLICT') {
+    return new ConflictError(text.slice(code.length).trim() || text, { cause: error });
   }
   if (code === 'NOJOB') return new NotFoundError(text, { cause: error });
   if (isTransient(error)) {
@@ -457,18 +461,19 @@ class Client {
       reply = await this.#retrying(() => this.#fcall('enqueue', fn, args));
     } catch (error) {
       this.#answered.set(fn, [...acked, ...(this.#answered.get(fn) || [])]);
-      const refused = /^BADJOB job (\d+): (.*)$/s.exec(String(error.message));
+      const refused = /^(BADJOB|CONFLICT) job (\d+): (.*)$/s.exec(String(error.message));
       if (refused) {
         // The script names the job by its place in this call: give its place in the batch,
         // and the option concerned.
-        const detail = refused[2];
+        const detail = refused[3];
         const hint = /^scheduled time/.test(detail)
           ? ' (option at: give a time ahead of the queue clock)'
           : /^dependency/.test(detail)
             ? ' (option after)'
             : '';
-        throw new BadInputError(
-          `invalid job option: job ${offset + Number(refused[1])}: ${detail}${hint}`,
+        const Refusal = refused[1] === 'CONFLICT' ? ConflictError : BadInputError;
+        throw new Refusal(
+          `invalid job option: job ${offset + Number(refused[2])}: ${detail}${hint}`,
           { cause: error },
         );
       }
@@ -503,12 +508,12 @@ class Client {
   async #checkDependency(dependency) {
     const found = await this.#get(dependency);
     if (!found) {
-      throw new BadInputError(
+      throw new ConflictError(
         `invalid job option: dependency ${dependency.id} does not exist (never enqueued, or its retention is over)`,
       );
     }
     if (found.record.state === 'failed' || found.record.state === 'cancelled') {
-      throw new BadInputError(
+      throw new ConflictError(
         `invalid job option: dependency ${dependency.id} has already ${found.record.state}, so the job could never run`,
       );
     }

@@ -18,6 +18,13 @@ WasmgearError.prototype.exitCode = 1;
 class BadInputError extends WasmgearError {}
 BadInputError.prototype.exitCode = 2;
 
+/**
+ * A well-formed request the queue's state refuses; nothing was written: a time to run at that
+ * the queue's clock has passed, a dependency that is gone, failed or cancelled (the HTTP API
+ * answers 409; the CLI exits with 2, as for other refused input).
+ */
+class ConflictError extends BadInputError {}
+
 /** No such job (never enqueued, or its retention is over). */
 class NotFoundError extends WasmgearError {
   constructor(message, options = {}) {
@@ -67,6 +74,7 @@ WaitTimeoutError.prototype.exitCode = 4;
 module.exports = {
   WasmgearError,
   BadInputError,
+  ConflictError,
   NotFoundError,
   UnreachableError,
   JobFailedError,

@@ -1,6 +1,6 @@
 'use strict';
 
-const { BadInputError } = require('./errors');
+const { BadInputError, ConflictError } = require('./errors');
 const { parseJobId } = require('./names');
 const protocol = require('./protocol');
 
@@ -177,8 +177,13 @@ function jobOptions(options, nowMs = Date.now()) {
       throw bad(`at must be a valid Date, not ${JSON.stringify(o.at)}`);
     }
     at = o.at.getTime();
-    if (at <= 0 || at > nowMs + LIMITS.MAX_DURATION_MS) {
-      throw bad('at (the time to run at) is before 1970 or more than 10 years ahead');
+    if (at <= 0) throw bad('at (the time to run at) is not after 1970');
+    // Too far ahead by this clock: a conflict with the time, as a time already passed by
+    // the queue's clock is.
+    if (at > nowMs + LIMITS.MAX_DURATION_MS) {
+      throw new ConflictError(
+        'invalid job option: at (the time to run at) is more than 10 years ahead; give a nearer one',
+      );
     }
   }
 

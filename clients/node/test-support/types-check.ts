@@ -9,6 +9,7 @@ import {
   checkFunction,
   WasmgearError,
   BadInputError,
+  ConflictError,
   NotFoundError,
   UnreachableError,
   JobFailedError,
@@ -164,6 +165,11 @@ async function everyCall(ca: Buffer): Promise<void> {
       const five: 5 = error.exitCode;
       const missing: string | undefined = error.id;
       void [five, missing];
+    } else if (error instanceof ConflictError) {
+      // Refused by the queue's state (HTTP 409), and a BadInputError all the same.
+      const refused: BadInputError = error;
+      const two: 2 = error.exitCode;
+      void [refused, two];
     } else if (error instanceof BadInputError || error instanceof UnreachableError) {
       const code: 2 | 6 = error.exitCode;
       void code;

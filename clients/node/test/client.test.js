@@ -15,6 +15,7 @@ const {
   Client,
   WasmgearError,
   BadInputError,
+  ConflictError,
   NotFoundError,
   UnreachableError,
   JobFailedError,
@@ -178,6 +179,7 @@ describe('wasmgear client', { timeout: 600000 }, () => {
       ['empty function name', '', 'x', {}, /invalid function name ""/],
       ['function name too long', 'f'.repeat(101), 'x', {}, /invalid function name/],
       ['`at` in the past', 'nobody', 'x', { at: new Date(Date.now() - 60000) }, /scheduled time [0-9]+ is in the past.*option at/],
+      ['`at` more than 10 years ahead', 'nobody', 'x', { at: new Date(Date.now() + 11 * 365 * 24 * 3600 * 1000) }, /more than 10 years ahead/],
       ['`at` and delayMs', 'nobody', 'x', { at: new Date(Date.now() + 60000), delayMs: 1000 }, /delayMs or at/],
       ['`at` not a Date', 'nobody', 'x', { at: Date.now() + 60000 }, /at must be a valid Date/],
       ['attempts 0', 'nobody', 'x', { attempts: 0 }, /attempts 0 is out of range 1\.\.=1000/],
@@ -202,6 +204,9 @@ describe('wasmgear client', { timeout: 600000 }, () => {
         await assert.rejects(client.enqueue(fn, input, options), (error) => {
           assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
           assert.ok(error instanceof WasmgearError);
+          // What the queue's state refuses (a time its clock has passed, a dependency that is
+          // gone) is a ConflictError, the BadInputError the HTTP API answers with 409.
+          assert.equal(error instanceof ConflictError, /in the past|does not exist|years ahead/.test(error.message), name);
           assert.equal(error.exitCode, 2);
           assert.match(error.message, message);
           return true;

@@ -9,7 +9,7 @@ const path = require('node:path');
 
 const { jobOptions, inputBytes, LIMITS } = require('../lib/options');
 const { parseMessage, Mailbox } = require('../lib/subscriber');
-const { parseJobId, checkFunction, BadInputError } = require('..');
+const { parseJobId, checkFunction, BadInputError, ConflictError } = require('..');
 const protocol = require('../lib/protocol');
 
 describe('options', () => {
@@ -49,7 +49,7 @@ describe('options', () => {
       [{ uniq: 'é'.repeat(101) }, /uniq .* must be 1 to 200 bytes/],
       [{ uniq: 'a\u0085b' }, /uniq .* contains a control character/],
       [{ tags: 'x' }, /tags must be an array/],
-      [{ at: new Date(Date.now() + 11 * 365 * 24 * 3600 * 1000) }, /more than 10 years ahead/],
+      [{ at: new Date(0) }, /not after 1970/],
       [{ at: new Date(NaN) }, /at must be a valid Date/],
       [[], /options must be an object/],
     ];
@@ -62,6 +62,18 @@ describe('options', () => {
       });
     }
     assert.ok(jobOptions({ uniq: 'é'.repeat(100) }).named.includes('é'.repeat(100)));
+  });
+
+  it('finds a time to run at too far ahead a conflict with the clock', () => {
+    const far = new Date(Date.now() + 11 * 365 * 24 * 3600 * 1000);
+    assert.throws(() => jobOptions({ at: far }), (error) => {
+      assert.ok(error instanceof ConflictError, `${error.name}: ${error.message}`);
+      assert.equal(error.exitCode, 2);
+      assert.match(error.message, /more than 10 years ahead/);
+      return true;
+    });
+    const near = new Date(Date.now() + 9 * 365 * 24 * 3600 * 1000);
+    assert.deepEqual(jobOptions({ at: near }).named, ['at', String(near.getTime())]);
   });
 
   it('takes inputs as bytes', () => {

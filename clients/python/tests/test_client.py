@@ -170,11 +170,23 @@ def test_bad_input_is_refused_and_writes_nothing(bare) -> None:
             (lambda: client.enqueue_many("echo", [("x", {"prio": 1})]), "unknown option 'prio'"),
             (lambda: client.enqueue_many("echo", ["ok"] * 1500 + [("late", {"at": past})]),
              "job 1501 of the batch: at"),
+            (lambda: client.enqueue("echo", "x", at=time.time() + 11 * 365 * 86400),
+             "more than 10 years ahead"),
         ]
+        # What the queue's state refuses (a time its clock has passed, a dependency that is
+        # gone) is a Conflict, the BadInput the HTTP API answers with 409.
+        conflicts = (
+            "at",
+            "dependency other:99",
+            "dependency echo:999",
+            "job 1501 of the batch: at",
+            "more than 10 years ahead",
+        )
         for attempt, expected in cases:
             with pytest.raises(wasmgear.BadInput) as caught:
                 attempt()
             assert expected in str(caught.value), (expected, str(caught.value))
+            assert isinstance(caught.value, wasmgear.Conflict) == (expected in conflicts), expected
             assert caught.value.exit_code == 2
             assert sorted(bare.redis.keys("*")) == keys_before, f"{expected}: keys changed"
             assert bare.redis.get("wg:{echo}:seq") == seq_before, f"{expected}: a job was made"
@@ -193,7 +205,7 @@ def test_at_in_the_past_is_refused_by_the_script_too(bare) -> None:
         args = [1, "call", "c1", 1, 1, "at", str(past_ms), "x"]
         keys = [f"wg:{{echo}}:{s}" for s in
                 client._proto.functions["enqueue"]["keys"]]
-        with pytest.raises(redis.ResponseError, match="BADJOB"):
+        with pytest.raises(redis.ResponseError, match="CONFLICT"):
             bare.redis.execute_command("FCALL", "wg2_enqueue", len(keys), *keys, "echo", *args)
         assert bare.redis.dbsize() == before
     finally:
@@ -317,8 +329,8 @@ def test_dependencies_across_functions(client: wasmgear.Client) -> None:
     with pytest.raises(wasmgear.JobCancelled) as caught:
         client.wait(doomed.id, timeout=60)
     assert caught.value.job.error is not None and caught.value.job.error.class_ == "dependency"
-    # A dependency that has already failed is refused.
-    with pytest.raises(wasmgear.BadInput, match="has already failed"):
+    # A dependency that has already failed is refused: the queue's state, not the call's form.
+    with pytest.raises(wasmgear.Conflict, match="has already failed"):
         client.enqueue("echo", "never", after=[failing.id])
 
 

@@ -16,6 +16,7 @@ from .aio import AsyncClient, AsyncEventStream
 from .client import At, Client, EventStream, Input, JobOptions, Seconds
 from .errors import (
     BadInput,
+    Conflict,
     JobCancelled,
     JobFailed,
     NotFound,
@@ -43,6 +44,7 @@ __all__ = [
     "AsyncEventStream",
     "Attempt",
     "BadInput",
+    "Conflict",
     "CancelResult",
     "Client",
     "Enqueued",

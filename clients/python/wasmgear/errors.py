@@ -27,6 +27,12 @@ class BadInput(WasmgearError):
         self.enqueued: List["Enqueued"] = list(enqueued or [])
 
 
+class Conflict(BadInput):
+    """A well-formed request the queue's state refuses, and nothing was written: a time to run
+    at that the queue's clock has passed, a dependency that is gone, failed or cancelled (the
+    HTTP API answers 409; the CLI exits with 2, as for other refused input)."""
+
+
 class NotFound(WasmgearError):
     """No such job: never enqueued, or its retention is over (CLI exit code 5)."""
 

@@ -9,7 +9,8 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use wasmgear_proto::{Event, FunctionEvent};
 
-use super::client::{Client, Priority, check_key};
+use super::client::Client;
+use super::options::{Priority, check_key};
 use super::subscriber::{Delivery, Topic};
 use super::{QueueError, Result, links, scripts};
 use wasmgear_proto::keys::{self, FunctionKeys};
@@ -683,11 +684,13 @@ fn indexed_number(member: &[u8]) -> Option<u64> {
     std::str::from_utf8(&member[at + 1..]).ok()?.parse().ok()
 }
 
-/// Reads the script error `NOJOB` as [`QueueError::NoSuchJob`].
+/// Reads the script errors `NOJOB` as [`QueueError::NoSuchJob`], `BADJOB` as
+/// [`QueueError::BadOption`] and `CONFLICT` as [`QueueError::Conflict`].
 fn no_job(e: redis::RedisError, id: &JobId) -> QueueError {
     match e.code() {
         Some("NOJOB") => QueueError::NoSuchJob(id.clone()),
         Some("BADJOB") => QueueError::BadOption(e.detail().unwrap_or_default().to_string()),
+        Some("CONFLICT") => QueueError::Conflict(e.detail().unwrap_or_default().to_string()),
         _ => QueueError::Redis(e),
     }
 }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::client::{Client, EnqueueOptions, Enqueued};
+use super::client::{Client, Enqueued};
+use super::options::EnqueueOptions;
 use super::{QueueError, Result, scripts};
 use wasmgear_proto::model::{JobState, JobStatus};
 use wasmgear_proto::{FunctionName, JobId};

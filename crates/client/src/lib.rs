@@ -16,6 +16,7 @@ pub mod connection;
 pub mod deploy;
 mod handoff;
 mod links;
+pub mod options;
 pub mod redis_server;
 pub mod schedule;
 mod scripts;
@@ -25,7 +26,8 @@ mod watch;
 pub mod worker_queue;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
-pub use client::{CancelOutcome, Client, EnqueueOptions, Enqueued, Priority, Service, Tick};
+pub use client::{CancelOutcome, Client, Enqueued, Service};
+pub use options::{EnqueueOptions, Priority, Tick};
 pub use worker_queue::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
@@ -102,6 +104,11 @@ pub enum QueueError {
     /// No deployed version has this name (it was never deployed, or no longer kept).
     #[error("{0}")]
     NoSuchVersion(String),
+    /// The queue's state refuses a well-formed request, and nothing was changed: a time to
+    /// run at that the queue's clock has passed, a dependency that is gone, failed or
+    /// cancelled, a job that is not in a state the operation applies to.
+    #[error("{0}")]
+    Conflict(String),
     /// A child job was refused because its parent may have no new child: its cancel was
     /// asked for, it is not running, or it has the most children one job may have.
     #[error("job {0} may have no new child: {1}")]
@@ -131,6 +138,8 @@ pub enum ErrorClass {
     BadInput,
     /// No such job or function.
     NotFound,
+    /// A well-formed request the queue's state refuses: nothing was changed.
+    Conflict,
     /// Redis cannot be reached, or is not Redis.
     Unreachable,
     /// Waiting ran out of time; the job goes on.
@@ -145,16 +154,17 @@ impl ErrorClass {
         match self {
             ErrorClass::BadInput => "bad_input",
             ErrorClass::NotFound => "not_found",
+            ErrorClass::Conflict => "conflict",
             ErrorClass::Unreachable => "unreachable",
             ErrorClass::TimedOut => "timed_out",
             ErrorClass::Failed => "failed",
         }
     }
 
-    /// The `wasmgear` CLI's exit code for it.
+    /// The `wasmgear` CLI's exit code for it (a conflict is refused input to the CLI: 2).
     pub fn exit_code(self) -> i32 {
         match self {
-            ErrorClass::BadInput => 2,
+            ErrorClass::BadInput | ErrorClass::Conflict => 2,
             ErrorClass::NotFound => 5,
             ErrorClass::Unreachable => 6,
             ErrorClass::TimedOut => 4,
@@ -176,6 +186,7 @@ impl QueueError {
             | QueueError::NoSuchFunction(_)
             | QueueError::NoSuchVersion(_)
             | QueueError::NoSuchSchedule(_) => ErrorClass::NotFound,
+            QueueError::Conflict(_) => ErrorClass::Conflict,
             QueueError::Unreachable { .. } => ErrorClass::Unreachable,
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 ErrorClass::Unreachable

@@ -20,8 +20,9 @@ use wasmgear_proto::schedule::{
     retry_after,
 };
 
-use super::client::{Client, EnqueueOptions, Enqueued, Priority, Tick};
+use super::client::{Client, Enqueued};
 use super::connection::is_transient;
+use super::options::{EnqueueOptions, Priority, Tick};
 use super::{QueueError, Result, scripts};
 use wasmgear_proto::FunctionName;
 
@@ -107,11 +108,11 @@ impl Client {
     ) -> Result<Schedule> {
         check_name(&def.name).map_err(bad)?;
         FunctionName::new(&def.function)?;
-        if input.len() > crate::client::MAX_INPUT_BYTES {
+        if input.len() > crate::options::MAX_INPUT_BYTES {
             return Err(QueueError::BadOption(format!(
                 "an input of {} bytes is more than the limit of {}",
                 input.len(),
-                crate::client::MAX_INPUT_BYTES
+                crate::options::MAX_INPUT_BYTES
             )));
         }
         job_options(&def, 0)?.validate()?;

@@ -57,6 +57,11 @@ pub const MAX_ATTEMPTS: u64 = 1000;
 /// The longest timeout, retention, delay, lease or backoff accepted, ms (10 years).
 pub const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
+/// The latest time to run at (`at_ms`) a request may name, ms since the epoch: the largest
+/// whole number a JavaScript number holds exactly. A time more than [`MAX_DURATION_MS`]
+/// ahead of the clock is refused too, but as a conflict with the clock (HTTP 409).
+pub const MAX_AT_MS: u64 = (1 << 53) - 1;
+
 /// The most jobs one worker runs at once (`--concurrency`), and so the most one lease call
 /// or hand-off gives it: one call's reply carries every job's input, and a worker's pooling
 /// allocator reserves address space per instance.

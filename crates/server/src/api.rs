@@ -57,7 +57,7 @@ pub(crate) struct JobRequest {
     delay_ms: Option<u64>,
     /// Run no sooner than this time, ms since the epoch: not in the past on the queue's clock,
     /// at most 10 years ahead.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = limits::MAX_AT_MS))]
     at_ms: Option<u64>,
     /// Attempts in all, retries included.
     #[schemars(range(min = 1, max = limits::MAX_ATTEMPTS))]
@@ -137,14 +137,63 @@ fn job_id_of(id: &str) -> ApiResult<JobId> {
         .map_err(|e| ApiError::bad_input(e.to_string()))
 }
 
+/// The whole-number fields of a job request.
+const WHOLE_NUMBER_FIELDS: [&str; 7] = [
+    "priority",
+    "attempts",
+    "timeout_ms",
+    "retention_ms",
+    "failed_retention_ms",
+    "delay_ms",
+    "at_ms",
+];
+
+/// Writes the whole-number fields of job request `job` that JSON gives as a number with a
+/// fraction of zero (`471.0`, an integer to JSON Schema) as integers, which is what the
+/// typed request reads; `input_json` and the rest are left as sent.
+fn whole_numbers(job: &mut Value) {
+    let Some(fields) = job.as_object_mut() else {
+        return;
+    };
+    for name in WHOLE_NUMBER_FIELDS {
+        let Some(value) = fields.get_mut(name) else {
+            continue;
+        };
+        let Some(number) = value.as_f64().filter(|_| value.is_f64()) else {
+            continue;
+        };
+        if number.fract() == 0.0 && number.abs() < 2f64.powi(53) {
+            // Exact: a whole number of less than 2^53 converts without loss.
+            *value = Value::from(number as i64);
+        }
+    }
+}
+
+/// Reads a JSON body as `T` once its jobs' whole numbers are integers (see
+/// [`whole_numbers`]); `jobs` says where the jobs are.
+fn read_body<T: serde::de::DeserializeOwned>(
+    body: Result<Json<Value>, JsonRejection>,
+    jobs: impl FnOnce(&mut Value) -> Vec<&mut Value>,
+) -> Result<T, ApiError> {
+    let Json(mut value) = body?;
+    for job in jobs(&mut value) {
+        whole_numbers(job);
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        ApiError::bad_input(format!(
+            "Failed to deserialize the JSON body into the target type: {e}"
+        ))
+    })
+}
+
 /// `POST /v1/functions/{function}/jobs`: enqueues one job.
 pub(crate) async fn enqueue(
     State(state): State<AppState>,
     Path(function): Path<String>,
-    body: Result<Json<JobRequest>, JsonRejection>,
+    body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult {
     let function = function_of(&function)?;
-    let Json(request) = body?;
+    let request: JobRequest = read_body(body, |job| vec![job])?;
     let (input, options) = request.into_job().map_err(ApiError::bad_input)?;
     let mut enqueued = state
         .client
@@ -173,10 +222,13 @@ pub(crate) struct BulkRequest {
 pub(crate) async fn bulk(
     State(state): State<AppState>,
     Path(function): Path<String>,
-    body: Result<Json<BulkRequest>, JsonRejection>,
+    body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult {
     let function = function_of(&function)?;
-    let Json(request) = body?;
+    let request: BulkRequest = read_body(body, |body| match body.get_mut("jobs") {
+        Some(Value::Array(jobs)) => jobs.iter_mut().collect(),
+        _ => Vec::new(),
+    })?;
     if request.jobs.len() > MAX_BULK_JOBS {
         return Err(ApiError::bad_input(format!(
             "{} jobs are more than the {MAX_BULK_JOBS} one request may carry; send several",
@@ -289,7 +341,7 @@ pub(crate) async fn retry(State(state): State<AppState>, Path(id): Path<String>)
     let retried = state.client.retry(&id).await?;
     if !retried {
         let status = state.client.status(&id).await?;
-        return Err(ApiError::bad_input(format!(
+        return Err(ApiError::conflict(format!(
             "job {id} is {}: only a failed or cancelled job can be retried",
             status.record.state.as_str()
         )));

@@ -20,6 +20,7 @@ impl ApiError {
         let status = match class {
             ErrorClass::BadInput => StatusCode::BAD_REQUEST,
             ErrorClass::NotFound => StatusCode::NOT_FOUND,
+            ErrorClass::Conflict => StatusCode::CONFLICT,
             ErrorClass::Unreachable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorClass::TimedOut => StatusCode::GATEWAY_TIMEOUT,
             ErrorClass::Failed => StatusCode::INTERNAL_SERVER_ERROR,
@@ -35,6 +36,11 @@ impl ApiError {
     /// Bad input: nothing was changed.
     pub fn bad_input(message: impl Into<String>) -> Self {
         ApiError::of_class(ErrorClass::BadInput, message)
+    }
+
+    /// A well-formed request the queue's state refuses (409): nothing was changed.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        ApiError::of_class(ErrorClass::Conflict, message)
     }
 
     /// Something on the server's side went wrong (500).

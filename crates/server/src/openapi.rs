@@ -113,7 +113,7 @@ pub fn openapi() -> Value {
             "description": "Enqueue jobs, follow them and operate the queue over HTTP \
                 (`wasmgear serve`). Errors are {\"error\": {\"class\", \"message\", \"exit_code\"}} \
                 with the CLI's classes: bad_input (400, 413, 415), unauthorized (401), \
-                not_found (404), unreachable (503), failed (500)."
+                not_found (404), conflict (409: well formed, but the queue's state refuses it), unreachable (503), failed (500)."
         },
         "security": [ { "bearer": [] } ],
         "paths": {
@@ -125,7 +125,7 @@ pub fn openapi() -> Value {
                 "responses": with(errors.clone(), json!({
                     "201": ok("the job's id; created is false when its uniq key returned an unfinished job",
                         json!({ "$ref": "#/components/schemas/Enqueued" })),
-                    "413": error_ref(), "415": error_ref() }))
+                    "409": error_ref(), "413": error_ref(), "415": error_ref() }))
             } },
             "/v1/functions/{function}/bulk": { "post": {
                 "summary": "Enqueue many jobs of one function in one atomic call (all or none)",
@@ -135,7 +135,7 @@ pub fn openapi() -> Value {
                 "responses": with(errors.clone(), json!({
                     "201": ok("the jobs' ids, in order", json!({ "type": "object", "properties": {
                         "jobs": { "type": "array", "items": { "$ref": "#/components/schemas/Enqueued" } } } })),
-                    "413": error_ref(), "415": error_ref() }))
+                    "409": error_ref(), "413": error_ref(), "415": error_ref() }))
             } },
             "/v1/jobs/{id}": { "get": {
                 "summary": "A job's state, progress, error and output",
@@ -169,7 +169,8 @@ pub fn openapi() -> Value {
                 "summary": "Run a failed or cancelled job again",
                 "parameters": [ id ],
                 "responses": with(errors.clone(), json!({ "200": ok("retried", json!({
-                    "type": "object", "properties": { "retried": { "type": "boolean" } } })) }))
+                    "type": "object", "properties": { "retried": { "type": "boolean" } } })),
+                    "409": error_ref() }))
             } },
             "/v1/events": { "get": {
                 "summary": "Server-Sent Events of one function or of all: create, start, progress, retry, finish, ready, config, cancel",
@@ -222,7 +223,7 @@ pub fn openapi() -> Value {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
             "responses": { "Error": { "description": "an error", "content": { "application/json": {
                 "schema": { "type": "object", "properties": { "error": { "type": "object", "properties": {
-                    "class": { "enum": ["bad_input", "unauthorized", "not_found", "unreachable", "timed_out", "failed"] },
+                    "class": { "enum": ["bad_input", "unauthorized", "not_found", "conflict", "unreachable", "timed_out", "failed"] },
                     "message": { "type": "string" },
                     "exit_code": { "type": "integer" } } } } } } } } },
             "schemas": {
@@ -278,6 +279,16 @@ mod tests {
         assert_eq!(field("tags")["items"]["maxLength"], limits::MAX_KEY_BYTES);
         assert_eq!(field("after")["maxItems"], limits::MAX_DEPENDENCIES);
         assert_eq!(field("uniq")["minLength"], 1);
+        assert_eq!(field("at_ms")["maximum"], limits::MAX_AT_MS);
+        // Every whole number is bounded above: one past what the handler reads (u64) would
+        // be a schema-valid request it refuses.
+        let properties = job["properties"].as_object().unwrap();
+        for (name, schema) in properties {
+            let types = schema["type"].to_string();
+            if types.contains("integer") {
+                assert!(schema["maximum"].is_u64(), "{name}: {schema}");
+            }
+        }
         assert_eq!(job["additionalProperties"], false);
         assert!(job["not"]["anyOf"].is_array(), "{job}");
         let bulk = &doc["components"]["schemas"]["BulkRequest"];

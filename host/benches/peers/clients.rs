@@ -170,7 +170,7 @@ pub(super) async fn clients(
         client.clone(),
         wasmgear_server::Auth::None,
         shutdown.clone(),
-        wasmgear_client::client::MAX_INPUT_BYTES,
+        wasmgear_client::options::MAX_INPUT_BYTES,
     ));
     let mut http = Http::connect(&address).await;
     let started = Instant::now();

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 
 use super::{RedisArgs, parse_duration, parse_time};
+use wasmgear_client::EnqueueOptions;
 use wasmgear_client::Priority;
-use wasmgear_client::client::EnqueueOptions;
 use wasmgear_proto::{FunctionName, JobId};
 
 /// Options of `wasmgear enqueue`.

@@ -370,6 +370,7 @@ mod error_class_tests {
     fn error_classes_are_the_cli_s_exit_codes() {
         assert_eq!(ErrorClass::BadInput.exit_code(), super::exit::USAGE);
         assert_eq!(ErrorClass::NotFound.exit_code(), super::exit::NOT_FOUND);
+        assert_eq!(ErrorClass::Conflict.exit_code(), super::exit::USAGE);
         assert_eq!(
             ErrorClass::Unreachable.exit_code(),
             super::exit::UNREACHABLE

@@ -99,7 +99,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         client,
         auth,
         shutdown,
-        wasmgear_client::client::MAX_INPUT_BYTES,
+        wasmgear_client::options::MAX_INPUT_BYTES,
     )
     .await?;
     println!("stopped");

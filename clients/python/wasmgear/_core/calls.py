@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from redis import exceptions as rx
 
-from ..errors import BadInput, NotFound, ProtocolError, Unreachable, WasmgearError
+from ..errors import BadInput, Conflict, NotFound, ProtocolError, Unreachable, WasmgearError
 from .base import Cmd, Gen, LoadLibrary, Sleep, log
 
 #: How often an `enqueue` that failed in a way that may pass is sent again (same call id).
@@ -51,6 +51,8 @@ def map_error(error: BaseException, url: str = "") -> WasmgearError:
         code, _, detail = message.partition(" ")
         if code in ("BADJOB", "BADARGS"):
             return BadInput(detail)
+        if code == "CONFLICT":
+            return Conflict(detail)
         if code == "NOJOB":
             return NotFound(detail or "no such job")
         if code in ("NOPERM", "NOAUTH", "WRONGPASS"):

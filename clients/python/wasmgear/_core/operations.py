@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Set
 
 from redis import exceptions as rx
 
-from ..errors import BadInput, NotFound, ProtocolError, Unreachable
+from ..errors import BadInput, Conflict, NotFound, ProtocolError, Unreachable
 from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
 from .calls import ClientState, call, call_retrying, map_error
 from .options import JobSpec
@@ -79,11 +79,11 @@ def link(proto: Protocol, dependent: str, dependency: str) -> Gen[None]:
 def _check_dependency(proto: Protocol, dependency: str) -> Gen[None]:
     job = yield from get(proto, dependency)
     if job is None:
-        raise BadInput(
+        raise Conflict(
             f"dependency {dependency} does not exist (never enqueued, or its retention is over)"
         )
     if job.state in ("failed", "cancelled"):
-        raise BadInput(
+        raise Conflict(
             f"dependency {dependency} has already {job.state}, so the job could never run"
         )
 
@@ -132,7 +132,7 @@ def enqueue(
         for i, spec in enumerate(specs):
             if spec.at_ms is not None and spec.at_ms < now:
                 where = f"job {i + 1} of the batch: " if len(specs) > 1 else ""
-                raise BadInput(
+                raise Conflict(
                     f"{where}at {_iso(spec.at_ms)} is in the past "
                     f"(Redis' clock says {_iso(now)}): give a later time"
                 )
@@ -160,7 +160,7 @@ def enqueue(
                 match = _JOB_IN_BATCH_RE.match(detail)
                 if match and start:
                     detail = f"job {int(match.group(1)) + start}:" + detail[match.end():]
-                raise BadInput(detail, done) from None
+                raise type(error)(detail, done) from None
             raise error from None
         except rx.RedisError as e:
             state.give_back(function, acked)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, List, Mapping, Optional, Tuple
 
-from ..errors import BadInput
+from ..errors import BadInput, Conflict
 from .base import limits, parse_job_id
 
 OPTION_NAMES = (
@@ -162,8 +162,12 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
                 f"at {at!r} is not a time: give a datetime (or seconds since the Unix epoch)"
             )
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        if at_ms <= 0 or at_ms > now + limits().max_duration_ms:
-            raise BadInput(f"at {at!r}: the time to run at is before 1970 or more than 10 years ahead")
+        if at_ms <= 0:
+            raise BadInput(f"at {at!r}: the time to run at is not after 1970")
+        # Too far ahead by this clock: a conflict with the time, as a time already passed
+        # by the queue's clock is.
+        if at_ms > now + limits().max_duration_ms:
+            raise Conflict(f"at {at!r}: the time to run at is more than 10 years ahead; give a nearer one")
     if delay_ms > 0:
         named.append(("delay", str(delay_ms)))
     if at_ms is not None:

@@ -1306,15 +1306,21 @@ local reply = (function()
 -- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
 --          character per job, '1' for a new job, '0' when its uniq key returned an
 --          unfinished job; links, pairs of a job's position in the call (1-based) and a
---          dependency in another function the caller must link. Or the error reply
---          `BADJOB job I: ...` (`BADJOB call: ...` for the call's own options), having
---          written nothing.
+--          dependency in another function the caller must link. Or, having written
+--          nothing, the error reply `BADJOB job I: ...` (`BADJOB call: ...` for the call's
+--          own options) for a call that could never be carried out, or `CONFLICT job I: ...`
+--          for one the queue's state refuses now: a time to run at that its clock has
+--          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
 local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
 
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
+end
+
+local function conflict(i, text)
+  return redis.error_reply(string.format('CONFLICT job %d: %s', i + 1, text))
 end
 
 -- The call's options.
@@ -1400,7 +1406,7 @@ for i = 0, n - 1 do
     end
     local at = tonumber(options.at or '0')
     if at > 0 and at < NOW then
-      return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+      return conflict(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
     end
     for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
@@ -1408,10 +1414,10 @@ for i = 0, n - 1 do
       if fn == FN then
         local record = load(number)
         if not record then
-          return bad(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
+          return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
         if record.state == 'failed' or record.state == 'cancelled' then
-          return bad(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
+          return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
       end
@@ -2520,7 +2526,7 @@ local reply = (function()
 --          waiting) again (for 'job', an empty list when the job had not ended failed or
 --          cancelled); links is a flat list of dependent id, dependency id for dependencies
 --          in other functions the caller must link again (see `enqueue`). Or the error reply
---          `NOJOB` when there is no such job, or `BADJOB` when a dependency in this function
+--          `NOJOB` when there is no such job, or `CONFLICT` when a dependency in this function
 --          has failed, was cancelled or is gone (retry it first; nothing changes); looked
 --          is how many members of the group were looked at (fewer than ARGV[4]: the group
 --          has no more). Every job looked at leaves the group.
@@ -2611,7 +2617,7 @@ if ARGV[2] == 'job' then
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
   if record.state == 'failed' or record.state == 'cancelled' then
     local why = blocked(record)
-    if why then return redis.error_reply('BADJOB job ' .. id_of(number) .. ' cannot run: ' .. why) end
+    if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
     moved[1] = tonumber(number)
   end
@@ -3661,4 +3667,4 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '9083fb73e411fc30c39d21c4a4ee941f09c1ab09' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '6bed6605aaa71bd1af09b784e011b0bdacd0ead4' end, flags = { 'no-writes' } }

@@ -49,15 +49,21 @@
 -- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
 --          character per job, '1' for a new job, '0' when its uniq key returned an
 --          unfinished job; links, pairs of a job's position in the call (1-based) and a
---          dependency in another function the caller must link. Or the error reply
---          `BADJOB job I: ...` (`BADJOB call: ...` for the call's own options), having
---          written nothing.
+--          dependency in another function the caller must link. Or, having written
+--          nothing, the error reply `BADJOB job I: ...` (`BADJOB call: ...` for the call's
+--          own options) for a call that could never be carried out, or `CONFLICT job I: ...`
+--          for one the queue's state refuses now: a time to run at that its clock has
+--          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
 local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
 
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
+end
+
+local function conflict(i, text)
+  return redis.error_reply(string.format('CONFLICT job %d: %s', i + 1, text))
 end
 
 -- The call's options.
@@ -143,7 +149,7 @@ for i = 0, n - 1 do
     end
     local at = tonumber(options.at or '0')
     if at > 0 and at < NOW then
-      return bad(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+      return conflict(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
     end
     for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
@@ -151,10 +157,10 @@ for i = 0, n - 1 do
       if fn == FN then
         local record = load(number)
         if not record then
-          return bad(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
+          return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
         if record.state == 'failed' or record.state == 'cancelled' then
-          return bad(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
+          return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
       end

@@ -14,7 +14,7 @@
 --          waiting) again (for 'job', an empty list when the job had not ended failed or
 --          cancelled); links is a flat list of dependent id, dependency id for dependencies
 --          in other functions the caller must link again (see `enqueue`). Or the error reply
---          `NOJOB` when there is no such job, or `BADJOB` when a dependency in this function
+--          `NOJOB` when there is no such job, or `CONFLICT` when a dependency in this function
 --          has failed, was cancelled or is gone (retry it first; nothing changes); looked
 --          is how many members of the group were looked at (fewer than ARGV[4]: the group
 --          has no more). Every job looked at leaves the group.
@@ -105,7 +105,7 @@ if ARGV[2] == 'job' then
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
   if record.state == 'failed' or record.state == 'cancelled' then
     local why = blocked(record)
-    if why then return redis.error_reply('BADJOB job ' .. id_of(number) .. ' cannot run: ' .. why) end
+    if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
     moved[1] = tonumber(number)
   end

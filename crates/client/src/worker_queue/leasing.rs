@@ -137,10 +137,6 @@ impl WorkerQueue {
         let registering = listening
             && self.leasing.load(Ordering::SeqCst) == 1
             && !lock_handoffs(&self.handoffs).stopping();
-        // The slots kept for registrations are not this call's to lease (a function's own
-        // registration comes back to its call when it was not used). When fewer slots are
-        // free than are kept (another source of the worker leased some), registrations go
-        // until they fit.
         // After a wait that ran out, the slots kept for hand-offs are shared out anew (in
         // this call's order, which turns): a registration renewed round after round would
         // otherwise keep them from a function whose jobs' `work` this worker never heard
@@ -148,6 +144,10 @@ impl WorkerQueue {
         if registering && self.recheck.swap(false, Ordering::SeqCst) {
             self.withdraw_until(0).await;
         }
+        // The slots kept for registrations are not this call's to lease (a function's own
+        // registration comes back to its call when it was not used). When fewer slots are
+        // free than are kept (another source of the worker leased some), registrations go
+        // until they fit.
         let mut reserved = lock_handoffs(&self.handoffs).reserved(std::time::Instant::now());
         if reserved > max {
             self.withdraw_until(max).await;
@@ -379,7 +379,6 @@ impl WorkerQueue {
             };
             let until = lapse.saturating_duration_since(wall);
             let _ = tokio::time::timeout(until, self.work_arrived.notified()).await;
-            unrun.extend(lock_handoffs(&self.handoffs).stop());
         }
         unrun.extend(lock_handoffs(&self.handoffs).stop());
         self.hand_back(

@@ -1,0 +1,257 @@
+//! What a job is enqueued with: [`EnqueueOptions`], its [`Priority`] and [`Tick`], and
+//! the bounds they are checked against before anything is sent (from
+//! `wasmgear_proto::limits`, the one home of every limit).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{QueueError, Result};
+use wasmgear_proto::JobId;
+pub use wasmgear_proto::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
+
+/// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
+pub const DEFAULT_RETENTION: Duration =
+    Duration::from_millis(wasmgear_proto::limits::DEFAULT_RETENTION_MS);
+/// How long a failed job is kept when the client does not say: a week, so that someone
+/// can look at it and retry it.
+pub const DEFAULT_FAILED_RETENTION: Duration =
+    Duration::from_millis(wasmgear_proto::limits::DEFAULT_FAILED_RETENTION_MS);
+/// The most tags one job may have.
+pub const MAX_TAGS: usize = wasmgear_proto::limits::MAX_TAGS as usize;
+/// The most dependencies one job may have.
+pub const MAX_DEPENDENCIES: usize = wasmgear_proto::limits::MAX_DEPENDENCIES as usize;
+/// The longest uniq key or tag, in bytes.
+pub const MAX_KEY_BYTES: usize = wasmgear_proto::limits::MAX_KEY_BYTES as usize;
+/// The largest input accepted, in bytes.
+pub const MAX_INPUT_BYTES: usize = wasmgear_proto::limits::MAX_INPUT_BYTES as usize;
+/// The most attempts a job may be given.
+pub const MAX_ATTEMPTS_LIMIT: u32 = wasmgear_proto::limits::MAX_ATTEMPTS as u32;
+/// The longest timeout, retention or delay accepted (10 years).
+pub const MAX_DURATION: Duration = Duration::from_millis(wasmgear_proto::limits::MAX_DURATION_MS);
+
+/// A job's priority: higher runs first; FIFO within one priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Priority(i32);
+
+impl Priority {
+    /// The lowest priority.
+    pub const MIN: i32 = wasmgear_proto::limits::MIN_PRIORITY as i32;
+    /// The highest priority.
+    pub const MAX: i32 = wasmgear_proto::limits::MAX_PRIORITY as i32;
+    /// `low`.
+    pub const LOW: Priority = Priority(wasmgear_proto::limits::PRIORITY_LOW as i32);
+    /// `normal`, the default.
+    pub const NORMAL: Priority = Priority(0);
+    /// `high`.
+    pub const HIGH: Priority = Priority(wasmgear_proto::limits::PRIORITY_HIGH as i32);
+
+    /// A numeric priority, checked against [`Priority::MIN`]..=[`Priority::MAX`].
+    pub fn new(value: i32) -> Result<Self> {
+        if (Self::MIN..=Self::MAX).contains(&value) {
+            Ok(Priority(value))
+        } else {
+            Err(QueueError::BadOption(format!(
+                "priority {value} is out of range {}..={}",
+                Self::MIN,
+                Self::MAX
+            )))
+        }
+    }
+
+    /// The numeric value.
+    pub fn value(self) -> i32 {
+        self.0
+    }
+}
+
+impl FromStr for Priority {
+    type Err = QueueError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "low" => Ok(Self::LOW),
+            "normal" => Ok(Self::NORMAL),
+            "high" => Ok(Self::HIGH),
+            other => other
+                .parse::<i32>()
+                .map_err(|_| {
+                    QueueError::BadOption(format!(
+                        "priority {other:?} is neither low, normal, high nor a number"
+                    ))
+                })
+                .and_then(Priority::new),
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How a job is to be run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Higher runs first.
+    pub priority: Priority,
+    /// Attempts in all, retries included (>= 1); `None`: the serving plugin's default
+    /// (its manifest's `max_attempts`, else [`DEFAULT_MAX_ATTEMPTS`]).
+    pub max_attempts: Option<u32>,
+    /// How long one attempt may run; `None`: the serving plugin's default (its manifest's
+    /// `timeout`, else [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
+    /// How long the finished job (and its output) is kept.
+    pub retention: Duration,
+    /// How long the job is kept if it fails for good (the longer of this and `retention`
+    /// applies).
+    pub failed_retention: Duration,
+    /// How long to wait before the job may run (zero: at once).
+    pub delay: Duration,
+    /// The time before which the job may not run (queue clock); must not be in the past.
+    /// Not together with `delay`.
+    pub at: Option<SystemTime>,
+    /// Gearman's unique key: while an unfinished job of the same function holds this key,
+    /// enqueueing returns that job instead of a new one.
+    pub uniq: Option<String>,
+    /// Tags to find the job by (qless).
+    pub tags: Vec<String>,
+    /// Jobs (of any function) that must succeed before this one runs (qless). If one of them
+    /// fails or is cancelled, this job is cancelled.
+    pub after: Vec<JobId>,
+    /// The tick of a recurring schedule this job is for: the queue enqueues no job for a
+    /// tick of that schedule it has had (or one earlier), and returns that job instead.
+    pub tick: Option<Tick>,
+    /// The job that enqueues this one as its child (see [`Client::enqueue_child`](crate::Client::enqueue_child)).
+    pub parent: Option<JobId>,
+    /// A key enqueued once ever: enqueueing again with it returns the first job instead.
+    pub once: Option<String>,
+}
+
+/// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tick {
+    /// The schedule's name.
+    pub schedule: String,
+    /// The tick's time, ms since the epoch (Redis clock).
+    pub at_ms: u64,
+}
+
+impl Default for EnqueueOptions {
+    fn default() -> Self {
+        EnqueueOptions {
+            priority: Priority::NORMAL,
+            max_attempts: None,
+            timeout: None,
+            retention: DEFAULT_RETENTION,
+            failed_retention: DEFAULT_FAILED_RETENTION,
+            delay: Duration::ZERO,
+            at: None,
+            uniq: None,
+            tags: Vec::new(),
+            after: Vec::new(),
+            tick: None,
+            parent: None,
+            once: None,
+        }
+    }
+}
+
+impl EnqueueOptions {
+    /// Checks every option, naming the first one out of range.
+    pub fn validate(&self) -> Result<()> {
+        // (`at` in the past is refused by the enqueue script, against the queue's clock.)
+        let bad = |what: String| Err(QueueError::BadOption(what));
+        if let Some(attempts) = self.max_attempts
+            && !(1..=MAX_ATTEMPTS_LIMIT).contains(&attempts)
+        {
+            return bad(format!(
+                "max attempts {attempts} is out of range 1..={MAX_ATTEMPTS_LIMIT}"
+            ));
+        }
+        if let Some(timeout) = self.timeout
+            && (timeout < Duration::from_millis(1) || timeout > MAX_DURATION)
+        {
+            return bad(format!(
+                "timeout {timeout:?} is out of range 1ms..=10 years"
+            ));
+        }
+        if self.retention < Duration::from_millis(wasmgear_proto::limits::MIN_RETENTION_MS)
+            || self.retention > MAX_DURATION
+        {
+            return bad(format!(
+                "retention {:?} is out of range 1s..=10 years",
+                self.retention
+            ));
+        }
+        if self.failed_retention > MAX_DURATION {
+            return bad(format!(
+                "failed retention {:?} is longer than 10 years",
+                self.failed_retention
+            ));
+        }
+        if let Some(uniq) = &self.uniq {
+            check_key("uniq key", uniq)?;
+        }
+        if self.tags.len() > MAX_TAGS {
+            return bad(format!(
+                "{} tags are more than the limit of {MAX_TAGS}",
+                self.tags.len()
+            ));
+        }
+        for tag in &self.tags {
+            check_key("tag", tag)?;
+        }
+        if self.after.len() > MAX_DEPENDENCIES {
+            return bad(format!(
+                "{} dependencies are more than the limit of {MAX_DEPENDENCIES}",
+                self.after.len()
+            ));
+        }
+        if self.delay > MAX_DURATION {
+            return bad(format!("delay {:?} is longer than 10 years", self.delay));
+        }
+        if self.at.is_some() && !self.delay.is_zero() {
+            return bad("give a delay or a time to run at, not both".to_string());
+        }
+        if let Some(at) = self.at {
+            let ms = at
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            if ms == 0 {
+                return bad("the time to run at is not after 1970".into());
+            }
+            // Too far ahead by this clock: a conflict with the time, as a time already
+            // passed by the queue's clock is.
+            if ms > (wasmgear_proto::units::now_ms() as u128) + MAX_DURATION.as_millis() {
+                return Err(QueueError::Conflict(
+                    "invalid job option: the time to run at is more than 10 years ahead; give a nearer one".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a uniq key or tag: 1 to [`MAX_KEY_BYTES`] bytes, no control characters.
+pub fn check_key(what: &str, key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(QueueError::BadOption(format!(
+            "{what} {key:?} must be 1 to {MAX_KEY_BYTES} bytes long"
+        )));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(QueueError::BadOption(format!(
+            "{what} {key:?} contains a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch of `time` (0 before 1970).
+pub(crate) fn system_time_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
