@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use futures_util::StreamExt;
 use wasmgear_proto::event::Event;
+use wasmgear_proto::sync::Locked;
 
 use crate::AppState;
 
@@ -21,7 +22,7 @@ const MINUTES: u64 = 60;
 impl Throughput {
     /// Counts one finished job of `function` in `minute` (minutes since the epoch).
     fn count(&self, function: &str, minute: u64) {
-        let mut all = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.minutes.locked();
         let series = all.entry(function.to_string()).or_default();
         match series.back_mut() {
             Some((last, n)) if *last == minute => *n += 1,
@@ -34,7 +35,7 @@ impl Throughput {
 
     /// `function`'s finished jobs in each of the last [`MINUTES`] minutes, oldest first.
     pub(super) fn last_hour(&self, function: &str, now_minute: u64) -> Vec<u64> {
-        let all = self.minutes.lock().unwrap_or_else(|e| e.into_inner());
+        let all = self.minutes.locked();
         let mut counts = vec![0; MINUTES as usize];
         for (minute, n) in all.get(function).into_iter().flatten() {
             let age = now_minute.saturating_sub(*minute);
