@@ -19,9 +19,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmgear_client::redis_server::RedisServer;
 use wasmgear_client::{Client, EnqueueOptions, JobState, WorkerQueue};
 use wasmgear_proto::{FunctionName, LeaseRequest, Outcome};
+use wasmgear_redis_server::RedisServer;
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
 use wasmgear_worker::WorkerConfig;

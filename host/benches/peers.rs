@@ -49,7 +49,7 @@ mod steady;
 
 use std::time::{Duration, Instant};
 
-use wasmgear_client::redis_server::RedisServer;
+use wasmgear_redis_server::RedisServer;
 
 use bullmq::run_bullmq;
 use ceiling::{redis_ceiling, redis_version};

@@ -7,7 +7,7 @@ use wasmgear_proto::LeaseRequest;
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_proto::Progress;
 
-use crate::support::{TestRedis, TestWorker, function};
+use wasmgear_testkit::{TestRedis, TestWorker, function};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -201,7 +201,7 @@ async fn a_job_for_an_unserved_function_waits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_hands_back_jobs_that_do_not_finish_in_the_grace_period() {
     let redis = TestRedis::start();
-    let mut options = crate::support::TestWorkerOptions::default();
+    let mut options = wasmgear_testkit::TestWorkerOptions::default();
     options.config.shutdown_grace = Duration::from_millis(300);
     let worker = TestWorker::start_with(&redis, &["count"], options).await;
     let client = redis.client().await;
@@ -209,7 +209,7 @@ async fn shutdown_hands_back_jobs_that_do_not_finish_in_the_grace_period() {
         .enqueue(&function("count"), b"1000 50", &EnqueueOptions::default())
         .await
         .unwrap();
-    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+    wasmgear_testkit::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
     })
     .await;
@@ -232,7 +232,7 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
         .enqueue(&function("count"), b"10 50", &EnqueueOptions::default())
         .await
         .unwrap();
-    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+    wasmgear_testkit::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
     })
     .await;
@@ -247,7 +247,7 @@ async fn shutdown_lets_running_jobs_finish_within_the_grace_period() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_stops_the_job() {
     let redis = TestRedis::start();
-    let mut options = crate::support::TestWorkerOptions::default();
+    let mut options = wasmgear_testkit::TestWorkerOptions::default();
     options.config.concurrency = 1;
     options.config.lease_ttl = Duration::from_millis(600);
     options.runtime.limits.cancel_grace = Duration::from_millis(300);
@@ -260,7 +260,7 @@ async fn a_lost_lease_stops_the_job() {
         .enqueue(&spin, b"forever", &EnqueueOptions::default())
         .await
         .unwrap();
-    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+    wasmgear_testkit::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&id).await.unwrap().record.state == JobState::Running).then_some(())
     })
     .await;
@@ -312,7 +312,7 @@ async fn a_lost_lease_stops_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_jobs_and_retries_run_when_due() {
     let redis = TestRedis::start();
-    let mut options = crate::support::TestWorkerOptions {
+    let mut options = wasmgear_testkit::TestWorkerOptions {
         retry_backoff: Duration::from_millis(200),
         ..Default::default()
     };
@@ -358,7 +358,7 @@ async fn delayed_jobs_and_retries_run_when_due() {
 
 /// How many `FCALL`s the Redis behind `conn` has served.
 async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    crate::support::command_calls(conn, "fcall").await
+    wasmgear_testkit::command_calls(conn, "fcall").await
 }
 
 /// An idle worker serving many functions picks a job up with one lease call, not one call
@@ -368,11 +368,11 @@ async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 async fn an_idle_worker_asks_only_the_function_that_got_work() {
     let redis = TestRedis::start();
     let names: Vec<String> = (0..6).map(|i| format!("echo{i}")).collect();
-    let dir = crate::support::plugin_copies("echo", &names);
+    let dir = wasmgear_testkit::plugin_copies("echo", &names);
     let worker = TestWorker::start_on(
         &redis.url(),
         dir,
-        crate::support::TestWorkerOptions::default(),
+        wasmgear_testkit::TestWorkerOptions::default(),
     )
     .await;
     let client = redis.client().await;
@@ -422,17 +422,17 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
         .iter()
         .map(|input| (&input[..], EnqueueOptions::default()))
         .collect();
-    let published = crate::support::command_calls(&mut conn, "publish").await;
+    let published = wasmgear_testkit::command_calls(&mut conn, "publish").await;
     let ids = client.enqueue_many(&echo, &batch).await.unwrap();
     // The bulk's `create` events go out together (with the workers' wake-up).
-    let enqueue_publishes = crate::support::command_calls(&mut conn, "publish").await - published;
+    let enqueue_publishes = wasmgear_testkit::command_calls(&mut conn, "publish").await - published;
     assert!(
         enqueue_publishes <= 2,
         "{enqueue_publishes} PUBLISH for one enqueue call"
     );
     let before = fcall_calls(&mut conn).await;
-    let published = crate::support::command_calls(&mut conn, "publish").await;
-    let mut options = crate::support::TestWorkerOptions::default();
+    let published = wasmgear_testkit::command_calls(&mut conn, "publish").await;
+    let mut options = wasmgear_testkit::TestWorkerOptions::default();
     options.config.concurrency = 1;
     let worker = TestWorker::start_with(&redis, &["echo"], options).await;
     for (id, input) in ids.iter().zip(&inputs) {
@@ -449,7 +449,8 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
     assert!(calls < 0.5, "{calls:.2} script calls per job");
     // A call's events (the `finish` of the job it reports, the `start` of the one it
     // leases) go out in one message: one PUBLISH per call, not one per event.
-    let publishes = (crate::support::command_calls(&mut conn, "publish").await - published) as f64
+    let publishes = (wasmgear_testkit::command_calls(&mut conn, "publish").await - published)
+        as f64
         / jobs as f64;
     assert!(publishes < 0.5, "{publishes:.2} PUBLISH per job");
     // Each call writes the wait time of the jobs it leased and the run time of those it
@@ -490,7 +491,7 @@ async fn a_busy_function_does_not_keep_the_slots_from_another() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let names = ["busy".to_string(), "quiet".to_string()];
-    let dir = crate::support::plugin_copies("echo", &names);
+    let dir = wasmgear_testkit::plugin_copies("echo", &names);
     let (busy, quiet) = (function("busy"), function("quiet"));
     let many: Vec<(&[u8], EnqueueOptions)> = (0..40)
         .map(|_| (&b"b"[..], EnqueueOptions::default()))
@@ -500,7 +501,7 @@ async fn a_busy_function_does_not_keep_the_slots_from_another() {
         .map(|_| (&b"q"[..], EnqueueOptions::default()))
         .collect();
     let quiet_ids = client.enqueue_many(&quiet, &few).await.unwrap();
-    let mut options = crate::support::TestWorkerOptions::default();
+    let mut options = wasmgear_testkit::TestWorkerOptions::default();
     options.config.concurrency = 1;
     let worker = TestWorker::start_on(&redis.url(), dir, options).await;
     let mut quiet_done = 0;
@@ -559,7 +560,7 @@ async fn waits_share_one_subscription() {
             tokio::spawn(async move { waiting.wait(&awaited, WAIT, |_| {}).await }),
         ));
     }
-    crate::support::eventually(Duration::from_secs(10), "the waits to subscribe", || {
+    wasmgear_testkit::eventually(Duration::from_secs(10), "the waits to subscribe", || {
         let mut conn = conn.clone();
         async move { (subscribers(&mut conn, channel).await == 1).then_some(()) }
     })
@@ -582,7 +583,7 @@ async fn waits_share_one_subscription() {
         assert_eq!(status.id, id);
         assert_eq!(status.record.state, JobState::Cancelled);
     }
-    crate::support::eventually(Duration::from_secs(10), "the subscription to end", || {
+    wasmgear_testkit::eventually(Duration::from_secs(10), "the subscription to end", || {
         let mut conn = conn.clone();
         async move { (subscribers(&mut conn, channel).await == 0).then_some(()) }
     })

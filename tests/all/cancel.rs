@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use wasmgear_client::{CancelOutcome, EnqueueOptions, JobState};
 use wasmgear_runtime::{Limits, RuntimeConfig};
 
-use crate::support::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
+use wasmgear_testkit::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
 
 /// A worker whose cancel grace period is `grace`.
 async fn worker_with_grace(redis: &TestRedis, plugins: &[&str], grace: Duration) -> TestWorker {

@@ -23,8 +23,8 @@ use wasmgear_client::{EnqueueOptions, JobRecord, JobState};
 use wasmgear_proto::JobId;
 use wasmgear_proto::keys::FunctionKeys;
 
-use crate::support::proxy::Proxy;
-use crate::support::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+use wasmgear_testkit::proxy::Proxy;
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
 
 /// Worker processes; worker 0 is the one cut off, the others are the ones killed.
 const WORKERS: usize = 4;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wasmgear_client::{Client, EnqueueOptions, JobId, JobState, JobStatus};
 
-use crate::support::{TestRedis, WorkerProcess, artifact, eventually, function};
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually, function};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -87,12 +87,12 @@ async fn a_parent_fans_out_to_100_children_and_combines_their_outputs() {
 
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let shown = crate::support::stdout(&crate::support::wasmgear(
+    let shown = wasmgear_testkit::stdout(&wasmgear_testkit::wasmgear(
         &["status", &status.id.to_string()],
         &env,
     ));
     assert!(shown.contains("children  100 (reverse:"), "{shown}");
-    let shown = crate::support::stdout(&crate::support::wasmgear(
+    let shown = wasmgear_testkit::stdout(&wasmgear_testkit::wasmgear(
         &["status", &child.to_string()],
         &env,
     ));
@@ -237,7 +237,7 @@ async fn fan_out_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &st
     let work = tempfile::tempdir().unwrap();
     let project = work.path().join(name);
     let built = work.path().join("built");
-    let run = |args: &[&str]| crate::support::wasmgear(args, &[]);
+    let run = |args: &[&str]| wasmgear_testkit::wasmgear(args, &[]);
     let out = run(&[
         "new",
         name,
@@ -250,7 +250,7 @@ async fn fan_out_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &st
         out.status.code(),
         Some(0),
         "{}",
-        crate::support::stderr(&out)
+        wasmgear_testkit::stderr(&out)
     );
     std::fs::copy(app, project.join(app_file)).unwrap();
     let out = run(&[
@@ -263,7 +263,7 @@ async fn fan_out_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &st
         out.status.code(),
         Some(0),
         "{}",
-        crate::support::stderr(&out)
+        wasmgear_testkit::stderr(&out)
     );
 
     let dir = plugins(None, &["reverse"]);

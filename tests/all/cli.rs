@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, WORKER_START, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
     wasmgear_with_stdin,
 };
@@ -475,7 +475,7 @@ fn a_new_plugin_file_serves_a_new_function() {
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let temp = plugins.path().join(".reverse.tmp");
-    std::fs::copy(crate::support::artifact("reverse"), &temp).unwrap();
+    std::fs::copy(wasmgear_testkit::artifact("reverse"), &temp).unwrap();
     std::fs::rename(&temp, plugins.path().join("reverse.wasm")).unwrap();
     eventually_sync(Duration::from_secs(20), "the roll call of reverse", || {
         stdout(&wasmgear(&["workers"], &env)).contains("serves reverse (plugin")

@@ -5,7 +5,7 @@ use std::time::Duration;
 use wasmgear_client::{CancelOutcome, Client, EnqueueOptions, JobState};
 use wasmgear_proto::Progress;
 
-use crate::support::{TestCluster, TestWorker, TestWorkerOptions, artifact, function};
+use wasmgear_testkit::{TestCluster, TestWorker, TestWorkerOptions, artifact, function};
 
 /// Jobs of many functions, spread over the cluster's slots, all run; progress and cancel
 /// events cross nodes.
@@ -13,7 +13,7 @@ use crate::support::{TestCluster, TestWorker, TestWorkerOptions, artifact, funct
 async fn jobs_of_many_functions_run_on_a_cluster() {
     let cluster = TestCluster::start();
     let names: Vec<String> = (0..12).map(|i| format!("echo-{i}")).collect();
-    let dir = crate::support::plugin_copies("echo", &names);
+    let dir = wasmgear_testkit::plugin_copies("echo", &names);
     std::fs::copy(artifact("count"), dir.path().join("count.wasm")).unwrap();
     let worker = TestWorker::start_on(&cluster.url(), dir, TestWorkerOptions::default()).await;
     let client = Client::connect(&cluster.url()).await.unwrap();
@@ -59,7 +59,7 @@ async fn jobs_of_many_functions_run_on_a_cluster() {
         .enqueue(&count, b"100000 20", &EnqueueOptions::default())
         .await
         .unwrap();
-    crate::support::eventually(Duration::from_secs(20), "the job to run", || async {
+    wasmgear_testkit::eventually(Duration::from_secs(20), "the job to run", || async {
         (client.status(&long).await.unwrap().record.state == JobState::Running).then_some(())
     })
     .await;
@@ -123,14 +123,14 @@ async fn a_plugin_deployed_in_chunks_runs_on_a_cluster() {
     let echo = std::fs::read(artifact("echo")).unwrap();
     std::fs::write(&path, padded_component(&echo, 3 * 1024 * 1024)).unwrap();
     let url = cluster.url();
-    let out = crate::support::wasmgear(
+    let out = wasmgear_testkit::wasmgear(
         &["deploy", path.to_str().unwrap(), "--json"],
         &[("WASMGEAR_REDIS_URL", &url)],
     );
-    let deployed = crate::support::json(&out);
+    let deployed = wasmgear_testkit::json(&out);
     assert_eq!(deployed["chunks"], 4, "{deployed}");
     let home = tempfile::tempdir().unwrap();
-    let worker = crate::support::WorkerProcess::spawn(
+    let worker = wasmgear_testkit::WorkerProcess::spawn(
         &["--plugins-from-redis"],
         &[
             ("WASMGEAR_REDIS_URL", &url),
@@ -179,7 +179,7 @@ async fn schedules_and_child_jobs_work_on_a_cluster() {
     let worker = TestWorker::start_on(&url, dir, TestWorkerOptions::default()).await;
     let client = Client::connect(&url).await.unwrap();
 
-    let out = crate::support::wasmgear(
+    let out = wasmgear_testkit::wasmgear(
         &[
             "schedule",
             "add",
@@ -197,9 +197,9 @@ async fn schedules_and_child_jobs_work_on_a_cluster() {
         out.status.code(),
         Some(0),
         "{}",
-        crate::support::stderr(&out)
+        wasmgear_testkit::stderr(&out)
     );
-    crate::support::eventually(Duration::from_secs(30), "two ticks' jobs", || async {
+    wasmgear_testkit::eventually(Duration::from_secs(30), "two ticks' jobs", || async {
         let second = wasmgear_client::JobId {
             function: function("echo"),
             seq: 2,

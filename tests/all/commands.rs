@@ -6,10 +6,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::process::ProcessGroup;
-use crate::support::{
-    BIN, ClosedPort, TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir,
-    stderr, stdout, wasmgear, wasmgear_with_stdin,
+use wasmgear_testkit::process::ProcessGroup;
+use wasmgear_testkit::{
+    ClosedPort, TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr,
+    stdout, wasmgear, wasmgear_with_stdin,
 };
 
 fn start_worker(url: &str, plugins: &std::path::Path) -> WorkerProcess {
@@ -127,7 +127,7 @@ fn events_follow_the_stream() {
     ] {
         // Killed when dropped, also when an assertion below fails.
         let mut events = ProcessGroup::spawn(
-            Command::new(BIN)
+            Command::new(wasmgear_testkit::bin())
                 .args(&args)
                 .env("WASMGEAR_REDIS_URL", &url)
                 .stdout(Stdio::piped())
@@ -620,7 +620,7 @@ fn every_command_refuses_bad_input() {
 /// The URL of any node of a Redis Cluster works for every command.
 #[test]
 fn a_cluster_url_works() {
-    let cluster = crate::support::TestCluster::start();
+    let cluster = wasmgear_testkit::TestCluster::start();
     let url = cluster.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let run = |args: &[&str]| wasmgear(args, &env);

@@ -12,7 +12,7 @@ use wasmgear_client::EnqueueOptions;
 
 use crate::http::{Server, TOKEN};
 use crate::support::browser::Browser;
-use crate::support::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -538,7 +538,7 @@ async fn every_page_and_the_queue_actions() {
 
     // A worker runs some echo jobs: the workers page names it and its plugin, the
     // statistics page charts today's run times.
-    let plugins = crate::support::plugin_dir(&["echo"]);
+    let plugins = wasmgear_testkit::plugin_dir(&["echo"]);
     let worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
     for _ in 0..3 {
         let id = client

@@ -10,7 +10,7 @@ use std::time::Duration;
 use wasmgear_client::{Client, EnqueueOptions, JobId, JobStatus};
 use wasmgear_proto::keys::DeployKeys;
 
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, WorkerProcess, artifact, eventually, function, json, stderr, stdout, wasmgear,
 };
 
@@ -56,7 +56,7 @@ fn deployed_worker(redis: &TestRedis, home: &Path, extra: &[&str]) -> WorkerProc
             ("WASMGEAR_HOME", home.to_str().unwrap()),
         ],
     );
-    crate::support::eventually_sync(WAIT, "the worker to start", || {
+    wasmgear_testkit::eventually_sync(WAIT, "the worker to start", || {
         worker.log().contains("worker started")
     });
     worker

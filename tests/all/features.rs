@@ -9,7 +9,7 @@ use wasmgear_proto::{
     AttemptNotes, Completion, ErrorClass, FunctionName, JobFailure, JobId, Lease, LeaseRequest,
 };
 
-use crate::support::{TestRedis, eventually, function};
+use wasmgear_testkit::{TestRedis, eventually, function};
 
 const TTL: Duration = Duration::from_secs(30);
 

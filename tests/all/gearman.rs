@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::support::clients::gearman_py;
-use crate::support::gearmand::Gearmand;
-use crate::support::{TestRedis, WorkerProcess, eventually_sync, plugin_dir};
+use wasmgear_testkit::gearmand::Gearmand;
+use wasmgear_testkit::{TestRedis, WorkerProcess, eventually_sync, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -149,16 +149,16 @@ fn a_restarted_gearmand_is_connected_to_again() {
 #[test]
 fn an_unreachable_gearmand_is_reported() {
     let redis = TestRedis::start();
-    let closed = crate::support::ClosedPort::new();
+    let closed = wasmgear_testkit::ClosedPort::new();
     let plugins = plugin_dir(&["reverse"]);
     let dir = plugins.path().to_str().unwrap();
     let spec = format!("gearman://127.0.0.1:{}", closed.port());
-    let out = crate::support::wasmgear(
+    let out = wasmgear_testkit::wasmgear(
         &["worker", "--plugins", dir, "--source", &spec],
         &[("WASMGEAR_REDIS_URL", redis.url().as_str())],
     );
     assert_eq!(out.status.code(), Some(6), "{out:?}");
-    let said = crate::support::stderr(&out);
+    let said = wasmgear_testkit::stderr(&out);
     assert!(said.contains("gearmand cannot be reached"), "{said}");
 }
 

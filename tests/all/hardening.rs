@@ -9,8 +9,8 @@ use wasmgear_runtime::{Limits, RuntimeConfig};
 use wasmgear_worker::WorkerConfig;
 
 use crate::features::Hand;
-use crate::support::proxy::Proxy;
-use crate::support::{
+use wasmgear_testkit::proxy::Proxy;
+use wasmgear_testkit::{
     TestRedis, TestWorker, TestWorkerOptions, WorkerProcess, eventually, function, plugin_dir,
     wasmgear,
 };
@@ -270,18 +270,18 @@ fn jobs_nobody_serves_say_so() {
     std::fs::write(dir.path().join("broken.wasm"), &echo[..echo.len() / 2]).unwrap();
     let plugins = dir.path().to_str().unwrap();
     let worker = WorkerProcess::spawn(&["--redis", &url, "--plugins", plugins, "--no-watch"], &[]);
-    crate::support::eventually_sync(Duration::from_secs(60), "the worker list", || {
-        crate::support::stdout(&wasmgear(&["workers", "--redis", &url], &[])).contains("echo")
+    wasmgear_testkit::eventually_sync(Duration::from_secs(60), "the worker list", || {
+        wasmgear_testkit::stdout(&wasmgear(&["workers", "--redis", &url], &[])).contains("echo")
     });
     let enqueued = wasmgear(&["enqueue", "broken", "x", "--redis", &url], &[]);
     assert_eq!(
         enqueued.status.code(),
         Some(0),
         "{}",
-        crate::support::stderr(&enqueued)
+        wasmgear_testkit::stderr(&enqueued)
     );
-    let id = crate::support::stdout(&enqueued).trim().to_string();
-    let status = crate::support::stdout(&wasmgear(&["status", &id, "--redis", &url], &[]));
+    let id = wasmgear_testkit::stdout(&enqueued).trim().to_string();
+    let status = wasmgear_testkit::stdout(&wasmgear(&["status", &id, "--redis", &url], &[]));
     assert!(status.contains("no live worker serves broken"), "{status}");
     assert!(status.contains("broken.wasm"), "{status}");
     let waited = wasmgear(
@@ -298,12 +298,12 @@ fn jobs_nobody_serves_say_so() {
         &[],
     );
     assert_eq!(waited.status.code(), Some(4), "gave up waiting");
-    let said = crate::support::stderr(&waited);
+    let said = wasmgear_testkit::stderr(&waited);
     assert!(said.contains("no live worker serves broken"), "{said}");
     assert!(said.contains("broken.wasm"), "{said}");
     // A served function's status says nothing of the kind.
     let served = wasmgear(&["enqueue", "echo", "z", "--wait", "--redis", &url], &[]);
-    assert!(!crate::support::stderr(&served).contains("no live worker"));
+    assert!(!wasmgear_testkit::stderr(&served).contains("no live worker"));
     drop(worker);
 }
 

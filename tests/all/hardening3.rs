@@ -10,7 +10,7 @@ use wasmgear_proto::{JobId, LeaseRequest};
 use wasmgear_worker::WorkerConfig;
 
 use crate::support::library::Library;
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, TestWorker, TestWorkerOptions, WorkerProcess, eventually, function, plugin_dir,
     wasmgear,
 };

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::browser::Browser;
-use crate::support::process::{ProcessGroup, with_argument};
-use crate::support::{WORKER_START, WorkerProcess, eventually, eventually_sync, plugin_dir};
+use wasmgear_testkit::process::{ProcessGroup, with_argument};
+use wasmgear_testkit::{WORKER_START, WorkerProcess, eventually, eventually_sync, plugin_dir};
 
 /// Whether process `pid` is gone (or a zombie: dead, only not yet reaped).
 fn gone(pid: u32) -> bool {

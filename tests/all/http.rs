@@ -9,7 +9,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, WorkerProcess, eventually, eventually_sync, plugin_dir, stderr, wasmgear,
 };
 
@@ -865,7 +865,7 @@ async fn readiness_follows_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_names_the_dashboard_metrics_and_health_checks() {
     for flag in ["-h", "--help"] {
-        let help = crate::support::stdout(&wasmgear(&["serve", flag], &[]));
+        let help = wasmgear_testkit::stdout(&wasmgear(&["serve", flag], &[]));
         for path in ["/ui", "/metrics", "/healthz", "/readyz"] {
             assert!(
                 help.contains(path),

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
     wasmgear,
 };

@@ -7,7 +7,7 @@ use wasmgear_proto::LeaseRequest;
 use wasmgear_client::{EnqueueOptions, JobState, Priority, WorkerQueue};
 use wasmgear_proto::{AttemptNotes, Completion, ErrorClass, JobFailure, LeaseStatus, Progress};
 
-use crate::support::{TestRedis, eventually, function};
+use wasmgear_testkit::{TestRedis, eventually, function};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -844,10 +844,10 @@ async fn one_call_finishing_many_jobs_keeps_the_cap() {
             .arg("");
     }
     let mut conn = redis.raw().await;
-    let deletes = crate::support::command_calls(&mut conn, "hdel").await;
+    let deletes = wasmgear_testkit::command_calls(&mut conn, "hdel").await;
     let _: redis::Value = call.query_async(&mut conn).await.unwrap();
     // One HDEL per hash for all the jobs forgotten, not one per job and hash.
-    let deletes = crate::support::command_calls(&mut conn, "hdel").await - deletes;
+    let deletes = wasmgear_testkit::command_calls(&mut conn, "hdel").await - deletes;
     assert!(deletes <= 8, "{deletes} HDEL for one call");
     let q = client.queue(&f).await.unwrap();
     assert_eq!((q.succeeded, q.running), (3, 1), "{q:?}");
@@ -902,14 +902,14 @@ async fn an_idle_worker_is_handed_the_next_job() {
     tokio::time::timeout(Duration::from_secs(10), queue.wait_for_work(TTL))
         .await
         .unwrap();
-    let calls = crate::support::command_calls(&mut conn, "fcall").await;
+    let calls = wasmgear_testkit::command_calls(&mut conn, "fcall").await;
     let leases = eventually(Duration::from_secs(10), "the handed job", || async {
         let leases = queue.lease(&request, 4, TTL).await.unwrap();
         (!leases.is_empty()).then_some(leases)
     })
     .await;
     assert_eq!(
-        crate::support::command_calls(&mut conn, "fcall").await,
+        wasmgear_testkit::command_calls(&mut conn, "fcall").await,
         calls
     );
     assert_eq!(leases.len(), 1);

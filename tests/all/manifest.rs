@@ -7,7 +7,7 @@ use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_runtime::{Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::PluginRegistry;
 
-use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
+use wasmgear_testkit::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 

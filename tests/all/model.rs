@@ -24,9 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-use crate::support::clock::ClockedRedis;
-use crate::support::function;
 use crate::support::library::Library;
+use wasmgear_testkit::clock::ClockedRedis;
+use wasmgear_testkit::function;
 
 /// The simulated workers: their ids and slots.
 const WORKERS: &[(&str, usize)] = &[("w0", 2), ("w1", 3), ("w2", 1)];

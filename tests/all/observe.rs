@@ -7,7 +7,7 @@ use std::time::Duration;
 use wasmgear_client::EnqueueOptions;
 
 use crate::http::{Answer, Server, TOKEN, answer, request, send_raw};
-use crate::support::{TestRedis, WorkerProcess, eventually, function, plugin_dir};
+use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, function, plugin_dir};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -186,7 +186,7 @@ async fn worker_metrics_move_with_jobs_and_plugins() {
 
     // A new version of a plugin is a reload; a file that is no component is a failure.
     std::fs::copy(
-        crate::support::artifact("reverse"),
+        wasmgear_testkit::artifact("reverse"),
         plugins.path().join("echo.wasm"),
     )
     .unwrap();
@@ -299,7 +299,7 @@ async fn serve_metrics_show_the_queue() {
     };
     client.enqueue(&nobody, b"x", &later).await.unwrap();
     let url = redis.url();
-    let paused = crate::support::wasmgear(
+    let paused = wasmgear_testkit::wasmgear(
         &["pause", "nobody-serves-this"],
         &[("WASMGEAR_REDIS_URL", url.as_str())],
     );

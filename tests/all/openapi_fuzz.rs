@@ -11,7 +11,8 @@
 use std::process::Command;
 
 use crate::http::{Server, TOKEN};
-use crate::support::{TestRedis, clients};
+use crate::support::clients;
+use wasmgear_testkit::TestRedis;
 
 #[test]
 fn the_http_api_keeps_to_its_openapi_document() {

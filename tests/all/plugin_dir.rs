@@ -3,7 +3,7 @@
 use wasmgear_runtime::{Limits, Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::{PluginRegistry, RegistryError};
 
-use crate::support::{artifact, plugin_dir, stderr, stdout, wasmgear};
+use wasmgear_testkit::{artifact, plugin_dir, stderr, stdout, wasmgear};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig {

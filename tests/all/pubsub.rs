@@ -10,7 +10,7 @@ use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_proto::Event;
 use wasmgear_proto::keys::FunctionKeys;
 
-use crate::support::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
+use wasmgear_testkit::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
 
 const BOUND: Duration = Duration::from_secs(30);
 

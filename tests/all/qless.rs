@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::clients::qless_py;
-use crate::support::{TestRedis, WorkerProcess, eventually, plugin_dir};
+use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -222,7 +222,7 @@ async fn a_cancelled_qless_job_stops() {
     let jid = put(&redis, "slow", "count", r#""600 100""#, &[]);
     job_in_state(&redis, &jid, "running").await;
     qless_py(&redis.url(), &["cancel", &jid]);
-    crate::support::eventually_sync(WAIT, "the job to stop", || {
+    wasmgear_testkit::eventually_sync(WAIT, "the job to stop", || {
         worker.log().contains("this worker no longer holds")
     });
     let log = worker.log();
@@ -264,7 +264,7 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
         log.contains("qless asks this worker to stop a job"),
         "{log}"
     );
-    crate::support::eventually_sync(WAIT, "the first run to end", || {
+    wasmgear_testkit::eventually_sync(WAIT, "the first run to end", || {
         worker.log().contains("this worker no longer holds")
     });
     assert_eq!(job(&redis, &jid)["state"], "complete");

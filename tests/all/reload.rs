@@ -8,7 +8,7 @@ use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_runtime::{CompileCache, CompileSource, Runtime, RuntimeConfig};
 
 use crate::observe::{Scrape, get_at, worker_with_metrics};
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, TestWorker, TestWorkerOptions, artifact, eventually, function, plugin_dir,
 };
 
@@ -309,23 +309,23 @@ async fn the_worker_list_and_roll_call() {
     assert_eq!(client.live_workers(&echo).await.unwrap(), 0);
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let out = crate::support::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
+    let out = wasmgear_testkit::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
     assert_eq!(out.status.code(), Some(1));
-    assert!(crate::support::stderr(&out).contains("no live worker serves function echo"));
+    assert!(wasmgear_testkit::stderr(&out).contains("no live worker serves function echo"));
 
     let worker = TestWorker::start(&redis, &["echo"]).await;
     eventually(Duration::from_secs(10), "the roll call", || async {
         (client.live_workers(&echo).await.unwrap() == 1).then_some(())
     })
     .await;
-    let out = crate::support::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
+    let out = wasmgear_testkit::wasmgear(&["enqueue", "echo", "x", "--require-worker"], &env);
     assert_eq!(
-        crate::support::stdout(&out).trim(),
+        wasmgear_testkit::stdout(&out).trim(),
         "echo:1",
         "{}",
-        crate::support::stderr(&out)
+        wasmgear_testkit::stderr(&out)
     );
-    let list = crate::support::stdout(&crate::support::wasmgear(&["workers"], &env));
+    let list = wasmgear_testkit::stdout(&wasmgear_testkit::wasmgear(&["workers"], &env));
     assert!(
         list.contains("test-worker") && list.contains("serves echo (plugin"),
         "{list}"
@@ -343,9 +343,9 @@ fn plugins_checks_a_directory_offline() {
     std::fs::copy(artifact("echo"), dir.path().join("echo.wasm")).unwrap();
     std::fs::write(dir.path().join("echo.toml"), "[config]\nmode = \"loud\"\n").unwrap();
     std::fs::write(dir.path().join("broken.wasm"), b"nope").unwrap();
-    let out = crate::support::wasmgear(&["plugins", dir.path().to_str().unwrap()], &[]);
+    let out = wasmgear_testkit::wasmgear(&["plugins", dir.path().to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1));
-    let text = crate::support::stdout(&out);
+    let text = wasmgear_testkit::stdout(&out);
     assert!(
         text.contains(&format!("version {}", version_of("echo"))),
         "{text}"
@@ -440,8 +440,8 @@ async fn every_way_of_writing_a_file_ends_in_one_reload() {
 
 /// What `wasmgear workers --json` says each live worker serves: function → plugin version.
 fn served_by_workers(url: &str) -> Vec<serde_json::Value> {
-    let out = crate::support::wasmgear(&["workers", "--json"], &[("WASMGEAR_REDIS_URL", url)]);
-    let list = crate::support::json(&out);
+    let out = wasmgear_testkit::wasmgear(&["workers", "--json"], &[("WASMGEAR_REDIS_URL", url)]);
+    let list = wasmgear_testkit::json(&out);
     let list = list.as_array().expect("a JSON array of workers");
     list.iter()
         .map(|w| w["advertised"]["functions"].clone())

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::{
+use wasmgear_testkit::{
     WorkerProcess, artifact, eventually_sync, stderr, stdout, wasmgear, wasmgear_with_stdin,
 };
 
@@ -162,7 +162,7 @@ fn an_interrupt_cancels_the_job() {
 /// a build that cannot be found is said plainly (exit 5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_runs_a_job_on_the_build_it_ran_on() {
-    let redis = crate::support::TestRedis::start();
+    let redis = wasmgear_testkit::TestRedis::start();
     let (served, _) = plugin("flaky", "fail", None);
     let worker = WorkerProcess::serving(&redis, served.path(), &[]);
     let client = redis.client().await;
@@ -172,7 +172,7 @@ async fn replay_runs_a_job_on_the_build_it_ran_on() {
         ..wasmgear_client::EnqueueOptions::default()
     };
     let id = client
-        .enqueue(&crate::support::function("flaky"), b"the input", &once)
+        .enqueue(&wasmgear_testkit::function("flaky"), b"the input", &once)
         .await
         .unwrap();
     let failed = client

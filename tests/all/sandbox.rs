@@ -7,7 +7,7 @@ use wasmgear_client::{EnqueueOptions, JobState, JobStatus};
 use wasmgear_runtime::{Limits, Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::PluginRegistry;
 
-use crate::support::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
+use wasmgear_testkit::{TestRedis, TestWorker, TestWorkerOptions, artifact, function};
 
 /// Every misbehaviour of `hostile`, at once, beside good jobs on the same node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

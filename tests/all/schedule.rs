@@ -9,7 +9,7 @@ use wasmgear_client::{Client, EnqueueOptions, JobId, JobStatus, Tick};
 use wasmgear_proto::keys::{FunctionKeys, ScheduleKeys};
 use wasmgear_proto::schedule::Recurrence;
 
-use crate::support::{
+use wasmgear_testkit::{
     TestRedis, WorkerProcess, eventually, function, json, plugin_copies, stderr, stdout, wasmgear,
 };
 
@@ -32,7 +32,7 @@ async fn jobs(client: &Client, function: &str) -> Vec<JobStatus> {
     let mut found = Vec::new();
     for seq in 1.. {
         let id = JobId {
-            function: crate::support::function(function),
+            function: wasmgear_testkit::function(function),
             seq,
         };
         match client.status(&id).await {
@@ -431,7 +431,7 @@ async fn clock_ahead_pass(
         ..EnqueueOptions::default()
     };
     let enqueued = client
-        .submit(&crate::support::function(function), &[(b"", options)])
+        .submit(&wasmgear_testkit::function(function), &[(b"", options)])
         .await
         .unwrap();
     assert!(enqueued[0].created);

@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 
 use crate::support::clients::{rwq_node, rwq_python};
 use crate::support::gearmonkey::GearMonkeyClient;
-use crate::support::{
+use wasmgear_testkit::{
     ClosedPort, TestRedis, WorkerProcess, eventually, plugin_dir, stderr, wasmgear,
 };
 
@@ -507,7 +507,7 @@ async fn bad_redis_work_queue_data_is_skipped() {
 /// sentence and exit code 2.
 #[test]
 fn sources_without_hash_tags_refuse_a_cluster() {
-    let cluster = crate::support::TestCluster::start();
+    let cluster = wasmgear_testkit::TestCluster::start();
     let plugins = plugin_dir(&["echo"]);
     let dir = plugins.path().to_str().unwrap();
     let url = cluster.url();

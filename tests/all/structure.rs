@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::support::{TestRedis, TestWorker};
+use wasmgear_testkit::{TestRedis, TestWorker};
 
 /// The crates (by package name) that `package` pulls in as normal dependencies, directly
 /// or not, itself included.
@@ -105,44 +105,7 @@ fn the_vocabulary_does_no_io() {
 /// section says).
 #[test]
 fn our_crates_depend_one_way() {
-    let allowed: [(&str, &[&str]); 9] = [
-        (
-            "wasmgear",
-            &[
-                "wasmgear-server",
-                "wasmgear-sources",
-                "wasmgear-worker",
-                "wasmgear-authoring",
-                "wasmgear-client",
-                "wasmgear-source",
-                "wasmgear-runtime",
-                "wasmgear-proto",
-            ],
-        ),
-        (
-            "wasmgear-sources",
-            &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
-        ),
-        (
-            "wasmgear-worker",
-            &[
-                "wasmgear-client",
-                "wasmgear-source",
-                "wasmgear-runtime",
-                "wasmgear-proto",
-            ],
-        ),
-        (
-            "wasmgear-server",
-            &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
-        ),
-        ("wasmgear-authoring", &["wasmgear-proto"]),
-        ("wasmgear-client", &["wasmgear-source", "wasmgear-proto"]),
-        ("wasmgear-source", &["wasmgear-proto"]),
-        ("wasmgear-runtime", &["wasmgear-proto"]),
-        ("wasmgear-proto", &[]),
-    ];
-    for (package, may_use) in allowed {
+    for (package, may_use) in ALLOWED {
         for name in dependencies(package) {
             assert!(
                 !name.starts_with("wasmgear")
@@ -153,6 +116,102 @@ fn our_crates_depend_one_way() {
         }
     }
 }
+
+/// The test harnesses are for tests and benchmarks only: no crate of ours depends on
+/// `wasmgear-testkit` but as a dev-dependency (the binary's tests and benchmarks).
+#[test]
+fn the_testkit_is_a_dev_dependency_only() {
+    for (package, _) in ALLOWED
+        .iter()
+        .filter(|(package, _)| *package != "wasmgear-testkit")
+    {
+        assert_free_of(package, &["wasmgear-testkit"]);
+    }
+}
+
+/// The producer's client starts no process: the private `redis-server` the worker embeds
+/// and the tests start is `wasmgear-redis-server`'s, which the client does not pull in.
+#[test]
+fn the_client_starts_no_redis_server() {
+    assert_free_of(
+        "wasmgear-client",
+        &["wasmgear-redis-server", "wasmgear-testkit", "tempfile"],
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/client/src");
+    let mut spawning = Vec::new();
+    let mut dirs = vec![dir];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && std::fs::read_to_string(&path)
+                    .unwrap()
+                    .contains("std::process")
+            {
+                spawning.push(path);
+            }
+        }
+    }
+    assert!(
+        spawning.is_empty(),
+        "the client spawns processes in {spawning:?}"
+    );
+}
+
+/// Which crates of ours each crate of ours may use (normal dependencies, direct or not).
+const ALLOWED: [(&str, &[&str]); 11] = [
+    (
+        "wasmgear",
+        &[
+            "wasmgear-server",
+            "wasmgear-sources",
+            "wasmgear-worker",
+            "wasmgear-authoring",
+            "wasmgear-client",
+            "wasmgear-source",
+            "wasmgear-runtime",
+            "wasmgear-proto",
+            "wasmgear-redis-server",
+        ],
+    ),
+    (
+        "wasmgear-sources",
+        &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
+    ),
+    (
+        "wasmgear-worker",
+        &[
+            "wasmgear-client",
+            "wasmgear-source",
+            "wasmgear-runtime",
+            "wasmgear-proto",
+        ],
+    ),
+    (
+        "wasmgear-server",
+        &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
+    ),
+    ("wasmgear-authoring", &["wasmgear-proto"]),
+    ("wasmgear-client", &["wasmgear-source", "wasmgear-proto"]),
+    ("wasmgear-source", &["wasmgear-proto"]),
+    ("wasmgear-runtime", &["wasmgear-proto"]),
+    ("wasmgear-proto", &[]),
+    ("wasmgear-redis-server", &["wasmgear-proto"]),
+    (
+        "wasmgear-testkit",
+        &[
+            "wasmgear-worker",
+            "wasmgear-client",
+            "wasmgear-source",
+            "wasmgear-runtime",
+            "wasmgear-proto",
+            "wasmgear-redis-server",
+            "wasmgear-test-artifacts",
+        ],
+    ),
+];
 
 /// README's Rust client example is `crates/client/examples/enqueue_and_wait.rs` word for
 /// word, and it enqueues a job and prints its output against a real worker.

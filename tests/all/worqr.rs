@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::support::worqr::{PREFIX, WorqrClient, md5_hex};
-use crate::support::{TestRedis, WorkerProcess, eventually, plugin_dir};
+use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// worqr's liveness time: a worker whose key is older than this is dead.

@@ -15,10 +15,10 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-use wasmgear_client::redis_server::free_port;
+use wasmgear_testkit::free_port;
 
-use super::eventually;
-use super::process::ProcessGroup;
+use wasmgear_testkit::eventually;
+use wasmgear_testkit::process::ProcessGroup;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";

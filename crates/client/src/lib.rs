@@ -17,7 +17,6 @@ pub mod deploy;
 mod handoff;
 mod links;
 pub mod options;
-pub mod redis_server;
 pub mod schedule;
 mod scripts;
 pub use scripts::{library, manifest, queue_keys};

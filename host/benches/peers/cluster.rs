@@ -4,8 +4,8 @@ use std::time::Duration;
 use std::time::Instant;
 
 use wasmgear_client::Client;
-use wasmgear_client::redis_server::RedisServer;
 use wasmgear_proto::FunctionName;
+use wasmgear_redis_server::RedisServer;
 
 use super::ceiling::{redis_info, server_cpu_us};
 use super::node::{bulk_enqueue, start_node};

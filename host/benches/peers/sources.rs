@@ -23,7 +23,7 @@ pub(crate) struct BenchGearmand(std::process::Child, u16);
 
 impl BenchGearmand {
     fn start() -> Option<Self> {
-        let port = wasmgear_client::redis_server::free_port();
+        let port = wasmgear_redis_server::free_port();
         let program = match Path::new("/usr/sbin/gearmand").exists() {
             true => "/usr/sbin/gearmand",
             false => "gearmand",

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use wasmgear_client::Client;
 use wasmgear_client::EnqueueOptions;
-use wasmgear_client::redis_server::RedisServer;
 use wasmgear_proto::FunctionName;
+use wasmgear_redis_server::RedisServer;
 
 use super::ceiling::{client_conn, redis_info};
 use super::node::start_node;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{REDIS_URL_FILE, RedisArgs, parse_duration};
-use wasmgear_client::redis_server::RedisServer;
 use wasmgear_client::worker_queue::DEFAULT_BACKOFF_MAX;
 use wasmgear_proto::FunctionName;
+use wasmgear_redis_server::RedisServer;
 use wasmgear_runtime::{CompileCache, Limits, RuntimeConfig};
 use wasmgear_sources::{
     ConnectError, ConnectOptions, RetryBackoff, SourceSpec, Sources, SourcesError,

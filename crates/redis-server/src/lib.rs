@@ -1,15 +1,20 @@
-//! A private `redis-server` child: the embedded default when no Redis URL is given, and
-//! the per-test server of the integration tests.
+//! A private `redis-server` child, supervised: the embedded Redis `wasmgear worker` starts
+//! when no Redis URL is given, and the servers the tests and benchmarks start
+//! (`wasmgear-testkit`).
 //!
-//! It listens on 127.0.0.1 only, keeps its data (an append-only file) in its own
-//! directory, is restarted by [`RedisServer::ensure_running`] if it dies, and is shut
-//! down when dropped.
+//! It listens on 127.0.0.1 only, keeps its data (an append-only file, if asked for) in its
+//! own directory, is restarted by [`RedisServer::ensure_running`] if it dies, and is shut
+//! down when dropped. [`free_port`] picks a port for it, or for any other local server.
+//!
+//! This crate depends on no other wasmgear crate: the worker binary and the test harness
+//! both use it, and neither needs the queue's protocol for it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+
 use std::time::{Duration, Instant};
 use wasmgear_proto::sync::Locked;
 

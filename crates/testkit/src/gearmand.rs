@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use super::process::ProcessGroup;
+use crate::process::ProcessGroup;
+use crate::wait::eventually_sync;
 
 /// A `gearmand` on a free loopback port, in a process group of its own that is killed on
 /// drop; its log is printed if the test fails.
@@ -20,7 +21,7 @@ impl Gearmand {
     /// Starts one on a free port and waits until it accepts connections.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let port = wasmgear_client::redis_server::free_port();
+        let port = crate::ports::free_port();
         let log = dir.path().join("gearmand.log");
         let child = spawn(port, &log);
         let gearmand = Gearmand {
@@ -54,7 +55,7 @@ impl Gearmand {
     /// Waits until it accepts connections (its log is printed if it never does).
     fn wait_ready(&self) {
         let what = format!("gearmand to listen on {}", self.port);
-        super::eventually_sync(Duration::from_secs(20), &what, || {
+        eventually_sync(Duration::from_secs(20), &what, || {
             std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
         });
     }

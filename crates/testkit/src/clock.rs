@@ -43,7 +43,7 @@ impl ClockedRedis {
             let dir = tempfile::tempdir().expect("temp dir");
             let clock = dir.path().join("clock");
             std::fs::write(&clock, "0").expect("write the clock file");
-            let port = wasmgear_client::redis_server::free_port();
+            let port = crate::ports::free_port();
             let child = Command::new("redis-server")
                 .args([
                     "--port",
