@@ -24,6 +24,7 @@ use wasmgear_proto::{FunctionName, LeaseRequest, Outcome};
 use wasmgear_redis_server::RedisServer;
 use wasmgear_runtime::CancelSignal;
 use wasmgear_runtime::{JobHooks, Runtime, RuntimeConfig};
+use wasmgear_testkit::{TestWorker, TestWorkerOptions};
 use wasmgear_worker::WorkerConfig;
 
 use common::{Quiet, job_info};
@@ -260,16 +261,12 @@ async fn end_to_end() {
     )
     .unwrap();
     for concurrency in [1usize, 16] {
-        let (stop, node) = start_worker(
-            &redis.url(),
-            plugins.path(),
-            WorkerConfig {
-                concurrency,
-                ..WorkerConfig::default()
-            },
-            false,
-        )
-        .await;
+        let config = WorkerConfig {
+            concurrency,
+            ..WorkerConfig::default()
+        };
+        let worker =
+            TestWorker::start_in(&redis.url(), plugins.path(), worker_options(config, false)).await;
 
         let client = Client::connect(&redis.url()).await.unwrap();
         let echo = FunctionName::new("echo").unwrap();
@@ -299,8 +296,7 @@ async fn end_to_end() {
             n as f64 / elapsed.as_secs_f64(),
             elapsed.as_secs_f64() * 1e3 / n as f64
         );
-        let _ = stop.send(());
-        node.await.unwrap();
+        worker.stop().await;
     }
 }
 
@@ -377,8 +373,12 @@ async fn queue_alone() {
         plugins.path().join("echo.wasm"),
     )
     .unwrap();
-    let (stop, node) =
-        start_worker(&redis.url(), plugins.path(), WorkerConfig::default(), false).await;
+    let worker = TestWorker::start_in(
+        &redis.url(),
+        plugins.path(),
+        worker_options(WorkerConfig::default(), false),
+    )
+    .await;
     let echo = FunctionName::new("echo").unwrap();
     let mut latencies = Vec::new();
     for _ in 0..200 {
@@ -398,8 +398,7 @@ async fn queue_alone() {
         latencies[latencies.len() * 99 / 100],
         latencies[latencies.len() - 1]
     );
-    let _ = stop.send(());
-    node.await.unwrap();
+    worker.stop().await;
 }
 
 /// Redis' `used_memory`, in bytes.
@@ -516,7 +515,8 @@ async fn reload_and_cache() {
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     std::fs::copy(wasmgear_test_artifacts::ECHO, plugins.join("morph.wasm")).unwrap();
-    let (stop, node) = start_worker(&redis.url(), &plugins, WorkerConfig::default(), true).await;
+    let options = worker_options(WorkerConfig::default(), true);
+    let worker = TestWorker::start_in(&redis.url(), &plugins, options).await;
     let client = Client::connect(&redis.url()).await.unwrap();
     let morph = FunctionName::new("morph").unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -546,36 +546,19 @@ async fn reload_and_cache() {
         written.elapsed().as_secs_f64() * 1e3,
         wasmgear_worker::plugins::SETTLE.as_millis()
     );
-    let _ = stop.send(());
-    node.await.unwrap();
+    worker.stop().await;
 }
 
-/// A worker node in this process on the plugins in `dir`, built like `wasmgear worker`
-/// builds its own; stops when the sender is used or dropped.
-async fn start_worker(
-    url: &str,
-    dir: &std::path::Path,
-    config: WorkerConfig,
-    watch: bool,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
-) {
-    let worker = wasmgear_worker::WorkerBuilder::new(dir)
-        .id("bench")
-        .runtime(RuntimeConfig {
+/// How the benchmarks' worker nodes (in this process, `wasmgear_testkit::TestWorker`) are
+/// set up: a runtime with an instance for every slot and a few more.
+fn worker_options(config: WorkerConfig, watch: bool) -> TestWorkerOptions {
+    TestWorkerOptions {
+        runtime: RuntimeConfig {
             max_instances: config.concurrency as u32 + 4,
             ..RuntimeConfig::default()
-        })
-        .config(config)
-        .watch(watch)
-        .build(url)
-        .await
-        .unwrap();
-    assert!(worker.problems().is_empty(), "{:?}", worker.problems());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
-    (stop, node)
+        },
+        config,
+        watch,
+        ..TestWorkerOptions::default()
+    }
 }

@@ -24,7 +24,7 @@ use wasmgear_proto::JobId;
 use wasmgear_proto::keys::FunctionKeys;
 
 use wasmgear_testkit::proxy::Proxy;
-use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, function};
 
 /// Worker processes; worker 0 is the one cut off, the others are the ones killed.
 const WORKERS: usize = 4;
@@ -69,10 +69,9 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
         workers.push(spawn_worker(&proxy, plugins.path()));
         proxies.push(proxy);
     }
-    for worker in &workers {
-        eventually_sync(Duration::from_secs(60), "the workers to start", || {
-            worker.log().contains("worker started")
-        });
+    // Started together, so that they compile their plugins at once; each must serve.
+    for worker in &mut workers {
+        worker.wait_ready();
     }
 
     let client = redis.client().await;
@@ -321,28 +320,15 @@ async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
     );
 }
 
-/// A worker process reaching Redis through `proxy`.
+/// A worker process reaching Redis through `proxy`, started (not waited for: see
+/// [`WorkerProcess::wait_ready`]).
 fn spawn_worker(proxy: &Proxy, plugins: &Path) -> WorkerProcess {
-    let url = proxy.url();
     let ttl = format!("{}s", TTL.as_secs());
-    WorkerProcess::spawn(
-        &[
-            "--redis",
-            &url,
-            "--plugins",
-            plugins.to_str().unwrap(),
-            "--no-watch",
-            "--concurrency",
-            "8",
-            "--lease-ttl",
-            &ttl,
-            "--cancel-grace",
-            "1s",
-            "--retry-backoff",
-            "100ms",
-        ],
-        &[],
-    )
+    WorkerProcess::builder(&proxy.url())
+        .plugins(plugins)
+        .args(&["--no-watch", "--concurrency", "8", "--lease-ttl", &ttl])
+        .args(&["--cancel-grace", "1s", "--retry-backoff", "100ms"])
+        .spawn()
 }
 
 /// The jobs whose lease the worker with process id `pid` holds.

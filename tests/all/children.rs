@@ -67,7 +67,10 @@ async fn a_parent_fans_out_to_100_children_and_combines_their_outputs() {
         Some("[jobs]\nenqueue = [\"reverse\"]\nmax_children = 200\n"),
         &["reverse"],
     );
-    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--concurrency", "8"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--concurrency", "8"])
+        .start();
     let chunks: Vec<String> = (0..100).map(|i| format!("chunk {i:03}")).collect();
     let status = run(&client, &plan("reverse", &chunks, false), 1).await;
     assert_eq!(
@@ -109,7 +112,9 @@ async fn enqueueing_children_needs_the_grant_and_stops_at_the_cap() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let denied = plugins(None, &["reverse"]);
-    let worker = WorkerProcess::serving(&redis, denied.path(), &[]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(denied.path())
+        .start();
     let chunks: Vec<String> = (0..10).map(|i| i.to_string()).collect();
     let status = run(&client, &plan("reverse", &chunks, false), 1).await;
     assert_eq!(status.record.state, JobState::Failed);
@@ -125,7 +130,9 @@ async fn enqueueing_children_needs_the_grant_and_stops_at_the_cap() {
         Some("[jobs]\nenqueue = [\"reverse\"]\nmax_children = 5\n"),
         &["reverse"],
     );
-    let _worker = WorkerProcess::serving(&redis, capped.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(capped.path())
+        .start();
     let status = run(&client, &plan("reverse", &chunks, false), 1).await;
     assert_eq!(status.record.state, JobState::Failed);
     let error = status.record.error.unwrap().message;
@@ -143,7 +150,10 @@ async fn cancelling_a_parent_cancels_its_unfinished_children() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let dir = plugins(Some("[jobs]\nenqueue = [\"count\"]\n"), &["count"]);
-    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--concurrency", "8"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--concurrency", "8"])
+        .start();
     let chunks: Vec<String> = (0..3).map(|_| "100000 20".to_string()).collect();
     let parent = client
         .enqueue(
@@ -186,7 +196,10 @@ async fn a_retried_parent_does_not_enqueue_its_children_twice() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let dir = plugins(Some("[jobs]\nenqueue = [\"reverse\"]\n"), &["reverse"]);
-    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--retry-backoff", "10ms"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--retry-backoff", "10ms"])
+        .start();
     let chunks: Vec<String> = ["ab", "cd", "ef", "gh"].map(String::from).to_vec();
     let status = run(&client, &plan("reverse", &chunks, true), 2).await;
     assert_eq!(
@@ -210,7 +223,10 @@ async fn a_retried_parent_gets_its_children_back_whatever_their_order() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let dir = plugins(Some("[jobs]\nenqueue = [\"reverse\"]\n"), &["reverse"]);
-    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--retry-backoff", "10ms"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--retry-backoff", "10ms"])
+        .start();
     let input = serde_json::json!({
         "function": "reverse", "chunks": ["ab", "cd", "ef", "gh"], "fail_first": true,
         "reverse_on_retry": true,
@@ -275,7 +291,10 @@ async fn fan_out_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &st
         "[jobs]\nenqueue = [\"reverse\"]\n",
     )
     .unwrap();
-    let _worker = WorkerProcess::serving(&redis, dir.path(), &["--concurrency", "4"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--concurrency", "4"])
+        .start();
     let id = client
         .enqueue(&function(name), b"ab\ncd\nef", &EnqueueOptions::default())
         .await

@@ -3,21 +3,18 @@
 use std::time::Duration;
 
 use wasmgear_testkit::{
-    TestRedis, WORKER_START, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
+    TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
     wasmgear_with_stdin,
 };
-
-/// Starts `wasmgear worker` on `plugins` against `redis` and waits until it serves.
-fn start_worker(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> WorkerProcess {
-    WorkerProcess::serving(redis, plugins, extra)
-}
 
 /// `enqueue --wait` prints the output and exits 0; `status` then shows the finished job.
 #[test]
 fn enqueue_wait_prints_the_output_and_status_shows_it() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo", "reverse"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
 
@@ -49,7 +46,9 @@ fn enqueue_wait_prints_the_output_and_status_shows_it() {
 fn enqueue_reads_input_from_argument_stdin_or_file() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
 
@@ -100,7 +99,9 @@ fn enqueue_reads_input_from_argument_stdin_or_file() {
 fn a_failed_job_exits_non_zero_with_its_error() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["fail"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let out = wasmgear(
         &["enqueue", "fail", "oops", "--wait"],
@@ -122,7 +123,9 @@ fn a_failed_job_exits_non_zero_with_its_error() {
 fn enqueue_wait_shows_progress_in_order() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let out = wasmgear(
         &["enqueue", "count", "5 60", "--wait"],
@@ -232,10 +235,9 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
     let home_str = home.path().to_str().unwrap();
     let plugins = plugin_dir(&["echo"]);
     let env = [("WASMGEAR_HOME", home_str)];
-    let mut worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
+    let mut worker = WorkerProcess::embedded(home.path())
+        .plugins(plugins.path())
+        .start();
     assert!(
         worker
             .log()
@@ -290,7 +292,10 @@ fn the_worker_embeds_redis_when_no_url_is_given() {
 fn sigterm_lets_the_running_job_finish() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let mut worker = start_worker(&redis, plugins.path(), &["--shutdown-grace", "30s"]);
+    let mut worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--shutdown-grace", "30s"])
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let id = stdout(&wasmgear(&["enqueue", "count", "10 100"], &env))
@@ -340,7 +345,10 @@ fn a_job_of_a_killed_worker_is_completed_by_another() {
     let plugins = plugin_dir(&["count"]);
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let mut first = start_worker(&redis, plugins.path(), &["--lease-ttl", "1s"]);
+    let mut first = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--lease-ttl", "1s"])
+        .start();
     let id = stdout(&wasmgear(&["enqueue", "count", "20 100"], &env))
         .trim()
         .to_string();
@@ -350,7 +358,10 @@ fn a_job_of_a_killed_worker_is_completed_by_another() {
     first.signal("KILL");
     assert!(first.wait_exit(Duration::from_secs(10)).is_some());
 
-    let _second = start_worker(&redis, plugins.path(), &["--lease-ttl", "1s"]);
+    let _second = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--lease-ttl", "1s"])
+        .start();
     let out = wasmgear(&["enqueue", "count", "1 1", "--wait"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     eventually_sync(
@@ -376,7 +387,9 @@ fn a_job_of_a_killed_worker_is_completed_by_another() {
 fn bulk_enqueues_json_lines() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo", "sum"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
 
@@ -444,7 +457,9 @@ fn enqueue_at_a_time() {
 fn logs_prints_the_job_log() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count", "hostile"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let out = wasmgear(&["enqueue", "count", "2 1", "--wait"], &env);
@@ -471,7 +486,9 @@ fn logs_prints_the_job_log() {
 fn a_new_plugin_file_serves_a_new_function() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = start_worker(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let temp = plugins.path().join(".reverse.tmp");

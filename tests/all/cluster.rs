@@ -130,13 +130,10 @@ async fn a_plugin_deployed_in_chunks_runs_on_a_cluster() {
     let deployed = wasmgear_testkit::json(&out);
     assert_eq!(deployed["chunks"], 4, "{deployed}");
     let home = tempfile::tempdir().unwrap();
-    let worker = wasmgear_testkit::WorkerProcess::spawn(
-        &["--plugins-from-redis"],
-        &[
-            ("WASMGEAR_REDIS_URL", &url),
-            ("WASMGEAR_HOME", home.path().to_str().unwrap()),
-        ],
-    );
+    let worker = wasmgear_testkit::WorkerProcess::builder(&url)
+        .args(&["--plugins-from-redis"])
+        .env("WASMGEAR_HOME", home.path().to_str().unwrap())
+        .start();
     let client = Client::connect(&url).await.unwrap();
     let id = client
         .enqueue(

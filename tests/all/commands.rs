@@ -8,20 +8,9 @@ use std::time::Duration;
 
 use wasmgear_testkit::process::ProcessGroup;
 use wasmgear_testkit::{
-    ClosedPort, TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr,
-    stdout, wasmgear, wasmgear_with_stdin,
+    ClosedPort, TestRedis, WorkerProcess, json, plugin_dir, stderr, stdout, wasmgear,
+    wasmgear_with_stdin,
 };
-
-fn start_worker(url: &str, plugins: &std::path::Path) -> WorkerProcess {
-    let worker = WorkerProcess::spawn(
-        &["--plugins", plugins.to_str().unwrap()],
-        &[("WASMGEAR_REDIS_URL", url)],
-    );
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
-    worker
-}
 
 /// Every documented exit code, from the command that produces it.
 #[test]
@@ -29,7 +18,7 @@ fn exit_codes_say_what_happened() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo", "fail", "count"]);
     let url = redis.url();
-    let _worker = start_worker(&url, plugins.path());
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let run = |args: &[&str]| wasmgear(args, &env);
     let code = |args: &[&str]| run(args).status.code();
@@ -69,7 +58,7 @@ fn wait_follows_several_jobs() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count", "fail"]);
     let url = redis.url();
-    let _worker = start_worker(&url, plugins.path());
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
     let run = |args: &[&str]| wasmgear(args, &env);
     let a = stdout(&run(&["enqueue", "count", "3 20"]))
@@ -120,7 +109,7 @@ fn events_follow_the_stream() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo", "count"]);
     let url = redis.url();
-    let _worker = start_worker(&url, plugins.path());
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
     for (args, json_lines, job) in [
         (vec!["events", "echo", "--json"], true, ["echo", "ping"]),
         (vec!["events"], false, ["count", "3 10"]),

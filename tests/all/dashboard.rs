@@ -255,7 +255,9 @@ async fn the_dashboard_in_a_real_browser() {
     let plugins = tempfile::tempdir().unwrap();
     std::fs::copy(artifact("count"), plugins.path().join("count.wasm")).unwrap();
     std::fs::copy(artifact("fail"), plugins.path().join("flaky.wasm")).unwrap();
-    let worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let server = Server::with_token(&redis);
     let client = redis.client().await;
     let once = EnqueueOptions {
@@ -539,7 +541,9 @@ async fn every_page_and_the_queue_actions() {
     // A worker runs some echo jobs: the workers page names it and its plugin, the
     // statistics page charts today's run times.
     let plugins = wasmgear_testkit::plugin_dir(&["echo"]);
-    let worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     for _ in 0..3 {
         let id = client
             .enqueue(&function("echo"), b"hi", &EnqueueOptions::default())

@@ -46,20 +46,11 @@ fn deploy_raw(redis: &TestRedis, args: &[&str]) -> std::process::Output {
 
 /// A worker process serving deployed plugins only, with a home (compile cache) of its own.
 fn deployed_worker(redis: &TestRedis, home: &Path, extra: &[&str]) -> WorkerProcess {
-    let url = redis.url();
-    let mut args = vec!["--plugins-from-redis"];
-    args.extend_from_slice(extra);
-    let worker = WorkerProcess::spawn(
-        &args,
-        &[
-            ("WASMGEAR_REDIS_URL", &url),
-            ("WASMGEAR_HOME", home.to_str().unwrap()),
-        ],
-    );
-    wasmgear_testkit::eventually_sync(WAIT, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
-    worker
+    WorkerProcess::builder(&redis.url())
+        .args(&["--plugins-from-redis"])
+        .args(extra)
+        .env("WASMGEAR_HOME", home.to_str().unwrap())
+        .start()
 }
 
 /// Worker pid → (function → version) of every live worker.

@@ -9,15 +9,19 @@ use wasmgear_testkit::{TestRedis, WorkerProcess, eventually_sync, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Starts a worker of `gearmand` and waits until gearmand lists it with `functions`;
-/// returns it and its worker id.
-fn start_worker(
+/// Starts a worker of `gearmand` and waits until it serves and gearmand lists it with
+/// `functions` (what the test needs to know before it submits jobs); returns it and its
+/// worker id.
+fn start_listed_by_gearmand(
     redis: &TestRedis,
     gearmand: &Gearmand,
     plugins: &std::path::Path,
     functions: &[&str],
 ) -> (WorkerProcess, String) {
-    let worker = WorkerProcess::serving(redis, plugins, &["--source", &gearmand.spec()]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins)
+        .args(&["--source", &gearmand.spec()])
+        .start();
     let mut id = String::new();
     eventually_sync(WAIT, "gearmand to list the worker", || {
         let listing = gearmand.admin(&["--workers"]);
@@ -49,7 +53,7 @@ fn gearman_cli_jobs_run_on_plugins() {
     let redis = TestRedis::start();
     let gearmand = Gearmand::start();
     let plugins = plugin_dir(&["reverse", "count", "fail", "echo"]);
-    let (worker, id) = start_worker(
+    let (worker, id) = start_listed_by_gearmand(
         &redis,
         &gearmand,
         plugins.path(),
@@ -89,7 +93,7 @@ fn python3_gearman_sees_results_progress_and_failures() {
     let redis = TestRedis::start();
     let gearmand = Gearmand::start();
     let plugins = plugin_dir(&["reverse", "count", "fail"]);
-    let (worker, _) = start_worker(
+    let (worker, _) = start_listed_by_gearmand(
         &redis,
         &gearmand,
         plugins.path(),
@@ -129,7 +133,7 @@ fn a_restarted_gearmand_is_connected_to_again() {
     let redis = TestRedis::start();
     let mut gearmand = Gearmand::start();
     let plugins = plugin_dir(&["reverse"]);
-    let (worker, id) = start_worker(&redis, &gearmand, plugins.path(), &["reverse"]);
+    let (worker, id) = start_listed_by_gearmand(&redis, &gearmand, plugins.path(), &["reverse"]);
     gearmand.restart();
     eventually_sync(WAIT, "the worker to register again", || {
         gearmand
@@ -170,14 +174,17 @@ fn a_killed_workers_job_goes_to_another_worker() {
     let redis = TestRedis::start();
     let gearmand = Gearmand::start();
     let plugins = plugin_dir(&["count"]);
-    let (first, _) = start_worker(&redis, &gearmand, plugins.path(), &["count"]);
+    let (first, _) = start_listed_by_gearmand(&redis, &gearmand, plugins.path(), &["count"]);
     let out = gearmand.client(&["-b", "-f", "count", "600 100"]);
     assert!(out.status.success(), "{out:?}");
     eventually_sync(WAIT, "the first worker to take the job", || {
         first.log().contains("took a Gearman job")
     });
     first.signal("KILL");
-    let second = WorkerProcess::serving(&redis, plugins.path(), &["--source", &gearmand.spec()]);
+    let second = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", &gearmand.spec()])
+        .start();
     eventually_sync(WAIT, "the second worker to take the job", || {
         second.log().contains("counting to 600")
     });
@@ -190,7 +197,10 @@ fn a_worker_serves_several_gearmand_servers() {
     let (one, two) = (Gearmand::start(), Gearmand::start());
     let plugins = plugin_dir(&["reverse"]);
     let spec = format!("gearman://{},{}", one.address(), two.address());
-    let _worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", &spec]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", &spec])
+        .start();
     for (gearmand, text) in [(&one, "first"), (&two, "second")] {
         eventually_sync(WAIT, "gearmand to list the worker", || {
             gearmand
@@ -217,11 +227,10 @@ fn jobs_beyond_a_plugins_concurrency_wait_their_turn() {
     // `reverse` beside it keeps the worker asking for jobs while `count` has no slot.
     let plugins = plugin_dir(&["count", "reverse"]);
     std::fs::write(plugins.path().join("count.toml"), "concurrency = 1\n").unwrap();
-    let worker = WorkerProcess::serving(
-        &redis,
-        plugins.path(),
-        &["--source", &gearmand.spec(), "--lease-ttl", "1s"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", &gearmand.spec(), "--lease-ttl", "1s"])
+        .start();
     eventually_sync(WAIT, "gearmand to list the worker", || {
         gearmand
             .admin(&["--workers"])

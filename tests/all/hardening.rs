@@ -268,8 +268,10 @@ fn jobs_nobody_serves_say_so() {
     // Half a component: refused at load.
     let echo = std::fs::read(dir.path().join("echo.wasm")).unwrap();
     std::fs::write(dir.path().join("broken.wasm"), &echo[..echo.len() / 2]).unwrap();
-    let plugins = dir.path().to_str().unwrap();
-    let worker = WorkerProcess::spawn(&["--redis", &url, "--plugins", plugins, "--no-watch"], &[]);
+    let worker = WorkerProcess::builder(&url)
+        .plugins(dir.path())
+        .args(&["--no-watch"])
+        .start();
     wasmgear_testkit::eventually_sync(Duration::from_secs(60), "the worker list", || {
         wasmgear_testkit::stdout(&wasmgear(&["workers", "--redis", &url], &[])).contains("echo")
     });

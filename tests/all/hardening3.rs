@@ -217,11 +217,10 @@ async fn a_hand_off_gives_at_most_the_slots_registered() {
 async fn a_stopping_worker_is_handed_nothing() {
     let redis = TestRedis::start();
     let dir = plugin_dir(&["hostile", "echo"]);
-    let worker = WorkerProcess::serving(
-        &redis,
-        dir.path(),
-        &["--concurrency", "2", "--metrics", "127.0.0.1:0"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .args(&["--concurrency", "2", "--metrics", "127.0.0.1:0"])
+        .start();
     let log = worker.log();
     let address = log
         .split("metrics=http://")

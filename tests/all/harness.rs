@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::browser::Browser;
 use wasmgear_testkit::process::{ProcessGroup, with_argument};
-use wasmgear_testkit::{WORKER_START, WorkerProcess, eventually, eventually_sync, plugin_dir};
+use wasmgear_testkit::{WorkerProcess, eventually, eventually_sync, plugin_dir};
 
 /// Whether process `pid` is gone (or a zombie: dead, only not yet reaped).
 fn gone(pid: u32) -> bool {
@@ -49,13 +49,9 @@ fn a_dropped_process_group_takes_the_leader_s_children_along() {
 fn a_dropped_worker_process_takes_its_embedded_redis_along() {
     let home = tempfile::tempdir().unwrap();
     let plugins = plugin_dir(&["echo"]);
-    let worker = WorkerProcess::spawn(
-        &["--plugins", plugins.path().to_str().unwrap()],
-        &[("WASMGEAR_HOME", home.path().to_str().unwrap())],
-    );
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
+    let worker = WorkerProcess::embedded(home.path())
+        .plugins(plugins.path())
+        .start();
     // The worker writes where its Redis listens; redis-server's title names the address.
     let url = std::fs::read_to_string(home.path().join("redis.url")).unwrap();
     let address = url.trim().trim_start_matches("redis://").to_string();
@@ -85,4 +81,17 @@ async fn a_dropped_browser_leaves_no_chromium_behind() {
         left.is_empty().then_some(())
     })
     .await;
+}
+
+/// What the harness waits for before a worker process counts as serving is the line the
+/// worker logs on purpose, and README documents it as a contract.
+#[test]
+fn the_ready_line_the_harness_waits_for_is_documented() {
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains("`wasmgear_worker::READY_LINE`")
+            && readme.contains(&format!("`{}`", wasmgear_testkit::READY_LINE)),
+        "README must document the ready line {:?} (wasmgear_worker::READY_LINE)",
+        wasmgear_testkit::READY_LINE
+    );
 }

@@ -190,7 +190,9 @@ async fn key_count(redis: &TestRedis) -> u64 {
 async fn jobs_go_in_and_come_out_in_every_form() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let server = Server::with_token(&redis);
 
     let text = post(
@@ -525,7 +527,9 @@ fn sse_events(text: &str) -> Vec<(String, Value)> {
 async fn events_stream_waits_poll_and_jobs_are_cancelled_and_retried() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count", "fail"]);
-    let _worker = WorkerProcess::serving(&redis, plugins.path(), &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
     let server = Server::with_token(&redis);
 
     let events = send_raw(

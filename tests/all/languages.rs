@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wasmgear_testkit::{
-    TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
-    wasmgear,
+    TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
 };
 
 const LANGS: [&str; 4] = ["rust", "python", "js", "c"];
@@ -36,10 +35,7 @@ fn plugins_in_four_languages_do_the_same_job() {
         ("CARGO_TARGET_DIR", target.to_str().unwrap()),
     ];
     let run = |args: &[&str]| wasmgear(args, &env);
-    let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
 
     // Scaffold, build, and drop each plugin into the running worker's directory.
     let work = tempfile::tempdir().unwrap();
@@ -275,10 +271,7 @@ fn a_zig_plugin_on_the_raw_abi_runs() {
         plugins.path().to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
 
     let out = run(&["enqueue", "echo-zig", "hello zig", "--wait"]);
     assert_eq!(stdout(&out), "hello zig", "{}", stderr(&out));

@@ -19,7 +19,10 @@ pub(crate) fn worker_with_metrics(
 ) -> (WorkerProcess, String) {
     let mut args = vec!["--metrics", "127.0.0.1:0", "--concurrency", "4"];
     args.extend_from_slice(extra);
-    let worker = WorkerProcess::serving(redis, plugins, &args);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins)
+        .args(&args)
+        .start();
     let log = worker.log();
     let address = log
         .split("metrics=http://")
@@ -356,7 +359,9 @@ async fn serve_metrics_show_the_queue() {
 async fn a_redis_that_may_evict_keys_is_warned_about() {
     let evicting = TestRedis::start_with(&["--maxmemory-policy", "allkeys-lru"]);
     let plugins = plugin_dir(&["echo"]);
-    let worker = WorkerProcess::serving(&evicting, plugins.path(), &[]);
+    let worker = WorkerProcess::builder(&evicting.url())
+        .plugins(plugins.path())
+        .start();
     let log = worker.log();
     assert!(
         log.contains("WARN") && log.contains("maxmemory-policy is allkeys-lru"),
@@ -373,7 +378,9 @@ async fn a_redis_that_may_evict_keys_is_warned_about() {
     assert!(server_log.contains("WARN"), "{server_log}");
 
     let safe = TestRedis::start();
-    let quiet = WorkerProcess::serving(&safe, plugins.path(), &[]);
+    let quiet = WorkerProcess::builder(&safe.url())
+        .plugins(plugins.path())
+        .start();
     assert!(!quiet.log().contains("may evict"), "{}", quiet.log());
     drop((worker, quiet));
 }

@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use wasmgear_testkit::{
-    TestRedis, WORKER_START, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout,
-    wasmgear,
+    TestRedis, WorkerProcess, eventually_sync, json, plugin_dir, stderr, stdout, wasmgear,
 };
 
 #[test]
@@ -14,10 +13,7 @@ fn operators_see_and_steer_the_queue() {
     let plugins = plugin_dir(&["echo", "fail"]);
     let url = redis.url();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let worker = WorkerProcess::spawn(&["--plugins", plugins.path().to_str().unwrap()], &env);
-    eventually_sync(WORKER_START, "the worker to start", || {
-        worker.log().contains("worker started")
-    });
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
     let run = |args: &[&str]| wasmgear(args, &env);
 
     // Uniq: a delayed job holds the key; the second enqueue prints the same id.

@@ -82,11 +82,10 @@ async fn qless_jobs_run_on_plugins_with_qless_semantics() {
         &["priority=10", "tags=a,b", "retries=2"],
     );
     assert_eq!(job(&redis, &later)["state"], "depends");
-    let worker = WorkerProcess::serving(
-        &redis,
-        plugins.path(),
-        &["--source", "qless:work", "--concurrency", "1"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:work", "--concurrency", "1"])
+        .start();
 
     let done = job_in_state(&redis, &later, "complete").await;
     assert_eq!(done["output"], "retal", "{done}");
@@ -132,11 +131,10 @@ async fn qless_jobs_run_on_plugins_with_qless_semantics() {
 async fn qless_failures_fail_in_the_error_class_group_and_retries_count_down() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["fail"]);
-    let _worker = WorkerProcess::serving(
-        &redis,
-        plugins.path(),
-        &["--source", "qless:jobs", "--retry-backoff", "100ms"],
-    );
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:jobs", "--retry-backoff", "100ms"])
+        .start();
     let now = put(&redis, "jobs", "fail", r#""now""#, &[]);
     let failed = job_in_state(&redis, &now, "failed").await;
     assert_eq!(failed["failure"]["group"], "guest-error", "{failed}");
@@ -166,7 +164,10 @@ async fn heartbeats_keep_the_lock_under_a_short_heartbeat_setting() {
     qless_py(&redis.url(), &["config", "heartbeat", "2"]);
     qless_py(&redis.url(), &["config", "grace-period", "0"]);
     let plugins = plugin_dir(&["count"]);
-    let _worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:slow"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:slow"])
+        .start();
     // One step after five seconds: more than two heartbeat periods with no progress report
     // (which renews the lock too) in between.
     let jid = put(&redis, "slow", "count", r#""1 5000""#, &[]);
@@ -190,7 +191,10 @@ async fn a_killed_workers_job_is_popped_again_by_qless_py() {
     qless_py(&redis.url(), &["config", "heartbeat", "2"]);
     qless_py(&redis.url(), &["config", "grace-period", "1"]);
     let plugins = plugin_dir(&["count"]);
-    let worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:slow"]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:slow"])
+        .start();
     let jid = put(&redis, "slow", "count", r#""600 100""#, &["retries=3"]);
     let running = job_in_state(&redis, &jid, "running").await;
     let killed = popped_by(&running);
@@ -218,7 +222,10 @@ async fn a_killed_workers_job_is_popped_again_by_qless_py() {
 async fn a_cancelled_qless_job_stops() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:slow"]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:slow"])
+        .start();
     let jid = put(&redis, "slow", "count", r#""600 100""#, &[]);
     job_in_state(&redis, &jid, "running").await;
     qless_py(&redis.url(), &["cancel", &jid]);
@@ -243,7 +250,10 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
     let redis = TestRedis::start();
     qless_py(&redis.url(), &["config", "grace-period", "0"]);
     let plugins = plugin_dir(&["count"]);
-    let worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:slow"]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:slow"])
+        .start();
     let jid = put(&redis, "slow", "count", r#""1 3000""#, &[]);
     job_in_state(&redis, &jid, "running").await;
     // The lock runs out (as after a stall): the worker's next pop hands the job over again,
@@ -276,7 +286,10 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
 async fn scheduled_and_recurring_jobs_run_when_due_and_statistics_count_them() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["reverse"]);
-    let _worker = WorkerProcess::serving(&redis, plugins.path(), &["--source", "qless:timed"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "qless:timed"])
+        .start();
     let later = put(&redis, "timed", "reverse", r#""later""#, &["delay=2"]);
     assert_eq!(job(&redis, &later)["state"], "scheduled");
     let recurring = qless_py(

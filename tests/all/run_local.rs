@@ -164,7 +164,9 @@ fn an_interrupt_cancels_the_job() {
 async fn replay_runs_a_job_on_the_build_it_ran_on() {
     let redis = wasmgear_testkit::TestRedis::start();
     let (served, _) = plugin("flaky", "fail", None);
-    let worker = WorkerProcess::serving(&redis, served.path(), &[]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(served.path())
+        .start();
     let client = redis.client().await;
     let once = wasmgear_client::EnqueueOptions {
         max_attempts: Some(1),

@@ -68,7 +68,7 @@ async fn until_ticks(client: &Client, function: &str, schedule: &str, n: usize) 
 
 fn workers(redis: &TestRedis, dir: &std::path::Path, n: usize) -> Vec<WorkerProcess> {
     (0..n)
-        .map(|_| WorkerProcess::serving(redis, dir, &[]))
+        .map(|_| WorkerProcess::builder(&redis.url()).plugins(dir).start())
         .collect()
 }
 
@@ -366,7 +366,9 @@ async fn a_schedule_that_cannot_fire_delays_only_itself() {
         .await
         .unwrap();
     let dir = plugin_copies("echo", &["good".into(), "broken".into()]);
-    let worker = WorkerProcess::serving(&redis, dir.path(), &[]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .start();
 
     let good = until_ticks(&client, "good", "b-good", 5).await;
     for pair in good.windows(2) {

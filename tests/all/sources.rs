@@ -14,11 +14,6 @@ use wasmgear_testkit::{
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Starts `wasmgear worker` on `plugins` against `redis` and waits until it serves.
-fn start_worker(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> WorkerProcess {
-    WorkerProcess::serving(redis, plugins, extra)
-}
-
 /// Waits until GearMonkey's roll call for `function` says `n`.
 async fn roll_call_is(redis: &TestRedis, function: &str, n: i64) {
     let url = redis.url();
@@ -56,7 +51,10 @@ fn text(hash: &std::collections::HashMap<String, Vec<u8>>, field: &str) -> Strin
 async fn gearmonkey_jobs_run_on_plugins_as_the_spec_says() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo", "count"]);
-    let _worker = start_worker(&redis, plugins.path(), &["--source", "gearmonkey"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey"])
+        .start();
     let mut client = GearMonkeyClient::connect(&redis.url()).await;
     roll_call_is(&redis, "echo", 1).await;
 
@@ -123,11 +121,10 @@ async fn gearmonkey_priorities_and_scheduled_jobs() {
     let mut pubsub = events.get_async_pubsub().await.unwrap();
     pubsub.subscribe("channel:echo").await.unwrap();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "gearmonkey", "--concurrency", "1"],
-    );
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey", "--concurrency", "1"])
+        .start();
     let mut starts = Vec::new();
     let mut messages = pubsub.on_message();
     while starts.len() < 4 {
@@ -157,11 +154,10 @@ async fn gearmonkey_priorities_and_scheduled_jobs() {
 async fn gearmonkey_failures_are_retried_then_recorded() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["fail"]);
-    let worker = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "gearmonkey", "--retry-backoff", "100ms"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey", "--retry-backoff", "100ms"])
+        .start();
     let mut client = GearMonkeyClient::connect(&redis.url()).await;
     let retried = client.run("fail", b"retry", "normal").await;
     let failed = client.run("fail", b"now", "normal").await;
@@ -195,20 +191,18 @@ async fn gearmonkey_failures_are_retried_then_recorded() {
 async fn a_killed_workers_gearmonkey_job_runs_again() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let first = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "gearmonkey", "--lease-ttl", "1s"],
-    );
+    let first = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey", "--lease-ttl", "1s"])
+        .start();
     let mut client = GearMonkeyClient::connect(&redis.url()).await;
     let id = client.run("count", b"30 100", "normal").await;
     status_is(&redis, "count", id, "busy").await;
     first.signal("KILL");
-    let _second = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "gearmonkey", "--lease-ttl", "1s"],
-    );
+    let _second = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey", "--lease-ttl", "1s"])
+        .start();
     status_is(&redis, "count", id, "success").await;
     roll_call_is(&redis, "count", 1).await;
     let job = client.get("count", id).await;
@@ -230,7 +224,10 @@ async fn bad_gearmonkey_data_is_skipped() {
     let _: () = conn.hset("job:echo:778", "status", "idle").await.unwrap();
     let _: () = conn.lpush("queue:echo:normal", 778).await.unwrap();
     let plugins = plugin_dir(&["echo"]);
-    let worker = start_worker(&redis, plugins.path(), &["--source", "gearmonkey"]);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "gearmonkey"])
+        .start();
     let mut client = GearMonkeyClient::connect(&redis.url()).await;
     let good = client.run("echo", b"still here", "normal").await;
     status_is(&redis, "echo", good, "success").await;
@@ -255,11 +252,10 @@ async fn bad_gearmonkey_data_is_skipped() {
 async fn one_worker_serves_wasmgear_and_gearmonkey() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "wasmgear", "--source", "gearmonkey"],
-    );
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "wasmgear", "--source", "gearmonkey"])
+        .start();
     let url = redis.url();
     let mut client = GearMonkeyClient::connect(&url).await;
     let (_, job) = client
@@ -340,11 +336,10 @@ async fn hash_appears(redis: &TestRedis, key: &str) -> std::collections::HashMap
 async fn redis_work_queue_items_from_python_and_node_run_on_plugins() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let _worker = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "redis-work-queue:cv=echo"],
-    );
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "redis-work-queue:cv=echo"])
+        .start();
     let url = redis.url();
     rwq_python(&url, "cv", &["add", "py-1", "from python"]);
     rwq_node(&url, "cv", &["add", "node-1", "from node"]);
@@ -375,16 +370,15 @@ async fn redis_work_queue_items_from_python_and_node_run_on_plugins() {
 async fn redis_work_queue_failures_retry_by_lapsing_then_record() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["fail"]);
-    let worker = start_worker(
-        &redis,
-        plugins.path(),
-        &[
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&[
             "--source",
             "redis-work-queue:jobs=fail",
             "--retry-backoff",
             "100ms",
-        ],
-    );
+        ])
+        .start();
     let url = redis.url();
     rwq_python(&url, "jobs", &["add", "again", "retry"]);
     rwq_python(&url, "jobs", &["add", "never", "now"]);
@@ -419,7 +413,10 @@ async fn redis_work_queue_cleaners_respect_live_leases_and_recover_dead_ones() {
         "--lease-ttl",
         "1s",
     ];
-    let first = start_worker(&redis, plugins.path(), &args);
+    let first = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&args)
+        .start();
     rwq_python(&url, "slow", &["add", "long", "60 100"]);
     let mut conn = redis.raw().await;
     eventually(WAIT, "the item leased", || {
@@ -470,7 +467,10 @@ async fn redis_work_queue_cleaners_respect_live_leases_and_recover_dead_ones() {
     rwq_python(&url, "slow", &["clean"]);
     let queued: Vec<String> = conn.lrange("slow:queue", 0, -1).await.unwrap();
     assert!(queued.contains(&"orphan".to_string()), "{queued:?}");
-    let _second = start_worker(&redis, plugins.path(), &args);
+    let _second = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&args)
+        .start();
     let result = hash_appears(&redis, "slow:result:orphan").await;
     assert_eq!(result["output"], "counted to 30");
     let processing: Vec<String> = conn.lrange("slow:processing", 0, -1).await.unwrap();
@@ -486,11 +486,10 @@ async fn bad_redis_work_queue_data_is_skipped() {
     let _: () = conn.lpush("q:queue", "ghost").await.unwrap();
     let _: () = conn.lpush("q:queue", "0").await.unwrap();
     let plugins = plugin_dir(&["echo"]);
-    let worker = start_worker(
-        &redis,
-        plugins.path(),
-        &["--source", "redis-work-queue:q=echo"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "redis-work-queue:q=echo"])
+        .start();
     rwq_python(&redis.url(), "q", &["add", "real", "still here"]);
     let result = hash_appears(&redis, "q:result:real").await;
     assert_eq!(result["output"], "still here");

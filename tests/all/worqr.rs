@@ -48,9 +48,10 @@ impl DoneMessages {
     }
 }
 
-/// Starts `wasmgear worker` serving `specs` and waits until it is a registered worqr worker
-/// working on `queue`; returns it with its worqr worker id.
-async fn start_worker(
+/// Starts `wasmgear worker` with `extra` (its `--source worqr:...` specs) and waits until
+/// it serves and is a registered worqr worker working on `queue` (what the test needs to
+/// know before it pushes tasks); returns it with its worqr worker id.
+async fn start_registered_with_worqr(
     redis: &TestRedis,
     plugins: &std::path::Path,
     queue: &str,
@@ -58,7 +59,10 @@ async fn start_worker(
 ) -> (WorkerProcess, String) {
     let mut client = WorqrClient::connect(&redis.url()).await;
     let before = client.workers().await;
-    let worker = WorkerProcess::serving(redis, plugins, extra);
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins)
+        .args(extra)
+        .start();
     let url = redis.url();
     let id = eventually(WAIT, "the worker registered with worqr", || {
         let (url, before) = (url.clone(), before.clone());
@@ -98,7 +102,7 @@ async fn processes(redis: &TestRedis, queue: &str, n: usize) -> Vec<String> {
 async fn worqr_tasks_run_on_plugins_and_done_carries_the_result() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["echo"]);
-    let (_worker, id) = start_worker(
+    let (_worker, id) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "thumbs",
@@ -139,7 +143,7 @@ async fn worqr_tasks_run_on_plugins_and_done_carries_the_result() {
 async fn a_worqr_peer_never_fails_a_live_worker() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let (worker, id) = start_worker(
+    let (worker, id) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "slow",
@@ -184,7 +188,7 @@ async fn a_worqr_peer_recovers_a_killed_workers_task() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
     let args = ["--source", "worqr:slow=count"];
-    let (first, dead) = start_worker(&redis, plugins.path(), "slow", &args).await;
+    let (first, dead) = start_registered_with_worqr(&redis, plugins.path(), "slow", &args).await;
     let mut client = WorqrClient::connect(&redis.url()).await;
     let mut done = DoneMessages::subscribe(&redis, "slow").await;
     client.enqueue("slow", "40 100").await;
@@ -202,7 +206,7 @@ async fn a_worqr_peer_recovers_a_killed_workers_task() {
     client.cleanup_workers().await;
     assert_eq!(client.tasks("slow").await, ["40 100"]);
     assert!(!client.workers().await.contains(&dead));
-    let (_second, id) = start_worker(&redis, plugins.path(), "slow", &args).await;
+    let (_second, id) = start_registered_with_worqr(&redis, plugins.path(), "slow", &args).await;
     let message = done.next().await;
     assert_eq!(message["output"], "counted to 40", "{message}");
     assert_eq!(message["workerId"], id.as_str(), "{message}");
@@ -214,7 +218,7 @@ async fn a_worqr_peer_recovers_a_killed_workers_task() {
 async fn wasmgear_workers_recover_a_killed_peers_task_and_only_that() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let (first, dead) = start_worker(
+    let (first, dead) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "slow",
@@ -225,7 +229,7 @@ async fn wasmgear_workers_recover_a_killed_peers_task_and_only_that() {
     let mut done = DoneMessages::subscribe(&redis, "slow").await;
     client.enqueue("slow", "50 100").await;
     let taken = processes(&redis, "slow", 1).await;
-    let (second, id) = start_worker(
+    let (second, id) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "slow",
@@ -268,11 +272,10 @@ async fn wasmgear_workers_recover_a_killed_peers_task_and_only_that() {
 async fn worqr_failures_retry_then_report_and_cancel_stops() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["fail"]);
-    let worker = WorkerProcess::serving(
-        &redis,
-        plugins.path(),
-        &["--source", "worqr:flaky=fail", "--retry-backoff", "100ms"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "worqr:flaky=fail", "--retry-backoff", "100ms"])
+        .start();
     let mut client = WorqrClient::connect(&redis.url()).await;
     let mut flaky = DoneMessages::subscribe(&redis, "flaky").await;
     client.enqueue("flaky", "retry").await;
@@ -309,11 +312,10 @@ async fn worqr_cancel_tasks_stops_a_task_at_any_moment() {
     let plugins = plugin_dir(&["count"]);
     // Heartbeats every third of a second: a cancel that came before the job ran is seen
     // at the next one.
-    let worker = WorkerProcess::serving(
-        &redis,
-        plugins.path(),
-        &["--source", "worqr:slow=count", "--lease-ttl", "1s"],
-    );
+    let worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--source", "worqr:slow=count", "--lease-ttl", "1s"])
+        .start();
     let mut client = WorqrClient::connect(&redis.url()).await;
     let mut slow = DoneMessages::subscribe(&redis, "slow").await;
     // Each task would run for a minute; the first of the rounds that lost its cancel
@@ -340,7 +342,7 @@ async fn worqr_cancel_tasks_stops_a_task_at_any_moment() {
 async fn a_stopping_worker_hands_back_and_leaves() {
     let redis = TestRedis::start();
     let plugins = plugin_dir(&["count"]);
-    let (mut worker, id) = start_worker(
+    let (mut worker, id) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "slow",
@@ -379,7 +381,7 @@ async fn bad_worqr_data_is_logged_and_the_worker_serves_on() {
         .await
         .unwrap();
     let plugins = plugin_dir(&["echo"]);
-    let (worker, _) = start_worker(
+    let (worker, _) = start_registered_with_worqr(
         &redis,
         plugins.path(),
         "odd",

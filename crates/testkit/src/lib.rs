@@ -47,4 +47,4 @@ pub use ports::{ClosedPort, free_port};
 pub use test_redis::{TestRedis, command_calls};
 pub use wait::{eventually, eventually_sync};
 pub use worker::{TestWorker, TestWorkerOptions};
-pub use worker_process::{WORKER_START, WorkerProcess};
+pub use worker_process::{READY_LINE, WORKER_START, WorkerProcess, WorkerProcessBuilder};

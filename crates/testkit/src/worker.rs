@@ -2,6 +2,7 @@
 //! (`WorkerBuilder`), against a Redis or a Redis Cluster; stopped on request, aborted when
 //! dropped.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,8 @@ pub struct TestWorker {
     task: Option<JoinHandle<()>>,
     /// The worker's plugin registry.
     pub registry: Arc<PluginRegistry>,
-    _plugins: tempfile::TempDir,
+    /// The plugin directory, when the worker owns it.
+    _plugins: Option<tempfile::TempDir>,
 }
 
 /// Knobs for [`TestWorker::start_with`].
@@ -72,9 +74,19 @@ impl TestWorker {
         Self::start_on(&redis.url(), plugin_dir(plugins), options).await
     }
 
-    /// Starts a worker on the Redis (or cluster) at `url`, serving the plugins in `dir`.
+    /// Starts a worker on the Redis (or cluster) at `url`, serving the plugins in `dir`,
+    /// which it removes when dropped.
     pub async fn start_on(url: &str, dir: tempfile::TempDir, options: TestWorkerOptions) -> Self {
-        let worker = WorkerBuilder::new(dir.path())
+        let mut worker = Self::start_in(url, dir.path(), options).await;
+        worker._plugins = Some(dir);
+        worker
+    }
+
+    /// Starts a worker on the Redis (or cluster) at `url`, serving the plugins in `dir`,
+    /// a directory the caller keeps (and may change: with `options.watch`, the worker
+    /// reloads what changes there).
+    pub async fn start_in(url: &str, dir: &Path, options: TestWorkerOptions) -> Self {
+        let worker = WorkerBuilder::new(dir)
             .id("test-worker")
             .runtime(options.runtime)
             .config(options.config)
@@ -97,7 +109,7 @@ impl TestWorker {
             stop: Some(stop),
             task: Some(task),
             registry,
-            _plugins: dir,
+            _plugins: None,
         }
     }
 

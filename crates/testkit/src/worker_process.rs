@@ -1,15 +1,20 @@
 //! [`WorkerProcess`]: `wasmgear worker` (or another long-running command, such as `serve`)
 //! run as the real binary, in a process group of its own that is killed on drop with what
 //! it started (an embedded Redis), logging to a file that is printed if the test fails.
+//!
+//! Every test and benchmark starts its workers one way, [`WorkerProcess::builder`]: the
+//! Redis URL, the plugins and the test's own options, then `start()`, which returns once
+//! the worker serves. Ready means the worker said so on purpose: it logged
+//! [`READY_LINE`], a constant of the worker crate that README documents, not a copy of it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use wasmgear_worker::READY_LINE;
+
 use crate::cli::command;
 use crate::process::ProcessGroup;
-use crate::test_redis::TestRedis;
-use crate::wait::eventually_sync;
 
 /// How long a worker process may take to start serving: it compiles every plugin first
 /// (a JavaScript component takes seconds alone), on a machine other tests keep busy. A
@@ -55,18 +60,46 @@ impl WorkerProcess {
         }
     }
 
-    /// Starts `wasmgear worker --plugins PLUGINS EXTRA...` against `redis` and waits until
-    /// it serves.
-    pub fn serving(redis: &TestRedis, plugins: &std::path::Path, extra: &[&str]) -> Self {
-        let plugins = plugins.to_str().expect("a UTF-8 path");
-        let url = redis.url();
-        let mut args = vec!["--plugins", plugins];
-        args.extend_from_slice(extra);
-        let worker = WorkerProcess::spawn(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
-        eventually_sync(WORKER_START, "the worker to start", || {
-            worker.log().contains("worker started")
-        });
-        worker
+    /// A `wasmgear worker` on the Redis at `redis_url` (given as `WASMGEAR_REDIS_URL`), to
+    /// be configured and started.
+    pub fn builder(redis_url: &str) -> WorkerProcessBuilder {
+        WorkerProcessBuilder {
+            args: Vec::new(),
+            env: vec![("WASMGEAR_REDIS_URL".into(), redis_url.into())],
+        }
+    }
+
+    /// A `wasmgear worker` without a Redis URL: it starts an embedded Redis, its data and
+    /// its `redis.url` file under `home` (`WASMGEAR_HOME`).
+    pub fn embedded(home: &Path) -> WorkerProcessBuilder {
+        let home = home.to_str().expect("a UTF-8 path");
+        WorkerProcessBuilder {
+            args: Vec::new(),
+            env: vec![("WASMGEAR_HOME".into(), home.into())],
+        }
+    }
+
+    /// Waits until it serves: it has logged [`READY_LINE`], the line a worker prints on
+    /// purpose once it leases. Fails the test, with the log, if it exits first or takes
+    /// longer than [`WORKER_START`].
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + WORKER_START;
+        loop {
+            if self.log().contains(READY_LINE) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.child().try_wait() {
+                panic!(
+                    "the worker exited ({status}) before it served:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the worker did not serve within {WORKER_START:?}"
+            );
+            std::thread::sleep(POLL);
+        }
     }
 
     /// The process id.
@@ -99,6 +132,53 @@ impl WorkerProcess {
             std::thread::sleep(POLL);
         }
         None
+    }
+}
+
+/// A `wasmgear worker` to start: its plugins, options and environment
+/// ([`WorkerProcess::builder`], [`WorkerProcess::embedded`]).
+#[must_use = "a builder starts nothing until start() or spawn()"]
+pub struct WorkerProcessBuilder {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl WorkerProcessBuilder {
+    /// Serves the plugins in `dir` (`--plugins DIR`).
+    pub fn plugins(self, dir: &Path) -> Self {
+        self.args(&["--plugins", dir.to_str().expect("a UTF-8 path")])
+    }
+
+    /// More command-line options of `wasmgear worker`, as they are (`--concurrency 8`,
+    /// `--source SPEC`...).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// An environment variable of the process (`WASMGEAR_HOME`...).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Starts it and waits until it serves ([`WorkerProcess::wait_ready`]).
+    pub fn start(self) -> WorkerProcess {
+        let mut worker = self.spawn();
+        worker.wait_ready();
+        worker
+    }
+
+    /// Starts it without waiting: for a test that watches the start itself (a worker
+    /// that must refuse to start, one whose Redis is not there yet).
+    pub fn spawn(self) -> WorkerProcess {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        WorkerProcess::spawn(&args, &env)
     }
 }
 

@@ -26,7 +26,7 @@ use wasmgear_proto::FunctionName;
 pub use attempt::{MAX_ATTEMPT_LOG_BYTES, PROGRESS_INTERVAL};
 pub use builder::{BuildError, LoadedWorker, Worker, WorkerBuilder};
 pub use metrics::Metrics;
-pub use node::{AHEAD_MAX, HOLD_AHEAD_MAX, Observe, run, run_observed};
+pub use node::{AHEAD_MAX, HOLD_AHEAD_MAX, Observe, READY_LINE, run, run_observed};
 pub use upkeep::{ADVERTISE_EVERY, ADVERTISE_TTL};
 pub use wasmgear_source::{AnySource, DynJobSource, JobSource, SourceError};
 

@@ -39,6 +39,13 @@ pub const HOLD_AHEAD_MAX: Duration = Duration::from_millis(100);
 /// costs Redis far less per job than one at a time.
 pub const AHEAD_MAX: usize = 16;
 
+/// What a node logs, at level info (the binary's default), once it serves: its plugins
+/// are loaded, it has asked its source for word of new work and cancellations, and it
+/// leases from then on. A contract, not incidental text (README, "Monitoring"): a
+/// supervisor or a test that starts `wasmgear worker` waits for a line containing it;
+/// `/readyz` is the probe for orchestrators.
+pub const READY_LINE: &str = "worker started";
+
 /// A job that has stopped running, to be reported.
 pub(crate) struct Finished {
     pub(crate) lease: Lease,
@@ -152,7 +159,7 @@ pub async fn run_observed<S: JobSource>(
     }
     let upkeep = tokio::spawn(upkeep(node.clone(), stopping.clone()));
 
-    tracing::info!(functions = ?node.serving(), concurrency, "worker started");
+    tracing::info!(functions = ?node.serving(), concurrency, "{READY_LINE}");
     // A plugin added or swapped in: an idle worker leases again at once.
     let mut plugin_changes = node.registry.changes();
     // Lease calls on their way, each holding the slots it leases for. Usually one; a second
