@@ -126,7 +126,8 @@ fn events_follow_the_stream() {
         let child = events.child();
         let mut ready = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
-        ready.read_line(&mut line).unwrap(); // "following the events of ..."
+        // `events` says it follows, on purpose, once it has subscribed: its readiness.
+        ready.read_line(&mut line).unwrap();
         assert!(line.contains("following the events"), "{line}");
         let out = wasmgear(
             &["enqueue", job[0], job[1], "--wait"],

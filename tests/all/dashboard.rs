@@ -12,7 +12,7 @@ use wasmgear_client::EnqueueOptions;
 
 use crate::http::{Server, TOKEN};
 use crate::support::browser::Browser;
-use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually_sync, function};
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually, function};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -370,12 +370,21 @@ async fn the_dashboard_in_a_real_browser() {
 
     // The failed job's plugin is fixed (echo in its place); "retry all" runs it again and
     // its page shows it succeeded.
-    let loads = || worker.log().matches("flaky.wasm\" version").count();
-    let before = loads();
+    // The worker list says which version of a plugin serves each function.
+    let serving = || async {
+        let workers = client.workers().await.ok()?;
+        workers
+            .into_iter()
+            .find_map(|w| w.ad.ok()?.functions.get("flaky").cloned())
+    };
+    let before = eventually(Duration::from_secs(30), "flaky in the worker list", serving).await;
     std::fs::copy(artifact("echo"), plugins.path().join("flaky.wasm")).unwrap();
-    eventually_sync(Duration::from_secs(30), "the fixed plugin to load", || {
-        loads() > before
-    });
+    eventually(
+        Duration::from_secs(30),
+        "the fixed plugin to serve flaky",
+        || async { serving().await.filter(|version| *version != before) },
+    )
+    .await;
     browser.goto(&format!("{base}/ui/failures")).await;
     browser
         .click("form[action^=\"/ui/failures/flaky/\"] button")

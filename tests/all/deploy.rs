@@ -11,7 +11,8 @@ use wasmgear_client::{Client, EnqueueOptions, JobId, JobStatus};
 use wasmgear_proto::keys::DeployKeys;
 
 use wasmgear_testkit::{
-    TestRedis, WorkerProcess, artifact, eventually, function, json, stderr, stdout, wasmgear,
+    READY_LINE, TestRedis, WorkerProcess, artifact, eventually, function, json, stderr, stdout,
+    wasmgear,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -147,7 +148,8 @@ async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
     let v2 = v2["version"].as_str().unwrap().to_string();
     assert_ne!(v1, v2);
     until_serving(&client, &pids, "job", &v2).await;
-    // Both heard of it on the store's channel (not by the poll).
+    // Both heard of it on the store's channel (not by the poll): how a worker heard is
+    // what its log says, and that is the behaviour under test here.
     for worker in [&a, &b] {
         assert!(
             worker
@@ -186,13 +188,14 @@ async fn a_deploy_reaches_every_worker_and_swaps_like_a_hot_reload() {
     let id = client.enqueue(&job, b"2", &options).await.unwrap();
     assert_eq!(output(&finished(&client, &id).await), "counted to 2");
 
-    // A worker started now serves v1 before its first lease.
+    // A worker started now serves v1 before its first lease: its log says it loaded the
+    // deployed plugin before it said it serves (the order is the behaviour under test).
     let c = deployed_worker(&redis, home_c.path(), &[]);
     let log = c.log();
     let loaded = log
         .find("deployed plugin loaded")
         .expect("the deployed plugin loaded");
-    assert!(loaded < log.find("worker started").unwrap(), "{log}");
+    assert!(loaded < log.find(READY_LINE).unwrap(), "{log}");
     assert!(log.contains(&v1), "{log}");
     until_serving(&client, &[c.pid()], "job", &v1).await;
 

@@ -541,6 +541,8 @@ async fn statistics_are_kept_per_day() {
         )
         .await
         .unwrap();
+    // Times for the statistics to count, not synchronisation: each job waits at least
+    // 300 ms and runs at least 200 ms.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let leases = hand.take(&f, 2).await;
     tokio::time::sleep(Duration::from_millis(200)).await;

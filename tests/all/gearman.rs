@@ -8,10 +8,14 @@ use wasmgear_testkit::gearmand::Gearmand;
 use wasmgear_testkit::{TestRedis, WorkerProcess, eventually_sync, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// Jobs a worker started, by function.
+const STARTED: &str = "wasmgear_jobs_started_total";
+/// Jobs a worker finished, by function, state and error class.
+const FINISHED: &str = "wasmgear_jobs_finished_total";
 
-/// Starts a worker of `gearmand` and waits until it serves and gearmand lists it with
-/// `functions` (what the test needs to know before it submits jobs); returns it and its
-/// worker id.
+/// Starts a worker of `gearmand` (with metrics, to see the jobs it ran) and waits until it
+/// serves and gearmand lists it with `functions` (what the test needs to know before it
+/// submits jobs); returns it and its worker id.
 fn start_listed_by_gearmand(
     redis: &TestRedis,
     gearmand: &Gearmand,
@@ -21,6 +25,7 @@ fn start_listed_by_gearmand(
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins)
         .args(&["--source", &gearmand.spec()])
+        .metrics()
         .start();
     let mut id = String::new();
     eventually_sync(WAIT, "gearmand to list the worker", || {
@@ -81,9 +86,9 @@ fn gearman_cli_jobs_run_on_plugins() {
     let out = gearmand.client(&["-b", "-f", "echo", "in the background"]);
     assert!(out.status.success(), "{out:?}");
     eventually_sync(WAIT, "the background job to run", || {
-        worker.log().matches("job reported state=succeeded").count() == 3
+        worker.metric(FINISHED, &[("state", "succeeded")]) == 3.0
     });
-    assert_eq!(worker.log().matches("took a Gearman job").count(), 4);
+    assert_eq!(worker.metric(STARTED, &[]), 4.0, "each job ran once");
 }
 
 /// python3-gearman sees COMPLETE with the output and the progress numbers, FAILED with the
@@ -122,7 +127,7 @@ fn python3_gearman_sees_results_progress_and_failures() {
     let seen = gearman_py(&server, &["reverse", "later", "bg"]);
     assert_eq!(seen["state"], "CREATED", "{seen}");
     eventually_sync(WAIT, "the background job to run", || {
-        worker.log().matches("job reported state=succeeded").count() == 3
+        worker.metric(FINISHED, &[("state", "succeeded")]) == 3.0
     });
 }
 
@@ -144,6 +149,8 @@ fn a_restarted_gearmand_is_connected_to_again() {
     let out = gearmand.client(&["-f", "reverse", "again"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "niaga");
+    // The worker tells its operator it lost gearmand and found it again: those lines are
+    // behaviour under test.
     let log = worker.log();
     assert!(log.contains("lost the connection to gearmand"), "{log}");
     assert!(log.contains("connected to gearmand again"), "{log}");
@@ -177,16 +184,18 @@ fn a_killed_workers_job_goes_to_another_worker() {
     let (first, _) = start_listed_by_gearmand(&redis, &gearmand, plugins.path(), &["count"]);
     let out = gearmand.client(&["-b", "-f", "count", "600 100"]);
     assert!(out.status.success(), "{out:?}");
+    let count = [("function", "count")];
     eventually_sync(WAIT, "the first worker to take the job", || {
-        first.log().contains("took a Gearman job")
+        first.metric(STARTED, &count) == 1.0
     });
     first.signal("KILL");
     let second = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .args(&["--source", &gearmand.spec()])
+        .metrics()
         .start();
     eventually_sync(WAIT, "the second worker to take the job", || {
-        second.log().contains("counting to 600")
+        second.metric(STARTED, &count) == 1.0
     });
 }
 
@@ -230,6 +239,7 @@ fn jobs_beyond_a_plugins_concurrency_wait_their_turn() {
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .args(&["--source", &gearmand.spec(), "--lease-ttl", "1s"])
+        .metrics()
         .start();
     eventually_sync(WAIT, "gearmand to list the worker", || {
         gearmand
@@ -241,9 +251,11 @@ fn jobs_beyond_a_plugins_concurrency_wait_their_turn() {
         let out = gearmand.client(&["-b", "-f", "count", "2 1000"]);
         assert!(out.status.success(), "{out:?}");
     }
+    let succeeded = [("function", "count"), ("state", "succeeded")];
     eventually_sync(WAIT, "both jobs to succeed", || {
-        worker.log().matches("job reported state=succeeded").count() == 2
+        worker.metric(FINISHED, &succeeded) == 2.0
     });
-    let log = worker.log();
-    assert!(!log.contains("runs out without a renewal"), "{log}");
+    // Each had its whole lease: none was stopped for a lease that ran out.
+    let lost = [("function", "count"), ("error_class", "lease-lost")];
+    assert_eq!(worker.metric(FINISHED, &lost), 0.0, "{}", worker.log());
 }

@@ -219,15 +219,10 @@ async fn a_stopping_worker_is_handed_nothing() {
     let dir = plugin_dir(&["hostile", "echo"]);
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(dir.path())
-        .args(&["--concurrency", "2", "--metrics", "127.0.0.1:0"])
+        .args(&["--concurrency", "2"])
+        .metrics()
         .start();
-    let log = worker.log();
-    let address = log
-        .split("metrics=http://")
-        .nth(1)
-        .and_then(|rest| rest.split("/metrics").next())
-        .unwrap_or_else(|| panic!("the worker names its metrics address:\n{log}"))
-        .to_string();
+    let address = worker.metrics_address();
     let client = redis.client().await;
     let echo = function("echo");
     let echo_lib = Library::new(redis.raw().await, &echo);

@@ -31,6 +31,8 @@ impl Server {
         let mut all_env = vec![("WASMGEAR_REDIS_URL", url.as_str())];
         all_env.extend_from_slice(env);
         let process = WorkerProcess::spawn_command(&args, &all_env);
+        // `serve` prints where it listens, on purpose, as the first line of its output once
+        // it listens (the only way to learn the port it chose): that line is its readiness.
         let mut address = String::new();
         eventually_sync(Duration::from_secs(30), "the server to listen", || {
             let log = process.log();

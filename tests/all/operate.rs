@@ -113,7 +113,10 @@ fn operators_see_and_steer_the_queue() {
     let parked = stdout(&run(&["enqueue", "echo", "parked"]))
         .trim()
         .to_string();
-    std::thread::sleep(Duration::from_millis(700));
+    // Not started: an unpaused job would be handed to the idle worker at once, or leased
+    // when the worker hears of it, or at its next poll within a second
+    // (DEFAULT_IDLE_POLL); 1.5 s bounds all three.
+    std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         json(&run(&["status", &parked, "--json"]))["state"],
         "queued"

@@ -3,12 +3,17 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::support::clients::qless_py;
 use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// Jobs a worker started, by function.
+const STARTED: &str = "wasmgear_jobs_started_total";
+/// Jobs a worker finished, by function, state and error class.
+const FINISHED: &str = "wasmgear_jobs_finished_total";
 
 /// `qless-py put QUEUE KLASS DATA OPTIONS...`: the new jid.
 fn put(redis: &TestRedis, queue: &str, klass: &str, data: &str, options: &[&str]) -> String {
@@ -82,7 +87,22 @@ async fn qless_jobs_run_on_plugins_with_qless_semantics() {
         &["priority=10", "tags=a,b", "retries=2"],
     );
     assert_eq!(job(&redis, &later)["state"], "depends");
-    let worker = WorkerProcess::builder(&redis.url())
+    // The order the worker pops them in: what qless publishes on `ql:popped` for tracked
+    // jobs (their history keeps whole seconds).
+    let mut conn = redis.raw().await;
+    for jid in [&first, &later, &urgent] {
+        let _: i64 = redis::AsyncCommands::zadd(&mut conn, "ql:tracked", jid.as_str(), 0)
+            .await
+            .unwrap();
+    }
+    let mut pubsub = redis::Client::open(redis.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    pubsub.subscribe("ql:popped").await.unwrap();
+    let mut popped = pubsub.into_on_message();
+    let _worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .args(&["--source", "qless:work", "--concurrency", "1"])
         .start();
@@ -99,15 +119,15 @@ async fn qless_jobs_run_on_plugins_with_qless_semantics() {
     assert_eq!(urgent_job["tags"], serde_json::json!(["a", "b"]));
     assert_eq!(urgent_job["remaining"], 2);
     // One worker, one job at a time: the urgent job first, the dependent last.
-    let log = worker.log();
-    let position = |jid: &str| {
-        log.find(&format!("jid=\"{jid}\""))
-            .unwrap_or_else(|| panic!("{jid} never popped: {log}"))
-    };
-    assert!(
-        position(&urgent) < position(&first) && position(&first) < position(&later),
-        "{log}"
-    );
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let message = tokio::time::timeout(WAIT, popped.next())
+            .await
+            .expect("a pop published in time")
+            .expect("the subscription open");
+        order.push(message.get_payload::<String>().unwrap());
+    }
+    assert_eq!(order, [urgent.as_str(), first.as_str(), later.as_str()]);
     assert_eq!(job(&redis, &unserved)["state"], "waiting");
 
     let me = popped_by(&job(&redis, &first));
@@ -225,20 +245,28 @@ async fn a_cancelled_qless_job_stops() {
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .args(&["--source", "qless:slow"])
+        .metrics()
         .start();
     let jid = put(&redis, "slow", "count", r#""600 100""#, &[]);
     job_in_state(&redis, &jid, "running").await;
     qless_py(&redis.url(), &["cancel", &jid]);
+    // It stopped as cancelled (not for a lost lease), and its report changed nothing.
+    let count = [("function", "count")];
     wasmgear_testkit::eventually_sync(WAIT, "the job to stop", || {
-        worker.log().contains("this worker no longer holds")
+        worker.metric(FINISHED, &count) == 1.0
     });
+    let stopped = [
+        ("function", "count"),
+        ("error_class", "cancelled"),
+        ("state", "refused"),
+    ];
+    assert_eq!(worker.metric(FINISHED, &stopped), 1.0, "{}", worker.log());
+    // How it heard (qless' own notice, not a lease that ran out) only its log says.
     let log = worker.log();
     assert!(
         log.contains("qless asks this worker to stop a job"),
         "{log}"
     );
-    assert!(log.contains("[cancelled] cancelled after"), "{log}");
-    assert!(!log.contains("lease lost"), "{log}");
     assert_eq!(job(&redis, &jid), Value::Null);
 }
 
@@ -253,6 +281,7 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .args(&["--source", "qless:slow"])
+        .metrics()
         .start();
     let jid = put(&redis, "slow", "count", r#""1 3000""#, &[]);
     job_in_state(&redis, &jid, "running").await;
@@ -268,15 +297,19 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
         ["put", "popped", "timed-out", "popped", "done"],
         "{done}"
     );
+    let count = [("function", "count")];
+    assert_eq!(worker.metric(STARTED, &count), 2.0, "{}", worker.log());
+    // The earlier run ends, and what it reports is refused.
+    let refused = [("function", "count"), ("state", "refused")];
+    wasmgear_testkit::eventually_sync(WAIT, "the first run to end", || {
+        worker.metric(FINISHED, &refused) == 1.0
+    });
+    // Why it was stopped (qless' notice to this worker) only its log says.
     let log = worker.log();
-    assert_eq!(log.matches("popped a qless job").count(), 2, "{log}");
     assert!(
         log.contains("qless asks this worker to stop a job"),
         "{log}"
     );
-    wasmgear_testkit::eventually_sync(WAIT, "the first run to end", || {
-        worker.log().contains("this worker no longer holds")
-    });
     assert_eq!(job(&redis, &jid)["state"], "complete");
 }
 

@@ -188,6 +188,8 @@ async fn a_removed_plugin_leaves_its_jobs_queued_until_it_returns() {
         .enqueue(&function("morph"), b"waiting", &EnqueueOptions::default())
         .await
         .unwrap();
+    // Nothing serves it: a worker that did would be told of it at once, and would poll
+    // for it within a second (DEFAULT_IDLE_POLL) if it were not; 1.5 s bounds that.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         client.status(&id).await.unwrap().record.state,
@@ -428,7 +430,9 @@ async fn every_way_of_writing_a_file_ends_in_one_reload() {
         let before = *changes.borrow();
         write(bytes);
         serving(version_of(plugin)).await;
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        // A second reload of the same write would come within the watcher's settle time;
+        // four of them bound it.
+        tokio::time::sleep(wasmgear_worker::plugins::SETTLE * 4).await;
         assert_eq!(
             *changes.borrow(),
             before + 1,
@@ -457,6 +461,7 @@ async fn a_worker_on_an_empty_directory_serves_what_appears() {
     let redis = TestRedis::start();
     let plugins = tempfile::tempdir().unwrap();
     let (worker, address) = worker_with_metrics(&redis, plugins.path(), &["--functions", "echo"]);
+    // Saying so, before it serves, is behaviour under test.
     let log = worker.log();
     assert!(
         log.contains("serving nothing until") && log.contains("have no plugin yet"),

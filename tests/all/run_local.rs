@@ -143,6 +143,8 @@ fn bad_plugins_and_inputs_are_refused() {
 fn an_interrupt_cancels_the_job() {
     let (_count, count) = plugin("count", "count", None);
     let mut run = WorkerProcess::spawn_command(&["run", &count, "200 50"], &[]);
+    // `run` prints the job's progress as its output, on purpose: the first report says the
+    // job runs.
     eventually_sync(Duration::from_secs(30), "the job's first progress", || {
         run.log().contains("progress 1/200")
     });

@@ -391,6 +391,7 @@ async fn a_schedule_that_cannot_fire_delays_only_itself() {
         "{table}"
     );
     assert!(jobs(&client, "broken").await.is_empty());
+    // Logging the failure once per reason, not once per tick, is behaviour under test.
     let log = worker.log();
     let logged: Vec<&str> = log
         .lines()

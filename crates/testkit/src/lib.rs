@@ -24,6 +24,7 @@
 //! - [`worker`]: [`TestWorker`], a worker node in this process on the library API.
 //! - [`worker_process`]: [`WorkerProcess`], `wasmgear worker` (or another long-running
 //!   command) as the real binary.
+//! - [`metrics`]: a worker's `/metrics`, parsed as Prometheus parses it.
 //! - [`cli`]: the `wasmgear` binary run to completion ([`wasmgear`]) and its output.
 //! - [`wait`]: bounded polling, [`eventually`] and [`eventually_sync`].
 
@@ -31,6 +32,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod gearmand;
+pub mod metrics;
 pub mod plugins;
 pub mod ports;
 pub mod process;

@@ -14,12 +14,16 @@ use std::time::{Duration, Instant};
 pub use wasmgear_worker::READY_LINE;
 
 use crate::cli::command;
+use crate::metrics;
 use crate::process::ProcessGroup;
 
 /// How long a worker process may take to start serving: it compiles every plugin first
 /// (a JavaScript component takes seconds alone), on a machine other tests keep busy. A
 /// bound for a hung worker, not a speed claim.
 pub const WORKER_START: Duration = Duration::from_secs(120);
+
+/// What precedes the metrics address in the line a worker logs when it binds it.
+const METRICS_FIELD: &str = "metrics=http://";
 
 /// How often a wait here looks again.
 const POLL: Duration = Duration::from_millis(20);
@@ -102,6 +106,27 @@ impl WorkerProcess {
         }
     }
 
+    /// The address (`HOST:PORT`) it serves `/metrics`, `/healthz` and `/readyz` on: a
+    /// worker started with [`WorkerProcessBuilder::metrics`] logs it (the field `metrics`
+    /// of the line it logs when it binds the port, before it serves).
+    pub fn metrics_address(&self) -> String {
+        let log = self.log();
+        log.split(METRICS_FIELD)
+            .nth(1)
+            .and_then(|rest| rest.split("/metrics").next())
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                panic!("the worker names no metrics address (start it with .metrics()):\n{log}")
+            })
+    }
+
+    /// The sum of its samples of `metric` with (at least) `labels`, scraped now: what it
+    /// has done (`wasmgear_jobs_started_total`, `wasmgear_jobs_finished_total` with its
+    /// `state` and `error_class`...). 0 for a counter that has not moved.
+    pub fn metric(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
+        metrics::sum(&metrics::scrape(&self.metrics_address()), metric, labels)
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -147,6 +172,12 @@ impl WorkerProcessBuilder {
     /// Serves the plugins in `dir` (`--plugins DIR`).
     pub fn plugins(self, dir: &Path) -> Self {
         self.args(&["--plugins", dir.to_str().expect("a UTF-8 path")])
+    }
+
+    /// Serves metrics and health checks on a free loopback port (`--metrics 127.0.0.1:0`),
+    /// for [`WorkerProcess::metric`] and [`WorkerProcess::metrics_address`].
+    pub fn metrics(self) -> Self {
+        self.args(&["--metrics", "127.0.0.1:0"])
     }
 
     /// More command-line options of `wasmgear worker`, as they are (`--concurrency 8`,
