@@ -1,11 +1,19 @@
-//! Cancellation: waiting jobs at once, running jobs cooperatively or, failing that, hard.
+//! Cancellation: waiting jobs at once, running jobs cooperatively or, failing that, hard;
+//! a cancel heard after the lease and before the start wins (the job never starts).
 
 use std::time::{Duration, Instant};
 
-use wasmgear_client::{CancelOutcome, EnqueueOptions, JobState};
+use wasmgear_client::{CancelOutcome, EnqueueOptions, JobState, WorkerQueue};
+use wasmgear_proto::{JobId, LeaseRequest};
 use wasmgear_runtime::{Limits, RuntimeConfig};
+use wasmgear_worker::WorkerConfig;
 
-use wasmgear_testkit::{TestRedis, TestWorker, TestWorkerOptions, eventually, function};
+use crate::support::jobs::long_job;
+use wasmgear_testkit::{
+    TestRedis, TestWorker, TestWorkerOptions, eventually, function, plugin_dir,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
 
 /// A worker whose cancel grace period is `grace`.
 async fn worker_with_grace(redis: &TestRedis, plugins: &[&str], grace: Duration) -> TestWorker {
@@ -176,4 +184,143 @@ async fn a_job_past_its_timeout_is_stopped() {
     assert_eq!(status.record.attempt, 2);
     assert_eq!(status.record.error.unwrap().class, "timed-out");
     worker.stop().await;
+}
+
+/// The real queue, with its leases held (not given to the worker) until the test lets them
+/// go: the time between a lease and the job's start, stretched.
+struct HeldLeases {
+    queue: WorkerQueue,
+    leased: tokio::sync::mpsc::UnboundedSender<Vec<JobId>>,
+    go: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl wasmgear_worker::JobSource for HeldLeases {
+    async fn lease(
+        &self,
+        requests: &[LeaseRequest],
+        max: usize,
+        ttl: Duration,
+    ) -> Result<Vec<wasmgear_proto::Lease>, wasmgear_worker::SourceError> {
+        let leases = self.queue.lease(requests, max, ttl).await?;
+        if !leases.is_empty() {
+            let _ = self
+                .leased
+                .send(leases.iter().map(|l| l.info.id.clone()).collect());
+            self.go.acquire().await?.forget();
+        }
+        Ok(leases)
+    }
+    async fn wait_for_work(&self, timeout: Duration) {
+        self.queue.wait_for_work(timeout).await
+    }
+    async fn heartbeat(
+        &self,
+        lease: &wasmgear_proto::Lease,
+        ttl: Duration,
+    ) -> Result<wasmgear_proto::LeaseStatus, wasmgear_worker::SourceError> {
+        Ok(self.queue.heartbeat(lease, ttl).await?)
+    }
+    fn cancel_requests(&self) -> tokio::sync::broadcast::Receiver<wasmgear_proto::CancelRequest> {
+        self.queue.cancel_requests()
+    }
+    fn cancel_heard(&self, lease: &wasmgear_proto::Lease) -> bool {
+        self.queue.cancel_heard(lease)
+    }
+    async fn progress(
+        &self,
+        lease: &wasmgear_proto::Lease,
+        progress: &wasmgear_proto::Progress,
+    ) -> Result<bool, wasmgear_worker::SourceError> {
+        Ok(self.queue.progress(lease, progress).await?)
+    }
+    async fn complete(
+        &self,
+        lease: &wasmgear_proto::Lease,
+        output: &[u8],
+        notes: &wasmgear_proto::AttemptNotes,
+    ) -> Result<wasmgear_proto::Completion, wasmgear_worker::SourceError> {
+        Ok(self.queue.complete(lease, output, notes).await?)
+    }
+    async fn fail(
+        &self,
+        lease: &wasmgear_proto::Lease,
+        failure: &wasmgear_proto::JobFailure,
+        notes: &wasmgear_proto::AttemptNotes,
+    ) -> Result<wasmgear_proto::Completion, wasmgear_worker::SourceError> {
+        Ok(self.queue.fail(lease, failure, notes).await?)
+    }
+    fn worker_id(&self) -> &str {
+        self.queue.worker_id()
+    }
+    async fn serve(
+        &self,
+        functions: &[wasmgear_proto::FunctionName],
+    ) -> Result<(), wasmgear_worker::SourceError> {
+        Ok(self.queue.listen(functions).await?)
+    }
+    async fn release(
+        &self,
+        lease: &wasmgear_proto::Lease,
+    ) -> Result<wasmgear_proto::Completion, wasmgear_worker::SourceError> {
+        Ok(self.queue.release(lease).await?)
+    }
+}
+
+/// A job whose cancel the worker heard after leasing it and before starting it never
+/// starts: it ends cancelled "before it started", its plugin never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_heard_before_a_job_starts_wins() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let hostile = function("hostile");
+    let queue = WorkerQueue::connect(&redis.url(), "held").await.unwrap();
+    let mut cancels = queue.cancel_requests();
+    let (leased_tx, mut leased) = tokio::sync::mpsc::unbounded_channel();
+    let go = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let source = HeldLeases {
+        queue,
+        leased: leased_tx,
+        go: go.clone(),
+    };
+    let dir = plugin_dir(&["hostile"]);
+    let worker = wasmgear_worker::WorkerBuilder::new(dir.path())
+        .config(WorkerConfig {
+            concurrency: 1,
+            ..WorkerConfig::default()
+        })
+        .load()
+        .unwrap()
+        .with_source(source);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
+    let id = client
+        .enqueue(&hostile, b"sleep 3600", &long_job())
+        .await
+        .unwrap();
+    let held = tokio::time::timeout(WAIT, leased.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held, std::slice::from_ref(&id));
+    // Cancelled while the lease is held: the worker hears it before the job starts.
+    client.cancel(&id).await.unwrap();
+    loop {
+        let request = tokio::time::timeout(WAIT, cancels.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if request.job == id {
+            break;
+        }
+    }
+    // The lease goes on to the worker.
+    go.add_permits(1);
+    let status = client.wait(&id, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(status.record.state, JobState::Cancelled);
+    let error = status.record.error.unwrap();
+    assert_eq!(error.message, "cancelled before it started", "{error:?}");
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
 }

@@ -76,7 +76,7 @@ async fn jobs_of_many_functions_run_on_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uniq_keys_coalesce_on_a_cluster() {
     let cluster = TestCluster::start();
-    crate::features::check_uniq_coalescing(&cluster.url()).await;
+    crate::job_options::check_uniq_coalescing(&cluster.url()).await;
 }
 
 /// Dependencies across functions on a cluster: fetch, build and ship live in different slots
@@ -84,7 +84,7 @@ async fn uniq_keys_coalesce_on_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_across_functions_work_on_a_cluster() {
     let cluster = TestCluster::start();
-    crate::features::check_dependencies(&cluster.url()).await;
+    crate::job_options::check_dependencies(&cluster.url()).await;
 }
 
 /// `bytes` (a component) with a custom section of `extra` bytes appended: still the same

@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use wasmgear_client::EnqueueOptions;
 
-use crate::http::{Server, TOKEN};
+use crate::http_api::{Server, TOKEN};
 use crate::support::browser::Browser;
 use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually, function};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wasmgear_client::EnqueueOptions;
 
-use crate::http::{Answer, Server, TOKEN, answer, request, send_raw};
+use crate::http_api::{Answer, Server, TOKEN, answer, request, send_raw};
 use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, function, plugin_dir};
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));

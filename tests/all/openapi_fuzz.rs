@@ -10,7 +10,7 @@
 
 use std::process::Command;
 
-use crate::http::{Server, TOKEN};
+use crate::http_api::{Server, TOKEN};
 use crate::support::clients;
 use wasmgear_testkit::TestRedis;
 

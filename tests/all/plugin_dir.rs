@@ -1,9 +1,12 @@
-//! Loading the plugin directory: what is served, and clear errors for what cannot be.
+//! Loading the plugin directory: what is served, and clear errors for what cannot be (also
+//! to whoever waits for a job of a plugin no worker could load).
+
+use std::time::Duration;
 
 use wasmgear_runtime::{Limits, Runtime, RuntimeConfig};
 use wasmgear_worker::plugins::{PluginRegistry, RegistryError};
 
-use wasmgear_testkit::{artifact, plugin_dir, stderr, stdout, wasmgear};
+use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, plugin_dir, stderr, stdout, wasmgear};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -138,4 +141,55 @@ fn a_component_whose_memory_starts_over_the_limit_is_refused_clearly() {
             stderr(&out)
         );
     }
+}
+
+/// A job whose plugin no live worker can load: `status` and `enqueue --wait` say that no
+/// worker serves its function, and what the workers report about the plugin file.
+#[test]
+fn jobs_nobody_serves_say_so() {
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let dir = plugin_dir(&["echo"]);
+    // Half a component: refused at load.
+    let echo = std::fs::read(dir.path().join("echo.wasm")).unwrap();
+    std::fs::write(dir.path().join("broken.wasm"), &echo[..echo.len() / 2]).unwrap();
+    let worker = WorkerProcess::builder(&url)
+        .plugins(dir.path())
+        .args(&["--no-watch"])
+        .start();
+    wasmgear_testkit::eventually_sync(Duration::from_secs(60), "the worker list", || {
+        wasmgear_testkit::stdout(&wasmgear(&["workers", "--redis", &url], &[])).contains("echo")
+    });
+    let enqueued = wasmgear(&["enqueue", "broken", "x", "--redis", &url], &[]);
+    assert_eq!(
+        enqueued.status.code(),
+        Some(0),
+        "{}",
+        wasmgear_testkit::stderr(&enqueued)
+    );
+    let id = wasmgear_testkit::stdout(&enqueued).trim().to_string();
+    let status = wasmgear_testkit::stdout(&wasmgear(&["status", &id, "--redis", &url], &[]));
+    assert!(status.contains("no live worker serves broken"), "{status}");
+    assert!(status.contains("broken.wasm"), "{status}");
+    let waited = wasmgear(
+        &[
+            "enqueue",
+            "broken",
+            "y",
+            "--wait",
+            "--wait-timeout",
+            "3s",
+            "--redis",
+            &url,
+        ],
+        &[],
+    );
+    assert_eq!(waited.status.code(), Some(4), "gave up waiting");
+    let said = wasmgear_testkit::stderr(&waited);
+    assert!(said.contains("no live worker serves broken"), "{said}");
+    assert!(said.contains("broken.wasm"), "{said}");
+    // A served function's status says nothing of the kind.
+    let served = wasmgear(&["enqueue", "echo", "z", "--wait", "--redis", &url], &[]);
+    assert!(!wasmgear_testkit::stderr(&served).contains("no live worker"));
+    drop(worker);
 }

@@ -1,313 +1,19 @@
-//! Hardening (issue 14): every deadline holds whatever a job is doing, nothing a plugin
-//! sends grows without bound, and no script leaves the queue half-changed.
+//! The queue stays whole whatever the calls: an enqueue adds all or nothing, entries left
+//! without a job are cleaned up, `retry` keeps a job's dependencies, delay and attempts (also
+//! after its dependency is gone), a lease that ran out unconfirmed gives its attempt back, a
+//! cancel asked for wins, a finished dependency is kept until its dependent is told, no lease
+//! loses a job whatever it asks for, and every check that can refuse a call runs before its
+//! first write.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use wasmgear_client::{Client, EnqueueOptions, JobState, JobStatus, Setting};
-use wasmgear_proto::{ErrorClass, JobId, LeaseRequest, LeaseStatus};
-use wasmgear_runtime::{Limits, RuntimeConfig};
-use wasmgear_worker::WorkerConfig;
+use wasmgear_client::{EnqueueOptions, JobState, Setting};
+use wasmgear_proto::{ErrorClass, LeaseRequest};
 
-use crate::features::Hand;
-use wasmgear_testkit::proxy::Proxy;
-use wasmgear_testkit::{
-    TestRedis, TestWorker, TestWorkerOptions, WorkerProcess, eventually, function, plugin_dir,
-    wasmgear,
-};
-
-/// A worker whose jobs get `grace` to stop after a cancel, and `shutdown_grace` to finish
-/// on shutdown.
-fn options(grace: Duration, shutdown_grace: Duration) -> TestWorkerOptions {
-    TestWorkerOptions {
-        runtime: RuntimeConfig {
-            max_instances: 8,
-            limits: Limits {
-                cancel_grace: grace,
-                ..Limits::default()
-            },
-            fuel: false,
-            cache: None,
-        },
-        config: WorkerConfig {
-            concurrency: 4,
-            shutdown_grace,
-            ..WorkerConfig::default()
-        },
-        ..TestWorkerOptions::default()
-    }
-}
-
-fn once(timeout: Duration) -> EnqueueOptions {
-    EnqueueOptions {
-        max_attempts: Some(1),
-        timeout: Some(timeout),
-        ..EnqueueOptions::default()
-    }
-}
-
-/// A job asleep inside a host call (a `wasi:io` poll on a timer, never reaching an epoch
-/// check) ends by its timeout, is stopped by a cancel after the grace period, and does not
-/// hold up shutdown.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_blocked_in_a_host_call_meets_every_deadline() {
-    let redis = TestRedis::start();
-    let worker = TestWorker::start_with(
-        &redis,
-        &["hostile"],
-        options(Duration::from_millis(300), Duration::from_millis(500)),
-    )
-    .await;
-    let client = redis.client().await;
-    let hostile = function("hostile");
-
-    // The timeout.
-    let started = Instant::now();
-    let id = client
-        .enqueue(&hostile, b"sleep 3600", &once(Duration::from_secs(1)))
-        .await
-        .unwrap();
-    let status = ended(&client, &id).await;
-    assert_eq!(status.record.state, JobState::Failed);
-    let error = status.record.error.unwrap();
-    assert_eq!(error.class, "timed-out", "{}", error.message);
-    assert!(started.elapsed() < Duration::from_secs(30));
-
-    // A cancel.
-    let id = client
-        .enqueue(&hostile, b"sleep 3600", &once(Duration::from_secs(3600)))
-        .await
-        .unwrap();
-    running(&client, &id).await;
-    client.cancel(&id).await.unwrap();
-    let status = ended(&client, &id).await;
-    assert_eq!(status.record.state, JobState::Cancelled);
-
-    // Shutdown: the grace period ends, the job is cancelled and handed back, the worker
-    // returns (TestWorker::stop fails the test if it takes a minute).
-    let id = client
-        .enqueue(&hostile, b"sleep 3600", &once(Duration::from_secs(3600)))
-        .await
-        .unwrap();
-    running(&client, &id).await;
-    let stopping = Instant::now();
-    worker.stop().await;
-    assert!(
-        stopping.elapsed() < Duration::from_secs(20),
-        "shutdown took {:?}",
-        stopping.elapsed()
-    );
-    assert_eq!(
-        client.status(&id).await.unwrap().record.state,
-        JobState::Queued,
-        "the job is handed back"
-    );
-}
-
-/// A job waiting for an HTTP response that never comes ends by its timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_waiting_on_a_silent_server_ends_by_its_timeout() {
-    let redis = TestRedis::start();
-    // A server that accepts connections and never answers.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
-    let _held = std::thread::spawn(move || {
-        let mut open = Vec::new();
-        for stream in silent.incoming().take(4) {
-            open.push(stream);
-        }
-    });
-    let dir = plugin_dir(&["hostile"]);
-    std::fs::write(
-        dir.path().join("hostile.toml"),
-        format!("[http]\nallow = [\"127.0.0.1:{port}\"]\n"),
-    )
-    .unwrap();
-    let worker = TestWorker::start_on(
-        &redis.url(),
-        dir,
-        options(Duration::from_millis(300), Duration::from_secs(5)),
-    )
-    .await;
-    let client = redis.client().await;
-    let input = format!("http 127.0.0.1:{port}/never");
-    let id = client
-        .enqueue(
-            &function("hostile"),
-            input.as_bytes(),
-            &once(Duration::from_secs(1)),
-        )
-        .await
-        .unwrap();
-    let status = ended(&client, &id).await;
-    assert_eq!(status.record.state, JobState::Failed);
-    assert_eq!(status.record.error.unwrap().class, "timed-out");
-    worker.stop().await;
-}
-
-/// Whatever a guest sends is capped before it reaches Redis: a 32 MiB retry message is cut
-/// to 16 KiB with a marker, a 4 KiB progress message to 1 KiB, and the job's record stays
-/// quick to read.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guest_messages_are_capped_with_a_marker() {
-    let redis = TestRedis::start();
-    let worker = TestWorker::start(&redis, &["hostile"]).await;
-    let client = redis.client().await;
-    let hostile = function("hostile");
-    let retried = EnqueueOptions {
-        max_attempts: Some(2),
-        ..EnqueueOptions::default()
-    };
-    let id = client
-        .enqueue(&hostile, format!("retry {}", 32 << 20).as_bytes(), &retried)
-        .await
-        .unwrap();
-    let status = ended(&client, &id).await;
-    assert_eq!(status.record.state, JobState::Failed);
-    assert_eq!(status.record.attempt, 2);
-    let message = status.record.error.unwrap().message;
-    assert!(message.len() <= 16 * 1024, "{} bytes", message.len());
-    assert!(message.starts_with("EEEE"), "{}", &message[..40]);
-    assert!(
-        message.ends_with(" bytes cut]"),
-        "{}",
-        &message[message.len() - 40..]
-    );
-    for attempt in &status.record.history {
-        let kept = attempt.message.as_deref().unwrap_or_default();
-        assert!(
-            kept.len() <= 16 * 1024,
-            "history holds {} bytes",
-            kept.len()
-        );
-    }
-    let mut conn = redis.raw().await;
-    let raw: String = redis::cmd("HGET")
-        .arg("wg:{hostile}:jobs")
-        .arg(id.seq)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(
-        raw.len() < 64 * 1024,
-        "the record holds {} bytes",
-        raw.len()
-    );
-
-    // A progress count past 2^53 and a long message: stored exactly and cut.
-    let huge = u64::MAX - 1;
-    let id = client
-        .enqueue(&hostile, format!("progress {huge}").as_bytes(), &retried)
-        .await
-        .unwrap();
-    let mut seen = None;
-    let status = client
-        .wait(&id, Some(Duration::from_secs(30)), |p| {
-            seen = Some(p.clone())
-        })
-        .await
-        .unwrap();
-    assert_eq!(status.record.state, JobState::Succeeded);
-    let progress = status.record.progress.expect("the last progress is kept");
-    assert_eq!((progress.done, progress.total), (huge, huge));
-    assert!(progress.message.unwrap().len() <= 1024);
-    if let Some(seen) = seen {
-        assert_eq!(
-            seen.done, huge,
-            "the progress event carries the exact count"
-        );
-    }
-    worker.stop().await;
-}
-
-/// A trap's error holds the reason and the guest's wasm frames, not the host's Rust
-/// backtrace.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trap_error_holds_the_guest_frames_only() {
-    let redis = TestRedis::start();
-    let worker = TestWorker::start(&redis, &["hostile"]).await;
-    let client = redis.client().await;
-    let id = client
-        .enqueue(
-            &function("hostile"),
-            b"divide",
-            &once(Duration::from_secs(30)),
-        )
-        .await
-        .unwrap();
-    let status = ended(&client, &id).await;
-    let error = status.record.error.unwrap();
-    assert_eq!(error.class, "trap");
-    assert!(error.message.starts_with("wasm trap"), "{}", error.message);
-    assert!(
-        error.message.contains("wasm backtrace"),
-        "{}",
-        error.message
-    );
-    assert!(error.message.contains("hostile.wasm!"), "{}", error.message);
-    // The guest's own words (its panic message) are in the job's log.
-    let log = client.logs(&id).await.unwrap();
-    assert!(log.contains("divide by zero"), "{log}");
-    for host_internal in ["Stack backtrace", "wasmtime_internal", "tokio::"] {
-        assert!(
-            !error.message.contains(host_internal),
-            "{host_internal} in {}",
-            error.message
-        );
-    }
-    assert!(error.message.len() < 16 * 1024);
-    worker.stop().await;
-}
-
-/// A job whose plugin no live worker can load: `status` and `enqueue --wait` say that no
-/// worker serves its function, and what the workers report about the plugin file.
-#[test]
-fn jobs_nobody_serves_say_so() {
-    let redis = TestRedis::start();
-    let url = redis.url();
-    let dir = plugin_dir(&["echo"]);
-    // Half a component: refused at load.
-    let echo = std::fs::read(dir.path().join("echo.wasm")).unwrap();
-    std::fs::write(dir.path().join("broken.wasm"), &echo[..echo.len() / 2]).unwrap();
-    let worker = WorkerProcess::builder(&url)
-        .plugins(dir.path())
-        .args(&["--no-watch"])
-        .start();
-    wasmgear_testkit::eventually_sync(Duration::from_secs(60), "the worker list", || {
-        wasmgear_testkit::stdout(&wasmgear(&["workers", "--redis", &url], &[])).contains("echo")
-    });
-    let enqueued = wasmgear(&["enqueue", "broken", "x", "--redis", &url], &[]);
-    assert_eq!(
-        enqueued.status.code(),
-        Some(0),
-        "{}",
-        wasmgear_testkit::stderr(&enqueued)
-    );
-    let id = wasmgear_testkit::stdout(&enqueued).trim().to_string();
-    let status = wasmgear_testkit::stdout(&wasmgear(&["status", &id, "--redis", &url], &[]));
-    assert!(status.contains("no live worker serves broken"), "{status}");
-    assert!(status.contains("broken.wasm"), "{status}");
-    let waited = wasmgear(
-        &[
-            "enqueue",
-            "broken",
-            "y",
-            "--wait",
-            "--wait-timeout",
-            "3s",
-            "--redis",
-            &url,
-        ],
-        &[],
-    );
-    assert_eq!(waited.status.code(), Some(4), "gave up waiting");
-    let said = wasmgear_testkit::stderr(&waited);
-    assert!(said.contains("no live worker serves broken"), "{said}");
-    assert!(said.contains("broken.wasm"), "{said}");
-    // A served function's status says nothing of the kind.
-    let served = wasmgear(&["enqueue", "echo", "z", "--wait", "--redis", &url], &[]);
-    assert!(!wasmgear_testkit::stderr(&served).contains("no live worker"));
-    drop(worker);
-}
+use crate::support::hand::Hand;
+use crate::support::jobs::{once, plain_jobs};
+use crate::support::library::Library;
+use wasmgear_testkit::{TestRedis, eventually, function};
 
 /// The call from the issue: with one finished job kept, enqueueing a tagged job, a job
 /// after a job of another function and a uniq job after a finished job of this function
@@ -853,203 +559,280 @@ async fn a_dependency_is_kept_until_its_dependent_is_told() {
     .await;
 }
 
-/// An enqueue whose reply is lost (the script ran, the connection dropped before the answer
-/// came back) is sent again with the same call id and answered from what the first one did:
-/// one job, not two.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_enqueue_whose_reply_is_lost_is_applied_once() {
-    let redis = TestRedis::start();
-    let proxy = Proxy::start(redis.port()).await;
-    let client = wasmgear_client::Client::connect(&proxy.url())
-        .await
-        .unwrap();
-    let f = function("replayed");
-    let first = client
-        .enqueue(&f, b"a", &EnqueueOptions::default())
-        .await
-        .unwrap();
-    proxy.lose_next_reply();
-    let second = client
-        .enqueue(&f, b"b", &EnqueueOptions::default())
-        .await
-        .unwrap();
-    assert!(
-        proxy.reply_lost(),
-        "the reply to the second enqueue was thrown away"
-    );
-    assert_eq!((first.seq, second.seq), (1, 2));
-    let mut conn = redis.raw().await;
-    let jobs: u64 = redis::cmd("HLEN")
-        .arg("wg:{replayed}:jobs")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(jobs, 2, "the enqueue was applied twice");
-}
+const WAIT: Duration = Duration::from_secs(30);
 
-/// A lease whose reply is lost is sent again with the same call id and gets the leases the
-/// first call made: the job is not left leased to nobody, and its attempt is the first.
+/// A lease that runs out unconfirmed (the worker never had the job) gives its attempt back
+/// every time: a job with one attempt is never failed by such leases, however many.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_whose_reply_is_lost_is_replayed() {
+async fn a_job_is_never_failed_by_leases_that_ran_out_unconfirmed() {
     let redis = TestRedis::start();
-    let proxy = Proxy::start(redis.port()).await;
+    let f = function("unconfirmed");
+    let library = Library::new(redis.raw().await, &f);
     let client = redis.client().await;
-    let f = function("replayed");
-    let queue = wasmgear_client::WorkerQueue::connect(&proxy.url(), "cut-worker")
-        .await
-        .unwrap();
-    // Load the script first, so that the reply lost is the one of a lease that ran.
-    assert!(
-        queue
-            .lease(&[LeaseRequest::new(f.clone())], 1, Duration::from_secs(30))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let id = client
-        .enqueue(&f, b"x", &once(Duration::from_secs(30)))
-        .await
-        .unwrap();
-    proxy.lose_next_reply();
-    let leases = queue
-        .lease(&[LeaseRequest::new(f.clone())], 1, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(proxy.reply_lost(), "the reply to the lease was thrown away");
-    assert_eq!(leases.len(), 1, "the lease made by the lost call came back");
-    assert_eq!(leases[0].info.id, id);
-    assert_eq!(leases[0].info.attempt, 1);
-    let record = client.status(&id).await.unwrap().record;
-    assert_eq!(record.state, JobState::Running);
-    assert_eq!(record.worker.as_deref(), Some("cut-worker"));
-    let beat = queue
-        .heartbeat(&leases[0], Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(
-        beat,
-        LeaseStatus::Held,
-        "the replayed lease is the one Redis holds"
-    );
-}
-
-/// A completion that also leases the next job, whose reply is lost, is sent again and
-/// answered as the first time: the job is reported accepted (not refused as stale), and the
-/// next job comes back with the lease the lost call made, which Redis holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_completion_whose_reply_is_lost_is_answered_the_same() {
-    let redis = TestRedis::start();
-    let proxy = Proxy::start(redis.port()).await;
-    let client = redis.client().await;
-    let f = function("completed-twice");
-    let queue = wasmgear_client::WorkerQueue::connect(&proxy.url(), "cut-worker")
-        .await
-        .unwrap();
-    // Listening to nothing: no pub/sub message can be the reply the proxy loses, and no
-    // other function may have work.
-    queue.listen(&[]).await.unwrap();
-    let ttl = Duration::from_secs(30);
-    let first = client.enqueue(&f, b"1", &once(ttl)).await.unwrap();
-    let second = client.enqueue(&f, b"2", &once(ttl)).await.unwrap();
-    let leases = queue
-        .lease(&[LeaseRequest::new(f.clone())], 1, ttl)
-        .await
-        .unwrap();
-    assert_eq!(leases.len(), 1);
-    assert_eq!(leases[0].info.id, first);
-    proxy.lose_next_reply();
-    let (completion, next) = queue
-        .complete_and_lease(
-            &leases[0],
-            b"out",
-            &Default::default(),
-            &LeaseRequest::new(f.clone()),
-            ttl,
-        )
-        .await
-        .unwrap();
-    assert!(
-        proxy.reply_lost(),
-        "the reply to the completion was thrown away"
-    );
-    assert_eq!(
-        completion,
-        wasmgear_proto::Completion::Accepted(JobState::Succeeded)
-    );
-    let done = client.status(&first).await.unwrap();
-    assert_eq!(done.record.state, JobState::Succeeded);
-    assert_eq!(done.output.as_deref(), Some(&b"out"[..]));
-    assert_eq!(done.record.history.len(), 1, "completed once");
-    assert_eq!(next.len(), 1, "the job leased by the lost call came back");
-    let next = &next[0];
-    assert_eq!(next.info.id, second);
-    assert_eq!(next.input, b"2");
-    assert_eq!(next.info.attempt, 1);
-    assert_eq!(
-        queue.heartbeat(next, ttl).await.unwrap(),
-        LeaseStatus::Held,
-        "the replayed lease is the one Redis holds"
-    );
-    // The first job's report sent again (under a new call id) is answered as the first was,
-    // its output kept.
-    assert_eq!(
-        queue
-            .complete(&leases[0], b"again", &Default::default())
-            .await
-            .unwrap(),
-        wasmgear_proto::Completion::Accepted(JobState::Succeeded)
-    );
-    let done = client.status(&first).await.unwrap();
-    assert_eq!(done.output.as_deref(), Some(&b"out"[..]));
-    assert_eq!(done.record.history.len(), 1, "completed once");
-}
-
-/// What Redis keeps to answer an `enqueue` sent again is forgotten once the client has the
-/// reply (its next call on the function says so): a steady producer leaves one entry, not
-/// one per call for ten minutes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replies_kept_for_calls_sent_again_are_forgotten_once_answered() {
-    let redis = TestRedis::start();
-    let client = redis.client().await;
-    let f = function("producer");
-    for _ in 0..5 {
-        let batch: Vec<(&[u8], EnqueueOptions)> = (0..10)
-            .map(|_| (&b"x"[..], EnqueueOptions::default()))
-            .collect();
-        client.enqueue_many(&f, &batch).await.unwrap();
+    let options = EnqueueOptions {
+        max_attempts: Some(1),
+        ..EnqueueOptions::default()
+    };
+    let id = client.enqueue(&f, b"x", &options).await.unwrap();
+    for round in 0..4 {
+        // A lease of 50 ms that nobody confirms: leased again once it has run out.
+        let call = format!("w/{round}");
+        eventually(WAIT, "the job to be leased again", || async {
+            let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
+                .ok("lease", &["w", &call, "1", "50", "1000", "3"])
+                .await;
+            (!leases.is_empty()).then_some(())
+        })
+        .await;
+        let state = client.status(&id).await.unwrap().record.state;
+        assert_eq!(state, JobState::Running, "round {round}");
     }
-    let mut conn = redis.raw().await;
-    let keys = wasmgear_proto::keys::FunctionKeys::new(&f);
-    let kept: u64 = redis::cmd("HLEN")
-        .arg(keys.calls())
-        .query_async(&mut conn)
+    let record = library.record(id.seq).await.unwrap();
+    assert_eq!(record["attempt"], 1, "{record}");
+    assert_eq!(record["given_back"], 3, "{record}");
+}
+
+/// A lease asks for at most MAX_CONCURRENCY jobs (more is refused, changing nothing); a
+/// lease of that many reads every job before it leaves the ready set, and every job is in
+/// exactly one set afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lease_loses_jobs_whatever_it_asks_for() {
+    let redis = TestRedis::start();
+    let f = function("many");
+    let library = Library::new(redis.raw().await, &f);
+    let client = redis.client().await;
+    let jobs = 3000;
+    let inputs: Vec<(&[u8], EnqueueOptions)> = (0..jobs)
+        .map(|_| (&b"x"[..], EnqueueOptions::default()))
+        .collect();
+    client.enqueue_many(&f, &inputs).await.unwrap();
+    let before = library.dump().await;
+    let refused = library
+        .call::<redis::Value>("lease", &["w", "w/big", "9000", "30000", "1000", "3"])
         .await
-        .unwrap();
-    let expiring: u64 = redis::cmd("ZCARD")
-        .arg(keys.calls_expiry())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("BADARGS"), "{refused}");
     assert_eq!(
-        (kept, expiring),
-        (1, 1),
-        "only the last call's reply is kept"
+        library.dump().await,
+        before,
+        "a refused lease changed something"
     );
-    assert_eq!(client.queue(&f).await.unwrap().queued, 50);
+    let most = wasmgear_proto::limits::MAX_CONCURRENCY.to_string();
+    let (leases, ..): (Vec<Vec<u8>>, i64, i64, redis::Value, String) = library
+        .ok("lease", &["w", "w/most", &most, "30000", "1000", "3"])
+        .await;
+    assert_eq!(
+        leases.len() as u64,
+        2 * wasmgear_proto::limits::MAX_CONCURRENCY
+    );
+    let ready = library.members("ready").await;
+    let leased = library.members("leased").await;
+    assert_eq!(ready.len() + leased.len(), jobs);
+    let all: std::collections::HashSet<&String> = ready.iter().chain(&leased).collect();
+    assert_eq!(all.len(), jobs, "a job is in two sets");
 }
 
-/// The status of job `id` once it ended (a minute at most).
-async fn ended(client: &Client, id: &JobId) -> JobStatus {
-    client
-        .wait(id, Some(Duration::from_secs(60)), |_| {})
+/// Every number a call takes is checked before its first write: values `tonumber` lets
+/// through (`inf`, `nan`, `1e999`, `0x10`, ` 7`, `1.5`) and values out of range are refused
+/// with an error naming them, and the queue is left exactly as it was, in every function
+/// that takes numbers. (A batch whose last job is bad writes none of the jobs before it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refused_call_changes_nothing() {
+    let redis = TestRedis::start();
+    let f = function("checked");
+    let library = Library::new(redis.raw().await, &f);
+    let client = redis.client().await;
+    // Some state to leave alone: a queued job, a running one (its token), a failed one.
+    client.enqueue_many(&f, &plain_jobs(b"q", 3)).await.unwrap();
+    let (number, token) = library
+        .lease_rows(&["w", "w/1", "1", "30000", "1000", "3"])
         .await
-        .unwrap_or_else(|e| panic!("{id} did not end: {e}"))
+        .remove(0);
+    const BAD: &[&str] = &[
+        "inf",
+        "-inf",
+        "nan",
+        "1e999",
+        "0x10",
+        " 7",
+        "1.5",
+        "",
+        "99999999999999999999",
+    ];
+    let mut refused: Vec<(String, Vec<String>)> = Vec::new();
+    let numeric_options = [
+        "priority",
+        "attempts",
+        "timeout",
+        "retention",
+        "failed_retention",
+        "delay",
+        "at",
+        "tick",
+    ];
+    for option in numeric_options {
+        for bad in BAD {
+            let mut args: Vec<String> = ["1", "call", "bad-call", "5"].map(String::from).to_vec();
+            // Jobs that write before the bad one would in a call that checked late.
+            for job in [
+                vec!["1", "uniq", "u1", "in"],
+                vec!["1", "tag", "t1", "in"],
+                vec!["1", "once", "o1", "in"],
+                vec!["0", "in"],
+            ] {
+                args.extend(job.into_iter().map(String::from));
+            }
+            let mut job: Vec<String> = vec!["1".into(), option.into(), bad.to_string()];
+            if option == "tick" {
+                job = vec![
+                    "2".into(),
+                    "schedule".into(),
+                    "s".into(),
+                    option.into(),
+                    bad.to_string(),
+                ];
+            }
+            args.extend(job);
+            args.push("in".into());
+            refused.push(("enqueue".into(), args));
+        }
+    }
+    let calls: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "enqueue",
+            vec!["1", "call", "c", "1", "1", "priority", "1001", "x"],
+        ),
+        ("enqueue", vec!["1", "call", "c", "1", "1", "uniq", "", "x"]),
+        ("lease", vec!["w", "w/2", "0x10", "30000", "1000", "3"]),
+        ("lease", vec!["w", "w/2", "1", "inf", "1000", "3"]),
+        ("lease", vec!["w", "w/2", "1", "30000", "nan", "3"]),
+        ("lease", vec!["w", "w/2", "1", "30000", "1000", "1e999"]),
+        (
+            "lease",
+            vec![
+                "w", "w/2", "1", "30000", "1000", "3", "ch", "inf", "1", "", "0",
+            ],
+        ),
+        ("complete", vec!["1", "lease", "inf", "0"]),
+        (
+            "complete",
+            vec![
+                "5", "call", "c", "lease", "1", "worker", "w", "ttl", "nan", "timeout", "1", "0",
+            ],
+        ),
+        ("complete", vec!["0", "1", "x1", "tok", "", "", ""]),
+        (
+            "fail",
+            vec![&number, &token, "trap", "boom", "1", "inf", "", ""],
+        ),
+        (
+            "fail",
+            vec![&number, &token, "trap", "boom", "2", "10", "", ""],
+        ),
+        ("heartbeat", vec![&number, &token, "1e999"]),
+        ("progress", vec![&number, &token, "1.5", "10", ""]),
+        ("priority", vec!["2", "nan"]),
+        ("priority", vec!["2", "5000"]),
+        ("configure", vec!["concurrency", "abc"]),
+        ("configure", vec!["concurrency", "inf"]),
+        ("configure", vec!["no_such_setting", "1"]),
+        ("configure", vec!["paused", "yes"]),
+        ("retry", vec!["group", "trap", "inf"]),
+        ("recheck", vec!["1e999"]),
+        ("resolve", vec!["2", "other:1", "bogus"]),
+        ("link", vec!["2", "not-an-id"]),
+        ("adopt", vec!["2", "not-an-id"]),
+    ];
+    for (name, args) in calls {
+        refused.push((name.into(), args.into_iter().map(String::from).collect()));
+    }
+    // A job with the most tags refuses one more.
+    let tags: Vec<String> = (0..wasmgear_proto::limits::MAX_TAGS)
+        .map(|i| format!("t{i}"))
+        .collect();
+    let mut add = vec!["2".to_string(), "add".into()];
+    add.extend(tags.iter().cloned());
+    let _: Vec<String> = library
+        .ok("tag", &add.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    refused.push((
+        "tag".into(),
+        vec!["2".into(), "add".into(), "one-more".into()],
+    ));
+    let before = library.dump().await;
+    for (name, args) in &refused {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let error = library
+            .call::<redis::Value>(name, &args)
+            .await
+            .expect_err(&format!("{name} {args:?} was not refused"));
+        assert!(
+            matches!(error.code(), Some("BADARGS" | "BADJOB")),
+            "{name} {args:?}: {error}"
+        );
+        assert_eq!(
+            library.dump().await,
+            before,
+            "{name} {args:?} was refused ({error}) but changed the queue"
+        );
+    }
 }
 
-/// Returns once job `id` is running (half a minute at most).
-async fn running(client: &Client, id: &JobId) {
-    eventually(Duration::from_secs(30), "the job to start", || async {
-        (client.status(id).await.unwrap().record.state == JobState::Running).then_some(())
-    })
-    .await;
+/// A job handed back unrun (a stopping worker) keeps the time it was first leased: when it
+/// later fails, `retry` runs it again even after its dependency is gone (it has been leased,
+/// so its dependencies had succeeded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_handed_back_can_be_retried_after_its_dependency_is_gone() {
+    let redis = TestRedis::start();
+    let f = function("handback");
+    let library = Library::new(redis.raw().await, &f);
+    let client = redis.client().await;
+    client
+        .configure(&f, &[wasmgear_client::Setting::KeepFinished(Some(1))])
+        .await
+        .unwrap();
+    let dependency = client
+        .enqueue(&f, b"d", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let lease_one = |call: &'static str| {
+        let library = library.clone();
+        async move {
+            library
+                .lease_rows(&["w", call, "1", "30000", "1000", "3"])
+                .await
+                .remove(0)
+        }
+    };
+    let (d, d_token) = lease_one("w/1").await;
+    let _: redis::Value = library
+        .ok("complete", &["0", "1", &d, &d_token, "", "", ""])
+        .await;
+    let options = EnqueueOptions {
+        after: vec![dependency.clone()],
+        max_attempts: Some(1),
+        ..EnqueueOptions::default()
+    };
+    let job = client.enqueue(&f, b"j", &options).await.unwrap();
+    let (j, j_token) = lease_one("w/2").await;
+    let _: (i64, String, redis::Value) = library.ok("release", &[&j, &j_token]).await;
+    let (j2, j2_token) = lease_one("w/3").await;
+    assert_eq!(j2, j);
+    let _: (i64, String, redis::Value) = library
+        .ok("fail", &[&j, &j2_token, "trap", "boom", "0", "0", "", ""])
+        .await;
+    // The dependency is forgotten (one finished job kept): the next call's housekeeping.
+    client
+        .enqueue(&function("other"), b"x", &EnqueueOptions::default())
+        .await
+        .unwrap();
+    let _: redis::Value = library
+        .ok("lease", &["w", "w/4", "1", "30000", "1000", "3"])
+        .await;
+    assert_eq!(library.state(dependency.seq).await, "missing");
+    client.retry(&job).await.unwrap();
+    assert_eq!(
+        client.status(&job).await.unwrap().record.state,
+        JobState::Queued
+    );
 }

@@ -1,7 +1,13 @@
-//! End to end through the real `wasmgear` binary: worker process, enqueue, status.
+//! Jobs through the real `wasmgear` binary against a real worker process: `enqueue` (input
+//! from an argument, stdin, a file or JSON; `--wait` with its progress; `--at`), `status`,
+//! `wait`, `events`, `cancel`, `bulk` and `logs`, and the clear errors of bad input or of no
+//! Redis.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use wasmgear_testkit::process::ProcessGroup;
 use wasmgear_testkit::{
     TestRedis, WorkerProcess, eventually_sync, plugin_dir, stderr, stdout, wasmgear,
     wasmgear_with_stdin,
@@ -207,125 +213,6 @@ fn no_redis_is_a_clear_error() {
     );
 }
 
-/// A worker on a missing plugin directory, or on an empty one it does not watch (nothing
-/// could ever serve), exits with an error naming it.
-#[test]
-fn a_worker_without_plugins_exits_with_a_clear_error() {
-    let redis = TestRedis::start();
-    let url = redis.url();
-    let empty = tempfile::tempdir().unwrap();
-    let missing = empty.path().join("missing");
-    for (dir, extra, expected) in [
-        (empty.path(), "--no-watch", "no usable plugin in"),
-        (missing.as_path(), "", "cannot read the plugin directory"),
-    ] {
-        let mut args = vec!["worker", "--plugins", dir.to_str().unwrap()];
-        args.extend([extra].into_iter().filter(|a| !a.is_empty()));
-        let out = wasmgear(&args, &[("WASMGEAR_REDIS_URL", url.as_str())]);
-        assert_eq!(out.status.code(), Some(1));
-        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
-    }
-}
-
-/// Without a Redis URL the worker runs a private redis-server, the CLI finds it through
-/// WASMGEAR_HOME, and SIGTERM stops both cleanly.
-#[test]
-fn the_worker_embeds_redis_when_no_url_is_given() {
-    let home = tempfile::tempdir().unwrap();
-    let home_str = home.path().to_str().unwrap();
-    let plugins = plugin_dir(&["echo"]);
-    let env = [("WASMGEAR_HOME", home_str)];
-    let mut worker = WorkerProcess::embedded(home.path())
-        .plugins(plugins.path())
-        .start();
-    // Where the embedded Redis listens is what the worker tells its operator: the line is
-    // the behaviour under test (the worker has printed it before it serves).
-    assert!(
-        worker
-            .log()
-            .contains("started an embedded Redis at redis://127.0.0.1:"),
-        "{}",
-        worker.log()
-    );
-    let url_file = home.path().join("redis.url");
-    assert!(url_file.exists());
-
-    let out = wasmgear(&["enqueue", "echo", "embedded", "--wait"], &env);
-    assert_eq!(stdout(&out), "embedded", "{}", stderr(&out));
-
-    // The embedded Redis goes down: the worker starts it again, and jobs run on.
-    let url = std::fs::read_to_string(&url_file).unwrap();
-    let port = url.trim().rsplit(':').next().unwrap().to_string();
-    let shutdown = std::process::Command::new("redis-cli")
-        .args(["-p", &port, "SHUTDOWN", "NOSAVE"])
-        .output()
-        .expect("run redis-cli");
-    assert!(!String::from_utf8_lossy(&shutdown.stdout).contains("ERR"));
-    eventually_sync(
-        Duration::from_secs(30),
-        "the embedded Redis to answer again",
-        || {
-            let ping = std::process::Command::new("redis-cli")
-                .args(["-p", &port, "PING"])
-                .output()
-                .expect("run redis-cli");
-            String::from_utf8_lossy(&ping.stdout).trim() == "PONG"
-        },
-    );
-    // The worker tells its operator it restarted Redis (it logs so once the server
-    // answers): that warning is behaviour under test.
-    eventually_sync(Duration::from_secs(10), "the restart's warning", || {
-        worker
-            .log()
-            .contains("the embedded Redis had died and was restarted")
-    });
-    let out = wasmgear(&["enqueue", "echo", "again", "--wait"], &env);
-    assert_eq!(stdout(&out), "again", "{}", stderr(&out));
-
-    worker.signal("TERM");
-    assert_eq!(
-        worker.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        worker.log()
-    );
-    assert!(!url_file.exists(), "the URL file must go with the server");
-    let url =
-        std::fs::read_to_string(home.path().join("redis").join("redis.log")).unwrap_or_default();
-    assert!(
-        url.contains("ready to exit") || url.contains("Redis is now ready to exit"),
-        "redis did not shut down cleanly:\n{url}"
-    );
-}
-
-/// SIGTERM stops leasing, lets the running job finish within the grace period, and exits 0.
-#[test]
-fn sigterm_lets_the_running_job_finish() {
-    let redis = TestRedis::start();
-    let plugins = plugin_dir(&["count"]);
-    let mut worker = WorkerProcess::builder(&redis.url())
-        .plugins(plugins.path())
-        .args(&["--shutdown-grace", "30s"])
-        .start();
-    let url = redis.url();
-    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let id = stdout(&wasmgear(&["enqueue", "count", "10 100"], &env))
-        .trim()
-        .to_string();
-    eventually_sync(Duration::from_secs(20), "the job to run", || {
-        stdout(&wasmgear(&["status", &id], &env)).contains("state     running")
-    });
-    worker.signal("TERM");
-    assert_eq!(
-        worker.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        worker.log()
-    );
-    let text = stdout(&wasmgear(&["status", &id], &env));
-    assert!(text.contains("state     succeeded"), "{text}");
-}
-
 /// `wasmgear cancel` cancels a waiting job; a finished one is reported as such (exit 1).
 #[test]
 fn cancel_stops_a_waiting_job() {
@@ -346,50 +233,6 @@ fn cancel_stops_a_waiting_job() {
         "{}",
         stderr(&again)
     );
-}
-
-/// A worker killed with SIGKILL mid-job loses its lease; another worker reclaims the job
-/// and completes it, and the history shows both attempts.
-#[test]
-fn a_job_of_a_killed_worker_is_completed_by_another() {
-    let redis = TestRedis::start();
-    let plugins = plugin_dir(&["count"]);
-    let url = redis.url();
-    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let mut first = WorkerProcess::builder(&redis.url())
-        .plugins(plugins.path())
-        .args(&["--lease-ttl", "1s"])
-        .start();
-    let id = stdout(&wasmgear(&["enqueue", "count", "20 100"], &env))
-        .trim()
-        .to_string();
-    eventually_sync(Duration::from_secs(20), "progress", || {
-        stdout(&wasmgear(&["status", &id], &env)).contains("progress  ")
-    });
-    first.signal("KILL");
-    assert!(first.wait_exit(Duration::from_secs(10)).is_some());
-
-    let _second = WorkerProcess::builder(&redis.url())
-        .plugins(plugins.path())
-        .args(&["--lease-ttl", "1s"])
-        .start();
-    let out = wasmgear(&["enqueue", "count", "1 1", "--wait"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    eventually_sync(
-        Duration::from_secs(30),
-        "the reclaimed job to finish",
-        || stdout(&wasmgear(&["status", &id], &env)).contains("state     succeeded"),
-    );
-    let json: serde_json::Value =
-        serde_json::from_slice(&wasmgear(&["status", &id, "--json"], &env).stdout).unwrap();
-    assert_eq!(json["attempt"], 2);
-    let outcomes: Vec<&str> = json["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["lease-lost", "succeeded"]);
 }
 
 /// `wasmgear bulk` enqueues JSON lines in order and prints their ids; one bad line fails
@@ -491,26 +334,126 @@ fn logs_prints_the_job_log() {
     assert!(stderr(&missing).contains("no job count:9"));
 }
 
-/// A plugin dropped into a running worker's directory serves its new function: the worker
-/// subscribes to it and joins its roll call.
+/// `wait` follows several jobs: plain progress lines when stderr is not a terminal, one
+/// result line each, or their statuses as JSON; the exit code is the worst outcome.
 #[test]
-fn a_new_plugin_file_serves_a_new_function() {
+fn wait_follows_several_jobs() {
     let redis = TestRedis::start();
-    let plugins = plugin_dir(&["echo"]);
-    let _worker = WorkerProcess::builder(&redis.url())
-        .plugins(plugins.path())
-        .start();
+    let plugins = plugin_dir(&["count", "fail"]);
     let url = redis.url();
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
     let env = [("WASMGEAR_REDIS_URL", url.as_str())];
-    let temp = plugins.path().join(".reverse.tmp");
-    std::fs::copy(wasmgear_testkit::artifact("reverse"), &temp).unwrap();
-    std::fs::rename(&temp, plugins.path().join("reverse.wasm")).unwrap();
-    eventually_sync(Duration::from_secs(20), "the roll call of reverse", || {
-        stdout(&wasmgear(&["workers"], &env)).contains("serves reverse (plugin")
-    });
-    let out = wasmgear(
-        &["enqueue", "reverse", "new", "--require-worker", "--wait"],
-        &env,
+    let run = |args: &[&str]| wasmgear(args, &env);
+    let a = stdout(&run(&["enqueue", "count", "3 20"]))
+        .trim()
+        .to_string();
+    let b = stdout(&run(&["enqueue", "count", "2 20"]))
+        .trim()
+        .to_string();
+    let out = run(&["wait", &a, &b]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{a} progress 3/3 step 3 of 3")),
+        "{}",
+        stderr(&out)
     );
-    assert_eq!(stdout(&out), "wen", "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("{a} succeeded")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains(&format!("{b} succeeded")),
+        "{}",
+        stdout(&out)
+    );
+
+    let c = stdout(&run(&["enqueue", "fail", "boom", "--attempts", "1"]))
+        .trim()
+        .to_string();
+    let out = run(&["wait", &a, &c, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let statuses: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(statuses[0]["id"], a.as_str());
+    assert_eq!(statuses[0]["state"], "succeeded");
+    assert_eq!(statuses[0]["output"], "counted to 3");
+    assert_eq!(statuses[0]["output_base64"], "Y291bnRlZCB0byAz");
+    assert_eq!(statuses[1]["state"], "failed");
+    assert_eq!(statuses[1]["error"]["class"], "guest-error");
+    // A job that does not exist is reported at once, not after a timeout.
+    let out = run(&["wait", &a, "count:77"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(stderr(&out).contains("no job count:77"), "{}", stderr(&out));
+}
+
+/// `events` follows the stream live, one function's or every function's.
+#[test]
+fn events_follow_the_stream() {
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["echo", "count"]);
+    let url = redis.url();
+    let _worker = WorkerProcess::builder(&url).plugins(plugins.path()).start();
+    for (args, json_lines, job) in [
+        (vec!["events", "echo", "--json"], true, ["echo", "ping"]),
+        (vec!["events"], false, ["count", "3 10"]),
+    ] {
+        // Killed when dropped, also when an assertion below fails.
+        let mut events = ProcessGroup::spawn(
+            Command::new(wasmgear_testkit::bin())
+                .args(&args)
+                .env("WASMGEAR_REDIS_URL", &url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap();
+        let child = events.child();
+        let mut ready = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        // `events` says it follows, on purpose, once it has subscribed: its readiness.
+        ready.read_line(&mut line).unwrap();
+        assert!(line.contains("following the events"), "{line}");
+        let out = wasmgear(
+            &["enqueue", job[0], job[1], "--wait"],
+            &[("WASMGEAR_REDIS_URL", &url)],
+        );
+        assert_eq!(out.status.code(), Some(0));
+        let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        while !seen.iter().any(|l: &String| l.contains("finish")) {
+            let line = lines_rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no finish event; saw {seen:?}"));
+            seen.push(line);
+        }
+        drop(events);
+        if json_lines {
+            let events: Vec<serde_json::Value> = seen
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let kinds: Vec<&str> = events
+                .iter()
+                .map(|e| e["event"].as_str().unwrap())
+                .collect();
+            assert_eq!(kinds, ["create", "start", "finish"], "{seen:?}");
+            assert_eq!(events[2]["state"], "succeeded");
+        } else {
+            assert!(seen[0].starts_with("create"), "{seen:?}");
+            assert!(seen.last().unwrap().contains("succeeded"), "{seen:?}");
+            // Progress shows the counts the job reported (sent as decimal strings).
+            assert!(
+                seen.iter()
+                    .any(|l| l.starts_with("progress") && l.contains(" 3/3")),
+                "{seen:?}"
+            );
+        }
+    }
 }
