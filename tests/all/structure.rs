@@ -131,29 +131,59 @@ fn the_testkit_is_a_dev_dependency_only() {
 
 /// The producer's client starts no process: the private `redis-server` the worker embeds
 /// and the tests start is `wasmgear-redis-server`'s, which the client does not pull in.
+/// The `.rs` files under `dir` (from the repository's root), its subdirectories' too;
+/// build output (`target/`) left out.
+fn rust_files(dir: &str) -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    let mut dirs = vec![root.join(dir)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if path.is_dir() {
+                if entry.file_name() != "target" {
+                    dirs.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// No file does five jobs: none of the library crates' or the binary's sources is over
+/// 800 lines (split a bigger one by role, as `worker_queue/` and `ui/` are).
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let files: Vec<_> = ["crates", "host/src"]
+        .into_iter()
+        .flat_map(rust_files)
+        .collect();
+    assert!(files.len() > 50, "found only {files:?}");
+    let long: Vec<(usize, &std::path::PathBuf)> = files
+        .iter()
+        .map(|path| (std::fs::read_to_string(path).unwrap().lines().count(), path))
+        .filter(|(lines, _)| *lines > 800)
+        .collect();
+    assert!(long.is_empty(), "files over 800 lines: {long:?}");
+}
+
 #[test]
 fn the_client_starts_no_redis_server() {
     assert_free_of(
         "wasmgear-client",
         &["wasmgear-redis-server", "wasmgear-testkit", "tempfile"],
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/client/src");
-    let mut spawning = Vec::new();
-    let mut dirs = vec![dir];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs")
-                && std::fs::read_to_string(&path)
-                    .unwrap()
-                    .contains("std::process")
-            {
-                spawning.push(path);
-            }
-        }
-    }
+    let spawning: Vec<_> = rust_files("crates/client/src")
+        .into_iter()
+        .filter(|path| {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .contains("std::process")
+        })
+        .collect();
     assert!(
         spawning.is_empty(),
         "the client spawns processes in {spawning:?}"
