@@ -11,6 +11,7 @@ mod cli_conventions;
 mod cli_jobs;
 mod cluster;
 mod dashboard;
+mod dependencies;
 mod deploy;
 mod gearman;
 mod hand_offs;

@@ -17,6 +17,8 @@ local MAX_CHILDREN = 10000
 local MAX_HISTORY = 100
 local MAX_PROGRESS_MESSAGE_BYTES = 1024
 local CLOCK_SKEW_MS = 1000
+local MAX_OUTCOMES = 1000
+local MAX_OUTPUT_PIECE = 1048576
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -2779,6 +2781,95 @@ return reply
 
 end, flags = { 'no-writes' } }
 
+local function keys_outcomes(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_outcomes', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_outcomes)
+local reply = (function()
+-- outcomes: how jobs of this function stand, for a dependent reading its dependencies
+-- (`wasmgear:job/dependencies`): each one's state, the size of its output and its error,
+-- without the outputs themselves (`output` reads those a piece at a time), so that a job
+-- with many dependencies reads only what it asks for.
+--
+-- KEYS: jobs output stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  n: how many jobs, 1..MAX_OUTCOMES
+-- ARGV[3..2+n]  their numbers
+--
+-- Returns: n entries {state, output_bytes, error}, in the order asked: state `missing` for a
+--          job not kept (never made, or forgotten after its retention); output_bytes 0 unless
+--          it succeeded with its output kept; error the message it failed or was cancelled
+--          with, or false.
+
+local n = whole(ARGV[2], 1, MAX_OUTCOMES)
+if not n or #ARGV ~= 2 + n then
+  return redis.error_reply('BADARGS outcomes: give a count of 1..' .. MAX_OUTCOMES .. ' and as many job numbers')
+end
+local numbers = {}
+for i = 1, n do
+  local number = ARGV[2 + i]
+  if not job_number(number) then
+    return redis.error_reply('BADARGS outcomes: ' .. tostring(number) .. ' is not a job number')
+  end
+  numbers[i] = number
+end
+
+local records = load_many(numbers)
+local answers = {}
+for i, number in ipairs(numbers) do
+  local record = records[number]
+  if not record then
+    answers[i] = { 'missing', 0, false }
+  else
+    local size = 0
+    if record.state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
+    local message = false
+    if (record.state == 'failed' or record.state == 'cancelled') and type(record.error) == 'table' then
+      message = record.error.message or false
+    end
+    answers[i] = { record.state, size, message }
+  end
+end
+return answers
+
+end)()
+end_call()
+return reply
+
+end, flags = { 'no-writes' } }
+
+local function keys_output(keys) return { output = keys[1], stats = keys[2], events = keys[3] } end
+redis.register_function{ function_name = 'wg2_output', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_output)
+local reply = (function()
+-- output: a piece of a succeeded job's output, for a dependent that reads its dependencies'
+-- outputs a piece at a time (the whole of one may be larger than the dependent wants to
+-- hold at once).
+--
+-- KEYS: output stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  offset: the first byte wanted (0-based)
+-- ARGV[4]  most: how many bytes at most, 1..MAX_OUTPUT_PIECE
+--
+-- Returns: the bytes from `offset` (empty past the end), or false when no output of the job
+--          is kept (it has not succeeded, or it was forgotten).
+
+local number = ARGV[2]
+local offset = whole(ARGV[3])
+local most = whole(ARGV[4], 1, MAX_OUTPUT_PIECE)
+if not job_number(number) or not offset or not most then
+  return redis.error_reply('BADARGS output: give a job number, an offset and a size of 1..' .. MAX_OUTPUT_PIECE)
+end
+local output = redis.call('HGET', K.output, number)
+if not output then return false end
+return string.sub(output, offset + 1, offset + most)
+
+end)()
+end_call()
+return reply
+
+end, flags = { 'no-writes' } }
+
 redis.register_function{ function_name = 'wg2_advertise', callback = function(KEYS, ARGV)
 -- advertise: put a worker in the worker list (or take it out), and forget dead workers.
 --
@@ -3667,4 +3758,4 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '6bed6605aaa71bd1af09b784e011b0bdacd0ead4' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '49adbca12fa277f366fec9a9edf6cb00d18e2cc2' end, flags = { 'no-writes' } }

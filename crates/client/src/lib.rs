@@ -13,6 +13,7 @@ pub mod admin;
 pub mod children;
 pub mod client;
 pub mod connection;
+pub mod dependencies;
 pub mod deploy;
 mod handoff;
 mod links;

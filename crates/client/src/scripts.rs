@@ -96,6 +96,8 @@ functions! {
     CONFIGURE = "configure", Some(&[Stats, Config, Events, Work]), false;
     PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events]), false;
     GET = "get", Some(&[Jobs, Output, Stats, Events]), true;
+    OUTCOMES = "outcomes", Some(&[Jobs, Output, Stats, Events]), true;
+    OUTPUT = "output", Some(&[Output, Stats, Events]), true;
     ADVERTISE = "advertise", None, false;
     ROLLCALL = "rollcall", None, false;
     WORKERS = "workers", None, true;

@@ -51,6 +51,14 @@ pub const MAX_DEPENDENCIES: u64 = 100;
 /// The longest uniq key, tag, `once` key or child key, in bytes.
 pub const MAX_KEY_BYTES: u64 = 200;
 
+/// The most jobs one `outcomes` call reports on (a dependent reads its dependencies' states
+/// a page at a time).
+pub const MAX_OUTCOMES: u64 = 1000;
+
+/// The most bytes of a job's output one `output` call reads (a dependent reads its
+/// dependencies' outputs a piece at a time).
+pub const MAX_OUTPUT_PIECE: u64 = 1024 * 1024;
+
 /// The most attempts a job may be given.
 pub const MAX_ATTEMPTS: u64 = 1000;
 
@@ -183,6 +191,8 @@ pub fn lua_constants() -> String {
         ("MAX_HISTORY", MAX_HISTORY),
         ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),
         ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
+        ("MAX_OUTCOMES", MAX_OUTCOMES),
+        ("MAX_OUTPUT_PIECE", MAX_OUTPUT_PIECE),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),

@@ -1,0 +1,110 @@
+//! A job's dependencies as its handler reads them: the jobs of its `after` list in order,
+//! how each stands (without its output), and their outputs a piece at a time.
+
+use wasmgear_client::{EnqueueOptions, JobState};
+use wasmgear_proto::{ErrorClass, JobId};
+use wasmgear_testkit::{TestRedis, function};
+
+use crate::support::hand::Hand;
+
+/// Dependencies in two functions, one succeeded, one failed, one never made: the list keeps
+/// the `after` order, the outcomes name each one's state, output size and error, and the
+/// output reads in pieces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_reads_how_its_dependencies_stand_and_their_outputs_in_pieces() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let hand = Hand::connect(&redis.url(), "hand").await;
+    let (fetch, parse, join) = (function("fetch"), function("parse"), function("join"));
+    let plain = EnqueueOptions::default;
+    let fetched = client.enqueue(&fetch, b"a", &plain()).await.unwrap();
+    let parsed = client.enqueue(&parse, b"b", &plain()).await.unwrap();
+    let broken = client.enqueue(&parse, b"c", &plain()).await.unwrap();
+    let output: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    hand.succeed(&hand.next(&fetch).await, &output).await;
+    let after = vec![parsed.clone(), fetched.clone(), broken.clone()];
+    let dependent = client
+        .enqueue(
+            &join,
+            b"",
+            &EnqueueOptions {
+                after: after.clone(),
+                ..EnqueueOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    hand.succeed(&hand.next(&parse).await, b"parsed").await;
+    let lease = hand.next(&parse).await;
+    assert_eq!(
+        hand.fail(&lease, ErrorClass::GuestError, false).await,
+        JobState::Failed
+    );
+    assert_eq!(client.dependencies(&dependent).await.unwrap(), after);
+
+    let never: JobId = "fetch:99".parse().unwrap();
+    let asked = [
+        fetched.clone(),
+        never.clone(),
+        parsed.clone(),
+        broken.clone(),
+    ];
+    let outcomes = client.outcomes(&asked).await.unwrap();
+    let seen: Vec<(JobId, Option<JobState>, u64, bool)> = outcomes
+        .iter()
+        .map(|o| (o.id.clone(), o.state, o.output_bytes, o.error.is_some()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (fetched.clone(), Some(JobState::Succeeded), 3000, false),
+            (never, None, 0, false),
+            (parsed.clone(), Some(JobState::Succeeded), 6, false),
+            (broken.clone(), Some(JobState::Failed), 0, true),
+        ]
+    );
+
+    // The output a piece at a time: 1,024 bytes, then the rest, then nothing past its end.
+    let mut read = Vec::new();
+    loop {
+        let piece = client
+            .output_piece(&fetched, read.len() as u64, 1024)
+            .await
+            .unwrap()
+            .expect("a succeeded job's output is kept");
+        if piece.is_empty() {
+            break;
+        }
+        assert!(piece.len() <= 1024);
+        read.extend(piece);
+    }
+    assert_eq!(read, output);
+    assert_eq!(client.output_piece(&broken, 0, 10).await.unwrap(), None);
+    assert_eq!(client.output_piece(&dependent, 0, 10).await.unwrap(), None);
+}
+
+/// Over a thousand dependencies of one function are read in pages of at most a thousand a
+/// call, in the order asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_of_more_jobs_than_one_call_takes_keep_their_order() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("many");
+    let inputs: Vec<Vec<u8>> = (0..1500).map(|i| i.to_string().into_bytes()).collect();
+    let batch: Vec<(&[u8], EnqueueOptions)> = inputs
+        .iter()
+        .map(|input| (input.as_slice(), EnqueueOptions::default()))
+        .collect();
+    let mut ids = client.enqueue_many(&f, &batch).await.unwrap();
+    ids.reverse();
+    let outcomes = client.outcomes(&ids).await.unwrap();
+    assert_eq!(
+        outcomes.iter().map(|o| o.id.clone()).collect::<Vec<_>>(),
+        ids
+    );
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.state == Some(JobState::Queued) && o.output_bytes == 0)
+    );
+}
