@@ -93,6 +93,7 @@ mod io;
 mod job;
 
 pub mod children;
+pub mod dependencies;
 pub use error::JobError;
 pub use host::{Level, cancelled, config, log, progress, progress_msg};
 #[cfg(feature = "json")]
@@ -100,8 +101,8 @@ pub use io::Json;
 pub use io::{FromInput, IntoOutput};
 pub use job::Job;
 
-/// The raw bindings wit-bindgen generates for the `parent` world of `wit/job.wit` (the `job`
-/// world and child jobs).
+/// The raw bindings wit-bindgen generates for the `dependent` world of `wit/job.wit` (the
+/// `job` world, child jobs and dependencies).
 ///
 /// Public only because the macros of this crate expand to paths into it in the plugin's
 /// crate. Not part of the API: use the items at the crate root instead.
@@ -109,7 +110,7 @@ pub use job::Job;
 #[allow(missing_docs)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        world: "parent",
+        world: "dependent",
         path: "../wit",
         // `job!` expands to the generated `export!` in the plugin's crate, not in this one.
         pub_export_macro: true,

@@ -77,7 +77,9 @@ impl wasmtime_wasi::WasiView for Bare {
 }
 
 mod bare_imports {
-    use wasmgear_runtime::bindings::wasmgear::job::{cancel, config, jobs, log, progress, types};
+    use wasmgear_runtime::bindings::wasmgear::job::{
+        cancel, config, dependencies, jobs, log, progress, types,
+    };
 
     impl types::Host for super::Bare {}
     impl progress::Host for super::Bare {
@@ -108,6 +110,18 @@ mod bare_imports {
         }
         async fn wait(&mut self, _: String, _: u64) -> Result<jobs::Outcome, String> {
             Err("not granted".into())
+        }
+    }
+    // Dependencies: none, as for a job run without a queue (echo never asks).
+    impl dependencies::Host for super::Bare {
+        async fn count(&mut self) -> Result<u32, String> {
+            Ok(0)
+        }
+        async fn page(&mut self, _: u32, _: u32) -> Result<Vec<dependencies::Dependency>, String> {
+            Ok(Vec::new())
+        }
+        async fn output(&mut self, position: u32, _: u64, _: u32) -> Result<Vec<u8>, String> {
+            Err(format!("no dependency at position {position}"))
         }
     }
 }

@@ -1,11 +1,15 @@
 //! A job's dependencies as its handler reads them: the jobs of its `after` list in order,
 //! how each stands (without its output), and their outputs a piece at a time.
 
+use std::time::Duration;
+
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_proto::{ErrorClass, JobId};
-use wasmgear_testkit::{TestRedis, function};
+use wasmgear_testkit::{TestRedis, TestWorker, function};
 
 use crate::support::hand::Hand;
+
+const WAIT: Duration = Duration::from_secs(60);
 
 /// Dependencies in two functions, one succeeded, one failed, one never made: the list keeps
 /// the `after` order, the outcomes name each one's state, output size and error, and the
@@ -107,4 +111,44 @@ async fn outcomes_of_more_jobs_than_one_call_takes_keep_their_order() {
             .iter()
             .all(|o| o.state == Some(JobState::Queued) && o.output_bytes == 0)
     );
+}
+
+/// A fan-in run by a real worker: `join`, after three `reverse` jobs, reads their outputs
+/// through `wasmgear:job/dependencies` and writes one per line, in the order of its `after`
+/// list (not the order they were enqueued); an output over the SDK's 1 MiB piece is read
+/// back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_receives_its_dependencies_outputs_in_the_order_of_after() {
+    let redis = TestRedis::start();
+    let worker = TestWorker::start(&redis, &["reverse", "join"]).await;
+    let client = redis.client().await;
+    let (reverse, join) = (function("reverse"), function("join"));
+    let plain = EnqueueOptions::default;
+    let first = client.enqueue(&reverse, b"abc", &plain()).await.unwrap();
+    let second = client.enqueue(&reverse, b"xyz", &plain()).await.unwrap();
+    // A large output crosses the SDK's piece size: it is read back whole.
+    let big: String = "0123456789".repeat(150_000);
+    let third = client
+        .enqueue(&reverse, big.as_bytes(), &plain())
+        .await
+        .unwrap();
+    let joined = client
+        .enqueue(
+            &join,
+            b"",
+            &EnqueueOptions {
+                after: vec![second.clone(), first.clone(), third.clone()],
+                ..EnqueueOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let status = client.wait(&joined, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(status.record.state, JobState::Succeeded, "{status:?}");
+    let reversed_big: String = big.chars().rev().collect();
+    assert_eq!(
+        status.output.unwrap(),
+        format!("zyx\ncba\n{reversed_big}").into_bytes()
+    );
+    drop(worker);
 }

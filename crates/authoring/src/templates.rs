@@ -40,6 +40,10 @@ const RUST: &[File] = &[
         include_str!("../../../guest-sdk/src/children.rs"),
     ),
     (
+        "wasmgear-guest/src/dependencies.rs",
+        include_str!("../../../guest-sdk/src/dependencies.rs"),
+    ),
+    (
         "wasmgear-guest/src/error.rs",
         include_str!("../../../guest-sdk/src/error.rs"),
     ),
@@ -249,4 +253,28 @@ fn make_executable(path: &Path) -> anyhow::Result<()> {
 #[cfg(not(unix))]
 fn make_executable(_: &Path) -> anyhow::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A Rust project carries every source file of the guest SDK (one left out fails the
+    /// project's build, as `pub mod` names it).
+    #[test]
+    fn a_rust_project_carries_the_whole_guest_sdk() {
+        let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/src");
+        let mut missing = Vec::new();
+        for entry in std::fs::read_dir(&sdk).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let path = format!("wasmgear-guest/src/{name}");
+            match super::RUST.iter().find(|(file, _)| *file == path) {
+                Some((_, text)) => assert_eq!(
+                    *text,
+                    std::fs::read_to_string(sdk.join(&name)).unwrap(),
+                    "{path}"
+                ),
+                None => missing.push(path),
+            }
+        }
+        assert!(missing.is_empty(), "not in the Rust template: {missing:?}");
+    }
 }

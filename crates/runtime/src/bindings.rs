@@ -1,30 +1,34 @@
-//! The one `bindgen!` of `wit/`: Rust types and traits for the `wasmgear:job` worlds (`parent`,
-//! which includes `job`).
+//! The one `bindgen!` of `wit/`: Rust types and traits for the `wasmgear:job` worlds
+//! (`dependent`, which includes `parent`, which includes `job`).
 //!
 //! Imports are plain (synchronous) host functions that only hand data to channels and never
-//! block, but for `jobs` (child jobs), which waits on the queue asynchronously. The export is called asynchronously so that a job waiting on WASI I/O
+//! block, but for `jobs` (child jobs) and `dependencies`, which reach the queue
+//! asynchronously. The export is called asynchronously so that a job waiting on WASI I/O
 //! (a sleep, a socket) yields its thread to other jobs.
 
 // The generated items carry the WIT's own comments, where it has them.
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
-    world: "parent",
+    world: "dependent",
     path: "../../wit",
-    // Enqueueing and waiting for child jobs reach the queue: they are async on the host
-    // (to the guest they still block).
+    // Child jobs and dependencies reach the queue: they are async on the host (to the
+    // guest they still block).
     imports: {
         "wasmgear:job/jobs.enqueue": async,
         "wasmgear:job/jobs.wait": async,
+        "wasmgear:job/dependencies.count": async,
+        "wasmgear:job/dependencies.page": async,
+        "wasmgear:job/dependencies.output": async,
     },
     exports: { default: async },
 });
 
-/// The host's view of a job component: the `parent` world, which includes `job` (a
-/// component built against `job` alone instantiates the same).
-pub use self::Parent as Job;
+/// The host's view of a job component: the `dependent` world, which includes `parent` and
+/// `job` (a component built against either alone instantiates the same).
+pub use self::Dependent as Job;
 /// A job component linked and ready to instantiate.
-pub use self::ParentPre as JobPre;
+pub use self::DependentPre as JobPre;
 
 pub use self::wasmgear::job::types::JobInfo as WitJobInfo;
 pub use exports::wasmgear::job::handler::JobError;

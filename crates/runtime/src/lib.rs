@@ -8,6 +8,7 @@
 //! - [`cancel`]: a request for a running job to stop ([`CancelSignal`]).
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - [`cache`]: compiled components on disk, keyed by content and engine configuration.
+//! - [`dependencies`]: what a running job reads of its dependencies, from the worker.
 //! - `imports`: the host side of each imported WIT interface.
 //! - `http`: outgoing `wasi:http`, gated by the manifest's allow list.
 //! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
@@ -18,6 +19,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod cancel;
+pub mod dependencies;
 pub mod engine;
 mod http;
 mod imports;
@@ -28,6 +30,7 @@ pub mod run;
 
 pub use cache::{CompileCache, CompileSource};
 pub use cancel::{CancelReason, CancelSignal};
+pub use dependencies::{Dependency, DependencyState, JobDependencies};
 pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};

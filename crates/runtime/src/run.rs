@@ -41,6 +41,11 @@ pub trait JobHooks: Send + Sync {
     fn children(&self) -> Option<Arc<dyn ChildJobs>> {
         None
     }
+    /// Where the job's dependencies are read (`wasmgear:job/dependencies`); `None` (the
+    /// default): the job runs with no queue behind it and has no dependencies.
+    fn dependencies(&self) -> Option<Arc<dyn crate::JobDependencies>> {
+        None
+    }
 }
 
 /// A child job to enqueue, as the guest asked for it (its grant and the cap checked).
@@ -148,6 +153,8 @@ pub struct StoreData {
     pub(crate) unkeyed_children: std::collections::HashMap<[u8; 32], u32>,
     pub(crate) child_grants: Arc<Vec<wasmgear_proto::FunctionName>>,
     pub(crate) max_children: u32,
+    /// The queue behind the job's dependencies.
+    pub(crate) dependencies: Option<Arc<dyn crate::JobDependencies>>,
 }
 
 impl WasiHttpView for StoreData {
@@ -200,6 +207,7 @@ impl Runtime {
         let deadline = started + Duration::from_millis(timeout_ms);
         let timing = hooks.clone();
         let children = hooks.children();
+        let dependencies = hooks.dependencies();
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
         let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
@@ -240,6 +248,7 @@ impl Runtime {
             unkeyed_children: std::collections::HashMap::new(),
             child_grants: plugin.child_grants.clone(),
             max_children: plugin.capabilities.max_children,
+            dependencies,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

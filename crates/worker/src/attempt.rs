@@ -26,6 +26,7 @@ pub(crate) struct Reporter {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) function: Arc<metrics::PerFunction>,
     pub(crate) children: Option<Arc<dyn wasmgear_runtime::ChildJobs>>,
+    pub(crate) dependencies: Option<Arc<dyn wasmgear_runtime::JobDependencies>>,
 }
 
 /// The most bytes of one attempt's log kept for the queue.
@@ -50,6 +51,10 @@ impl JobHooks for Reporter {
 
     fn children(&self) -> Option<Arc<dyn wasmgear_runtime::ChildJobs>> {
         self.children.clone()
+    }
+
+    fn dependencies(&self) -> Option<Arc<dyn wasmgear_runtime::JobDependencies>> {
+        self.dependencies.clone()
     }
 
     fn log(&self, level: LogLevel, message: String) {
@@ -262,6 +267,12 @@ impl<S: JobSource> Node<S> {
                             client.clone(),
                             lease.info.id.clone(),
                         )) as Arc<dyn wasmgear_runtime::ChildJobs>
+                    }),
+                    dependencies: self.children.as_ref().map(|client| {
+                        Arc::new(dependencies::Dependencies::new(
+                            client.clone(),
+                            lease.info.id.clone(),
+                        )) as Arc<dyn wasmgear_runtime::JobDependencies>
                     }),
                 });
                 let run =

@@ -12,6 +12,7 @@
 mod attempt;
 pub mod builder;
 mod children;
+mod dependencies;
 pub mod deployed;
 pub mod metrics;
 mod node;

@@ -108,8 +108,9 @@ pub struct Observe {
     pub metrics: Arc<Metrics>,
     /// The address that serves them.
     pub listener: Option<tokio::net::TcpListener>,
-    /// The queue jobs' children go to (`wasmgear:job/jobs`); `None`: a job that enqueues a
-    /// child is told there is no queue.
+    /// The queue jobs' children go to (`wasmgear:job/jobs`) and their dependencies are read
+    /// from (`wasmgear:job/dependencies`); `None`: a job that enqueues a child is told there
+    /// is no queue, and a job has no dependencies.
     pub children: Option<wasmgear_client::Client>,
 }
 

@@ -2,6 +2,7 @@
 
 mod cancel;
 mod config;
+mod dependencies;
 mod jobs;
 mod log;
 mod progress;

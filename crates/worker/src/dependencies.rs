@@ -1,0 +1,108 @@
+//! The queue behind a running job's dependencies (`wasmgear:job/dependencies`): the runtime
+//! bounds each read, this reads wasmgear's own queue. The job's `after` list is read once, at
+//! the first call; a job of another protocol (no record in wasmgear's queue) has none.
+
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+use wasmgear_client::{Client, JobState, QueueError};
+use wasmgear_proto::JobId;
+use wasmgear_runtime::{ChildFuture, Dependency, DependencyState, JobDependencies};
+
+/// The dependencies of one running job.
+#[derive(Clone)]
+pub(crate) struct Dependencies(Arc<Inner>);
+
+struct Inner {
+    client: Client,
+    job: JobId,
+    after: OnceCell<Vec<JobId>>,
+}
+
+impl Dependencies {
+    pub(crate) fn new(client: Client, job: JobId) -> Self {
+        Dependencies(Arc::new(Inner {
+            client,
+            job,
+            after: OnceCell::new(),
+        }))
+    }
+}
+
+impl Inner {
+    /// The job's `after` list, read at the first call.
+    async fn after(&self) -> Result<&[JobId], String> {
+        self.after
+            .get_or_try_init(|| async {
+                match self.client.dependencies(&self.job).await {
+                    Ok(after) => Ok(after),
+                    Err(QueueError::NoSuchJob(_)) => Ok(Vec::new()),
+                    Err(error) => Err(format!("cannot read the job's dependencies: {error}")),
+                }
+            })
+            .await
+            .map(Vec::as_slice)
+    }
+}
+
+impl JobDependencies for Dependencies {
+    fn count(&self) -> ChildFuture<Result<u32, String>> {
+        let inner = self.0.clone();
+        Box::pin(async move {
+            let after = inner.after().await?;
+            Ok(u32::try_from(after.len()).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn page(&self, start: u32, max: u32) -> ChildFuture<Result<Vec<Dependency>, String>> {
+        let inner = self.0.clone();
+        Box::pin(async move {
+            let after = inner.after().await?;
+            let start = (start as usize).min(after.len());
+            let end = start.saturating_add(max as usize).min(after.len());
+            let outcomes = inner
+                .client
+                .outcomes(&after[start..end])
+                .await
+                .map_err(|e| format!("cannot read the dependencies: {e}"))?;
+            Ok(outcomes
+                .into_iter()
+                .map(|o| Dependency {
+                    id: o.id.to_string(),
+                    function: o.id.function.to_string(),
+                    state: match o.state {
+                        Some(JobState::Succeeded) => DependencyState::Succeeded,
+                        Some(JobState::Failed) => DependencyState::Failed,
+                        Some(JobState::Cancelled) => DependencyState::Cancelled,
+                        Some(_) => DependencyState::Unfinished,
+                        None => DependencyState::Missing,
+                    },
+                    output_size: o.output_bytes,
+                    error: o.error,
+                })
+                .collect())
+        })
+    }
+
+    fn output(&self, position: u32, offset: u64, max: u32) -> ChildFuture<Result<Vec<u8>, String>> {
+        let inner = self.0.clone();
+        Box::pin(async move {
+            let after = inner.after().await?;
+            let Some(id) = after.get(position as usize) else {
+                return Err(format!(
+                    "the job has {} dependencies: none at position {position} (they count from 0)",
+                    after.len()
+                ));
+            };
+            match inner.client.output_piece(id, offset, u64::from(max)).await {
+                Ok(Some(piece)) => Ok(piece),
+                Ok(None) => Err(format!(
+                    "dependency {id} has no output kept: it has not succeeded, or it was forgotten after its retention"
+                )),
+                Err(error) => Err(format!(
+                    "cannot read the output of dependency {id}: {error}"
+                )),
+            }
+        })
+    }
+}
