@@ -21,12 +21,13 @@ exception's text, and its traceback goes to the job's log.
 While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
 it has been `cancelled`, read the settings its manifest grants (`config`), and enqueue child
 jobs and wait for them (`enqueue`, `wait`: built against the `parent` world, which includes
-`job`, and granted by the manifest). `json_input`
+`job`, and granted by the manifest), and read the jobs it waited for (`dependencies`: built
+against the `dependent` world, which includes `parent`). `json_input`
 and `json_output` read and write JSON.
 
 `@wasmgear.job` defines the class `Handler` in the decorated function's module: that is the
 export componentize-py looks for, so build with that module as the app
-(`componentize-py -d wit -w parent componentize app -o plugin.wasm`). A module may use
+(`componentize-py -d wit -w dependent componentize app -o plugin.wasm`). A module may use
 `@wasmgear.job` only once: a component exports exactly one handler.
 
 Outside a component (plain `python3`, for unit tests) the module imports as well: `progress`
@@ -53,6 +54,8 @@ __all__ = [
     "ChildOutcome",
     "enqueue",
     "wait",
+    "Dependency",
+    "dependencies",
     "text_input",
     "json_input",
     "json_output",
@@ -230,13 +233,13 @@ class ChildOutcome:
 
 def _jobs():
     """The `wasmgear:job/jobs` bindings: present in a component built against the `parent`
-    world (`-w parent`, as `build.sh` does)."""
+    world or `dependent`, which includes it (`-w dependent`, as `build.sh` does)."""
     if not IN_COMPONENT:
         raise Fail("child jobs need a worker: this runs outside a component")
     try:
         from wit_world.imports import jobs
     except ImportError:
-        raise Fail("child jobs need the plugin built with `-w parent`") from None
+        raise Fail("child jobs need the plugin built with `-w dependent` (or `-w parent`)") from None
     return jobs
 
 
@@ -372,3 +375,79 @@ def job(handler):
     if module is not None:
         setattr(module, "Handler", Handler)
     return handler
+
+
+def _dependencies():
+    """The `wasmgear:job/dependencies` bindings: present in a component built against the
+    `dependent` world (`-w dependent`, as `build.sh` does)."""
+    if not IN_COMPONENT:
+        raise Fail("dependencies need a worker: this runs outside a component")
+    try:
+        from wit_world.imports import dependencies as deps
+    except ImportError:
+        raise Fail("dependencies need the plugin built with `-w dependent`") from None
+    return deps
+
+
+#: How many dependencies one page holds, and how many bytes of an output one read takes.
+_PAGE = 100
+_PIECE = 1024 * 1024
+
+_STATES = ("succeeded", "failed", "cancelled", "unfinished", "missing")
+
+
+class Dependency:
+    """One job the running job waited for (its `after` list), as `dependencies()` yields it."""
+
+    __slots__ = ("position", "id", "function", "state", "output_size", "error")
+
+    def __init__(self, position, id, function, state, output_size=0, error=None):
+        #: Its place in the job's `after` list, from 0.
+        self.position = position
+        #: Its id, for example `resize:17`.
+        self.id = id
+        #: Its function.
+        self.function = function
+        #: How it stands: "succeeded", "failed", "cancelled", "unfinished" or "missing" (not
+        #: kept: it never existed, or it was forgotten after its retention).
+        self.state = state
+        #: The size of its output in bytes: 0 unless it succeeded.
+        self.output_size = output_size
+        #: The message it failed or was cancelled with, or None.
+        self.error = error
+
+    def output(self):
+        """Its whole output as bytes, read a piece at a time; raises `Retry` when it cannot be
+        read (it has not succeeded, or it was forgotten)."""
+        deps = _dependencies()
+        data = bytearray()
+        while True:
+            try:
+                piece = deps.output(self.position, len(data), _PIECE)
+            except _Err as e:
+                raise Retry(str(e.value)) from None
+            if not piece:
+                return bytes(data)
+            data.extend(piece)
+
+    def __repr__(self):
+        return f"Dependency({self.position}, {self.id!r}, {self.state!r}, output_size={self.output_size})"
+
+
+def dependencies():
+    """Yields the running job's dependencies (`Dependency`) in the order of its `after` list,
+    a page at a time, so a job with thousands of them holds only what it asks for; raises
+    `Retry` when a page cannot be read."""
+    deps = _dependencies()
+    start = 0
+    while True:
+        try:
+            page = deps.page(start, _PAGE)
+        except _Err as e:
+            raise Retry(str(e.value)) from None
+        for offset, d in enumerate(page):
+            state = _STATES[d.state] if isinstance(d.state, int) else d.state.name.lower()
+            yield Dependency(start + offset, d.id, d.function, state, d.output_size, d.error)
+        if len(page) < _PAGE:
+            return
+        start += len(page)

@@ -37,6 +37,6 @@ cp "$here/app.py" "$sdk" "$stage/"
 mkdir -p "$out_dir"
 out="$(cd "$out_dir" && pwd)/$name.wasm"
 # Run from the stage with no virtualenv active, so no site-packages are added to the path.
-(cd "$stage" && env -u VIRTUAL_ENV "$cpy" -d "$wit" -w parent componentize app -p "$stage" -o "$out.tmp")
+(cd "$stage" && env -u VIRTUAL_ENV "$cpy" -d "$wit" -w dependent componentize app -p "$stage" -o "$out.tmp")
 mv "$out.tmp" "$out"
 echo "wrote $out ($(stat -c %s "$out") bytes)" >&2

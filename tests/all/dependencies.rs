@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_proto::{ErrorClass, JobId};
-use wasmgear_testkit::{TestRedis, TestWorker, function};
+use wasmgear_testkit::{TestRedis, TestWorker, WorkerProcess, artifact, function};
 
 use crate::support::hand::Hand;
 
@@ -151,4 +151,67 @@ async fn join_receives_its_dependencies_outputs_in_the_order_of_after() {
         format!("zyx\ncba\n{reversed_big}").into_bytes()
     );
     drop(worker);
+}
+
+/// The Python SDK (`plugins/join-python`, built by `wasmgear new` + `build` against the
+/// `dependent` world): `wasmgear.dependencies()` in the order of `after`, each output whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
+    let redis = TestRedis::start();
+    let work = tempfile::tempdir().unwrap();
+    let project = work.path().join("joinpy");
+    let built = work.path().join("built");
+    let run = |args: &[&str]| wasmgear_testkit::wasmgear(args, &[]);
+    let project_dir = project.to_str().unwrap();
+    let out = run(&["new", "joinpy", "--lang", "python", "--dir", project_dir]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        wasmgear_testkit::stderr(&out)
+    );
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/join-python/app.py");
+    std::fs::copy(app, project.join("app.py")).unwrap();
+    let out = run(&["build", project_dir, "--out", built.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        wasmgear_testkit::stderr(&out)
+    );
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        built.join("joinpy.wasm"),
+        plugins.path().join("joinpy.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(artifact("reverse"), plugins.path().join("reverse.wasm")).unwrap();
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
+
+    let client = redis.client().await;
+    let reverse = function("reverse");
+    let plain = EnqueueOptions::default;
+    let first = client.enqueue(&reverse, b"ab", &plain()).await.unwrap();
+    let second = client.enqueue(&reverse, b"cd", &plain()).await.unwrap();
+    let joined = client
+        .enqueue(
+            &function("joinpy"),
+            b"",
+            &EnqueueOptions {
+                after: vec![second, first],
+                ..EnqueueOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let status = client.wait(&joined, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(
+        status.record.state,
+        JobState::Succeeded,
+        "{:?}",
+        status.record.error
+    );
+    assert_eq!(status.output.as_deref(), Some(&b"dc\nba"[..]));
 }
