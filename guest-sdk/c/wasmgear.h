@@ -527,6 +527,121 @@ static inline wasmgear_child_state wasmgear_wait(const char *id, uint64_t timeou
     return state;
 }
 
+/* ---- dependencies ---------------------------------------------------------------------- */
+
+/* How a dependency stands. */
+typedef enum {
+    WASMGEAR_DEPENDENCY_SUCCEEDED,  /* its output can be read */
+    WASMGEAR_DEPENDENCY_FAILED,     /* `error` says why */
+    WASMGEAR_DEPENDENCY_CANCELLED,
+    WASMGEAR_DEPENDENCY_UNFINISHED, /* it has not ended yet */
+    WASMGEAR_DEPENDENCY_MISSING,    /* not kept: never made, or forgotten after its retention */
+} wasmgear_dependency_state;
+
+/* One job the running job waited for (its `after` list). Its strings are heap blocks:
+ * release them with wasmgear_dependency_free(). */
+typedef struct {
+    uint32_t position; /* its place in the `after` list, from 0 */
+    char *id;          /* for example `resize:17` */
+    char *function;
+    wasmgear_dependency_state state;
+    uint64_t output_size; /* 0 unless it succeeded */
+    char *error;          /* the message it failed or was cancelled with, or NULL */
+} wasmgear_dependency;
+
+static inline void wasmgear_dependency_free(wasmgear_dependency *d) {
+    free(d->id);
+    free(d->function);
+    free(d->error);
+    d->id = d->function = d->error = NULL;
+}
+
+/* A walk over the running job's dependencies in the order of its `after` list, a page at a
+ * time: start it with wasmgear_dependencies_begin(), take each with
+ * wasmgear_dependencies_next(), and end it with wasmgear_dependencies_end(). */
+typedef struct {
+    uint32_t next;
+    wasmgear_job_dependencies_list_dependency_t page;
+    size_t at;
+    bool last;
+} wasmgear_dependencies;
+
+#define WASMGEAR__DEPENDENCY_PAGE 100
+#define WASMGEAR__OUTPUT_PIECE (1024u * 1024u)
+
+static inline void wasmgear_dependencies_begin(wasmgear_dependencies *it) {
+    memset(it, 0, sizeof *it);
+}
+
+static inline void wasmgear_dependencies_end(wasmgear_dependencies *it) {
+    wasmgear_job_dependencies_list_dependency_free(&it->page);
+    memset(it, 0, sizeof *it);
+}
+
+/* The next dependency into `*out` (free it with wasmgear_dependency_free()): 1 when there
+ * was one, 0 at the end, -1 when a page could not be read (`*error`, if not NULL, a heap
+ * string saying why; free it). */
+static inline int wasmgear_dependencies_next(wasmgear_dependencies *it, wasmgear_dependency *out,
+                                             char **error) {
+    if (error) *error = NULL;
+    if (it->at == it->page.len) {
+        if (it->last) return 0;
+        wasmgear_job_dependencies_list_dependency_free(&it->page);
+        it->page.ptr = NULL;
+        it->page.len = 0;
+        it->at = 0;
+        uint32_t start = it->next;
+        job_string_t err = {NULL, 0};
+        if (!wasmgear_job_dependencies_page(start, WASMGEAR__DEPENDENCY_PAGE, &it->page, &err)) {
+            if (error) *error = wasmgear__cstr(&err);
+            job_string_free(&err);
+            it->last = true;
+            return -1;
+        }
+        it->last = it->page.len < WASMGEAR__DEPENDENCY_PAGE;
+        if (it->page.len == 0) return 0;
+    }
+    const wasmgear_job_dependencies_dependency_t *d = &it->page.ptr[it->at];
+    out->position = it->next;
+    out->id = wasmgear__cstr(&d->id);
+    out->function = wasmgear__cstr(&d->function);
+    out->state = (wasmgear_dependency_state)d->state;
+    out->output_size = d->output_size;
+    out->error = d->error.is_some ? wasmgear__cstr(&d->error.val) : NULL;
+    it->at++;
+    it->next++;
+    return 1;
+}
+
+/* The whole output of dependency `d`, read a piece at a time, as a NUL-terminated heap block
+ * the caller must free() (`*len` its length without the NUL); NULL when it cannot be read
+ * (it has not succeeded, or it was forgotten), `*error` (if not NULL) a heap string saying
+ * why. */
+static inline char *wasmgear_dependency_output(const wasmgear_dependency *d, size_t *len,
+                                               char **error) {
+    wasmgear_buf out = {0};
+    if (error) *error = NULL;
+    for (;;) {
+        job_list_u8_t piece = {NULL, 0};
+        job_string_t err = {NULL, 0};
+        if (!wasmgear_job_dependencies_output(d->position, out.len, WASMGEAR__OUTPUT_PIECE, &piece,
+                                              &err)) {
+            if (error) *error = wasmgear__cstr(&err);
+            job_string_free(&err);
+            wasmgear_buf_free(&out);
+            *len = 0;
+            return NULL;
+        }
+        size_t got = piece.len;
+        if (got) wasmgear_buf_append(&out, piece.ptr, got);
+        job_list_u8_free(&piece);
+        if (got == 0) break;
+    }
+    wasmgear_buf_putc(&out, '\0');
+    *len = out.len - 1;
+    return (char *)out.data;
+}
+
 /* Runs one job through `handler` and fills in the export's result (see the ownership
  * notes at the top). */
 static inline bool wasmgear__run(wasmgear_handler handler,

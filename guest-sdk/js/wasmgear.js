@@ -2,7 +2,7 @@
 //
 // A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This ES
 // module turns one plain function into such a component (built with componentize-js against
-// the `parent` world of `wit/job.wit`, which includes `job`):
+// the `dependent` world of `wit/job.wit`, which includes `parent` and `job`):
 //
 //     import { job, log, Fail } from './wasmgear.js';
 //
@@ -36,6 +36,11 @@ import { write } from 'wasmgear:job/log@0.1.0';
 import { cancelled as hostCancelled } from 'wasmgear:job/cancel@0.1.0';
 import { get as hostConfigGet } from 'wasmgear:job/config@0.1.0';
 import { enqueue as hostEnqueue, wait as hostWait } from 'wasmgear:job/jobs@0.1.0';
+import {
+  count as hostDependencyCount,
+  page as hostDependencyPage,
+  output as hostDependencyOutput,
+} from 'wasmgear:job/dependencies@0.1.0';
 
 /** Why a job did not produce an output: throw `Retry` or `Fail`, not this. */
 export class JobError extends Error {
@@ -166,6 +171,82 @@ export function wait(id, timeoutMs = 60000) {
     case 'succeeded': return { state: 'succeeded', output: outcome.val };
     case 'failed': return { state: 'failed', message: outcome.val };
     default: return { state: 'cancelled' };
+  }
+}
+
+// --- dependencies --------------------------------------------------------------------------
+
+// How many dependencies one page holds, and how many bytes of an output one read takes.
+const PAGE = 100;
+const PIECE = 1024 * 1024;
+
+/**
+ * One job the running job waited for (its `after` list), as `dependencies()` yields it:
+ * `position` (from 0), `id`, `function`, `state` ('succeeded', 'failed', 'cancelled',
+ * 'unfinished' or 'missing': not kept), `outputSize` and `error` (or undefined).
+ */
+export class Dependency {
+  constructor(position, found) {
+    this.position = position;
+    this.id = found.id;
+    this.function = found.function;
+    this.state = found.state;
+    this.outputSize = Number(found.outputSize);
+    this.error = found.error;
+  }
+
+  /** Its whole output (a Uint8Array), read a piece at a time; throws `Retry` when it cannot
+   * be read (it has not succeeded, or it was forgotten). */
+  output() {
+    const pieces = [];
+    let read = 0;
+    for (;;) {
+      let piece;
+      try {
+        piece = hostDependencyOutput(this.position, BigInt(read), PIECE);
+      } catch (e) {
+        throw new Retry(hostError(e));
+      }
+      if (piece.length === 0) break;
+      pieces.push(piece);
+      read += piece.length;
+    }
+    const whole = new Uint8Array(read);
+    let at = 0;
+    for (const piece of pieces) {
+      whole.set(piece, at);
+      at += piece.length;
+    }
+    return whole;
+  }
+}
+
+/** How many dependencies the running job has; throws `Retry` when they cannot be read. */
+export function dependencyCount() {
+  try {
+    return hostDependencyCount();
+  } catch (e) {
+    throw new Retry(hostError(e));
+  }
+}
+
+/**
+ * Yields the running job's dependencies (`Dependency`) in the order of its `after` list, a
+ * page at a time, so a job with thousands of them holds only what it asks for; throws
+ * `Retry` when a page cannot be read.
+ */
+export function* dependencies() {
+  let start = 0;
+  for (;;) {
+    let page;
+    try {
+      page = hostDependencyPage(start, PAGE);
+    } catch (e) {
+      throw new Retry(hostError(e));
+    }
+    for (let i = 0; i < page.length; i++) yield new Dependency(start + i, page[i]);
+    if (page.length < PAGE) return;
+    start += page.length;
   }
 }
 

@@ -44,6 +44,6 @@ cp "$here/app.js" "$sdk" "$stage/"
 
 mkdir -p "$out_dir"
 out="$(cd "$out_dir" && pwd)/$name.wasm"
-(cd "$stage" && "$cjs" --wit "$wit" --world-name parent "${disable[@]}" -o "$out.tmp" app.js)
+(cd "$stage" && "$cjs" --wit "$wit" --world-name dependent "${disable[@]}" -o "$out.tmp" app.js)
 mv "$out.tmp" "$out"
 echo "wrote $out ($(stat -c %s "$out") bytes)" >&2

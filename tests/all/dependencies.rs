@@ -153,25 +153,25 @@ async fn join_receives_its_dependencies_outputs_in_the_order_of_after() {
     drop(worker);
 }
 
-/// The Python SDK (`plugins/join-python`, built by `wasmgear new` + `build` against the
-/// `dependent` world): `wasmgear.dependencies()` in the order of `after`, each output whole.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
+/// Builds `app` (the app file of an example under `plugins/`) with `wasmgear new --lang LANG`
+/// and `wasmgear build` as plugin `name`, runs it on a real worker process with `reverse`, and
+/// joins two `reverse` jobs through it: its output is theirs in the order of `after`, one per
+/// line.
+async fn join_through_an_sdk(lang: &str, app: &str, app_file: &str, name: &str) {
     let redis = TestRedis::start();
     let work = tempfile::tempdir().unwrap();
-    let project = work.path().join("joinpy");
+    let project = work.path().join(name);
     let built = work.path().join("built");
     let run = |args: &[&str]| wasmgear_testkit::wasmgear(args, &[]);
     let project_dir = project.to_str().unwrap();
-    let out = run(&["new", "joinpy", "--lang", "python", "--dir", project_dir]);
+    let out = run(&["new", name, "--lang", lang, "--dir", project_dir]);
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         wasmgear_testkit::stderr(&out)
     );
-    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/join-python/app.py");
-    std::fs::copy(app, project.join("app.py")).unwrap();
+    std::fs::copy(app, project.join(app_file)).unwrap();
     let out = run(&["build", project_dir, "--out", built.to_str().unwrap()]);
     assert_eq!(
         out.status.code(),
@@ -180,11 +180,8 @@ async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
         wasmgear_testkit::stderr(&out)
     );
     let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        built.join("joinpy.wasm"),
-        plugins.path().join("joinpy.wasm"),
-    )
-    .unwrap();
+    let wasm = format!("{name}.wasm");
+    std::fs::copy(built.join(&wasm), plugins.path().join(&wasm)).unwrap();
     std::fs::copy(artifact("reverse"), plugins.path().join("reverse.wasm")).unwrap();
     let _worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
@@ -197,7 +194,7 @@ async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
     let second = client.enqueue(&reverse, b"cd", &plain()).await.unwrap();
     let joined = client
         .enqueue(
-            &function("joinpy"),
+            &function(name),
             b"",
             &EnqueueOptions {
                 after: vec![second, first],
@@ -210,8 +207,30 @@ async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
     assert_eq!(
         status.record.state,
         JobState::Succeeded,
-        "{:?}",
+        "{lang}: {:?}",
         status.record.error
     );
-    assert_eq!(status.output.as_deref(), Some(&b"dc\nba"[..]));
+    assert_eq!(status.output.as_deref(), Some(&b"dc\nba"[..]), "{lang}");
+}
+
+/// The Python SDK (`plugins/join-python`): `wasmgear.dependencies()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_joins_its_dependencies_through_the_sdk() {
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/join-python/app.py");
+    join_through_an_sdk("python", app, "app.py", "joinpy").await;
+}
+
+/// The JavaScript SDK (`plugins/join-js`): `dependencies()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_plugin_joins_its_dependencies_through_the_sdk() {
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/join-js/app.js");
+    join_through_an_sdk("js", app, "app.js", "joinjs").await;
+}
+
+/// The C helper (`plugins/join-c`): `wasmgear_dependencies_next` and
+/// `wasmgear_dependency_output`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_c_plugin_joins_its_dependencies_through_the_sdk() {
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/join-c/app.c");
+    join_through_an_sdk("c", app, "app.c", "joinc").await;
 }

@@ -17,13 +17,14 @@ pub use templates::{Lang, new_project};
 /// The job world's WIT, as this wasmgear speaks it.
 pub const WIT: &str = include_str!("../../../wit/job.wit");
 
-/// The world plugins are built against, parsed: `parent` (the `job` world and child jobs).
+/// The world plugins are built against, parsed: `dependent` (the `job` world, child jobs and
+/// dependencies).
 fn job_world() -> anyhow::Result<(Resolve, WorldId)> {
     let mut resolve = Resolve::default();
     let package = resolve
         .push_str("job.wit", WIT)
         .context("the built-in job WIT does not parse")?;
-    let world = resolve.select_world(&[package], Some("parent"))?;
+    let world = resolve.select_world(&[package], Some("dependent"))?;
     Ok((resolve, world))
 }
 
