@@ -272,6 +272,8 @@ impl<S: JobSource> Node<S> {
                         Arc::new(dependencies::Dependencies::new(
                             client.clone(),
                             lease.info.id.clone(),
+                            self.source.worker_id().to_string(),
+                            lease.info.attempt,
                         )) as Arc<dyn wasmgear_runtime::JobDependencies>
                     }),
                 });

@@ -1,6 +1,8 @@
 //! The queue behind a running job's dependencies (`wasmgear:job/dependencies`): the runtime
 //! bounds each read, this reads wasmgear's own queue. The job's `after` list is read once, at
-//! the first call; a job of another protocol (no record in wasmgear's queue) has none.
+//! the first call, from its record, and only when that record is of this very run (running
+//! here, in this attempt): a job of another protocol (Gearman, qless...) whose id happens to
+//! name a job of wasmgear's queue has no dependencies.
 
 use std::sync::Arc;
 
@@ -16,14 +18,19 @@ pub(crate) struct Dependencies(Arc<Inner>);
 struct Inner {
     client: Client,
     job: JobId,
+    /// This worker's id and the attempt running: the record must say both.
+    worker: String,
+    attempt: u32,
     after: OnceCell<Vec<JobId>>,
 }
 
 impl Dependencies {
-    pub(crate) fn new(client: Client, job: JobId) -> Self {
+    pub(crate) fn new(client: Client, job: JobId, worker: String, attempt: u32) -> Self {
         Dependencies(Arc::new(Inner {
             client,
             job,
+            worker,
+            attempt,
             after: OnceCell::new(),
         }))
     }
@@ -34,11 +41,28 @@ impl Inner {
     async fn after(&self) -> Result<&[JobId], String> {
         self.after
             .get_or_try_init(|| async {
-                match self.client.dependencies(&self.job).await {
-                    Ok(after) => Ok(after),
-                    Err(QueueError::NoSuchJob(_)) => Ok(Vec::new()),
-                    Err(error) => Err(format!("cannot read the job's dependencies: {error}")),
+                let record = match self.client.status(&self.job).await {
+                    Ok(status) => status.record,
+                    Err(QueueError::NoSuchJob(_)) => return Ok(Vec::new()),
+                    Err(error) => {
+                        return Err(format!("cannot read the job's dependencies: {error}"));
+                    }
+                };
+                let this_run = record.state == JobState::Running
+                    && record.worker.as_deref() == Some(self.worker.as_str())
+                    && record.attempt == self.attempt;
+                if !this_run {
+                    return Ok(Vec::new());
                 }
+                record
+                    .after
+                    .iter()
+                    .map(|id| {
+                        id.parse::<JobId>().map_err(|e| {
+                            format!("the job's dependency {id:?} is not a job id: {e}")
+                        })
+                    })
+                    .collect()
             })
             .await
             .map(Vec::as_slice)
