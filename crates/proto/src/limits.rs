@@ -226,7 +226,7 @@ mod tests {
             "{lua}"
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 20);
+        assert_eq!(lua.lines().count(), 22);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value
