@@ -13,6 +13,7 @@ mod cluster;
 mod dashboard;
 mod dependencies;
 mod deploy;
+mod flows;
 mod gearman;
 mod hand_offs;
 mod harness;

@@ -14,7 +14,7 @@ use super::{QueueError, Result, links, scripts};
 use wasmgear_proto::keys::{self, FunctionKeys, WorkerListKeys};
 use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 use wasmgear_proto::{Event, LiveWorker};
-use wasmgear_proto::{FunctionName, JobId, Progress};
+use wasmgear_proto::{FunctionName, JobId, OnFailure, Progress};
 
 use wasmgear_proto::sync::Locked;
 /// The most plugin problems [`Client::service`] reports.
@@ -42,6 +42,15 @@ pub struct Enqueued {
     pub id: JobId,
     /// `false` when the uniq key returned an unfinished job enqueued before.
     pub created: bool,
+}
+
+/// Where [`Client::write_jobs`] puts a job of a flow.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Placement {
+    /// The number `reserve` reserved for it.
+    pub number: Option<u64>,
+    /// The flow's id.
+    pub flow: Option<u64>,
 }
 
 /// What `cancel` did.
@@ -87,6 +96,11 @@ impl Client {
         self
     }
 
+    /// The largest input this client sends.
+    pub(crate) fn max_input_bytes(&self) -> usize {
+        self.max_input_bytes
+    }
+
     /// Enqueues one job for `function` and returns its id.
     pub async fn enqueue(
         &self,
@@ -122,6 +136,23 @@ impl Client {
         function: &FunctionName,
         jobs: &[(&[u8], EnqueueOptions)],
     ) -> Result<Vec<Enqueued>> {
+        let (enqueued, links) = self.write_jobs(function, jobs, &[]).await?;
+        for (dependent, dependency) in links {
+            links::link(&self.conn, &dependent, &dependency).await?;
+        }
+        Ok(enqueued)
+    }
+
+    /// Checks and writes jobs of one function in one atomic call, each placed as
+    /// `placements` says (a flow's: its reserved number and the flow's id; none for the
+    /// jobs past its end). Returns them, and the links to dependencies in other functions
+    /// the caller must make (`(dependent, dependency)`: [`links::link`]).
+    pub(crate) async fn write_jobs(
+        &self,
+        function: &FunctionName,
+        jobs: &[(&[u8], EnqueueOptions)],
+        placements: &[Placement],
+    ) -> Result<(Vec<Enqueued>, Vec<(JobId, JobId)>)> {
         for (i, (input, options)) in jobs.iter().enumerate() {
             options.validate().map_err(|e| match e {
                 QueueError::BadOption(what) if jobs.len() > 1 => {
@@ -138,11 +169,20 @@ impl Client {
             }
         }
         if jobs.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
-        // Dependencies in this function are checked by the script; the others here.
-        for (_, options) in jobs {
-            for dependency in options.after.iter().filter(|d| d.function != *function) {
+        // Dependencies in this function are checked by the script; the others here (but a
+        // flow's, whose jobs are written in any order, and those whose failure is
+        // tolerated).
+        for (i, (_, options)) in jobs.iter().enumerate() {
+            if placements.get(i).is_some_and(|p| p.flow.is_some()) {
+                continue;
+            }
+            for dependency in options
+                .after
+                .iter()
+                .filter(|d| d.function != *function && !options.on_failure.contains_key(d))
+            {
                 self.check_dependency(dependency).await?;
             }
         }
@@ -155,7 +195,7 @@ impl Client {
             call.option("acked", id);
         }
         call.arg(jobs.len());
-        for (input, options) in jobs {
+        for (i, (input, options)) in jobs.iter().enumerate() {
             // Only what differs from the defaults goes: a plain job is "0" and its input.
             let ms = |d: Duration| d.as_millis() as u64;
             let mut named: Vec<(&str, String)> = Vec::new();
@@ -185,6 +225,14 @@ impl Client {
             }
             named.extend(options.tags.iter().map(|tag| ("tag", tag.clone())));
             named.extend(options.after.iter().map(|id| ("after", id.to_string())));
+            named.extend(options.on_failure.iter().filter_map(|(id, policy)| {
+                let name = match policy {
+                    OnFailure::Cancel => return None,
+                    OnFailure::Ignore => "after_ignore",
+                    OnFailure::Continue => "after_continue",
+                };
+                Some((name, id.to_string()))
+            }));
             if let Some(tick) = &options.tick {
                 named.push(("schedule", tick.schedule.clone()));
                 named.push(("tick", tick.at_ms.to_string()));
@@ -194,6 +242,10 @@ impl Client {
             }
             if let Some(once) = &options.once {
                 named.push(("once", once.clone()));
+            }
+            if let Some(placement) = placements.get(i) {
+                named.extend(placement.number.map(|n| ("number", n.to_string())));
+                named.extend(placement.flow.map(|f| ("flow", f.to_string())));
             }
             call.arg(named.len());
             for (name, value) in &named {
@@ -231,6 +283,7 @@ impl Client {
                 created: created.get(i) == Some(&b'1'),
             })
             .collect();
+        let mut to_link = Vec::with_capacity(links.len() / 2);
         for pair in links.chunks(2) {
             let [position, dependency] = pair else {
                 return Err(QueueError::Redis(redis::RedisError::from((
@@ -249,10 +302,9 @@ impl Client {
                         position.clone(),
                     )))
                 })?;
-            let dependency: JobId = dependency.parse()?;
-            links::link(&self.conn, &job.id, &dependency).await?;
+            to_link.push((job.id.clone(), dependency.parse::<JobId>()?));
         }
-        Ok(enqueued)
+        Ok((enqueued, to_link))
     }
 
     /// Refuses a dependency that does not exist or has already failed.

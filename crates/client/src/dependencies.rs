@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use wasmgear_proto::limits::{MAX_OUTCOMES, MAX_OUTPUT_PIECE};
 
 use crate::client::Client;
+use crate::connection::Connection;
 use crate::{FunctionName, JobId, JobState, QueueError, Result, scripts};
 
 /// How one dependency stands.
@@ -42,49 +43,7 @@ impl Client {
     /// How each of `ids` stands, in their order: one `outcomes` call per function (and
     /// per [`MAX_OUTCOMES`] jobs of it), none reading an output.
     pub async fn outcomes(&self, ids: &[JobId]) -> Result<Vec<Outcome>> {
-        let mut by_function: BTreeMap<&FunctionName, Vec<usize>> = BTreeMap::new();
-        for (position, id) in ids.iter().enumerate() {
-            by_function.entry(&id.function).or_default().push(position);
-        }
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; ids.len()];
-        for (function, positions) in by_function {
-            for chunk in positions.chunks(MAX_OUTCOMES as usize) {
-                let mut call = scripts::on_function(&scripts::OUTCOMES, function);
-                call.arg(chunk.len());
-                for &position in chunk {
-                    call.arg(ids[position].seq);
-                }
-                let replies: Vec<(String, u64, Option<String>)> =
-                    call.invoke_async(&mut self.conn.clone()).await?;
-                if replies.len() != chunk.len() {
-                    return Err(QueueError::Corrupt {
-                        id: ids[chunk[0]].clone(),
-                        reason: format!(
-                            "outcomes answered {} jobs of {function} for {} asked",
-                            replies.len(),
-                            chunk.len()
-                        ),
-                    });
-                }
-                for (&position, (state, output_bytes, error)) in chunk.iter().zip(replies) {
-                    let id = ids[position].clone();
-                    let state = match state.as_str() {
-                        "missing" => None,
-                        known => Some(known.parse().map_err(|reason| QueueError::Corrupt {
-                            id: id.clone(),
-                            reason,
-                        })?),
-                    };
-                    outcomes[position] = Some(Outcome {
-                        id,
-                        state,
-                        output_bytes,
-                        error,
-                    });
-                }
-            }
-        }
-        Ok(outcomes.into_iter().flatten().collect())
+        outcomes(&self.conn, ids).await
     }
 
     /// At most `most` bytes (capped at [`MAX_OUTPUT_PIECE`]) of job `id`'s output from byte
@@ -101,4 +60,51 @@ impl Client {
         call.arg(id.seq).arg(offset).arg(most);
         Ok(call.invoke_async(&mut self.conn.clone()).await?)
     }
+}
+
+/// How each of `ids` stands, in their order (see [`Client::outcomes`]).
+pub(crate) async fn outcomes(conn: &Connection, ids: &[JobId]) -> Result<Vec<Outcome>> {
+    let mut by_function: BTreeMap<&FunctionName, Vec<usize>> = BTreeMap::new();
+    for (position, id) in ids.iter().enumerate() {
+        by_function.entry(&id.function).or_default().push(position);
+    }
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; ids.len()];
+    for (function, positions) in by_function {
+        for chunk in positions.chunks(MAX_OUTCOMES as usize) {
+            let mut call = scripts::on_function(&scripts::OUTCOMES, function);
+            call.arg(chunk.len());
+            for &position in chunk {
+                call.arg(ids[position].seq);
+            }
+            let replies: Vec<(String, u64, Option<String>)> =
+                call.invoke_async(&mut conn.clone()).await?;
+            if replies.len() != chunk.len() {
+                return Err(QueueError::Corrupt {
+                    id: ids[chunk[0]].clone(),
+                    reason: format!(
+                        "outcomes answered {} jobs of {function} for {} asked",
+                        replies.len(),
+                        chunk.len()
+                    ),
+                });
+            }
+            for (&position, (state, output_bytes, error)) in chunk.iter().zip(replies) {
+                let id = ids[position].clone();
+                let state = match state.as_str() {
+                    "missing" => None,
+                    known => Some(known.parse().map_err(|reason| QueueError::Corrupt {
+                        id: id.clone(),
+                        reason,
+                    })?),
+                };
+                outcomes[position] = Some(Outcome {
+                    id,
+                    state,
+                    output_bytes,
+                    error,
+                });
+            }
+        }
+    }
+    Ok(outcomes.into_iter().flatten().collect())
 }

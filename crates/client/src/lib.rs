@@ -15,6 +15,7 @@ pub mod client;
 pub mod connection;
 pub mod dependencies;
 pub mod deploy;
+pub mod flow;
 mod handoff;
 mod links;
 pub mod options;
@@ -27,11 +28,12 @@ pub mod worker_queue;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
 pub use client::{CancelOutcome, Client, Enqueued, Service};
+pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, SubmittedFlow};
 pub use options::{EnqueueOptions, Priority, Tick};
 pub use worker_queue::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
-pub use wasmgear_proto::{FunctionName, JobId, Progress};
+pub use wasmgear_proto::{FunctionName, JobId, OnFailure, Progress};
 
 use wasmgear_proto::NameError;
 
@@ -83,6 +85,17 @@ pub enum QueueError {
         "no function {0}: nothing was ever enqueued for it and no worker serves it (`wasmgear queues` lists the functions)"
     )]
     NoSuchFunction(FunctionName),
+    /// No flow has this id (it was never submitted, or it was forgotten with its jobs).
+    #[error("no flow {0}: it was never submitted, or its jobs' retention is over")]
+    NoSuchFlow(u64),
+    /// A flow's stored record could not be read.
+    #[error("flow {id} has a corrupt record: {reason}")]
+    CorruptFlow {
+        /// The flow.
+        id: u64,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// A stored record could not be read.
     #[error("job {id} has a corrupt record: {reason}")]
     Corrupt {
@@ -91,6 +104,9 @@ pub enum QueueError {
         /// What was wrong with it.
         reason: String,
     },
+    /// Waiting for a flow ran out of time.
+    #[error("gave up waiting for flow {0} after the timeout")]
+    FlowWaitTimedOut(u64),
     /// Waiting for a job ran out of time.
     #[error("gave up waiting for job {0} after the timeout")]
     WaitTimedOut(JobId),
@@ -185,15 +201,17 @@ impl QueueError {
             QueueError::NoSuchJob(_)
             | QueueError::NoSuchFunction(_)
             | QueueError::NoSuchVersion(_)
-            | QueueError::NoSuchSchedule(_) => ErrorClass::NotFound,
+            | QueueError::NoSuchSchedule(_)
+            | QueueError::NoSuchFlow(_) => ErrorClass::NotFound,
             QueueError::Conflict(_) => ErrorClass::Conflict,
             QueueError::Unreachable { .. } => ErrorClass::Unreachable,
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 ErrorClass::Unreachable
             }
-            QueueError::WaitTimedOut(_) => ErrorClass::TimedOut,
+            QueueError::WaitTimedOut(_) | QueueError::FlowWaitTimedOut(_) => ErrorClass::TimedOut,
             QueueError::Redis(_)
             | QueueError::Corrupt { .. }
+            | QueueError::CorruptFlow { .. }
             | QueueError::CorruptVersion { .. }
             | QueueError::DeployInterrupted(_)
             | QueueError::Library { .. } => ErrorClass::Failed,

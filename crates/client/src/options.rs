@@ -2,13 +2,14 @@
 //! the bounds they are checked against before anything is sent (from
 //! `wasmgear_proto::limits`, the one home of every limit).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{QueueError, Result};
-use wasmgear_proto::JobId;
 pub use wasmgear_proto::{DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT};
+use wasmgear_proto::{JobId, OnFailure};
 
 /// How long a finished job is kept when the client does not say (GearMonkey's 25 hours).
 pub const DEFAULT_RETENTION: Duration =
@@ -119,6 +120,10 @@ pub struct EnqueueOptions {
     /// Jobs (of any function) that must succeed before this one runs (qless). If one of them
     /// fails or is cancelled, this job is cancelled.
     pub after: Vec<JobId>,
+    /// The policies of those of `after` whose failure (or cancellation, or absence) does not
+    /// cancel this job: [`OnFailure::Ignore`] or [`OnFailure::Continue`]. Each must be in
+    /// `after`; the others' is [`OnFailure::Cancel`].
+    pub on_failure: BTreeMap<JobId, OnFailure>,
     /// The tick of a recurring schedule this job is for: the queue enqueues no job for a
     /// tick of that schedule it has had (or one earlier), and returns that job instead.
     pub tick: Option<Tick>,
@@ -150,6 +155,7 @@ impl Default for EnqueueOptions {
             uniq: None,
             tags: Vec::new(),
             after: Vec::new(),
+            on_failure: BTreeMap::new(),
             tick: None,
             parent: None,
             once: None,
@@ -206,6 +212,11 @@ impl EnqueueOptions {
             return bad(format!(
                 "{} dependencies are more than the limit of {MAX_DEPENDENCIES}",
                 self.after.len()
+            ));
+        }
+        if let Some(id) = self.on_failure.keys().find(|id| !self.after.contains(id)) {
+            return bad(format!(
+                "on_failure names {id}, which is not a dependency (add it to after)"
             ));
         }
         if self.delay > MAX_DURATION {

@@ -71,7 +71,9 @@ functions! {
     ENQUEUE = "enqueue", Some(&[
         Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
+        Reserved,
     ]), false;
+    RESERVE = "reserve", Some(&[Seq, Stats, Events, Reserved]), false;
     LEASE = "lease", Some(LEASING), false;
     HEARTBEAT = "heartbeat", Some(&[Jobs, Leased, Stats, Events]), false;
     PROGRESS = "progress", Some(&[Jobs, Stats, Config, Events, Work]), false;
@@ -83,7 +85,7 @@ functions! {
         Failed, Counts, Stats, Config, Events, Work, Ticks,
     ]), false;
     WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
-    LINK = "link", Some(&[Jobs, Stats, Events]), false;
+    LINK = "link", Some(&[Jobs, Stats, Events, Reserved]), false;
     RESOLVE = "resolve", Some(ENDS), false;
     TOLD = "told", Some(&[Jobs, Expires, Stats, Events]), false;
     RECHECK = "recheck", Some(&[Jobs, Waiting, Stats, Events]), false;
@@ -120,6 +122,10 @@ functions! {
     SCHEDULE_FAILED = "schedule_failed", None, false;
     SCHEDULE_REWIND = "schedule_rewind", None, false;
     SCHEDULE_FORGET = "schedule_forget", None, false;
+    FLOW_CREATE = "flow_create", None, false;
+    FLOW_GET = "flow_get", None, true;
+    FLOWS_DUE = "flows_due", None, false;
+    FLOW_FORGET = "flow_forget", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

@@ -61,6 +61,8 @@ pub enum QueueKey {
     IdleArgs,
     /// `ticks`: the last tick of each schedule a job was enqueued for.
     Ticks,
+    /// `reserved`: job numbers reserved for a flow's jobs, by when the reservation lapses.
+    Reserved,
 }
 
 impl QueueKey {
@@ -100,6 +102,7 @@ impl QueueKey {
             QueueKey::Idle => "idle",
             QueueKey::IdleArgs => "idle-args",
             QueueKey::Ticks => "ticks",
+            QueueKey::Reserved => "reserved",
         }
     }
 }
@@ -309,6 +312,28 @@ impl ScheduleKeys {
             Self::advanced(),
             Self::errors(),
         ]
+    }
+}
+
+/// The keys of the flows (`wasmgear flow`), all in the `{flows}` slot.
+pub struct FlowKeys;
+
+impl FlowKeys {
+    /// String: the last flow id handed out.
+    pub fn seq() -> String {
+        format!("{PREFIX}:{{flows}}:seq")
+    }
+    /// Hash: flow id → its record (JSON: name, jobs, edges).
+    pub fn records() -> String {
+        format!("{PREFIX}:{{flows}}:records")
+    }
+    /// Sorted set: flow id, scored by when to check whether its jobs are all forgotten (ms).
+    pub fn due() -> String {
+        format!("{PREFIX}:{{flows}}:due")
+    }
+    /// All of them, in the order the flow functions of the library take them.
+    pub fn all() -> [String; 3] {
+        [Self::seq(), Self::records(), Self::due()]
     }
 }
 

@@ -28,5 +28,5 @@ pub mod worker;
 
 pub use event::{Event, FunctionEvent};
 pub use job::*;
-pub use model::{JobRecord, JobState, JobStatus};
+pub use model::{JobRecord, JobState, JobStatus, OnFailure};
 pub use worker::{LiveWorker, WorkerAd};

@@ -45,8 +45,28 @@ pub const DEFAULT_FAILED_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 /// The most tags one job may have.
 pub const MAX_TAGS: u64 = 32;
 
-/// The most dependencies (`after`) one job may have.
-pub const MAX_DEPENDENCIES: u64 = 100;
+/// The most dependencies (`after`) one job may have (a flow's fan-in of 10,000 jobs).
+pub const MAX_DEPENDENCIES: u64 = 10_000;
+
+/// The most jobs one flow may have.
+pub const MAX_FLOW_JOBS: u64 = 10_000;
+
+/// The longest name of a flow or of a job in it, in bytes.
+pub const MAX_FLOW_NAME_BYTES: u64 = 200;
+
+/// How long job numbers reserved for a flow stay reserved, ms: the flow's jobs are written
+/// within this time, or a dependent waiting on one never written is cancelled (`missing`).
+pub const RESERVATION_MS: u64 = 10 * 60 * 1000;
+
+/// When a flow's record is first checked for being forgettable (all its jobs forgotten), ms
+/// after it was submitted; the checks then come ever less often, at most daily.
+pub const FLOW_CHECK_FIRST_MS: u64 = 3600 * 1000;
+
+/// The longest time between two checks of a flow's record, ms.
+pub const FLOW_CHECK_MAX_MS: u64 = 24 * 3600 * 1000;
+
+/// The largest flow record (its name, jobs and edges as JSON), in bytes.
+pub const MAX_FLOW_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The longest uniq key, tag, `once` key or child key, in bytes.
 pub const MAX_KEY_BYTES: u64 = 200;
@@ -153,6 +173,8 @@ pub fn for_clients() -> Vec<(&'static str, i64)> {
         ("max_attempts", n(MAX_ATTEMPTS)),
         ("max_tags", n(MAX_TAGS)),
         ("max_dependencies", n(MAX_DEPENDENCIES)),
+        ("max_flow_jobs", n(MAX_FLOW_JOBS)),
+        ("max_flow_name_bytes", n(MAX_FLOW_NAME_BYTES)),
         ("max_key_bytes", n(MAX_KEY_BYTES)),
         ("max_duration_ms", n(MAX_DURATION_MS)),
         ("min_retention_ms", n(MIN_RETENTION_MS)),
@@ -193,6 +215,11 @@ pub fn lua_constants() -> String {
         ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
         ("MAX_OUTCOMES", MAX_OUTCOMES),
         ("MAX_OUTPUT_PIECE", MAX_OUTPUT_PIECE),
+        ("RESERVATION_MS", RESERVATION_MS),
+        ("FLOW_CHECK_FIRST_MS", FLOW_CHECK_FIRST_MS),
+        ("FLOW_CHECK_MAX_MS", FLOW_CHECK_MAX_MS),
+        ("MAX_FLOW_RECORD_BYTES", MAX_FLOW_RECORD_BYTES),
+        ("MAX_FLOW_JOBS", MAX_FLOW_JOBS),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),
@@ -226,7 +253,7 @@ mod tests {
             "{lua}"
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 22);
+        assert_eq!(lua.lines().count(), 27);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

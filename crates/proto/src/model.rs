@@ -1,5 +1,6 @@
 //! The job record as stored in Redis, and what a status query returns.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -156,6 +157,17 @@ pub struct JobRecord {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub after: Vec<String>,
+    /// The policies of those whose failure does not cancel this job (dependency id →
+    /// `ignore` or `continue`; the others' is `cancel`).
+    #[serde(
+        default,
+        deserialize_with = "lua_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub on_failure: BTreeMap<String, OnFailure>,
+    /// The flow the job belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<u64>,
     /// Of those, the ones that have not succeeded yet (while `waiting`).
     #[serde(
         default,
@@ -202,6 +214,70 @@ pub struct JobRecord {
     /// Every ended attempt, oldest first.
     #[serde(default, deserialize_with = "lua_array")]
     pub history: Vec<Attempt>,
+}
+
+/// What becomes of a job when one of its dependencies fails, is cancelled or is gone: the
+/// policy of that edge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// The job is cancelled (the default).
+    #[default]
+    Cancel,
+    /// The job runs without it (when its other dependencies let it), and reads it as failed,
+    /// with its error where its output would be.
+    Ignore,
+    /// The job runs once every one of its dependencies has ended, whatever became of them.
+    Continue,
+}
+
+impl OnFailure {
+    /// The policy's name, as flows and the API write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Cancel => "cancel",
+            OnFailure::Ignore => "ignore",
+            OnFailure::Continue => "continue",
+        }
+    }
+}
+
+impl fmt::Display for OnFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for OnFailure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cancel" => Ok(OnFailure::Cancel),
+            "ignore" => Ok(OnFailure::Ignore),
+            "continue" => Ok(OnFailure::Continue),
+            other => Err(format!(
+                "on_failure {other:?} is none of cancel, ignore and continue"
+            )),
+        }
+    }
+}
+
+/// Lua's cjson writes an empty table as `[]` or `{}`; read either as an empty map.
+fn lua_map<'de, D, T>(d: D) -> Result<BTreeMap<String, T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum MapOrEmpty<T> {
+        Map(BTreeMap<String, T>),
+        Empty([(); 0]),
+    }
+    Ok(match MapOrEmpty::deserialize(d)? {
+        MapOrEmpty::Map(map) => map,
+        MapOrEmpty::Empty(_) => BTreeMap::new(),
+    })
 }
 
 /// Lua's cjson writes an empty table as `{}`; read that as an empty list.

@@ -2,7 +2,7 @@
 //! OpenAPI document).
 
 use std::convert::Infallible;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -16,9 +16,8 @@ use futures_util::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wasmgear_client::{
-    CancelOutcome, EnqueueOptions, FunctionName, JobId, JobStatus, Priority, QueueError,
-};
+use wasmgear_client::flow::document::JobFields;
+use wasmgear_client::{CancelOutcome, EnqueueOptions, FunctionName, JobId, JobStatus, QueueError};
 
 use wasmgear_proto::limits;
 
@@ -87,35 +86,21 @@ pub(crate) struct JobRequest {
 impl JobRequest {
     /// The input bytes and options, or what is wrong with them.
     fn into_job(self) -> Result<(Vec<u8>, EnqueueOptions), String> {
-        let input = match (self.input, self.input_base64, self.input_json) {
-            (None, None, None) => Vec::new(),
-            (Some(text), None, None) => text.into_bytes(),
-            (None, Some(encoded), None) => BASE64
-                .decode(encoded.trim())
-                .map_err(|e| format!("input_base64 is not base64: {e}"))?,
-            (None, None, Some(value)) => value.to_string().into_bytes(),
-            _ => return Err("give one of input, input_base64 and input_json, not several".into()),
-        };
-        let mut options = EnqueueOptions::default();
-        if let Some(priority) = self.priority {
-            options.priority = Priority::new(priority).map_err(|e| e.to_string())?;
+        let (input, mut options) = JobFields {
+            input: self.input,
+            input_base64: self.input_base64,
+            input_json: self.input_json,
+            priority: self.priority,
+            delay_ms: self.delay_ms,
+            at_ms: self.at_ms,
+            attempts: self.attempts,
+            timeout_ms: self.timeout_ms,
+            retention_ms: self.retention_ms,
+            failed_retention_ms: self.failed_retention_ms,
+            tags: self.tags,
         }
-        options.max_attempts = self.attempts;
-        options.timeout = self.timeout_ms.map(Duration::from_millis);
-        if let Some(ms) = self.retention_ms {
-            options.retention = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.failed_retention_ms {
-            options.failed_retention = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.delay_ms {
-            options.delay = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.at_ms {
-            options.at = UNIX_EPOCH.checked_add(Duration::from_millis(ms));
-        }
+        .into_job()?;
         options.uniq = self.uniq;
-        options.tags = self.tags;
         options.after = self
             .after
             .iter()
@@ -151,7 +136,7 @@ const WHOLE_NUMBER_FIELDS: [&str; 7] = [
 /// Writes the whole-number fields of job request `job` that JSON gives as a number with a
 /// fraction of zero (`471.0`, an integer to JSON Schema) as integers, which is what the
 /// typed request reads; `input_json` and the rest are left as sent.
-fn whole_numbers(job: &mut Value) {
+pub(crate) fn whole_numbers(job: &mut Value) {
     let Some(fields) = job.as_object_mut() else {
         return;
     };

@@ -12,6 +12,7 @@
 
 mod api;
 mod error;
+mod flows;
 mod health;
 mod metrics;
 mod openapi;
@@ -30,6 +31,7 @@ use wasmgear_client::Client;
 
 pub use api::job_json;
 pub use error::ApiError;
+pub use flows::{flow_json, submitted_flow_json};
 pub use openapi::{OPENAPI_PATH, openapi};
 
 /// Who may call the API.
@@ -83,6 +85,10 @@ routes! {
     token get "/v1/jobs/{id}/logs" => api::logs,
     token post "/v1/jobs/{id}/cancel" => api::cancel,
     token post "/v1/jobs/{id}/retry" => api::retry,
+    token post "/v1/flows" => flows::submit,
+    token get "/v1/flows/{id}" => flows::status,
+    token post "/v1/flows/{id}/cancel" => flows::cancel,
+    token post "/v1/flows/{id}/retry" => flows::retry,
     token get "/v1/events" => api::events,
     token get "/v1/queues" => api::queues,
     token get "/v1/workers" => api::workers,

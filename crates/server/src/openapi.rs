@@ -105,6 +105,9 @@ pub fn openapi() -> Value {
         }
         responses
     };
+    let flow_request = flow_request_schema();
+    let flow_id = path_param("id", "the flow's id", "^0*[1-9][0-9]{0,15}$".into());
+    let flow = json!({ "$ref": "#/components/schemas/Flow" });
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -172,6 +175,36 @@ pub fn openapi() -> Value {
                     "type": "object", "properties": { "retried": { "type": "boolean" } } })),
                     "409": error_ref() }))
             } },
+            "/v1/flows": { "post": {
+                "summary": "Submit a flow: named jobs of any functions and the jobs each waits on, checked whole before anything is written",
+                "requestBody": { "required": true, "content": { "application/json": {
+                    "schema": flow_request } } },
+                "responses": with(errors.clone(), json!({
+                    "201": ok("the flow's id and each job's id by name", json!({ "type": "object", "properties": {
+                        "id": { "type": "integer" }, "jobs": { "type": "object",
+                            "additionalProperties": { "type": "string" } } } })),
+                    "409": error_ref(), "413": error_ref(), "415": error_ref() }))
+            } },
+            "/v1/flows/{id}": { "get": {
+                "summary": "A flow and how each of its jobs stands",
+                "parameters": [ flow_id.clone() ],
+                "responses": with(errors.clone(), json!({ "200": ok("the flow", flow.clone()) }))
+            } },
+            "/v1/flows/{id}/cancel": { "post": {
+                "summary": "Cancel every unfinished job of a flow",
+                "parameters": [ flow_id.clone() ],
+                "responses": with(errors.clone(), json!({ "200": ok("how many jobs were unfinished and are cancelled (or stopping)",
+                    json!({ "type": "object", "properties": { "id": { "type": "integer" },
+                        "cancelled": { "type": "integer" } } })) }))
+            } },
+            "/v1/flows/{id}/retry": { "post": {
+                "summary": "Run a flow's failed and cancelled jobs again, dependencies first; succeeded jobs keep their outputs",
+                "parameters": [ flow_id ],
+                "responses": with(errors.clone(), json!({ "200": ok("the jobs run again",
+                    json!({ "type": "object", "properties": { "id": { "type": "integer" },
+                        "retried": { "type": "array", "items": { "type": "string" } } } })),
+                    "409": error_ref() }))
+            } },
             "/v1/events": { "get": {
                 "summary": "Server-Sent Events of one function or of all: create, start, progress, retry, finish, ready, config, cancel",
                 "parameters": [ query_param("function", "only this function's events", function_filter.clone()) ],
@@ -229,6 +262,12 @@ pub fn openapi() -> Value {
             "schemas": {
                 "Enqueued": { "type": "object", "properties": {
                     "id": { "type": "string" }, "created": { "type": "boolean" } } },
+                "Flow": { "type": "object", "description": "a flow: its id, name, creation time (ms), whether every job has ended, its jobs per state, its last jobs (sinks), and each job with its id, edges (after), state, output size and error",
+                    "properties": { "id": { "type": "integer" }, "name": { "type": "string" },
+                        "created_ms": { "type": "integer" }, "ended": { "type": "boolean" },
+                        "counts": { "type": "object" },
+                        "sinks": { "type": "array", "items": { "type": "string" } },
+                        "jobs": { "type": "array", "items": { "type": "object" } } } },
                 "Job": { "type": "object", "description": "the job record's fields (PROTOCOL.md, \"The job record\"), its id, and for a succeeded job output_base64 and, when UTF-8, output",
                     "properties": { "id": { "type": "string" }, "state": { "type": "string" },
                         "output": { "type": "string" }, "output_base64": { "type": "string" } } }
@@ -239,6 +278,41 @@ pub fn openapi() -> Value {
         components.extend(schemas.take_definitions(true));
     }
     document
+}
+
+/// The flow document's schema: a name and jobs by name, each a job request (the schema of
+/// [`crate::api::JobRequest`], but `uniq`: a flow's jobs are always new) with its
+/// `function`, and an `after` of names in the flow or ids of jobs outside it, each with an
+/// optional `on_failure`. Which names a job may wait on, and that the graph has no cycle,
+/// no JSON Schema can say: the server refuses those (400).
+fn flow_request_schema() -> Value {
+    let mut job = generator()
+        .into_root_schema_for::<crate::api::JobRequest>()
+        .to_value();
+    if let Some(fields) = job.as_object_mut() {
+        fields.remove("$schema");
+        fields.remove("title");
+    }
+    if let Some(properties) = job["properties"].as_object_mut() {
+        properties.remove("uniq");
+    }
+    job["properties"]["function"] = json!({ "type": "string", "pattern": function_pattern(),
+        "description": "the function that runs the job" });
+    job["required"] = json!(["function"]);
+    let name = json!({ "type": "string", "pattern": format!("^[A-Za-z0-9_.-]{{1,{}}}$", limits::MAX_FLOW_NAME_BYTES) });
+    let target =
+        json!({ "anyOf": [name.clone(), { "type": "string", "pattern": job_id_pattern() }] });
+    job["properties"]["after"] = json!({ "type": "array", "maxItems": limits::MAX_DEPENDENCIES,
+        "description": "the jobs it waits on: names of jobs of the flow, or ids of jobs outside it; on_failure is cancel (the default), ignore or continue",
+        "items": { "anyOf": [target.clone(), { "type": "object", "additionalProperties": false,
+            "required": ["job"], "properties": { "job": target,
+                "on_failure": { "enum": ["cancel", "ignore", "continue"] } } }] } });
+    json!({ "type": "object", "additionalProperties": false, "required": ["name", "jobs"],
+        "properties": {
+            "name": { "type": "string", "minLength": 1, "maxLength": limits::MAX_FLOW_NAME_BYTES,
+                "pattern": KEY_PATTERN },
+            "jobs": { "type": "object", "minProperties": 1, "maxProperties": limits::MAX_FLOW_JOBS,
+                "propertyNames": name, "additionalProperties": job } } })
 }
 
 #[cfg(test)]

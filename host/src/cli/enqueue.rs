@@ -9,7 +9,7 @@ use anyhow::Context;
 use super::{RedisArgs, parse_duration, parse_time};
 use wasmgear_client::EnqueueOptions;
 use wasmgear_client::Priority;
-use wasmgear_proto::{FunctionName, JobId};
+use wasmgear_proto::{FunctionName, JobId, OnFailure};
 
 /// Options of `wasmgear enqueue`.
 #[derive(Debug, clap::Args)]
@@ -88,6 +88,16 @@ pub struct EnqueueArgs {
     #[arg(long = "after", value_name = "JOB_ID")]
     after: Vec<String>,
 
+    /// Run after this job (repeatable) even if it fails or is cancelled: the job reads it
+    /// as failed, with its error. Another dependency's failure still cancels it.
+    #[arg(long = "after-ignore", value_name = "JOB_ID")]
+    after_ignore: Vec<String>,
+
+    /// Run once this job and every other dependency have ended (repeatable), however they
+    /// ended: no dependency's failure cancels this job.
+    #[arg(long = "after-continue", value_name = "JOB_ID")]
+    after_continue: Vec<String>,
+
     /// Refuse to enqueue (exit 1, nothing written) unless a live worker serves the function
     /// (GearMonkey's roll call). Workers may still die between the check and the job.
     #[arg(long)]
@@ -125,15 +135,26 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         at: args.at,
         uniq: args.uniq.clone(),
         tags: args.tags.clone(),
-        after: args
-            .after
-            .iter()
-            .map(|id| id.parse::<JobId>())
-            .collect::<Result<_, _>>()?,
+        after: Vec::new(),
+        on_failure: Default::default(),
         tick: None,
         parent: None,
         once: None,
     };
+    let mut options = options;
+    for (ids, policy) in [
+        (&args.after, OnFailure::Cancel),
+        (&args.after_ignore, OnFailure::Ignore),
+        (&args.after_continue, OnFailure::Continue),
+    ] {
+        for id in ids {
+            let id = id.parse::<JobId>()?;
+            if policy != OnFailure::Cancel {
+                options.on_failure.insert(id.clone(), policy);
+            }
+            options.after.push(id);
+        }
+    }
     options.validate()?;
     let input = read_input(&args)?;
     let client = args.redis.client().await?;

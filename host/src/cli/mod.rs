@@ -12,6 +12,7 @@ mod deploy;
 mod enqueue;
 mod events;
 mod failed;
+mod flow;
 mod jobs;
 mod logs;
 mod output;
@@ -160,6 +161,9 @@ enum Command {
     /// Recurring jobs: add (cron or fixed interval), list, rm, pause, resume; fired by the
     /// workers, one job per tick.
     Schedule(schedule::ScheduleArgs),
+    /// Workflows: submit a graph of jobs whose dependents read their dependencies' outputs
+    /// (JSON or TOML), draw it with its states, cancel or retry it.
+    Flow(flow::FlowArgs),
     /// Deploy a plugin once for every worker started with --plugins-from-redis (stored in
     /// Redis by content hash); list the versions kept, roll back, or activate another.
     Deploy(deploy::DeployArgs),
@@ -218,6 +222,7 @@ impl Cli {
             Command::Replay(args) => replay::run(args).await,
             Command::Deploy(args) => deploy::run(args).await,
             Command::Schedule(args) => schedule::run(args).await,
+            Command::Flow(args) => flow::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

@@ -6,7 +6,7 @@ local DAY_MS = 86400000
 local DEFAULT_RETENTION_MS = 90000000
 local DEFAULT_FAILED_RETENTION_MS = 604800000
 local MAX_TAGS = 32
-local MAX_DEPENDENCIES = 100
+local MAX_DEPENDENCIES = 10000
 local MAX_KEY_BYTES = 200
 local MAX_ATTEMPTS = 1000
 local MAX_DURATION_MS = 315360000000
@@ -19,6 +19,11 @@ local MAX_PROGRESS_MESSAGE_BYTES = 1024
 local CLOCK_SKEW_MS = 1000
 local MAX_OUTCOMES = 1000
 local MAX_OUTPUT_PIECE = 1048576
+local RESERVATION_MS = 600000
+local FLOW_CHECK_FIRST_MS = 3600000
+local FLOW_CHECK_MAX_MS = 86400000
+local MAX_FLOW_RECORD_BYTES = 16777216
+local MAX_FLOW_JOBS = 10000
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -704,10 +709,24 @@ local function unfinish(number, record)
   record.progress = nil
 end
 
+-- Whether `record`'s job runs even though its dependency `dep_id` failed, was cancelled or
+-- is gone: the dependency's edge is `ignore`, or one of its edges is `continue` (such a job
+-- runs once every dependency has ended, however). Policies other than the default
+-- (`cancel`) are kept in `on_failure`: dependency id -> 'ignore' or 'continue'.
+local function tolerates(record, dep_id)
+  local policies = record.on_failure
+  if type(policies) ~= 'table' then return false end
+  if policies[dep_id] then return true end
+  for _, policy in pairs(policies) do
+    if policy == 'continue' then return true end
+  end
+  return false
+end
+
 -- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
--- (the job runs once all its dependencies have succeeded), 'failed', 'cancelled' or
--- 'missing' (the job is cancelled, naming the dependency), or 'pending' (still running; only
--- pushes back the next re-check).
+-- (the job runs once all its dependencies have ended as they must), 'failed', 'cancelled'
+-- or 'missing' (the job is cancelled, naming the dependency, unless it tolerates that: see
+-- tolerates), or 'pending' (still running; only pushes back the next re-check).
 local function resolve(number, dep_id, dep_state)
   local record = load(number)
   if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
@@ -718,7 +737,7 @@ local function resolve(number, dep_id, dep_state)
     save(number, record)
     return
   end
-  if dep_state == 'succeeded' then
+  if dep_state == 'succeeded' or tolerates(record, dep_id) then
     local still = {}
     for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
     record.waiting_on = list_or_nil(still)
@@ -1253,14 +1272,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -1284,7 +1303,20 @@ local reply = (function()
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
---   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   after             the id ('G:N') of a job that must succeed first (may repeat): if
+--                     it fails, is cancelled or is gone, this job is cancelled
+--   after_ignore      the id of a dependency (given with `after` too) whose failure (or
+--                     cancellation, or absence) does not stop this job: it runs when its
+--                     other dependencies let it, and reads this one as failed (may repeat)
+--   after_continue    the id of a dependency (given with `after` too) after which this job
+--                     runs however it ended: a job with such a dependency runs once every
+--                     one of its dependencies has ended, whatever became of them (may
+--                     repeat)
+--   number            a job number `reserve` reserved for this job (a flow's): the job
+--                     gets it instead of a new one; it must not be taken, and the
+--                     reservation must not have lapsed. A dependency in this function
+--                     may name a reserved number given to an earlier job of the call
+--   flow              the id of the flow the job belongs to (a whole number)
 --   parent            the id ('G:N') of the job that enqueued this one as its child
 --   once              a key: a job is enqueued for it only the first time ever (kept in
 --                     `ticks`); again, the call returns that first job, not created (a
@@ -1354,8 +1386,11 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
+  number = true, flow = true,
 }
-local JOB_LISTS = { tag = true, after = true }
+local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true }
+-- The edge policies other than the default (`after`: a failure cancels the job).
+local POLICIES = { after_ignore = 'ignore', after_continue = 'continue' }
 -- Each number's range: every option is checked here, before the first write (a value
 -- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
 -- fail the call halfway through its writes).
@@ -1363,6 +1398,7 @@ local RANGES = {
   { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
+  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -1371,6 +1407,8 @@ if not n or n < 0 then
   return redis.error_reply('BADJOB call: ARGV[' .. n_at .. '] must count the jobs that follow')
 end
 local OPTIONS, INPUT_AT, depended = {}, {}, {}
+-- Reserved numbers given to the call's jobs: number -> the job's position.
+local given = {}
 local at_arg = n_at + 1
 for i = 0, n - 1 do
   local k = tonumber(ARGV[at_arg] or '')
@@ -1397,8 +1435,31 @@ for i = 0, n - 1 do
       end
     end
     if #(options.tag or {}) > MAX_TAGS then return bad(i, 'more than ' .. MAX_TAGS .. ' tags') end
+    -- The policies of the dependencies whose failure does not cancel the job, by id.
+    for name, policy in pairs(POLICIES) do
+      for _, dep in ipairs(options[name] or {}) do
+        if not contains(options.after, dep) then
+          return bad(i, name .. ' ' .. dep .. ' is not a dependency (give it with after too)')
+        end
+        options.policy = options.policy or {}
+        options.policy[dep] = policy
+        if policy == 'continue' then options.continues = true end
+      end
+      options[name] = nil
+    end
     if #(options.after or {}) > MAX_DEPENDENCIES then
       return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.number then
+      if given[options.number] then
+        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
+      end
+      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
+      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
+        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
+          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
+      end
+      given[options.number] = i
     end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
@@ -1413,12 +1474,17 @@ for i = 0, n - 1 do
     for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
       if not fn then return bad(i, 'dependency ' .. dep .. ' is not a job id (FUNCTION:NUMBER)') end
-      if fn == FN then
+      local tolerated = options.continues or (options.policy and options.policy[dep])
+      if fn == FN and given[number] then
+        if given[number] >= i then
+          return bad(i, 'dependency ' .. dep .. ' is a job later in the call: give dependencies first')
+        end
+      elseif fn == FN then
         local record = load(number)
-        if not record then
+        if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record.state == 'failed' or record.state == 'cancelled' then
+        if record and (record.state == 'failed' or record.state == 'cancelled') and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -1478,7 +1544,7 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and delay <= 0 and at <= 0 then
+    and not options.parent and not options.number and not options.flow and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -1525,7 +1591,12 @@ for i = 0, n - 1 do
       numbers[#numbers + 1] = existing
       created[#created + 1] = '0'
     else
-      local number = int(redis.call('INCR', K.seq))
+      local number = options.number
+      if number then
+        redis.call('ZREM', K.reserved, number)
+      else
+        number = int(redis.call('INCR', K.seq))
+      end
       local record = {
         priority = number_of(priority),
         attempt = 0,
@@ -1549,6 +1620,8 @@ for i = 0, n - 1 do
         redis.call('HSET', K.ticks, 'once\0' .. once, number)
       end
       if options.parent then record.parent = options.parent end
+      if options.flow then record.flow = number_of(options.flow) end
+      if options.policy then record.on_failure = options.policy end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
@@ -1564,14 +1637,17 @@ for i = 0, n - 1 do
         end
         record.tags = list_or_nil(tags)
       end
-      local after, waiting_on = {}, {}
+      local after, waiting_on, seen = {}, {}, {}
       for _, dep in ipairs(options.after or {}) do
-        if not contains(after, dep) then
+        if not seen[dep] then
+          seen[dep] = true
           after[#after + 1] = dep
           local fn, dep_number = split_id(dep)
           if fn == FN then
             local dep_record = load(dep_number)
-            if dep_record.state ~= 'succeeded' then
+            -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
+            local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+            if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)
               dep_record.dependents = dependents
@@ -1627,6 +1703,44 @@ forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
 return { numbers, created, links }
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_reserve(keys) return { seq = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
+redis.register_function{ function_name = 'wg2_reserve', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_reserve)
+local reply = (function()
+-- reserve: reserve job numbers for a flow's jobs of this function, so that the flow knows
+-- every job's id before it writes any (a job's dependencies may be in any function, written
+-- in any order). `enqueue` gives a reserved number to the job whose `number` option names
+-- it; a number not used within RESERVATION_MS is let go (a dependent linked to it is then
+-- told it is `missing`). Lapsed reservations are forgotten here.
+--
+-- KEYS: seq stats events reserved
+-- ARGV[1]  the function name
+-- ARGV[2]  how many numbers, 1..MAX_FLOW_JOBS
+--
+-- Returns: the first of the numbers reserved (they follow one another).
+
+local count = whole(ARGV[2] or '', 1, MAX_FLOW_JOBS)
+if not count then
+  return redis.error_reply('BADARGS reserve: how many numbers must be a whole number in 1..' .. MAX_FLOW_JOBS)
+end
+redis.call('ZREMRANGEBYSCORE', K.reserved, '-inf', int(NOW))
+local last = redis.call('INCRBY', K.seq, int(count))
+local first = last - count + 1
+local until_ms = int(NOW + RESERVATION_MS)
+local members = {}
+for number = first, last do
+  members[#members + 1] = until_ms
+  members[#members + 1] = int(number)
+end
+call_chunked('ZADD', K.reserved, members)
+return first
 
 end)()
 end_call()
@@ -2234,14 +2348,14 @@ return reply
 
 end }
 
-local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
+local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
 redis.register_function{ function_name = 'wg2_link', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_link)
 local reply = (function()
 -- link: make a job of another function wait on a job of this one (a dependency across
 -- functions, the first of two steps; see `enqueue`). Idempotent.
 --
--- KEYS: jobs stats events
+-- KEYS: jobs stats events reserved
 --          (of the dependency's function)
 -- ARGV[1]  the dependency's function name
 -- ARGV[2]  the dependency's number here
@@ -2250,7 +2364,9 @@ local reply = (function()
 -- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
 --          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
 --          when it already ended (the caller tells the dependent itself, with `resolve`), or
---          'missing' when there is no such job.
+--          'missing' when there is no such job. A number reserved for a flow's job not yet
+--          written answers 'pending' (the dependent's re-check asks again) until its
+--          reservation lapses.
 
 local number, dependent = ARGV[2], ARGV[3]
 if not split_id(dependent or '') then
@@ -2258,7 +2374,10 @@ if not split_id(dependent or '') then
 end
 
 local record = load(number)
-if not record then return 'missing' end
+if not record then
+  if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then return 'pending' end
+  return 'missing'
+end
 if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
   return record.state
 end
@@ -2515,8 +2634,9 @@ local reply = (function()
 -- retry: run failed (or cancelled) jobs again, with as many attempts as they first had
 -- (qless' retry of a failure group), or the serving plugin's default again for a job
 -- enqueued without a number. A job runs no earlier than it was first scheduled for, and
--- waits again for those of its dependencies (`after`) that have not succeeded. Jobs that
--- were cancelled because this one failed stay cancelled.
+-- waits again for those of its dependencies (`after`) that have not succeeded (but those
+-- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
+-- Jobs that were cancelled because this one failed stay cancelled.
 --
 -- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
 -- ARGV[1]  the function name
@@ -2550,8 +2670,9 @@ local function blocked(record)
     local fn, dep_number = split_id(dep)
     if fn == FN then
       local dep_record = load(dep_number)
-      if not dep_record then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record.state == 'failed' or dep_record.state == 'cancelled' then
+      local tolerated = tolerates(record, dep)
+      if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
+      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled') and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -2578,7 +2699,9 @@ local function requeue(number, record)
     local fn, dep_number = split_id(dep)
     if fn == FN then
       local dep_record = load(dep_number)
-      if dep_record.state ~= 'succeeded' then
+      -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
+      local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+      if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
           dependents[#dependents + 1] = id_of(number)
@@ -3758,4 +3881,98 @@ return redis.call('HDEL', KEYS[1], name)
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '49adbca12fa277f366fec9a9edf6cb00d18e2cc2' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_flow_create', callback = function(KEYS, ARGV)
+-- flow_create: record a flow (`wasmgear flow submit`) and hand out its id. The caller has
+-- checked the graph and reserved its jobs' numbers (`reserve`), and writes the jobs after
+-- this call, each with the flow's id.
+--
+-- KEYS[1]  wg:{flows}:seq      string  the last flow id handed out
+-- KEYS[2]  wg:{flows}:records  hash    id -> 'CREATED_MS|' then the flow as JSON
+-- KEYS[3]  wg:{flows}:due      zset    id, scored by when to check whether its jobs are all
+--                                      forgotten (then the flow is: `flows_due`)
+--
+-- ARGV[1]  the flow as JSON: an object with its `name` (text) and `jobs` (a list), at most
+--          MAX_FLOW_RECORD_BYTES bytes
+--
+-- Returns: {id, created_ms}. Or the error reply `BADFLOW why`, having written nothing.
+
+local text = ARGV[1] or ''
+if #text > MAX_FLOW_RECORD_BYTES then
+  return redis.error_reply('BADFLOW the flow record is larger than ' .. MAX_FLOW_RECORD_BYTES .. ' bytes')
+end
+local ok, flow = pcall(cjson.decode, text)
+if not ok or type(flow) ~= 'table' or type(flow.name) ~= 'string' or type(flow.jobs) ~= 'table' then
+  return redis.error_reply('BADFLOW the flow record must be a JSON object with a name and a list of jobs')
+end
+local now = clock_ms()
+local id = redis.call('INCR', KEYS[1])
+redis.call('HSET', KEYS[2], id, string.format('%d', now) .. '|' .. text)
+redis.call('ZADD', KEYS[3], string.format('%d', now + FLOW_CHECK_FIRST_MS), id)
+return { id, now }
+
+end }
+
+redis.register_function{ function_name = 'wg2_flow_get', callback = function(KEYS, ARGV)
+-- flow_get: a flow's record.
+--
+-- KEYS[1]  wg:{flows}:records  hash  id -> 'CREATED_MS|' then the flow as JSON
+--
+-- ARGV[1]  the flow's id
+--
+-- Returns: the record ('CREATED_MS|JSON'), or nil when there is no such flow (never
+-- submitted, or forgotten with its jobs).
+
+return redis.call('HGET', KEYS[1], ARGV[1] or '')
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_flows_due', callback = function(KEYS, ARGV)
+-- flows_due: hand out flows due for a check of whether all their jobs are forgotten (the
+-- caller reads the jobs' states and calls `flow_forget` for such a flow). Each flow handed
+-- out is checked next after as long again as it has lived (at least FLOW_CHECK_FIRST_MS, at
+-- most FLOW_CHECK_MAX_MS), so repeated calls move on. An entry without a record is removed.
+--
+-- KEYS[1]  wg:{flows}:records  hash  id -> 'CREATED_MS|' then the flow as JSON
+-- KEYS[2]  wg:{flows}:due      zset  id, scored by when to check it
+--
+-- ARGV[1]  the most flows to hand out, 1..100
+--
+-- Returns: {id, record} per flow handed out.
+
+local limit = tonumber(ARGV[1] or '')
+if not limit or limit < 1 or limit > 100 or limit ~= math.floor(limit) then
+  return redis.error_reply('BADARGS flows_due: the most flows must be a whole number in 1..100')
+end
+local now = clock_ms()
+local due = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now), 'LIMIT', '0', string.format('%d', limit))) do
+  local record = redis.call('HGET', KEYS[1], id)
+  if not record then
+    redis.call('ZREM', KEYS[2], id)
+  else
+    local created = tonumber(string.match(record, '^(%d+)|')) or now
+    local wait = math.max(FLOW_CHECK_FIRST_MS, math.min(now - created, FLOW_CHECK_MAX_MS))
+    redis.call('ZADD', KEYS[2], string.format('%d', now + wait), id)
+    due[#due + 1] = { id, record }
+  end
+end
+return due
+
+end }
+
+redis.register_function{ function_name = 'wg2_flow_forget', callback = function(KEYS, ARGV)
+-- flow_forget: forget a flow's record, once its jobs are all forgotten.
+--
+-- KEYS[1]  wg:{flows}:records  hash  id -> 'CREATED_MS|' then the flow as JSON
+-- KEYS[2]  wg:{flows}:due      zset  id, scored by when to check it
+--
+-- ARGV[1]  the flow's id
+--
+-- Returns: 1 when the flow was forgotten, 0 when there was none.
+
+redis.call('ZREM', KEYS[2], ARGV[1] or '')
+return redis.call('HDEL', KEYS[1], ARGV[1] or '')
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'a12e4fee1e288dd3d20d11007d7265bbd3169e58' end, flags = { 'no-writes' } }

@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -25,7 +25,20 @@
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
 --   tag               a tag of the job (may repeat)
---   after             the id ('G:N') of a job that must succeed first (may repeat)
+--   after             the id ('G:N') of a job that must succeed first (may repeat): if
+--                     it fails, is cancelled or is gone, this job is cancelled
+--   after_ignore      the id of a dependency (given with `after` too) whose failure (or
+--                     cancellation, or absence) does not stop this job: it runs when its
+--                     other dependencies let it, and reads this one as failed (may repeat)
+--   after_continue    the id of a dependency (given with `after` too) after which this job
+--                     runs however it ended: a job with such a dependency runs once every
+--                     one of its dependencies has ended, whatever became of them (may
+--                     repeat)
+--   number            a job number `reserve` reserved for this job (a flow's): the job
+--                     gets it instead of a new one; it must not be taken, and the
+--                     reservation must not have lapsed. A dependency in this function
+--                     may name a reserved number given to an earlier job of the call
+--   flow              the id of the flow the job belongs to (a whole number)
 --   parent            the id ('G:N') of the job that enqueued this one as its child
 --   once              a key: a job is enqueued for it only the first time ever (kept in
 --                     `ticks`); again, the call returns that first job, not created (a
@@ -95,8 +108,11 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
+  number = true, flow = true,
 }
-local JOB_LISTS = { tag = true, after = true }
+local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true }
+-- The edge policies other than the default (`after`: a failure cancels the job).
+local POLICIES = { after_ignore = 'ignore', after_continue = 'continue' }
 -- Each number's range: every option is checked here, before the first write (a value
 -- `tonumber` takes but arithmetic or cjson chokes on, as 'inf' or '1e999', would otherwise
 -- fail the call halfway through its writes).
@@ -104,6 +120,7 @@ local RANGES = {
   { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
+  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -112,6 +129,8 @@ if not n or n < 0 then
   return redis.error_reply('BADJOB call: ARGV[' .. n_at .. '] must count the jobs that follow')
 end
 local OPTIONS, INPUT_AT, depended = {}, {}, {}
+-- Reserved numbers given to the call's jobs: number -> the job's position.
+local given = {}
 local at_arg = n_at + 1
 for i = 0, n - 1 do
   local k = tonumber(ARGV[at_arg] or '')
@@ -138,8 +157,31 @@ for i = 0, n - 1 do
       end
     end
     if #(options.tag or {}) > MAX_TAGS then return bad(i, 'more than ' .. MAX_TAGS .. ' tags') end
+    -- The policies of the dependencies whose failure does not cancel the job, by id.
+    for name, policy in pairs(POLICIES) do
+      for _, dep in ipairs(options[name] or {}) do
+        if not contains(options.after, dep) then
+          return bad(i, name .. ' ' .. dep .. ' is not a dependency (give it with after too)')
+        end
+        options.policy = options.policy or {}
+        options.policy[dep] = policy
+        if policy == 'continue' then options.continues = true end
+      end
+      options[name] = nil
+    end
     if #(options.after or {}) > MAX_DEPENDENCIES then
       return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.number then
+      if given[options.number] then
+        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
+      end
+      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
+      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
+        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
+          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
+      end
+      given[options.number] = i
     end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
@@ -154,12 +196,17 @@ for i = 0, n - 1 do
     for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
       if not fn then return bad(i, 'dependency ' .. dep .. ' is not a job id (FUNCTION:NUMBER)') end
-      if fn == FN then
+      local tolerated = options.continues or (options.policy and options.policy[dep])
+      if fn == FN and given[number] then
+        if given[number] >= i then
+          return bad(i, 'dependency ' .. dep .. ' is a job later in the call: give dependencies first')
+        end
+      elseif fn == FN then
         local record = load(number)
-        if not record then
+        if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record.state == 'failed' or record.state == 'cancelled' then
+        if record and (record.state == 'failed' or record.state == 'cancelled') and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -219,7 +266,7 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and delay <= 0 and at <= 0 then
+    and not options.parent and not options.number and not options.flow and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -266,7 +313,12 @@ for i = 0, n - 1 do
       numbers[#numbers + 1] = existing
       created[#created + 1] = '0'
     else
-      local number = int(redis.call('INCR', K.seq))
+      local number = options.number
+      if number then
+        redis.call('ZREM', K.reserved, number)
+      else
+        number = int(redis.call('INCR', K.seq))
+      end
       local record = {
         priority = number_of(priority),
         attempt = 0,
@@ -290,6 +342,8 @@ for i = 0, n - 1 do
         redis.call('HSET', K.ticks, 'once\0' .. once, number)
       end
       if options.parent then record.parent = options.parent end
+      if options.flow then record.flow = number_of(options.flow) end
+      if options.policy then record.on_failure = options.policy end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
@@ -305,14 +359,17 @@ for i = 0, n - 1 do
         end
         record.tags = list_or_nil(tags)
       end
-      local after, waiting_on = {}, {}
+      local after, waiting_on, seen = {}, {}, {}
       for _, dep in ipairs(options.after or {}) do
-        if not contains(after, dep) then
+        if not seen[dep] then
+          seen[dep] = true
           after[#after + 1] = dep
           local fn, dep_number = split_id(dep)
           if fn == FN then
             local dep_record = load(dep_number)
-            if dep_record.state ~= 'succeeded' then
+            -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
+            local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+            if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)
               dep_record.dependents = dependents

@@ -681,10 +681,24 @@ local function unfinish(number, record)
   record.progress = nil
 end
 
+-- Whether `record`'s job runs even though its dependency `dep_id` failed, was cancelled or
+-- is gone: the dependency's edge is `ignore`, or one of its edges is `continue` (such a job
+-- runs once every dependency has ended, however). Policies other than the default
+-- (`cancel`) are kept in `on_failure`: dependency id -> 'ignore' or 'continue'.
+local function tolerates(record, dep_id)
+  local policies = record.on_failure
+  if type(policies) ~= 'table' then return false end
+  if policies[dep_id] then return true end
+  for _, policy in pairs(policies) do
+    if policy == 'continue' then return true end
+  end
+  return false
+end
+
 -- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
--- (the job runs once all its dependencies have succeeded), 'failed', 'cancelled' or
--- 'missing' (the job is cancelled, naming the dependency), or 'pending' (still running; only
--- pushes back the next re-check).
+-- (the job runs once all its dependencies have ended as they must), 'failed', 'cancelled'
+-- or 'missing' (the job is cancelled, naming the dependency, unless it tolerates that: see
+-- tolerates), or 'pending' (still running; only pushes back the next re-check).
 local function resolve(number, dep_id, dep_state)
   local record = load(number)
   if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
@@ -695,7 +709,7 @@ local function resolve(number, dep_id, dep_state)
     save(number, record)
     return
   end
-  if dep_state == 'succeeded' then
+  if dep_state == 'succeeded' or tolerates(record, dep_id) then
     local still = {}
     for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
     record.waiting_on = list_or_nil(still)

@@ -1,7 +1,7 @@
 -- link: make a job of another function wait on a job of this one (a dependency across
 -- functions, the first of two steps; see `enqueue`). Idempotent.
 --
--- KEYS: jobs stats events
+-- KEYS: jobs stats events reserved
 --          (of the dependency's function)
 -- ARGV[1]  the dependency's function name
 -- ARGV[2]  the dependency's number here
@@ -10,7 +10,9 @@
 -- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
 --          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
 --          when it already ended (the caller tells the dependent itself, with `resolve`), or
---          'missing' when there is no such job.
+--          'missing' when there is no such job. A number reserved for a flow's job not yet
+--          written answers 'pending' (the dependent's re-check asks again) until its
+--          reservation lapses.
 
 local number, dependent = ARGV[2], ARGV[3]
 if not split_id(dependent or '') then
@@ -18,7 +20,10 @@ if not split_id(dependent or '') then
 end
 
 local record = load(number)
-if not record then return 'missing' end
+if not record then
+  if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then return 'pending' end
+  return 'missing'
+end
 if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
   return record.state
 end

@@ -1,8 +1,9 @@
 -- retry: run failed (or cancelled) jobs again, with as many attempts as they first had
 -- (qless' retry of a failure group), or the serving plugin's default again for a job
 -- enqueued without a number. A job runs no earlier than it was first scheduled for, and
--- waits again for those of its dependencies (`after`) that have not succeeded. Jobs that
--- were cancelled because this one failed stay cancelled.
+-- waits again for those of its dependencies (`after`) that have not succeeded (but those
+-- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
+-- Jobs that were cancelled because this one failed stay cancelled.
 --
 -- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
 -- ARGV[1]  the function name
@@ -36,8 +37,9 @@ local function blocked(record)
     local fn, dep_number = split_id(dep)
     if fn == FN then
       local dep_record = load(dep_number)
-      if not dep_record then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record.state == 'failed' or dep_record.state == 'cancelled' then
+      local tolerated = tolerates(record, dep)
+      if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
+      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled') and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -64,7 +66,9 @@ local function requeue(number, record)
     local fn, dep_number = split_id(dep)
     if fn == FN then
       local dep_record = load(dep_number)
-      if dep_record.state ~= 'succeeded' then
+      -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
+      local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+      if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
           dependents[#dependents + 1] = id_of(number)

@@ -116,6 +116,7 @@ impl JobSource for WorkerQueue {
     /// waiting on jobs of other functions.
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         WorkerQueue::register(self, functions).await?;
-        Ok(WorkerQueue::relink(self, functions).await?)
+        WorkerQueue::relink(self, functions).await?;
+        Ok(WorkerQueue::forget_done_flows(self).await?)
     }
 }

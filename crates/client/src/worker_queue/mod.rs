@@ -329,6 +329,12 @@ impl WorkerQueue {
         Ok(())
     }
 
+    /// Forgets the records of flows whose jobs are all forgotten (a few flows per call;
+    /// cheap when none is due for a check).
+    pub async fn forget_done_flows(&self) -> Result<()> {
+        crate::flow::forget_done_flows(&self.conn).await.map(drop)
+    }
+
     /// Adds `functions` to the directory of functions that operators list.
     pub async fn register(&self, functions: &[FunctionName]) -> Result<()> {
         if functions.is_empty() {

@@ -1,0 +1,281 @@
+//! Submitting a flow, and what an operator does with one: cancel it, retry it, wait for it;
+//! and forgetting the records of flows whose jobs are all forgotten.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use serde::Serialize;
+use wasmgear_proto::keys::FlowKeys;
+use wasmgear_proto::{FunctionName, JobId, OnFailure};
+
+use super::status::{self, FlowStatus};
+use super::{Flow, StoredFlow, StoredJob};
+use crate::client::{Client, Placement};
+use crate::connection::Connection;
+use crate::dependencies::outcomes;
+use crate::options::EnqueueOptions;
+use crate::{QueueError, Result, links, scripts};
+
+/// How many links, cancels or retries of a flow's jobs are in flight at once.
+const IN_FLIGHT: usize = 32;
+
+/// A flow written by [`Client::submit_flow`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubmittedFlow {
+    /// The flow's id.
+    pub id: u64,
+    /// Each job's name and id, in the order the flow gave them.
+    pub jobs: Vec<(String, JobId)>,
+}
+
+impl Client {
+    /// Submits `flow`: checks the whole graph first (nothing is written when it is
+    /// refused), then writes each function's jobs in one atomic call and links the jobs
+    /// across functions. Returns the flow's id and its jobs' ids.
+    ///
+    /// A failure after the first write (Redis lost halfway) cancels what was written, as
+    /// far as it can; a job left waiting on one never written is cancelled by the links'
+    /// safety net once the reservation of its number lapses (10 minutes).
+    pub async fn submit_flow(&self, flow: &Flow) -> Result<SubmittedFlow> {
+        let order = flow.check(self.max_input_bytes())?;
+        // Each function's jobs, every one after those of the function it waits on.
+        let mut groups: BTreeMap<&FunctionName, Vec<usize>> = BTreeMap::new();
+        for &i in &order {
+            groups.entry(&flow.jobs[i].function).or_default().push(i);
+        }
+        let firsts = futures_util::future::try_join_all(
+            groups
+                .iter()
+                .map(|(function, members)| reserve(&self.conn, function, members.len())),
+        )
+        .await?;
+        let mut ids: Vec<Option<JobId>> = vec![None; flow.jobs.len()];
+        for ((function, members), first) in groups.iter().zip(&firsts) {
+            for (k, &i) in members.iter().enumerate() {
+                ids[i] = Some(JobId {
+                    function: (*function).clone(),
+                    seq: first + k as u64,
+                });
+            }
+        }
+        let ids: Vec<JobId> = ids.into_iter().flatten().collect();
+        let stored = StoredFlow {
+            name: flow.name.clone(),
+            jobs: order
+                .iter()
+                .map(|&i| StoredJob {
+                    name: flow.jobs[i].name.clone(),
+                    id: ids[i].to_string(),
+                    after: flow.jobs[i].after.clone(),
+                })
+                .collect(),
+        };
+        let record = serde_json::to_string(&stored)
+            .map_err(|e| QueueError::BadOption(format!("the flow does not write as JSON: {e}")))?;
+        let (flow_id, _created_ms): (u64, u64) = scripts::FLOW_CREATE
+            .with_keys(&FlowKeys::all())
+            .arg(record)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| match (e.code(), e.detail()) {
+                (Some("BADFLOW"), Some(detail)) => QueueError::BadOption(detail.to_string()),
+                _ => QueueError::Redis(e),
+            })?;
+        let written = self.write_flow(flow, flow_id, &groups, &ids).await;
+        if let Err(error) = written {
+            tracing::warn!(flow = flow_id, %error, "a flow's submit failed halfway; cancelling what was written");
+            if let Err(cancel_error) = self.cancel_flow(flow_id).await {
+                tracing::warn!(flow = flow_id, %cancel_error, "cannot cancel the jobs of a flow whose submit failed");
+            }
+            return Err(error);
+        }
+        Ok(SubmittedFlow {
+            id: flow_id,
+            jobs: flow
+                .jobs
+                .iter()
+                .zip(ids)
+                .map(|(job, id)| (job.name.clone(), id))
+                .collect(),
+        })
+    }
+
+    /// Writes the flow's jobs (one call per function, the functions in parallel), then
+    /// links those waiting on jobs of other functions.
+    async fn write_flow(
+        &self,
+        flow: &Flow,
+        flow_id: u64,
+        groups: &BTreeMap<&FunctionName, Vec<usize>>,
+        ids: &[JobId],
+    ) -> Result<()> {
+        let position: std::collections::HashMap<&str, usize> = flow
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (job.name.as_str(), i))
+            .collect();
+        let calls = groups.iter().map(|(function, members)| {
+            let jobs: Vec<(&[u8], EnqueueOptions)> = members
+                .iter()
+                .map(|&i| {
+                    let job = &flow.jobs[i];
+                    let mut options = job.options.clone();
+                    for edge in &job.after {
+                        let dependency = ids[position[edge.job.as_str()]].clone();
+                        if edge.on_failure != OnFailure::Cancel {
+                            options
+                                .on_failure
+                                .insert(dependency.clone(), edge.on_failure);
+                        }
+                        options.after.push(dependency);
+                    }
+                    (job.input.as_slice(), options)
+                })
+                .collect();
+            let placements: Vec<Placement> = members
+                .iter()
+                .map(|&i| Placement {
+                    number: Some(ids[i].seq),
+                    flow: Some(flow_id),
+                })
+                .collect();
+            async move { self.write_jobs(function, &jobs, &placements).await }
+        });
+        let written = futures_util::future::try_join_all(calls).await?;
+        let to_link: Vec<(JobId, JobId)> = written.into_iter().flat_map(|(_, l)| l).collect();
+        futures_util::stream::iter(to_link)
+            .map(|(dependent, dependency)| async move {
+                links::link(&self.conn, &dependent, &dependency).await
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// Flow `id` and how each of its jobs stands.
+    pub async fn flow(&self, id: u64) -> Result<FlowStatus> {
+        status::read(&self.conn, id).await
+    }
+
+    /// Cancels every unfinished job of flow `id` (as [`Client::cancel`]: a running one is
+    /// asked to stop). Returns how many were cancelled or asked to stop.
+    pub async fn cancel_flow(&self, id: u64) -> Result<usize> {
+        let status = self.flow(id).await?;
+        let unfinished: Vec<JobId> = status
+            .jobs
+            .iter()
+            .filter(|j| !j.ended())
+            .map(|j| j.id.clone())
+            .collect();
+        let count = unfinished.len();
+        // A cancelled job cancels its dependents too: whichever goes first, each ends
+        // cancelled (or stopping, when it runs).
+        futures_util::stream::iter(unfinished)
+            .map(|job| async move {
+                match self.cancel(&job).await {
+                    Ok(_) | Err(QueueError::NoSuchJob(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(count)
+    }
+
+    /// Runs flow `id`'s failed and cancelled jobs again, every one after those it waits on
+    /// (a job cancelled because its dependency failed waits for it again); the succeeded
+    /// jobs stay as they are, with their outputs. Returns the ids of the jobs run again.
+    pub async fn retry_flow(&self, id: u64) -> Result<Vec<JobId>> {
+        let status = self.flow(id).await?;
+        let mut retried = Vec::new();
+        // In the record's order, dependencies first: a job is retried only once those it
+        // waits on in its function are no longer failed or cancelled.
+        for job in &status.jobs {
+            if matches!(
+                job.state,
+                Some(wasmgear_proto::JobState::Failed | wasmgear_proto::JobState::Cancelled)
+            ) && self.retry(&job.id).await?
+            {
+                retried.push(job.id.clone());
+            }
+        }
+        Ok(retried)
+    }
+
+    /// Waits until every job of flow `id` has ended (or is gone), at most `timeout` (none:
+    /// for ever), and returns how it stands then.
+    pub async fn wait_flow(&self, id: u64, timeout: Option<Duration>) -> Result<FlowStatus> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let (_, stored) = status::read_record(&self.conn, id).await?;
+        // Dependents end after their dependencies: the record's last jobs are waited on
+        // last, when most have ended already.
+        for job in &stored.jobs {
+            let Ok(job_id) = job.id.parse::<JobId>() else {
+                continue;
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            match self.wait(&job_id, left, |_| {}).await {
+                Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
+                Err(QueueError::WaitTimedOut(_)) => return Err(QueueError::FlowWaitTimedOut(id)),
+                Err(e) => return Err(e),
+            }
+        }
+        self.flow(id).await
+    }
+}
+
+/// Reserves `count` numbers of `function` for a flow's jobs; returns the first.
+async fn reserve(conn: &Connection, function: &FunctionName, count: usize) -> Result<u64> {
+    Ok(scripts::on_function(&scripts::RESERVE, function)
+        .arg(count)
+        .invoke_async(&mut conn.clone())
+        .await?)
+}
+
+/// The most flows one call of [`forget_done_flows`] looks at.
+const FLOWS_PER_CHECK: usize = 20;
+
+/// Forgets the records of flows due for a check whose jobs are all forgotten (the safety
+/// of "nothing grows without bound": a flow's record goes with its jobs). Returns how many
+/// it forgot. Workers call it in their upkeep.
+pub(crate) async fn forget_done_flows(conn: &Connection) -> Result<usize> {
+    let due: Vec<(u64, String)> = scripts::FLOWS_DUE
+        .with_keys(&[FlowKeys::records(), FlowKeys::due()])
+        .arg(FLOWS_PER_CHECK)
+        .invoke_async(&mut conn.clone())
+        .await?;
+    let mut forgotten = 0;
+    for (id, raw) in due {
+        let gone = match status::parse_record(id, &raw) {
+            Ok((_, stored)) => {
+                let ids: Vec<JobId> = stored
+                    .jobs
+                    .iter()
+                    .filter_map(|j| j.id.parse().ok())
+                    .collect();
+                outcomes(conn, &ids)
+                    .await?
+                    .iter()
+                    .all(|o| o.state.is_none())
+            }
+            // A record that does not read names no job to keep it.
+            Err(error) => {
+                tracing::warn!(%error, "forgetting a flow record that does not read");
+                true
+            }
+        };
+        if gone {
+            let _: i64 = scripts::FLOW_FORGET
+                .with_keys(&[FlowKeys::records(), FlowKeys::due()])
+                .arg(id)
+                .invoke_async(&mut conn.clone())
+                .await?;
+            forgotten += 1;
+        }
+    }
+    Ok(forgotten)
+}
