@@ -191,7 +191,7 @@ describe('wasmgear client', { timeout: 600000 }, () => {
       ['an unknown option', 'nobody', 'x', { prio: 3 }, /unknown option "prio"/],
       ['input among the options', 'nobody', 'x', { input: 'y' }, /unknown option "input"/],
       ['a malformed dependency', 'nobody', 'x', { after: ['nope'] }, /dependency \(option after\) "nope"/],
-      ['too many dependencies', 'nobody', 'x', { after: Array.from({ length: 101 }, (_, i) => `echo:${i + 1}`) }, /101 dependencies are more than the limit of 100/],
+      ['too many dependencies', 'nobody', 'x', { after: Array.from({ length: 10001 }, (_, i) => `echo:${i + 1}`) }, /10001 dependencies are more than the limit of 10000/],
       ['a missing dependency in the same function', 'nobody', 'x', { after: ['nobody:7'] }, /dependency nobody:7 does not exist/],
       ['a missing dependency in another function', 'nobody', 'x', { after: ['echo:99999999'] }, /dependency echo:99999999 does not exist/],
       ['an input that is not bytes', 'nobody', { a: 1 }, {}, /give a Buffer or a string/],

@@ -160,7 +160,7 @@ def test_bad_input_is_refused_and_writes_nothing(bare) -> None:
             (lambda: client.enqueue("echo", "x", uniq=""), "uniq"),
             (lambda: client.enqueue("echo", "x", uniq="u" * 201), "uniq"),
             (lambda: client.enqueue("echo", "x", after=["nocolon"]), "after"),
-            (lambda: client.enqueue("echo", "x", after=[f"echo:{i}" for i in range(1, 102)]), "after"),
+            (lambda: client.enqueue("echo", "x", after=[f"echo:{i}" for i in range(1, 10_002)]), "after"),
             (lambda: client.enqueue("echo", "x", after=["other:99"]), "dependency other:99"),
             (lambda: client.enqueue("echo", "x", after=["echo:999"]), "dependency echo:999"),
             (lambda: client.enqueue("echo", b"x" * (16 * 1024 * 1024 + 1)), "input"),

@@ -73,6 +73,10 @@ class Limits:
     max_attempts: int
     max_tags: int
     max_dependencies: int
+    #: The most jobs one flow may have.
+    max_flow_jobs: int
+    #: The longest name of a flow or of a job in it, in bytes.
+    max_flow_name_bytes: int
     max_key_bytes: int
     max_duration_ms: int
     min_retention_ms: int
