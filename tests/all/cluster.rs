@@ -300,3 +300,65 @@ async fn a_client_loads_its_library_on_every_primary_whose_version_differs() {
         }
     }
 }
+
+/// A flow whose jobs are of functions spread over the three masters (and the flow's record
+/// in a slot of its own): numbers are reserved and jobs written per function, the links
+/// cross nodes, and the fan-in reads every output in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_across_the_masters_of_a_cluster_runs_and_joins() {
+    use wasmgear_client::{Flow, FlowJob};
+    let cluster = TestCluster::start();
+    let names: Vec<String> = (0..6).map(|i| format!("rev-{i}")).collect();
+    let dir = wasmgear_testkit::plugin_copies("reverse", &names);
+    std::fs::copy(artifact("join"), dir.path().join("join.wasm")).unwrap();
+    let worker = TestWorker::start_on(&cluster.url(), dir, TestWorkerOptions::default()).await;
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    // Each part, then a second step of another function after it; the join after all.
+    let mut jobs = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        jobs.push(FlowJob::new(
+            format!("p{i}"),
+            function(name),
+            format!("{i}ab"),
+        ));
+        let next = &names[(i + 1) % names.len()];
+        jobs.push(
+            FlowJob::new(format!("q{i}"), function(next), format!("{i}cd"))
+                .after([format!("p{i}")]),
+        );
+    }
+    let waited: Vec<String> = (0..names.len())
+        .flat_map(|i| [format!("q{i}"), format!("p{i}")])
+        .collect();
+    jobs.push(FlowJob::new("all", function("join"), "").after(waited));
+    let submitted = client
+        .submit_flow(&Flow {
+            name: "across".into(),
+            jobs,
+        })
+        .await
+        .unwrap();
+    let status = client
+        .wait_flow(submitted.id, Some(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    assert!(
+        status
+            .jobs
+            .iter()
+            .all(|j| j.state == Some(JobState::Succeeded)),
+        "{status:?}"
+    );
+    let all = &status.jobs.iter().find(|j| j.name == "all").unwrap().id;
+    let output = client.status(all).await.unwrap().output.unwrap();
+    let expected: Vec<String> = (0..names.len())
+        .flat_map(|i| [format!("dc{i}"), format!("ba{i}")])
+        .collect();
+    assert_eq!(String::from_utf8(output).unwrap(), expected.join("\n"));
+    let per_node = cluster.keys_per_node();
+    assert!(
+        per_node.iter().all(|&n| n > 0),
+        "the flow's keys are not spread over the nodes: {per_node:?}"
+    );
+    worker.stop().await;
+}

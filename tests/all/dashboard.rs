@@ -17,14 +17,14 @@ use wasmgear_testkit::{TestRedis, WorkerProcess, artifact, eventually, function}
 const WAIT: Option<Duration> = Some(Duration::from_secs(30));
 
 /// An answer: status, headers, body text.
-struct Answer {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: hyper::HeaderMap,
+    pub(crate) body: String,
 }
 
 /// One request to `server` with `headers` and a form or JSON `body`.
-async fn send(
+pub(crate) async fn send(
     server: &Server,
     method: &str,
     path: &str,
@@ -79,10 +79,10 @@ async fn send(
     }
 }
 
-const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
+pub(crate) const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded");
 
 /// The value of the hidden `csrf` field in a page.
-fn csrf_of(page: &str) -> String {
+pub(crate) fn csrf_of(page: &str) -> String {
     page.split("name=\"csrf\" value=\"")
         .nth(1)
         .and_then(|rest| rest.split('"').next())
@@ -436,7 +436,7 @@ async fn the_dashboard_in_a_real_browser() {
 }
 
 /// Signs in over HTTP; returns the cookie header value.
-async fn sign_in(server: &Server) -> String {
+pub(crate) async fn sign_in(server: &Server) -> String {
     let answer = send(
         server,
         "POST",

@@ -542,3 +542,166 @@ after = ["c", { job = "b", on_failure = "continue" }]
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     assert!(stderr(&out).contains("no flow 7"), "{}", stderr(&out));
 }
+
+/// The dashboard's flow page: the graph is SVG made by the server, one box per job linking
+/// to the job's page, coloured by state and live (a waiting job turns succeeded without a
+/// reload, in headless Chromium); the flows list links to it, a job's page links back, and
+/// the page's cancel and retry act on the whole flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_draws_a_flow_live_and_acts_on_it() {
+    use crate::dashboard::{FORM, csrf_of, send, sign_in};
+    use crate::http_api::{Server, TOKEN};
+    use crate::support::browser::Browser;
+    let redis = TestRedis::start();
+    let (_worker, _plugins) = worker(&redis, &["count", "reverse", "join"]);
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let flow = Flow {
+        name: "drawn".into(),
+        jobs: vec![
+            job("slow", "count", "20 100"),
+            job("next", "reverse", "xyz").after(["slow"]),
+            job("end", "join", "").after(["next", "slow"]),
+        ],
+    };
+    let submitted = client.submit_flow(&flow).await.unwrap();
+    let id = submitted.id;
+    let cookie = sign_in(&server).await;
+    let page = send(
+        &server,
+        "GET",
+        &format!("/ui/flows/{id}"),
+        &[("cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.body.matches("<a href=\"/ui/jobs/").count(),
+        6,
+        "three boxes and three rows"
+    );
+    for (name, job_id) in &submitted.jobs {
+        assert!(
+            page.body.contains(&format!("data-job=\"{name}\"")),
+            "{name}"
+        );
+        assert!(
+            page.body.contains(&format!(
+                "/ui/jobs/{}",
+                job_id.to_string().replace(':', "%3A")
+            )),
+            "{job_id}"
+        );
+    }
+    assert_eq!(page.body.matches("class=\"edge edge-cancel\"").count(), 3);
+    let list = send(&server, "GET", "/ui/flows", &[("cookie", &cookie)], "").await;
+    assert!(
+        list.body.contains(&format!("href=\"/ui/flows/{id}\"")),
+        "{}",
+        list.body
+    );
+    let end = &submitted.jobs[2].1;
+    let job_page = send(
+        &server,
+        "GET",
+        &format!("/ui/jobs/{end}"),
+        &[("cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert!(job_page.body.contains(&format!("href=\"/ui/flows/{id}\"")));
+
+    let browser = Browser::start().await;
+    let base = format!("http://{}", server.address);
+    browser.goto(&format!("{base}/ui/login")).await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("form.login button").await;
+    browser
+        .until(
+            Duration::from_secs(10),
+            "signed in",
+            "return location.pathname === '/ui'",
+        )
+        .await;
+    browser.goto(&format!("{base}/ui/flows/{id}")).await;
+    browser
+        .run("window.sameLoad = 7; return 1", serde_json::json!([]))
+        .await;
+    assert_eq!(
+        browser
+            .run("return document.querySelector('a.node[data-job=\"end\"]').classList.contains('state-waiting')", serde_json::json!([]))
+            .await,
+        true
+    );
+    browser
+        .until(
+            WAIT,
+            "the last job's box to turn succeeded without a reload",
+            "const n = document.querySelector('a.node[data-job=\"end\"]'); return n && n.classList.contains('state-succeeded')",
+        )
+        .await;
+    assert_eq!(
+        browser
+            .run("return window.sameLoad", serde_json::json!([]))
+            .await,
+        7
+    );
+    browser.click("a.node[data-job=\"next\"]").await;
+    browser
+        .until(
+            Duration::from_secs(10),
+            "the job's page from its box",
+            &format!(
+                "return location.pathname === '/ui/jobs/{}'",
+                submitted.jobs[1].1.to_string().replace(':', "%3A")
+            ),
+        )
+        .await;
+
+    // Cancel and retry from the page act on the whole flow.
+    let mut later = job("later", "reverse", "x");
+    later.options.delay = Duration::from_secs(3600);
+    let second = client
+        .submit_flow(&Flow {
+            name: "to-cancel".into(),
+            jobs: vec![later, job("after", "join", "").after(["later"])],
+        })
+        .await
+        .unwrap();
+    let page = send(
+        &server,
+        "GET",
+        &format!("/ui/flows/{}", second.id),
+        &[("cookie", &cookie)],
+        "",
+    )
+    .await;
+    let form = format!("csrf={}", csrf_of(&page.body));
+    let cancelled = send(
+        &server,
+        "POST",
+        &format!("/ui/flows/{}/cancel", second.id),
+        &[FORM, ("cookie", &cookie)],
+        &form,
+    )
+    .await;
+    assert_eq!(cancelled.status, 303, "{}", cancelled.body);
+    assert_eq!(
+        client.flow(second.id).await.unwrap().counts(),
+        [("cancelled", 2)]
+    );
+    let retried = send(
+        &server,
+        "POST",
+        &format!("/ui/flows/{}/retry", second.id),
+        &[FORM, ("cookie", &cookie)],
+        &form,
+    )
+    .await;
+    assert_eq!(retried.status, 303, "{}", retried.body);
+    assert_eq!(
+        client.flow(second.id).await.unwrap().counts(),
+        [("waiting", 1), ("scheduled", 1)]
+    );
+}

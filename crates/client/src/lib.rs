@@ -28,7 +28,7 @@ pub mod worker_queue;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
 pub use client::{CancelOutcome, Client, Enqueued, Service};
-pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, SubmittedFlow};
+pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, FlowSummary, SubmittedFlow};
 pub use options::{EnqueueOptions, Priority, Tick};
 pub use worker_queue::WorkerQueue;
 

@@ -19,12 +19,15 @@
 //! - [`error`]: [`UiError`], what goes wrong, as a page.
 //! - [`signin`]: the sign-in page, the cookie, and the guard on every other page.
 //! - [`overview`], [`function`], [`job`], [`stats`], [`failures`], [`workers`]: one page each.
-//! - [`actions`]: the forms' `POST`s (pause, resume, cancel, retry, priority, retry a group).
+//! - [`flows`]: the latest flows, and one flow drawn as a graph (SVG made on the server).
+//! - [`actions`]: the forms' `POST`s (pause, resume, cancel, retry, priority, retry a group,
+//!   cancel or retry a flow).
 //! - [`throughput`]: finished jobs per minute, counted from the event stream.
 
 mod actions;
 mod error;
 mod failures;
+mod flows;
 mod function;
 mod job;
 mod layout;
@@ -66,6 +69,10 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
             post(actions::retry_group),
         )
         .route("/ui/workers", get(workers::page))
+        .route("/ui/flows", get(flows::list))
+        .route("/ui/flows/{id}", get(flows::page))
+        .route("/ui/flows/{id}/cancel", post(actions::cancel_flow))
+        .route("/ui/flows/{id}/retry", post(actions::retry_flow))
         .route("/ui/logout", post(signin::logout))
         .route_layer(middleware::from_fn_with_state(state, signin::signed_in));
     Router::new()

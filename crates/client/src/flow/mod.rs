@@ -25,7 +25,7 @@ use crate::{QueueError, Result};
 
 pub use ops::SubmittedFlow;
 pub(crate) use ops::forget_done_flows;
-pub use status::{FlowJobStatus, FlowStatus};
+pub use status::{FlowJobStatus, FlowStatus, FlowSummary};
 
 /// A graph of jobs to submit in one call ([`Client::submit_flow`](crate::Client::submit_flow)).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -160,6 +160,11 @@ impl Client {
         status::read(&self.conn, id).await
     }
 
+    /// The flows among the `most` submitted last that are still kept, newest first.
+    pub async fn recent_flows(&self, most: u64) -> Result<Vec<status::FlowSummary>> {
+        status::recent(&self.conn, most).await
+    }
+
     /// Cancels every unfinished job of flow `id` (as [`Client::cancel`]: a running one is
     /// asked to stop). Returns how many were cancelled or asked to stop.
     pub async fn cancel_flow(&self, id: u64) -> Result<usize> {

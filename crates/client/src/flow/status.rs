@@ -158,3 +158,48 @@ pub(crate) async fn read(conn: &Connection, id: u64) -> Result<FlowStatus> {
         jobs,
     })
 }
+
+/// A flow in a list of flows: its id, name, when it was submitted and how many jobs it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowSummary {
+    /// The flow's id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// When it was submitted, ms since the epoch (Redis' clock).
+    pub created_ms: u64,
+    /// How many jobs it has.
+    pub jobs: usize,
+}
+
+/// The flows among the `most` submitted last that are still kept, newest first.
+pub(crate) async fn recent(conn: &Connection, most: u64) -> Result<Vec<FlowSummary>> {
+    let last: Option<u64> = redis::cmd("GET")
+        .arg(FlowKeys::seq())
+        .query_async(&mut conn.clone())
+        .await?;
+    let last = last.unwrap_or(0);
+    let ids: Vec<u64> = (last.saturating_sub(most.saturating_sub(1)).max(1)..=last)
+        .rev()
+        .collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let raws: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(FlowKeys::records())
+        .arg(&ids)
+        .query_async(&mut conn.clone())
+        .await?;
+    let mut flows = Vec::new();
+    for (id, raw) in ids.into_iter().zip(raws) {
+        let Some(raw) = raw else { continue };
+        let (created_ms, stored) = parse_record(id, &raw)?;
+        flows.push(FlowSummary {
+            id,
+            name: stored.name,
+            created_ms,
+            jobs: stored.jobs.len(),
+        });
+    }
+    Ok(flows)
+}

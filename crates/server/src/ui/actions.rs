@@ -1,6 +1,6 @@
 //! The dashboard's actions, each a form `POST` that carries the server's anti-forgery
 //! value: pause and resume a function, cancel, retry or reprioritise a job, retry a failure
-//! group. Done, each goes back to the page it came from; refused, it says why.
+//! group, cancel or retry a flow. Done, each goes back to the page it came from; refused, it says why.
 
 use axum::Form;
 use axum::extract::{Path, State};
@@ -10,6 +10,7 @@ use serde::Deserialize;
 use wasmgear_client::{CancelOutcome, JobId, Priority, Setting};
 
 use super::error::UiError;
+use super::flows::flow_of;
 use super::function::function_of;
 use super::job::job_of;
 use super::layout::encode;
@@ -151,4 +152,37 @@ pub(super) async fn retry_group(
         .retry_group(&function, &group, usize::MAX)
         .await?;
     Ok(back(&headers, "/ui/failures"))
+}
+
+pub(super) async fn cancel_flow(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, UiError> {
+    check_form(&state, &form)?;
+    let id = flow_of(&id)?;
+    match state.client.cancel_flow(id).await? {
+        0 => Err(UiError::NotDone(format!(
+            "Every job of flow {id} had already ended."
+        ))),
+        _ => Ok(back(&headers, &format!("/ui/flows/{id}"))),
+    }
+}
+
+pub(super) async fn retry_flow(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, UiError> {
+    check_form(&state, &form)?;
+    let id = flow_of(&id)?;
+    if state.client.retry_flow(id).await?.is_empty() {
+        Err(UiError::NotDone(format!(
+            "No job of flow {id} has failed or been cancelled: nothing to retry."
+        )))
+    } else {
+        Ok(back(&headers, &format!("/ui/flows/{id}")))
+    }
 }

@@ -35,7 +35,9 @@ impl From<QueueError> for UiError {
 impl UiError {
     fn status(&self) -> StatusCode {
         match self {
-            UiError::Queue(QueueError::NoSuchJob(_)) => StatusCode::NOT_FOUND,
+            UiError::Queue(QueueError::NoSuchJob(_) | QueueError::NoSuchFlow(_)) => {
+                StatusCode::NOT_FOUND
+            }
             UiError::Queue(_) => StatusCode::SERVICE_UNAVAILABLE,
             UiError::BadFunction(_) | UiError::BadJobId(_) => StatusCode::BAD_REQUEST,
             UiError::NotSignedIn => StatusCode::UNAUTHORIZED,

@@ -161,6 +161,9 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
         @if !record.tags.is_empty() {
             (row("tags", html! { (record.tags.join(", ")) }))
         }
+        @if let Some(flow) = record.flow {
+            (row("flow", html! { a href={ "/ui/flows/" (flow) } { "flow " (flow) } }))
+        }
         @if let (Some(schedule), Some(tick)) = (&record.schedule, record.tick_ms) {
             (row("schedule", html! { (schedule) ", tick " (wasmgear_proto::units::utc_text(tick)) }))
         }

@@ -29,6 +29,7 @@ pub(super) fn encode(text: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Nav {
     Queues,
+    Flows,
     Failures,
     Workers,
     /// None of them (sign-in and error pages).
@@ -57,6 +58,7 @@ impl Page<'_> {
     pub(super) fn document(&self, main: Markup) -> Markup {
         let links = [
             ("/ui", Nav::Queues, "Queues"),
+            ("/ui/flows", Nav::Flows, "Flows"),
             ("/ui/failures", Nav::Failures, "Failures"),
             ("/ui/workers", Nav::Workers, "Workers"),
         ];
