@@ -15,6 +15,14 @@ export type JobState =
 /** A job's input: bytes, or text (sent as UTF-8). */
 export type Input = Buffer | Uint8Array | string;
 
+/**
+ * What becomes of a job when one of its dependencies fails, is cancelled or is gone:
+ * `cancel` it (the default), `ignore` the failure (the job runs when its other dependencies
+ * let it, and reads that one as failed), or `continue` (the job runs once every dependency
+ * has ended, however).
+ */
+export type OnFailure = 'cancel' | 'ignore' | 'continue';
+
 /** How a job is to be run; every option may be left out. */
 export interface EnqueueOptions {
   /** -1000..1000 or low (-10), normal (0), high (10); higher runs first. Default 0. */
@@ -35,8 +43,10 @@ export interface EnqueueOptions {
   uniq?: string;
   /** Up to 32 tags, each 1..200 bytes, no control characters. */
   tags?: string[];
-  /** Up to 100 job ids (of any function) that must succeed first. */
+  /** Up to 10 000 job ids (of any function) that must succeed first. */
   after?: string[];
+  /** The failure policy of some of `after` (dependency id → policy); the others' is `cancel`. */
+  onFailure?: Record<string, OnFailure>;
 }
 
 /** One job of `enqueueMany`: its input, and its options beside it. */
@@ -170,6 +180,90 @@ export interface EventStream extends AsyncIterableIterator<QueueEvent> {
   close(): void;
 }
 
+/** An entry of a flow job's `after`: a job's name in the flow (or the id `FUNCTION:N` of a job outside it), alone or with its policy. */
+export type FlowAfter = string | { job: string; on_failure?: OnFailure | null };
+
+/** One job of a flow document (the HTTP API's job fields, as it names them). */
+export interface FlowJobDocument {
+  /** The function that runs it. */
+  function: string;
+  /** The input as text (UTF-8), or bytes. At most one of input, input_base64 and input_json. */
+  input?: string | Buffer | Uint8Array;
+  /** The input as base64. */
+  input_base64?: string;
+  /** The input as any JSON value: the job gets its compact text (object keys sorted). */
+  input_json?: unknown;
+  priority?: number;
+  delay_ms?: number;
+  /** The time before which it may not run, ms since the epoch. Not with `delay_ms`. */
+  at_ms?: number;
+  attempts?: number;
+  timeout_ms?: number;
+  retention_ms?: number;
+  failed_retention_ms?: number;
+  tags?: string[];
+  /** The jobs it waits on. */
+  after?: FlowAfter[];
+}
+
+/** A flow: named jobs (1 to 200 letters, digits, `_`, `-`, `.` each) and the jobs each waits on. At most 10 000 jobs, no cycle. */
+export interface FlowDocument {
+  /** 1 to 200 bytes, no control characters. */
+  name: string;
+  jobs: Record<string, FlowJobDocument>;
+}
+
+/** What `submitFlow` wrote. */
+export interface SubmittedFlow {
+  /** The flow's id. */
+  id: number;
+  /** Each job's id by its name. */
+  jobs: Record<string, string>;
+}
+
+/** An edge of a flow: the job waited on (by name), and the waiting job's policy when it fails. */
+export interface FlowEdge {
+  job: string;
+  onFailure: OnFailure;
+}
+
+/** One job of a flow, as it stands. */
+export interface FlowJobStatus {
+  /** Its name in the flow. */
+  name: string;
+  /** `FUNCTION:N`. */
+  id: string;
+  /** The jobs of the flow it waits on. */
+  after: FlowEdge[];
+  /** `missing` when it is not kept (forgotten after its retention). */
+  state: JobState | 'missing';
+  /** The size of its output, once it succeeded. */
+  outputBytes: number;
+  /** The message it failed or was cancelled with. */
+  error: string | null;
+}
+
+/** A flow and how each of its jobs stands. */
+export interface FlowStatus {
+  id: number;
+  name: string;
+  /** When it was submitted (Redis' clock). */
+  createdAt: Date;
+  /** Its jobs, every one after those it waits on. */
+  jobs: FlowJobStatus[];
+  /** Whether every job has ended (or is gone). */
+  ended: boolean;
+  /** How many jobs are in each state (only those with some), in the order waiting, scheduled, queued, running, succeeded, failed, cancelled, missing. */
+  counts: Partial<Record<JobState | 'missing', number>>;
+  /** The names of the jobs no other job of the flow waits on (its results), in order. */
+  sinks: string[];
+}
+
+export interface WaitFlowOptions {
+  /** Give up after this long (WaitTimeoutError with `flow`); the jobs go on. Default: no limit. */
+  timeoutMs?: number;
+}
+
 export interface ConnectOptions {
   /** Use Redis Cluster (default: asked of the server with `INFO cluster`). */
   cluster?: boolean;
@@ -207,6 +301,16 @@ export class Client {
   cancel(id: string): Promise<CancelOutcome>;
   /** Runs a failed or cancelled job again; false when it had not ended so. */
   retry(id: string): Promise<boolean>;
+  /** Submits a flow, checked whole before anything is written (BadInputError when refused); resolves its id and its jobs' ids. */
+  submitFlow(document: FlowDocument | string): Promise<SubmittedFlow>;
+  /** A flow and how its jobs stand; NotFoundError when there is none. */
+  flow(id: number | string): Promise<FlowStatus>;
+  /** Cancels every unfinished job of a flow; resolves how many there were. */
+  cancelFlow(id: number | string): Promise<number>;
+  /** Runs a flow's failed and cancelled jobs again, dependencies first; resolves their ids. */
+  retryFlow(id: number | string): Promise<string[]>;
+  /** Waits until every job of a flow has ended, however; resolves its status then. */
+  waitFlow(id: number | string, options?: WaitFlowOptions): Promise<FlowStatus>;
   /** Every known function's queue, sorted by name. */
   queues(): Promise<QueueOverview[]>;
   /** Ends waits and event streams and closes the connections. */
@@ -229,6 +333,10 @@ export const LIMITS: Readonly<{
   MAX_ATTEMPTS: number;
   MAX_TAGS: number;
   MAX_DEPENDENCIES: number;
+  /** The most jobs a flow may have. */
+  MAX_FLOW_JOBS: number;
+  /** The longest name of a flow or of a flow's job, bytes. */
+  MAX_FLOW_NAME_BYTES: number;
   MAX_KEY_BYTES: number;
   MAX_DURATION_MS: number;
   MIN_RETENTION_MS: number;
@@ -262,10 +370,13 @@ export class BadInputError extends WasmgearError {
  * cancelled.
  */
 export class ConflictError extends BadInputError {}
-/** No such job (exit code 5). */
+/** No such job, or no such flow (exit code 5). */
 export class NotFoundError extends WasmgearError {
   readonly exitCode: 5;
+  /** The job not found. */
   readonly id?: string;
+  /** The flow not found. */
+  readonly flow?: number;
 }
 /** Redis cannot be reached (exit code 6). */
 export class UnreachableError extends WasmgearError {
@@ -288,6 +399,9 @@ export class JobCancelledError extends WasmgearError {
 /** A wait ran out of time (exit code 4); the job goes on. */
 export class WaitTimeoutError extends WasmgearError {
   readonly exitCode: 4;
+  /** The job waited for (for a flow: the one it was waiting for when the time ran out). */
   readonly id: string;
   readonly results?: Array<Job | WasmgearError>;
+  /** For `waitFlow`: the flow. */
+  readonly flow?: number;
 }

@@ -10,6 +10,18 @@ const { LIMITS, jobOptions, inputBytes } = require('./options');
 const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
 const { default: ClusterAllFailedError } = require('ioredis/built/errors/ClusterAllFailedError');
 const { jobFrom, progressOf } = require('./job');
+const {
+  FLOW_KEYS,
+  MAX_OUTCOMES,
+  prepareFlow,
+  placedOptions,
+  flowRecord,
+  flowId,
+  parseFlowRecord,
+  flowStatus,
+  jobEnded,
+  byBytes,
+} = require('./flow');
 const { Subscriber } = require('./subscriber');
 const {
   WasmgearError,
@@ -42,6 +54,8 @@ const NETWORK_CODES = new Set([
   'ECONNABORTED',
   'EAI_AGAIN',
 ]);
+/** How many links, cancels or retries of a flow's jobs are in flight at once (as the Rust client). */
+const IN_FLIGHT = 32;
 /** Lets only `Client.connect` construct a Client. */
 const CONNECT = Symbol('Client.connect');
 
@@ -130,6 +144,28 @@ function translate(error, url) {
     return new UnreachableError(`cannot reach Redis at ${url}: ${describe(error)}`, { cause: error });
   }
   return new WasmgearError(`redis error: ${text}`, { cause: error });
+}
+
+/**
+ * Runs `each(item)` for every item, at most `limit` at once; rejects with the first error
+ * (no item is started after it).
+ */
+async function inParallel(items, limit, each) {
+  let next = 0;
+  let failed = false;
+  const lane = async () => {
+    while (!failed && next < items.length) {
+      const item = items[next];
+      next += 1;
+      try {
+        await each(item);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }
 
 /** Runs `promise`, rejecting with `error()` if it takes longer than `ms`. */
@@ -428,11 +464,12 @@ class Client {
         }
       });
       if (jobs.length === 0) return [];
-      // Dependencies in `fn` are checked by the script; those in other functions here.
+      // Dependencies in `fn` are checked by the script; those in other functions here (but
+      // those whose failure the job tolerates: `ignore` or `continue`).
       const checked = new Set();
       for (const job of jobs) {
         for (const dependency of job.after) {
-          if (dependency.fn === fn || checked.has(dependency.id)) continue;
+          if (dependency.fn === fn || dependency.onFailure !== 'cancel' || checked.has(dependency.id)) continue;
           await this.#checkDependency(dependency);
           checked.add(dependency.id);
         }
@@ -446,8 +483,22 @@ class Client {
     });
   }
 
-  /** One `wg2_enqueue` call; `offset` is the position of its first job in the batch. */
+  /**
+   * One `wg2_enqueue` call, then the links of its jobs to dependencies in other functions;
+   * `offset` is the position of its first job in the batch.
+   */
   async #enqueueChunk(fn, jobs, offset) {
+    const { enqueued, links } = await this.#enqueueCall(fn, jobs, (i) => `job ${offset + i}`);
+    for (const [dependent, dependency] of links) await this.#link(dependent, dependency);
+    return enqueued;
+  }
+
+  /**
+   * One `wg2_enqueue` call of `jobs` (`{named, input}` each). Resolves the jobs
+   * (`{id, created}`) and the links to make: `[dependent id, parsed dependency]` pairs.
+   * A refusal names the job as `label(position)` does (1-based).
+   */
+  async #enqueueCall(fn, jobs, label) {
     const callId = crypto.randomBytes(12).toString('hex');
     const acked = this.#answered.get(fn) || [];
     this.#answered.delete(fn);
@@ -473,7 +524,7 @@ class Client {
             : '';
         const Refusal = refused[1] === 'CONFLICT' ? ConflictError : BadInputError;
         throw new Refusal(
-          `invalid job option: job ${offset + Number(refused[2])}: ${detail}${hint}`,
+          `invalid job option: ${label(Number(refused[2]))}: ${detail}${hint}`,
           { cause: error },
         );
       }
@@ -489,12 +540,13 @@ class Client {
       id: `${fn}:${number}`,
       created: String(created)[i] === '1',
     }));
+    const toLink = [];
     for (let i = 0; i + 1 < links.length; i += 2) {
       const job = enqueued[Number(links[i]) - 1];
       if (!job) throw new WasmgearError(`enqueue answered a link for job ${links[i]} it was not given`);
-      await this.#link(job.id, parseJobId(String(links[i + 1])));
+      toLink.push([job.id, parseJobId(String(links[i + 1]))]);
     }
-    return enqueued;
+    return { enqueued, links: toLink };
   }
 
   /** Adds `fn` to the directory of functions (once per client). */
@@ -850,6 +902,216 @@ class Client {
       }
       return moved.length > 0;
     });
+  }
+
+  /**
+   * Submits a flow: named jobs of any functions and the jobs each waits on, from a flow
+   * document (`{name, jobs: {NAME: {function, input?, after?, ...}}}`, the JSON of the HTTP
+   * API's `POST /v1/flows`; an object or its text). The whole graph is checked first, as the
+   * Rust client checks it (nothing is written when it is refused: BadInputError); then each
+   * function gets its jobs' numbers reserved (`reserve`), the flow is recorded
+   * (`flow_create`), each function's jobs are written in one `enqueue` call with their
+   * `number`, the `flow` id and their edges, and the edges across functions are linked last.
+   * A failure after the first write cancels what was written, as far as it can. Resolves
+   * `{id, jobs}`: the flow's id and each job's id by name.
+   */
+  async submitFlow(document) {
+    return this.#guard(async () => {
+      const { flow, order, named } = prepareFlow(document, this.#maxInputBytes);
+      // Each function's jobs, every one after those of the function it waits on.
+      const groups = new Map();
+      for (const i of order) {
+        const fn = flow.jobs[i].function;
+        if (!groups.has(fn)) groups.set(fn, []);
+        groups.get(fn).push(i);
+      }
+      const functions = [...groups.keys()].sort(byBytes);
+      const firsts = await Promise.all(
+        functions.map(async (fn) => BigInt(await this.#fcall('reserve', fn, [String(groups.get(fn).length)]))),
+      );
+      const ids = new Array(flow.jobs.length);
+      functions.forEach((fn, k) => {
+        groups.get(fn).forEach((i, n) => {
+          ids[i] = `${fn}:${firsts[k] + BigInt(n)}`;
+        });
+      });
+      let reply;
+      try {
+        reply = await this.#flowCall('flow_create', [FLOW_KEYS.seq, FLOW_KEYS.records, FLOW_KEYS.due], [
+          flowRecord(flow, order, ids),
+        ]);
+      } catch (error) {
+        if (replyCode(error) === 'BADFLOW') {
+          const detail = String(error.message).replace(/^BADFLOW\s*/, '');
+          throw new BadInputError(`invalid job option: ${detail}`, { cause: error });
+        }
+        throw error;
+      }
+      const id = Number(reply[0]);
+      try {
+        await this.#writeFlow(flow, id, functions.map((fn) => [fn, groups.get(fn)]), named, ids);
+      } catch (error) {
+        // Cancel what was written; a job left waiting on one never written is cancelled by
+        // the links' re-check once the reservation of its number lapses (10 minutes).
+        await this.cancelFlow(id).catch(() => {});
+        throw error;
+      }
+      return { id, jobs: Object.fromEntries(flow.jobs.map((job, i) => [job.name, ids[i]])) };
+    });
+  }
+
+  /**
+   * Writes a checked flow's jobs, one `enqueue` call per function (the functions at once),
+   * then links those waiting on jobs of other functions.
+   */
+  async #writeFlow(flow, id, groups, named, ids) {
+    const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
+    const calls = await Promise.allSettled(
+      groups.map(([fn, members]) =>
+        this.#enqueueCall(
+          fn,
+          members.map((i) => ({
+            input: flow.jobs[i].input,
+            named: placedOptions(flow, i, named[i], ids, position, id),
+          })),
+          (p) => `job ${JSON.stringify(flow.jobs[members[p - 1]]?.name ?? p)}`,
+        ),
+      ),
+    );
+    const refused = calls.find((call) => call.status === 'rejected');
+    if (refused) throw refused.reason;
+    const links = calls.flatMap((call) => call.value.links);
+    await inParallel(links, IN_FLIGHT, ([dependent, dependency]) => this.#link(dependent, dependency));
+  }
+
+  /** `FCALL` (`FCALL_RO` for a read-only one) of library function `name` on `keys`. */
+  async #flowCall(name, keys, args) {
+    const { manifest } = protocol.load();
+    const spec = manifest.functions[name];
+    const command = spec && spec.read_only ? 'FCALL_RO' : 'FCALL';
+    return this.#invoke(command, [`${manifest.prefix}${name}`, String(keys.length), ...keys, ...args]);
+  }
+
+  /** Flow `id`'s status: its record (NotFoundError when there is none) and its jobs' outcomes. */
+  async #flowStatus(id) {
+    const flow = flowId(id);
+    const raw = await this.#flowCall('flow_get', [FLOW_KEYS.records], [flow]);
+    if (raw === null || raw === undefined) {
+      throw new NotFoundError(`no flow ${flow}: it was never submitted, or its jobs' retention is over`, {
+        flow: Number(flow),
+      });
+    }
+    const record = parseFlowRecord(flow, raw);
+    return flowStatus(flow, record, await this.#outcomes(record.jobs.map((job) => parseJobId(job.id))));
+  }
+
+  /**
+   * How each of the parsed job ids stands, in their order (`outcomes`, per function, at
+   * most MAX_OUTCOMES a call): `[state, output_bytes, error]` each, `missing` for a job not kept.
+   */
+  async #outcomes(jobs) {
+    const byFunction = new Map();
+    jobs.forEach((job, i) => {
+      if (!byFunction.has(job.fn)) byFunction.set(job.fn, []);
+      byFunction.get(job.fn).push(i);
+    });
+    const out = new Array(jobs.length);
+    for (const [fn, positions] of byFunction) {
+      for (let from = 0; from < positions.length; from += MAX_OUTCOMES) {
+        const chunk = positions.slice(from, from + MAX_OUTCOMES);
+        const replies = await this.#fcall('outcomes', fn, [String(chunk.length), ...chunk.map((i) => jobs[i].number)]);
+        if (!Array.isArray(replies) || replies.length !== chunk.length) {
+          throw new WasmgearError(`outcomes answered ${replies && replies.length} jobs of ${fn} for ${chunk.length} asked`);
+        }
+        chunk.forEach((i, k) => {
+          out[i] = replies[k];
+        });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Flow `id` and how each of its jobs stands: `{id, name, createdAt, jobs: [{name, id,
+   * after: [{job, onFailure}], state ('missing' for a job not kept), outputBytes, error}],
+   * ended, counts, sinks}`, the jobs every one after those it waits on. NotFoundError when
+   * there is no such flow.
+   */
+  async flow(id) {
+    return this.#guard(() => this.#flowStatus(id));
+  }
+
+  /**
+   * Cancels every unfinished job of flow `id`, each as `cancel` does (a running one is asked
+   * to stop; its children are cancelled too). Resolves how many were unfinished.
+   */
+  async cancelFlow(id) {
+    return this.#guard(async () => {
+      const status = await this.#flowStatus(id);
+      const unfinished = status.jobs.filter((job) => !jobEnded(job)).map((job) => job.id);
+      // A cancelled job cancels its dependents too: whichever goes first, each ends
+      // cancelled (or stopping, when it runs).
+      await inParallel(unfinished, IN_FLIGHT, async (job) => {
+        try {
+          await this.cancel(job);
+        } catch (error) {
+          if (!(error instanceof NotFoundError)) throw error;
+        }
+      });
+      return unfinished.length;
+    });
+  }
+
+  /**
+   * Runs flow `id`'s failed and cancelled jobs again, in the record's order (dependencies
+   * first: a job cancelled because its dependency failed waits for it again); succeeded jobs
+   * keep their outputs. Resolves the ids of the jobs run again.
+   */
+  async retryFlow(id) {
+    return this.#guard(async () => {
+      const status = await this.#flowStatus(id);
+      const retried = [];
+      for (const job of status.jobs) {
+        if ((job.state === 'failed' || job.state === 'cancelled') && (await this.retry(job.id))) {
+          retried.push(job.id);
+        }
+      }
+      return retried;
+    });
+  }
+
+  /**
+   * Waits until every job of flow `id` has ended (or is gone), however each ended, and
+   * resolves the flow's status then. Rejects WaitTimeoutError (with `flow`) when
+   * `timeoutMs` runs out first; the jobs go on.
+   */
+  async waitFlow(id, options = {}) {
+    const { timeoutMs } = options ?? {};
+    if (timeoutMs !== undefined && timeoutMs !== null) {
+      if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) {
+        throw new BadInputError(`invalid wait option: timeoutMs ${JSON.stringify(timeoutMs)} must be a number of ms >= 0`);
+      }
+    }
+    const deadline = typeof timeoutMs === 'number' ? Date.now() + timeoutMs : null;
+    const status = await this.flow(id);
+    // In the record's order: dependents end after their dependencies, so the last jobs are
+    // waited on last, when most have ended already.
+    for (const job of status.jobs) {
+      if (jobEnded(job)) continue;
+      try {
+        await this.#waitOne(parseJobId(job.id), deadline);
+      } catch (error) {
+        if (error instanceof NotFoundError) continue;
+        if (error instanceof WaitTimeoutError) {
+          throw new WaitTimeoutError(`gave up waiting for flow ${status.id} after the timeout; its jobs go on`, {
+            id: job.id,
+            flow: status.id,
+          });
+        }
+        throw error;
+      }
+    }
+    return this.flow(id);
   }
 
   /**

@@ -25,11 +25,15 @@ BadInputError.prototype.exitCode = 2;
  */
 class ConflictError extends BadInputError {}
 
-/** No such job (never enqueued, or its retention is over). */
+/**
+ * No such job (never enqueued, or its retention is over): `id` names it; or no such flow
+ * (never submitted, or forgotten with its jobs): `flow` names it.
+ */
 class NotFoundError extends WasmgearError {
   constructor(message, options = {}) {
     super(message, options);
     this.id = options.id;
+    if (options.flow !== undefined) this.flow = options.flow;
   }
 }
 NotFoundError.prototype.exitCode = 5;
@@ -61,12 +65,16 @@ class JobCancelledError extends WasmgearError {
 }
 JobCancelledError.prototype.exitCode = 3;
 
-/** A wait ran out of time; the job itself goes on. */
+/**
+ * A wait ran out of time; the job itself goes on. For a flow's wait, `flow` names the flow
+ * and `id` the job it was waiting for then.
+ */
 class WaitTimeoutError extends WasmgearError {
   constructor(message, options = {}) {
     super(message, options);
     this.id = options.id;
     this.results = options.results;
+    if (options.flow !== undefined) this.flow = options.flow;
   }
 }
 WaitTimeoutError.prototype.exitCode = 4;

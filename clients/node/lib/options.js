@@ -23,7 +23,27 @@ const KNOWN = [
   'uniq',
   'tags',
   'after',
+  'onFailure',
 ];
+
+/** The failure policies of a dependency edge (PROTOCOL.md, "Dependencies", "Failure policies"). */
+const POLICIES = Object.freeze(['cancel', 'ignore', 'continue']);
+
+/** The option a policy other than `cancel` is sent as, beside `after`. */
+const POLICY_OPTION = Object.freeze({ ignore: 'after_ignore', continue: 'after_continue' });
+
+/**
+ * How the messages name each option: as `enqueue` takes them. A flow document names them as
+ * the HTTP API does (`delay_ms`, `at_ms`...), and gives its own names (lib/flow.js).
+ */
+const SHOWN = Object.freeze({
+  delayMs: 'delayMs',
+  at: 'at',
+  timeoutMs: 'timeoutMs',
+  retentionMs: 'retentionMs',
+  failedRetentionMs: 'failedRetentionMs',
+  onFailure: 'onFailure',
+});
 
 // Unicode's control characters (category Cc), as Rust's `char::is_control`.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -84,13 +104,15 @@ function priorityValue(priority) {
  * Checks a job's options as the Rust client's `EnqueueOptions::validate` does (same limits;
  * `at` in the past is refused by the enqueue script, on Redis' clock) and returns them as
  * the named options of `wg2_enqueue`: NAME VALUE pairs, only what differs from the
- * defaults, in the order the Rust client sends them. Also returns the dependencies, parsed.
+ * defaults, in the order the Rust client sends them. Also returns the dependencies, parsed,
+ * each with its failure policy (`onFailure`: `cancel` unless the option says otherwise).
  *
  * @param {object|undefined} options
  * @param {number} [nowMs] the local clock, for the far-future check of `at`
- * @returns {{named: string[], after: {id: string, fn: string, number: string}[]}}
+ * @param {object} [shown] how the messages name the options (SHOWN)
+ * @returns {{named: string[], after: {id: string, fn: string, number: string, onFailure: string}[]}}
  */
-function jobOptions(options, nowMs = Date.now()) {
+function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
   if (options === undefined || options === null) return { named: [], after: [] };
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw bad(`the options must be an object, not ${JSON.stringify(options)}`);
@@ -118,12 +140,12 @@ function jobOptions(options, nowMs = Date.now()) {
   }
   let timeout;
   if (o.timeoutMs !== undefined && o.timeoutMs !== null) {
-    timeout = wholeMs('timeoutMs', o.timeoutMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years');
+    timeout = wholeMs(shown.timeoutMs, o.timeoutMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years');
   }
   let retention = LIMITS.DEFAULT_RETENTION_MS;
   if (o.retentionMs !== undefined && o.retentionMs !== null) {
     retention = wholeMs(
-      'retentionMs',
+      shown.retentionMs,
       o.retentionMs,
       LIMITS.MIN_RETENTION_MS,
       LIMITS.MAX_DURATION_MS,
@@ -133,7 +155,7 @@ function jobOptions(options, nowMs = Date.now()) {
   let failedRetention = LIMITS.DEFAULT_FAILED_RETENTION_MS;
   if (o.failedRetentionMs !== undefined && o.failedRetentionMs !== null) {
     failedRetention = wholeMs(
-      'failedRetentionMs',
+      shown.failedRetentionMs,
       o.failedRetentionMs,
       0,
       LIMITS.MAX_DURATION_MS,
@@ -168,22 +190,51 @@ function jobOptions(options, nowMs = Date.now()) {
   }
   let delay = 0;
   if (o.delayMs !== undefined && o.delayMs !== null) {
-    delay = wholeMs('delayMs', o.delayMs, 0, LIMITS.MAX_DURATION_MS, '0..=10 years');
+    delay = wholeMs(shown.delayMs, o.delayMs, 0, LIMITS.MAX_DURATION_MS, '0..=10 years');
   }
   let at;
   if (o.at !== undefined && o.at !== null) {
-    if (delay !== 0) throw bad('give delayMs or at (a time to run at), not both');
+    if (delay !== 0) throw bad(`give ${shown.delayMs} or ${shown.at} (a time to run at), not both`);
     if (!(o.at instanceof Date) || Number.isNaN(o.at.getTime())) {
-      throw bad(`at must be a valid Date, not ${JSON.stringify(o.at)}`);
+      throw bad(`${shown.at} must be a valid Date, not ${JSON.stringify(o.at)}`);
     }
     at = o.at.getTime();
-    if (at <= 0) throw bad('at (the time to run at) is not after 1970');
+    if (at <= 0) throw bad(`${shown.at} (the time to run at) is not after 1970`);
     // Too far ahead by this clock: a conflict with the time, as a time already passed by
     // the queue's clock is.
     if (at > nowMs + LIMITS.MAX_DURATION_MS) {
       throw new ConflictError(
-        'invalid job option: at (the time to run at) is more than 10 years ahead; give a nearer one',
+        `invalid job option: ${shown.at} (the time to run at) is more than 10 years ahead; give a nearer one`,
       );
+    }
+  }
+  // The policies of dependencies whose failure does not cancel the job: each names one of
+  // `after` (the Rust client's `on_failure`).
+  for (const dependency of after) dependency.onFailure = 'cancel';
+  if (o.onFailure !== undefined && o.onFailure !== null) {
+    if (typeof o.onFailure !== 'object' || Array.isArray(o.onFailure)) {
+      throw bad(
+        `${shown.onFailure} must be an object mapping a dependency's id to ${POLICIES.join(', ')}`,
+      );
+    }
+    for (const [key, policy] of Object.entries(o.onFailure)) {
+      if (policy === undefined) continue;
+      let id;
+      try {
+        id = parseJobId(key, `dependency (option ${shown.onFailure})`).id;
+      } catch (e) {
+        throw bad(e.message);
+      }
+      if (!POLICIES.includes(policy)) {
+        throw bad(
+          `${shown.onFailure} ${JSON.stringify(policy)} of ${id} is none of ${POLICIES.join(', ')}`,
+        );
+      }
+      const named = after.filter((dependency) => dependency.id === id);
+      if (named.length === 0) {
+        throw bad(`${shown.onFailure} names ${id}, which is not a dependency (add it to after)`);
+      }
+      for (const dependency of named) dependency.onFailure = policy;
     }
   }
 
@@ -199,6 +250,14 @@ function jobOptions(options, nowMs = Date.now()) {
   if (uniq !== undefined) named.push('uniq', uniq);
   for (const tag of tags) named.push('tag', tag);
   for (const dependency of after) named.push('after', dependency.id);
+  const policed = new Set();
+  for (const dependency of after) {
+    const option = POLICY_OPTION[dependency.onFailure];
+    if (option && !policed.has(dependency.id)) {
+      named.push(option, dependency.id);
+      policed.add(dependency.id);
+    }
+  }
   return { named, after };
 }
 
@@ -225,4 +284,4 @@ function inputBytes(input, maxBytes) {
   return bytes;
 }
 
-module.exports = { LIMITS, jobOptions, inputBytes, checkKey, priorityValue };
+module.exports = { LIMITS, POLICIES, POLICY_OPTION, CONTROL, jobOptions, inputBytes, checkKey, priorityValue };

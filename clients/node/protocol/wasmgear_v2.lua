@@ -24,6 +24,10 @@ local FLOW_CHECK_FIRST_MS = 3600000
 local FLOW_CHECK_MAX_MS = 86400000
 local MAX_FLOW_RECORD_BYTES = 16777216
 local MAX_FLOW_JOBS = 10000
+local MAX_BATCH_JOBS = 100000
+local BATCH_MAX_MS = 2592000000
+local BATCH_RETENTION_MS = 604800000
+local BATCH_CHECK_MS = 60000
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -677,6 +681,17 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
+  if record.batch then
+    -- Its batch counts its end (`batch_done`, on the batch's slot, sent by the caller as
+    -- for a dependent in another function; kept until told, for the batch's re-check).
+    local member = 'batch ' .. record.batch
+    NOTIFY[#NOTIFY + 1] = member
+    NOTIFY[#NOTIFY + 1] = id_of(number)
+    NOTIFY[#NOTIFY + 1] = state
+    local untold = record.untold or {}
+    if not contains(untold, member) then untold[#untold + 1] = member end
+    record.untold = untold
+  end
   for _, dependent in ipairs(record.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
@@ -1158,6 +1173,36 @@ local function clock_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Batches (`batch_...`): each batch's keys are in a slot of its own, `{batch:ID}`; its state
+-- hash holds `def` (its name and callbacks, JSON), `open` ('1' until closed), `total` and the
+-- counts of its jobs that ended `succeeded`, `failed` and `cancelled`, `created_ms`,
+-- `added_ms`, `closed_ms`, `ended_ms`, and per callback (`success`, `complete`) nothing,
+-- `due` (to be enqueued), or the id of the job enqueued for it.
+--
+-- Once a batch is closed and every job has ended: marks its callbacks due (`success` only
+-- when every job succeeded; each one that the definition has, once) and returns those it
+-- marked now. The caller enqueues each (its `once` key makes a second enqueue return the
+-- first job) and notes it with `batch_fired`.
+local function batch_settle(state_key)
+  local f = redis.call('HMGET', state_key, 'open', 'total', 'succeeded', 'failed', 'cancelled', 'def', 'ended_ms')
+  local open, total = f[1], tonumber(f[2] or '0')
+  local succeeded, failed, cancelled = tonumber(f[3] or '0'), tonumber(f[4] or '0'), tonumber(f[5] or '0')
+  if open ~= '0' or succeeded + failed + cancelled < total or f[7] then return {} end
+  redis.call('HSET', state_key, 'ended_ms', string.format('%d', clock_ms()))
+  local ok, def = pcall(cjson.decode, f[6] or '')
+  if not ok or type(def) ~= 'table' then return {} end
+  local fire = {}
+  if type(def.on_success) == 'table' and failed + cancelled == 0 then
+    redis.call('HSET', state_key, 'success', 'due')
+    fire[#fire + 1] = 'success'
+  end
+  if type(def.on_complete) == 'table' then
+    redis.call('HSET', state_key, 'complete', 'due')
+    fire[#fire + 1] = 'complete'
+  end
+  return fire
+end
+
 -- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.
 local function refuse(code, why) return redis.error_reply(code .. ' ' .. why) end
 
@@ -1317,6 +1362,9 @@ local reply = (function()
 --                     reservation must not have lapsed. A dependency in this function
 --                     may name a reserved number given to an earlier job of the call
 --   flow              the id of the flow the job belongs to (a whole number)
+--   batch             the id of the batch the job belongs to (1 to 32 hex digits; added to
+--                     it with `batch_add` first): its end is returned in `notify` for the
+--                     caller to count (`batch_done`)
 --   parent            the id ('G:N') of the job that enqueued this one as its child
 --   once              a key: a job is enqueued for it only the first time ever (kept in
 --                     `ticks`); again, the call returns that first job, not created (a
@@ -1386,7 +1434,7 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true,
+  number = true, flow = true, batch = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -1449,6 +1497,9 @@ for i = 0, n - 1 do
     end
     if #(options.after or {}) > MAX_DEPENDENCIES then
       return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.batch and not string.match(options.batch, '^%x+$') or #(options.batch or '') > 32 then
+      return bad(i, 'batch ' .. tostring(options.batch) .. ' is not a batch id (1 to 32 hex digits)')
     end
     if options.number then
       if given[options.number] then
@@ -1544,7 +1595,8 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and not options.number and not options.flow and delay <= 0 and at <= 0 then
+    and not options.parent and not options.number and not options.flow and not options.batch
+    and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -1621,6 +1673,7 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.flow then record.flow = number_of(options.flow) end
+      if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
       if schedule then
         record.schedule = schedule
@@ -2440,13 +2493,13 @@ local reply = (function()
 -- KEYS: jobs expires stats events
 -- ARGV[1]  the function name
 -- ARGV[2]  the finished job's number
--- ARGV[3]  the dependent's id ('G:M')
+-- ARGV[3]  the dependent's id ('G:M'), or 'batch ID' for the job's batch
 --
 -- Returns: 1 when the dependent was still to be told, else 0.
 
 local number, dependent = ARGV[2], ARGV[3]
-if not split_id(dependent or '') then
-  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER)')
+if not split_id(dependent or '') and not string.match(dependent or '', '^batch %x+$') then
+  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
 end
 
 local record = load(number)
@@ -3975,4 +4028,219 @@ return redis.call('HDEL', KEYS[1], ARGV[1] or '')
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'a12e4fee1e288dd3d20d11007d7265bbd3169e58' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_batch_open', callback = function(KEYS, ARGV)
+-- batch_open: open a batch (`wasmgear batch`): jobs of any functions are added to it while it
+-- is open (`batch_add`, then `enqueue` with the option `batch`), and once it is closed and
+-- every job has ended, its callbacks are due: `on_success` when all succeeded, `on_complete`
+-- in any case. The batch is kept at most BATCH_MAX_MS.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash  (see batch_settle in lib.lua)
+-- KEYS[2]  wg:{batch:ID}:members  list  the jobs' ids, in the order added
+-- KEYS[3]  wg:{batch:ID}:ended    hash  job id -> the state it ended in
+--
+-- ARGV[1]  the batch's definition: a JSON object (its name and callbacks), at most 64 KiB
+--
+-- Returns: the time it was opened (ms), or the error `BADBATCH` (a definition that does not
+-- read, or a batch of this id already).
+
+local def = ARGV[1] or ''
+local ok, decoded = pcall(cjson.decode, def)
+if #def > 65536 or not ok or type(decoded) ~= 'table' then
+  return redis.error_reply('BADBATCH the batch definition must be a JSON object of at most 64 KiB')
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('BADBATCH a batch of this id exists already')
+end
+local now = clock_ms()
+redis.call('HSET', KEYS[1], 'def', def, 'open', '1', 'total', '0', 'succeeded', '0', 'failed', '0',
+  'cancelled', '0', 'created_ms', string.format('%d', now), 'added_ms', string.format('%d', now))
+for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, string.format('%d', BATCH_MAX_MS)) end
+return now
+
+end }
+
+redis.register_function{ function_name = 'wg2_batch_add', callback = function(KEYS, ARGV)
+-- batch_add: add jobs to an open batch, before they are written (their numbers reserved with
+-- `reserve`, so that none can end before it counts): a job that is never written reads as
+-- missing, and the upkeep counts it cancelled once its reservation has lapsed.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash
+-- KEYS[2]  wg:{batch:ID}:members  list
+-- KEYS[3]  wg:{batch:ID}:ended    hash
+--
+-- ARGV     the jobs' ids (G:N), at least one
+--
+-- Returns: the batch's total afterwards. Or the error `NOBATCH` (no such batch), `CONFLICT`
+-- (it is closed), or `BADBATCH` (an id that is no job id, or more than MAX_BATCH_JOBS jobs),
+-- having written nothing.
+
+if #ARGV == 0 then return redis.error_reply('BADBATCH give the ids of the jobs to add') end
+for _, id in ipairs(ARGV) do
+  if not split_id(id) then return redis.error_reply('BADBATCH ' .. id .. ' is not a job id (FUNCTION:NUMBER)') end
+end
+local open, total = unpack(redis.call('HMGET', KEYS[1], 'open', 'total'))
+if not open then return redis.error_reply('NOBATCH no such batch (never opened, or forgotten)') end
+if open ~= '1' then return redis.error_reply('CONFLICT the batch is closed: no job can be added to it') end
+if tonumber(total) + #ARGV > MAX_BATCH_JOBS then
+  return redis.error_reply('BADBATCH a batch has at most ' .. MAX_BATCH_JOBS .. ' jobs')
+end
+local i = 1
+while i <= #ARGV do
+  local last = math.min(i + 999, #ARGV)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, last))
+  i = last + 1
+end
+redis.call('HSET', KEYS[1], 'added_ms', string.format('%d', clock_ms()))
+for _, key in ipairs(KEYS) do
+  if redis.call('PTTL', key) < 0 then redis.call('PEXPIRE', key, string.format('%d', BATCH_MAX_MS)) end
+end
+return redis.call('HINCRBY', KEYS[1], 'total', #ARGV)
+
+end }
+
+redis.register_function{ function_name = 'wg2_batch_close', callback = function(KEYS, ARGV)
+-- batch_close: close a batch: no job can be added any more, and once every job has ended,
+-- its callbacks are due. Closing a closed batch changes nothing.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash
+-- KEYS[2]  wg:{batch:ID}:members  list
+-- KEYS[3]  wg:{batch:ID}:ended    hash
+--
+-- Returns: the callbacks now due ('success', 'complete'; see batch_settle), or the error
+-- `NOBATCH`.
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('NOBATCH no such batch (never opened, or forgotten)')
+end
+if redis.call('HGET', KEYS[1], 'open') == '1' then
+  redis.call('HSET', KEYS[1], 'open', '0', 'closed_ms', string.format('%d', clock_ms()))
+end
+return batch_settle(KEYS[1])
+
+end }
+
+redis.register_function{ function_name = 'wg2_batch_done', callback = function(KEYS, ARGV)
+-- batch_done: count the end of one of a batch's jobs, once (the caller of the script that
+-- ended it sends it, as it tells dependents in other functions; the upkeep sends it again
+-- for a job whose news was lost). Idempotent.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash
+-- KEYS[2]  wg:{batch:ID}:members  list
+-- KEYS[3]  wg:{batch:ID}:ended    hash
+--
+-- ARGV[1]  the job's id (G:N)
+-- ARGV[2]  the state it ended in: succeeded, failed or cancelled
+--
+-- Returns: the callbacks now due ('success', 'complete'; see batch_settle); none for a
+-- batch that is gone.
+
+local STATES = { succeeded = true, failed = true, cancelled = true }
+if not split_id(ARGV[1] or '') or not STATES[ARGV[2] or ''] then
+  return redis.error_reply('BADBATCH batch_done takes a job id and succeeded, failed or cancelled')
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  if redis.call('PTTL', KEYS[3]) < 0 then
+    redis.call('PEXPIRE', KEYS[3], redis.call('PTTL', KEYS[1]))
+  end
+end
+return batch_settle(KEYS[1])
+
+end }
+
+redis.register_function{ function_name = 'wg2_batch_fired', callback = function(KEYS, ARGV)
+-- batch_fired: note that a due callback of a batch has been enqueued (as job G:N, with the
+-- `once` key `batch:ID:KIND`, so that enqueueing it again returns the same job). Once no
+-- callback is due any more, the batch is kept BATCH_RETENTION_MS more.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash
+-- KEYS[2]  wg:{batch:ID}:members  list
+-- KEYS[3]  wg:{batch:ID}:ended    hash
+--
+-- ARGV[1]  'success' or 'complete'
+-- ARGV[2]  the callback job's id
+--
+-- Returns: 1 when it was due, else 0.
+
+if (ARGV[1] ~= 'success' and ARGV[1] ~= 'complete') or not split_id(ARGV[2] or '') then
+  return redis.error_reply("BADBATCH batch_fired takes 'success' or 'complete' and a job id")
+end
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= 'due' then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('HGET', KEYS[1], 'success') ~= 'due' and redis.call('HGET', KEYS[1], 'complete') ~= 'due' then
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, string.format('%d', BATCH_RETENTION_MS)) end
+end
+return 1
+
+end }
+
+redis.register_function{ function_name = 'wg2_batch_get', callback = function(KEYS, ARGV)
+-- batch_get: how a batch stands.
+--
+-- KEYS[1]  wg:{batch:ID}:state    hash
+-- KEYS[2]  wg:{batch:ID}:members  list
+-- KEYS[3]  wg:{batch:ID}:ended    hash
+--
+-- ARGV[1]  '1' to list the jobs that have not ended too (for the upkeep's re-check), else '0'
+--
+-- Returns: {state, unsuccessful, unended}: state, the fields of the state hash as a flat
+-- list (empty: no such batch); unsuccessful, job id and state of each job that failed or
+-- was cancelled (at most MAX_BATCH_JOBS); unended, the ids of the jobs not counted as ended
+-- yet (with ARGV[1] '1').
+
+local state = redis.call('HGETALL', KEYS[1])
+if #state == 0 then return { {}, {}, {} } end
+local ended = redis.call('HGETALL', KEYS[3])
+local unsuccessful, seen = {}, {}
+for i = 1, #ended, 2 do
+  seen[ended[i]] = true
+  if ended[i + 1] ~= 'succeeded' then
+    unsuccessful[#unsuccessful + 1] = ended[i]
+    unsuccessful[#unsuccessful + 1] = ended[i + 1]
+  end
+end
+local unended = {}
+if ARGV[1] == '1' then
+  for _, id in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    if not seen[id] then unended[#unended + 1] = id end
+  end
+end
+return { state, unsuccessful, unended }
+
+end, flags = { 'no-writes' } }
+
+redis.register_function{ function_name = 'wg2_batches_due', callback = function(KEYS, ARGV)
+-- batches_due: the batches the workers' upkeep re-checks (its safety net: a job whose end
+-- was not counted, a callback due but not enqueued, because a caller died between the
+-- steps). Hands out up to `n` due ones, each next due BATCH_CHECK_MS later; with ARGV[1]
+-- 'watch' or 'unwatch', adds or removes one.
+--
+-- KEYS[1]  wg:{batches}:due  zset  batch id, scored by when to re-check it (ms)
+--
+-- ARGV[1]  'due' and the most to hand out (1..100); or 'watch' or 'unwatch' and a batch id
+--
+-- Returns: the ids handed out; 1 for 'watch' and 'unwatch'.
+
+local now = clock_ms()
+if ARGV[1] == 'watch' and ARGV[2] then
+  redis.call('ZADD', KEYS[1], string.format('%d', now + BATCH_CHECK_MS), ARGV[2])
+  return 1
+end
+if ARGV[1] == 'unwatch' and ARGV[2] then
+  redis.call('ZREM', KEYS[1], ARGV[2])
+  return 1
+end
+local limit = tonumber(ARGV[2] or '')
+if ARGV[1] ~= 'due' or not limit or limit < 1 or limit > 100 or limit ~= math.floor(limit) then
+  return redis.error_reply("BADARGS batches_due: 'due' and 1..100, or 'watch'/'unwatch' and a batch id")
+end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now), 'LIMIT', '0', string.format('%d', limit))
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], string.format('%d', now + BATCH_CHECK_MS), id)
+end
+return ids
+
+end }
+
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'f970c1cee4b7e8d284f7ce25245f2b7fefbf7ca4' end, flags = { 'no-writes' } }

@@ -31,6 +31,15 @@ import type {
   QueueEvent,
   EventStream,
   ConnectOptions,
+  OnFailure,
+  FlowAfter,
+  FlowJobDocument,
+  FlowDocument,
+  SubmittedFlow,
+  FlowEdge,
+  FlowJobStatus,
+  FlowStatus,
+  WaitFlowOptions,
 } from '..';
 
 /** true when A and B are the same type (not merely assignable one way). */
@@ -43,6 +52,8 @@ function exact<A, B>(proof: Equals<A, B>): void {
 exact<JobState, 'queued' | 'scheduled' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'cancelled'>(true);
 exact<CancelOutcome['outcome'], 'cancelled' | 'stopping' | 'already-ended'>(true);
 exact<Input, Buffer | Uint8Array | string>(true);
+exact<OnFailure, 'cancel' | 'ignore' | 'continue'>(true);
+exact<FlowJobStatus['state'], JobState | 'missing'>(true);
 
 /** What `cancel` says, for each outcome `wasmgear cancel` has (and no other). */
 function describe(result: CancelOutcome): string {
@@ -234,4 +245,77 @@ function helpers(): void {
   void [limits, parsed, name];
 }
 
-void [quickStart, everyCall, helpers];
+async function flows(client: Client): Promise<void> {
+  // README.md's Flows section, as it is written there.
+  const { id, jobs } = await client.submitFlow({
+    name: 'diamond',
+    jobs: {
+      a: { function: 'reverse', input: 'abc' },
+      b: { function: 'reverse', input: 'xyz', after: ['a'] },
+      c: { function: 'reverse', input_json: { n: 2 }, after: ['a'] },
+      d: { function: 'join', after: ['c', { job: 'b', on_failure: 'ignore' }] },
+    },
+  });
+  const status = await client.waitFlow(id, { timeoutMs: 60000 });
+  console.log(status.counts, (await client.status(jobs.d)).output!.toString());
+
+  const policy: OnFailure = 'continue';
+  const entries: FlowAfter[] = ['a', 'echo:7', { job: 'b' }, { job: 'c', on_failure: policy }, { job: 'd', on_failure: null }];
+  const job: FlowJobDocument = {
+    function: 'echo',
+    input: Buffer.from('bytes'),
+    priority: 5,
+    delay_ms: 1000,
+    attempts: 3,
+    timeout_ms: 30000,
+    retention_ms: 3600000,
+    failed_retention_ms: 7200000,
+    tags: ['t'],
+    after: entries,
+  };
+  const other: FlowJobDocument = { function: 'echo', input_base64: 'aGk=', at_ms: Date.now() + 60000 };
+  const document: FlowDocument = { name: 'all', jobs: { job, other, json: { function: 'echo', input_json: [1, { a: 'b' }] } } };
+  // @ts-expect-error a flow's jobs are always new: no uniq key
+  const refused: FlowJobDocument = { function: 'echo', uniq: 'k' };
+  // @ts-expect-error the document names options as the HTTP API does (delay_ms)
+  const camel: FlowJobDocument = { function: 'echo', delayMs: 5 };
+  const submitted: SubmittedFlow = await client.submitFlow(document);
+  const again: SubmittedFlow = await client.submitFlow(JSON.stringify(document));
+  const flowId: number = submitted.id;
+  const jobIds: string[] = Object.values(again.jobs);
+
+  const read: FlowStatus = await client.flow(flowId);
+  const byText: FlowStatus = await client.flow(String(flowId));
+  const fields: [number, string, Date, boolean, string[]] = [read.id, read.name, read.createdAt, read.ended, read.sinks];
+  const succeeded: number | undefined = read.counts.succeeded;
+  const missing: number | undefined = read.counts.missing;
+  for (const j of read.jobs) {
+    const row: [string, string, number, string | null] = [j.name, j.id, j.outputBytes, j.error];
+    const edges: FlowEdge[] = j.after;
+    const policies: OnFailure[] = edges.map((edge) => edge.onFailure);
+    const waitedOn: string[] = edges.map((edge) => edge.job);
+    void [row, policies, waitedOn];
+  }
+  const cancelled: number = await client.cancelFlow(flowId);
+  const retried: string[] = await client.retryFlow(flowId);
+  const waitOptions: WaitFlowOptions = { timeoutMs: 1000 };
+  try {
+    await client.waitFlow(flowId, waitOptions);
+  } catch (error) {
+    if (error instanceof WaitTimeoutError) {
+      const flow: number | undefined = error.flow;
+      void flow;
+    } else if (error instanceof NotFoundError) {
+      const flow: number | undefined = error.flow;
+      void flow;
+    }
+  }
+  const edgeOptions: EnqueueOptions = { after: ['fetch:7', 'parse:3'], onFailure: { 'fetch:7': 'ignore', 'parse:3': policy } };
+  // @ts-expect-error a policy is cancel, ignore or continue
+  await client.enqueue('echo', 'x', { after: ['fetch:7'], onFailure: { 'fetch:7': 'skip' } });
+  await client.enqueue('join', '', edgeOptions);
+  const limits: number[] = [LIMITS.MAX_FLOW_JOBS, LIMITS.MAX_FLOW_NAME_BYTES];
+  void [refused, camel, jobIds, byText, fields, succeeded, missing, cancelled, retried, limits];
+}
+
+void [quickStart, everyCall, helpers, flows];

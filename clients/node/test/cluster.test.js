@@ -100,4 +100,21 @@ describe('wasmgear client on Redis Cluster', { timeout: 300000 }, () => {
     );
     assert.equal(queues.find((q) => q.function === 'echo').succeeded, 2501);
   });
+
+  it('submits a flow over the nodes: its record in the {flows} slot, its jobs and links in theirs', async () => {
+    const submitted = await client.submitFlow({
+      name: 'spread',
+      jobs: {
+        a: { function: 'echo', input: 'x' },
+        b: { function: 'count', input: '2 10', after: ['a'] },
+        c: { function: 'fail', input: 'no', attempts: 1, after: ['b'] },
+        d: { function: 'echo', input: 'y', after: [{ job: 'c', on_failure: 'continue' }, 'a'] },
+      },
+    });
+    const status = await client.waitFlow(submitted.id, { timeoutMs: 120000 });
+    assert.deepEqual(status.counts, { succeeded: 3, failed: 1 }, JSON.stringify(status));
+    assert.deepEqual(status.sinks, ['d']);
+    assert.equal((await client.status(submitted.jobs.d)).output.toString(), 'y');
+    assert.equal(await client.cancelFlow(submitted.id), 0);
+  });
 });

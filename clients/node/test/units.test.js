@@ -76,6 +76,32 @@ describe('options', () => {
     assert.deepEqual(jobOptions({ at: near }).named, ['at', String(near.getTime())]);
   });
 
+  it('sends the failure policies of dependencies beside after, and checks them', () => {
+    const { named, after } = jobOptions({
+      after: ['a:1', 'b:02', 'c:3'],
+      onFailure: { 'b:2': 'ignore', 'c:3': 'continue', 'a:1': 'cancel' },
+    });
+    assert.deepEqual(named, [
+      'after', 'a:1', 'after', 'b:2', 'after', 'c:3', 'after_ignore', 'b:2', 'after_continue', 'c:3',
+    ]);
+    assert.deepEqual(after.map((d) => d.onFailure), ['cancel', 'ignore', 'continue']);
+    assert.deepEqual(jobOptions({ after: ['a:1'] }).after[0].onFailure, 'cancel');
+    const cases = [
+      [{ after: ['a:1'], onFailure: { 'a:2': 'ignore' } }, /onFailure names a:2, which is not a dependency \(add it to after\)/],
+      [{ onFailure: { 'a:1': 'ignore' } }, /onFailure names a:1, which is not a dependency/],
+      [{ after: ['a:1'], onFailure: { 'a:1': 'skip' } }, /onFailure "skip" of a:1 is none of cancel, ignore, continue/],
+      [{ after: ['a:1'], onFailure: { a: 'ignore' } }, /invalid dependency \(option onFailure\) "a"/],
+      [{ after: ['a:1'], onFailure: ['a:1'] }, /onFailure must be an object/],
+    ];
+    for (const [options, message] of cases) {
+      assert.throws(() => jobOptions(options), (error) => {
+        assert.ok(error instanceof BadInputError);
+        assert.match(error.message, message);
+        return true;
+      });
+    }
+  });
+
   it('takes inputs as bytes', () => {
     assert.deepEqual(inputBytes('hé', 10), Buffer.from('hé'));
     assert.deepEqual(inputBytes(new Uint8Array([1, 2]), 10), Buffer.from([1, 2]));
@@ -214,8 +240,8 @@ describe('Client internals', () => {
     assert.throws(() => new Client({ redis: null }), TypeError);
     const own = Object.getOwnPropertyNames(Client.prototype).sort();
     assert.deepEqual(own, [
-      'cancel', 'close', 'constructor', 'enqueue', 'enqueueMany', 'events', 'isCluster', 'logs',
-      'queues', 'retry', 'status', 'wait',
+      'cancel', 'cancelFlow', 'close', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow',
+      'isCluster', 'logs', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait', 'waitFlow',
     ]);
   });
 });
@@ -249,5 +275,202 @@ describe('which failures are sent again', () => {
     assert.equal(refused.message, 'job 1: priority out of range');
     assert.equal(translate(new Redis.ReplyError('NOJOB echo:1'), 'redis://x').name, 'NotFoundError');
     assert.equal(translate(new Redis.ReplyError('ERR BADJOB in the text'), 'redis://x').name, 'WasmgearError');
+  });
+});
+
+describe('flow documents', () => {
+  const {
+    prepareFlow,
+    checkFlow,
+    readFlowDocument,
+    placedOptions,
+    flowRecord,
+    flowId,
+    parseFlowRecord,
+    flowStatus,
+    compactJson,
+  } = require('../lib/flow');
+
+  /** tests/all/flows.rs `diamond_document()`: what every producer submits alike. */
+  const diamond = () => ({
+    name: 'diamond',
+    jobs: {
+      d: { function: 'join', after: ['c', { job: 'b', on_failure: 'ignore' }] },
+      c: { function: 'reverse', input_json: { n: 2 }, after: ['a'] },
+      b: { function: 'reverse', input: 'bb1', after: ['a'] },
+      a: { function: 'reverse', input: 'aa0' },
+    },
+  });
+
+  /** The refusal of `document`, as its message (throws if it is accepted). */
+  const refusal = (document, maxInputBytes) => {
+    try {
+      prepareFlow(document, maxInputBytes);
+    } catch (error) {
+      assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
+      assert.equal(error.exitCode, 2);
+      return error.message;
+    }
+    assert.fail(`accepted ${JSON.stringify(document)}`);
+  };
+
+  it('reads the diamond: jobs by name, inputs, edges with their policies, dependencies first', () => {
+    const { flow, order, named } = prepareFlow(diamond());
+    assert.equal(flow.name, 'diamond');
+    assert.deepEqual(flow.jobs.map((j) => [j.name, j.function]), [
+      ['a', 'reverse'], ['b', 'reverse'], ['c', 'reverse'], ['d', 'join'],
+    ]);
+    assert.deepEqual(flow.jobs.map((j) => j.input.toString()), ['aa0', 'bb1', '{"n":2}', '']);
+    assert.deepEqual(flow.jobs[3].after, [{ job: 'c', onFailure: 'cancel' }, { job: 'b', onFailure: 'ignore' }]);
+    assert.deepEqual(order, [0, 1, 2, 3]);
+    assert.deepEqual(named, [[], [], [], []]);
+    // The same from its JSON text.
+    assert.deepEqual(prepareFlow(JSON.stringify(diamond())).order, order);
+  });
+
+  it('orders every job after those it waits on, keeping the given order where it can', () => {
+    const { flow, order } = prepareFlow({
+      name: 'chain',
+      jobs: {
+        a: { function: 'f', after: ['z'] },
+        b: { function: 'f' },
+        m: { function: 'f', after: ['a', 'b'] },
+        z: { function: 'f' },
+      },
+    });
+    assert.deepEqual(order.map((i) => flow.jobs[i].name), ['b', 'z', 'a', 'm']);
+  });
+
+  it('refuses a bad graph with the Rust check\'s sentences', () => {
+    const job = (fields = {}) => ({ function: 'reverse', ...fields });
+    const big = { name: 'big', jobs: {} };
+    for (let i = 0; i < 10001; i += 1) big.jobs[`j${i}`] = job();
+    const deps = { name: 'deps', jobs: { a: job({ after: Array.from({ length: 10000 }, (_, i) => `x:${i + 1}`).concat('b') }), b: job() } };
+    const cases = [
+      [{ name: 'unknown', jobs: { a: job(), b: job({ function: 'join', after: ['nope'] }) } },
+        'invalid job option: job "b" waits on "nope", which the flow does not have'],
+      [{ name: 'cycle', jobs: { a: job({ after: ['c'] }), b: job({ function: 'join', after: ['a'] }), c: job({ after: ['b'] }) } },
+        'invalid job option: the flow has a cycle: a → c → b → a (each waits on the next)'],
+      [{ name: 'cycle', jobs: { x: job(), a: job({ after: ['x', 'b'] }), b: job({ after: [{ job: 'a', on_failure: 'continue' }] }) } },
+        'invalid job option: the flow has a cycle: a → b → a (each waits on the next)'],
+      [big, 'invalid job option: flow "big" has 10001 jobs, more than the 10000 a flow may have'],
+      [{ name: 'uniq', jobs: { u: job({ uniq: 'k' }) } },
+        'invalid job option: job "u": a flow\'s jobs are always new, so they take no uniq'],
+      [{ name: 'once', jobs: { u: job({ once: 'k' }) } }, 'so they take no once'],
+      [{ name: 'parent', jobs: { u: job({ parent: 'a:1' }) } }, 'so they take no parent'],
+      [{ name: 'tick', jobs: { u: job({ schedule: 's', tick: 5 }) } }, "so they take no a schedule's tick"],
+      [{ name: 'self', jobs: { a: job({ after: ['a'] }) } }, 'invalid job option: job "a" waits on itself'],
+      [{ name: 'twice', jobs: { a: job({ after: ['b', { job: 'b', on_failure: 'ignore' }] }), b: job() } },
+        'invalid job option: job "a" waits on "b" twice'],
+      [{ name: '', jobs: { a: job() } },
+        'invalid job option: the flow\'s name "" must be 1 to 200 bytes without control characters'],
+      [{ name: 'x'.repeat(201), jobs: { a: job() } }, 'must be 1 to 200 bytes without control characters'],
+      [{ name: 'tab\there', jobs: { a: job() } }, 'must be 1 to 200 bytes without control characters'],
+      [{ name: 'empty', jobs: {} }, 'invalid job option: flow "empty" has no jobs'],
+      [{ name: 'names', jobs: { 'a b': job() } },
+        'invalid job option: job name "a b" must be 1 to 200 letters, digits, \'_\', \'-\' or \'.\''],
+      [{ name: 'names', jobs: { ['n'.repeat(201)]: job() } }, 'must be 1 to 200 letters, digits'],
+      [deps, 'invalid job option: job "a" has 10001 dependencies, more than the limit of 10000'],
+      [{ name: 'big-input', jobs: { a: job({ input: 'x'.repeat(11) }) } },
+        'invalid job option: job "a": input of 11 bytes is larger than the limit of 10 bytes'],
+      [{ name: 'options', jobs: { a: job({ retention_ms: 5 }) } },
+        'invalid job option: job "a": retention_ms 5 is out of range 1s..=10 years'],
+      [{ name: 'options', jobs: { a: job({ delay_ms: 5, at_ms: 6 }) } },
+        'invalid job option: job "a": give delay_ms or at_ms (a time to run at), not both'],
+      [{ name: 'options', jobs: { a: job({ at_ms: 9e15 }) } }, 'job "a": at_ms (the time to run at) is more than 10 years ahead'],
+      [{ name: 'options', jobs: { a: job({ priority: 1001 }) } }, 'job "a": priority 1001 is out of range -1000..=1000'],
+      [{ name: 'options', jobs: { a: job({ tags: [''] }) } }, 'job "a": tag "" must be 1 to 200 bytes long'],
+      [{ name: 'policy', jobs: { a: job({ after: [{ job: 'b', on_failure: 'maybe' }] }), b: job() } },
+        'invalid job option: job "a": on_failure "maybe" is none of cancel, ignore and continue'],
+      [{ name: 'id', jobs: { a: job({ after: ['x:y'] }) } }, 'job "a": after: "x:y" is not a job id'],
+      [{ name: 'fn', jobs: { a: job({ function: 'a b' }) } }, 'job "a": invalid function name "a b"'],
+      [{ name: 'input', jobs: { a: job({ input: 'x', input_json: {} }) } },
+        'job "a": give one of input, input_base64 and input_json, not several'],
+      [{ name: 'input', jobs: { a: job({ input_base64: 'aGk' }) } }, 'job "a": input_base64 is not base64'],
+      [{ name: 'read', jobs: { a: job({ delayMs: 5 }) } },
+        'the flow does not read: jobs.a: unknown field "delayMs", expected one of function,'],
+      [{ name: 'read', jobs: { a: job({ after: [{ job: 'b', onFailure: 'ignore' }] }), b: job() } },
+        'the flow does not read: jobs.a.after[0]: unknown field "onFailure", expected one of job, on_failure'],
+      [{ name: 'read', jobs: { a: job({ priority: 'high' }) } }, 'the flow does not read: jobs.a.priority:'],
+      [{ name: 'read', jobs: { a: job({ timeout_ms: -1 }) } }, 'the flow does not read: jobs.a.timeout_ms:'],
+      [{ name: 'read', jobs: { a: { input: 'x' } } }, 'the flow does not read: jobs.a: missing field "function"'],
+      [{ jobs: {} }, 'the flow does not read: missing field "name"'],
+      [{ name: 'x', jobs: [] }, 'the flow does not read: jobs: must be an object'],
+      [{ name: 'x', jobs: {}, extra: 1 }, 'the flow does not read: unknown field "extra"'],
+      ['{"name": ', 'the flow does not read: '],
+      [null, 'the flow does not read: a flow is an object'],
+    ];
+    for (const [document, expected] of cases) {
+      const message = refusal(document, 10);
+      assert.ok(message.includes(expected), `${message}\n(expected ${expected})`);
+    }
+    // A job named twice can only come from a flow made by hand (a document's names are keys).
+    const flow = readFlowDocument({ name: 'twice', jobs: { a: job() } });
+    flow.jobs.push({ ...flow.jobs[0] });
+    assert.throws(() => checkFlow(flow, 10), { message: 'invalid job option: job "a" is named twice' });
+  });
+
+  it('sends each job with its edges, its reserved number and the flow, and records the flow as Rust does', () => {
+    const { flow, order, named } = prepareFlow({
+      name: 'placed',
+      jobs: {
+        a: { function: 'reverse', priority: 3, delay_ms: 10, after: ['other:9', { job: 'other:8', on_failure: 'continue' }] },
+        b: { function: 'join', after: ['a', { job: 'c', on_failure: 'ignore' }] },
+        c: { function: 'fail', tags: ['t'] },
+      },
+    });
+    const ids = ['reverse:5', 'join:1', 'fail:12'];
+    const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
+    assert.deepEqual(placedOptions(flow, 0, named[0], ids, position, 7), [
+      'priority', '3', 'delay', '10', 'after', 'other:9', 'after', 'other:8', 'after_continue', 'other:8',
+      'number', '5', 'flow', '7',
+    ]);
+    assert.deepEqual(placedOptions(flow, 1, named[1], ids, position, 7), [
+      'after', 'reverse:5', 'after', 'fail:12', 'after_ignore', 'fail:12', 'number', '1', 'flow', '7',
+    ]);
+    assert.deepEqual(placedOptions(flow, 2, named[2], ids, position, 7), ['tag', 't', 'number', '12', 'flow', '7']);
+    assert.deepEqual(order, [0, 2, 1]);
+    assert.equal(
+      flowRecord(flow, order, ids),
+      '{"name":"placed","jobs":[{"name":"a","id":"reverse:5"},{"name":"c","id":"fail:12"},' +
+        '{"name":"b","id":"join:1","after":[{"job":"a","on_failure":"cancel"},{"job":"c","on_failure":"ignore"}]}]}',
+    );
+  });
+
+  it('writes input_json as serde_json does: compact, object keys in byte order', () => {
+    assert.equal(compactJson({ b: 1, a: [{ d: 1, c: 'é' }, null], 10: true, 9: 2 }), '{"10":true,"9":2,"a":[{"c":"é","d":1},null],"b":1}');
+    assert.equal(compactJson('text'), '"text"');
+    const { flow } = prepareFlow({ name: 'x', jobs: { a: { function: 'f', input_base64: ' aGk= ' }, b: { function: 'f', input: Buffer.from([0, 255]) } } });
+    assert.deepEqual(flow.jobs.map((j) => j.input), [Buffer.from('hi'), Buffer.from([0, 255])]);
+  });
+
+  it('reads a flow id, a record and the status made of it', () => {
+    assert.equal(flowId(7), '7');
+    assert.equal(flowId('007'), '7');
+    for (const bad of [0, -1, 1.5, '', 'x', '0', null, '18446744073709551616']) {
+      assert.throws(() => flowId(bad), (error) => error instanceof BadInputError && /invalid flow id/.test(error.message), String(bad));
+    }
+    const raw = '1700000000000|{"name":"d","jobs":[{"name":"a","id":"reverse:1"},{"name":"b","id":"reverse:2","after":[{"job":"a","on_failure":"cancel"}]},' +
+      '{"name":"c","id":"fail:1","after":[{"job":"a"}]},{"name":"d","id":"join:1","after":[{"job":"b","on_failure":"ignore"},{"job":"c","on_failure":"continue"}]}]}';
+    const record = parseFlowRecord('3', raw);
+    assert.equal(record.createdMs, 1700000000000);
+    assert.deepEqual(record.jobs[2].after, [{ job: 'a', onFailure: 'cancel' }]);
+    const status = flowStatus('3', record, [
+      ['succeeded', 3, null], ['missing', 0, null], ['failed', 0, 'failed on purpose'], ['waiting', 0, null],
+    ]);
+    assert.equal(status.id, 3);
+    assert.equal(status.name, 'd');
+    assert.deepEqual(status.createdAt, new Date(1700000000000));
+    assert.deepEqual(status.counts, { waiting: 1, succeeded: 1, failed: 1, missing: 1 });
+    assert.deepEqual(Object.keys(status.counts), ['waiting', 'succeeded', 'failed', 'missing']);
+    assert.deepEqual(status.sinks, ['d']);
+    assert.equal(status.ended, false);
+    assert.deepEqual(status.jobs[0], { name: 'a', id: 'reverse:1', after: [], state: 'succeeded', outputBytes: 3, error: null });
+    assert.equal(status.jobs[2].error, 'failed on purpose');
+    const done = flowStatus('3', record, record.jobs.map(() => ['cancelled', 0, 'stop']));
+    assert.equal(done.ended, true);
+    for (const corrupt of ['no bar', 'x|{}', '1|{"name":"d"}', '1|{"name":"d","jobs":[{"name":"a","id":"nope"}]}']) {
+      assert.throws(() => parseFlowRecord('3', corrupt), /flow 3 has a corrupt record/, corrupt);
+    }
   });
 });

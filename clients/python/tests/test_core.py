@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -160,3 +161,174 @@ def test_at_and_batch_options_are_typed() -> None:
         hints = typing.get_type_hints(method)
         assert hints["at"] == typing.Optional[typing.Union[datetime, int, float]], method
     assert typing.get_type_hints(wasmgear.JobOptions)["at"] == typing.Optional[wasmgear.At]
+
+
+def test_on_failure_is_sent_beside_after() -> None:
+    """`on_failure` names dependencies given in `after` (ids as the Rust client writes them)
+    and sends the policies other than `cancel` as `after_ignore` / `after_continue`."""
+    spec = core.job_spec("x", {"after": ["f:1", "g:02", "h:3"],
+                               "on_failure": {"g:2": "continue", "f:1": "ignore", "h:3": "cancel"}})
+    assert spec.named == (
+        ("after", "f:1"), ("after", "g:2"), ("after", "h:3"),
+        ("after_ignore", "f:1"), ("after_continue", "g:2"),
+    )
+    assert spec.after == ("f:1", "g:2", "h:3") and spec.tolerated == ("f:1", "g:2")
+    for options, message in (
+        ({"after": ["f:1"], "on_failure": {"f:2": "ignore"}},
+         "on_failure names f:2, which is not a dependency (add it to after)"),
+        ({"after": ["f:1"], "on_failure": {"f:1": "skip"}}, "none of cancel, ignore and continue"),
+        ({"after": ["f:1"], "on_failure": ["f:1"]}, "must map dependency ids"),
+    ):
+        with pytest.raises(wasmgear.BadInput, match=re.escape(message)):
+            core.job_spec("x", options)
+
+
+def test_durations_and_times_given_exactly_are_sent_exactly() -> None:
+    from datetime import datetime, timezone
+
+    at = datetime(2030, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=1001)
+    spec = core.job_spec("x", {"timeout": timedelta(milliseconds=1001), "at": at})
+    assert spec.named == (("timeout", "1001"), ("at", str(1893456000000 + 1001)))
+
+
+def checked(document: dict) -> list:
+    """The names of the flow's jobs in the order it would be written, or the refusal."""
+    flow = core.read_flow(document)
+    order, _ = core.check_flow(flow)
+    return [flow.jobs[i].name for i in order]
+
+
+DIAMOND = {
+    "name": "diamond",
+    "jobs": {
+        "d": {"function": "join", "after": ["c", {"job": "b", "on_failure": "ignore"}]},
+        "c": {"function": "reverse", "input_json": {"n": 2, "a": [1, "é"]}, "after": ["a"]},
+        "b": {"function": "reverse", "input": "bb1", "after": ["a"]},
+        "a": {"function": "reverse", "input_base64": "YWEw"},
+    },
+}
+
+
+def test_a_flow_document_reads_as_the_rust_clients() -> None:
+    """Jobs in the order of their names, written dependencies first; inputs in three forms
+    (JSON as serde_json writes it: compact, keys sorted); edges with their policies; an
+    `after` entry with ':' names a job outside the flow."""
+    flow = core.read_flow(DIAMOND)
+    assert [job.name for job in flow.jobs] == ["a", "b", "c", "d"]
+    assert checked(DIAMOND) == ["a", "b", "c", "d"]
+    jobs = {job.name: job for job in flow.jobs}
+    assert jobs["a"].input == b"aa0" and jobs["b"].input == b"bb1"
+    assert jobs["c"].input == '{"a":[1,"é"],"n":2}'.encode()
+    assert jobs["d"].input == b"" and jobs["d"].function == "join"
+    assert jobs["d"].after == [wasmgear.FlowEdge("c", "cancel"), wasmgear.FlowEdge("b", "ignore")]
+    outside = core.read_flow({"name": "o", "jobs": {"x": {
+        "function": "f", "priority": 5, "delay_ms": 1001, "tags": ["t"],
+        "after": ["g:3", {"job": "g:04", "on_failure": "continue"}]}}})
+    _, specs = core.check_flow(outside)
+    assert specs[0].named == (("priority", "5"), ("delay", "1001"), ("tag", "t"),
+                              ("after", "g:3"), ("after", "g:4"), ("after_continue", "g:4"))
+    # Kahn's order is stable: jobs keep their given order where the edges allow.
+    assert checked({"name": "s", "jobs": {
+        "z": {"function": "f"}, "y": {"function": "f", "after": ["z"]}, "x": {"function": "f"}}}
+    ) == ["x", "z", "y"]
+
+
+@pytest.mark.parametrize(
+    "document, sentence",
+    [
+        ({"name": "cycle", "jobs": {"a": {"function": "reverse", "after": ["c"]},
+                                    "b": {"function": "join", "after": ["a"]},
+                                    "c": {"function": "reverse", "after": ["b"]}}},
+         "the flow has a cycle: a → c → b → a (each waits on the next)"),
+        ({"name": "tail", "jobs": {"a": {"function": "f"}, "b": {"function": "f", "after": ["a", "c"]},
+                                   "c": {"function": "f", "after": ["d"]},
+                                   "d": {"function": "f", "after": ["c"]}}},
+         "the flow has a cycle: c → d → c (each waits on the next)"),
+        ({"name": "unknown", "jobs": {"a": {"function": "reverse"},
+                                      "b": {"function": "join", "after": ["nope"]}}},
+         'job "b" waits on "nope", which the flow does not have'),
+        ({"name": "self", "jobs": {"a": {"function": "reverse", "after": ["a"]}}},
+         'job "a" waits on itself'),
+        ({"name": "twice", "jobs": {"a": {"function": "f"}, "b": {"function": "f", "after": ["a", "a"]}}},
+         'job "b" waits on "a" twice'),
+        ({"name": "uniq", "jobs": {"u": {"function": "reverse", "uniq": "k"}}},
+         'job "u": a flow\'s jobs are always new, so they take no uniq'),
+        ({"name": "once", "jobs": {"u": {"function": "reverse", "once": "k"}}},
+         'job "u": a flow\'s jobs are always new, so they take no once'),
+        ({"name": "parent", "jobs": {"u": {"function": "reverse", "parent": "p:1"}}},
+         'job "u": a flow\'s jobs are always new, so they take no parent'),
+        ({"name": "big", "jobs": {f"j{i}": {"function": "reverse"} for i in range(10_001)}},
+         'flow "big" has 10001 jobs, more than the 10000 a flow may have'),
+        ({"name": "empty", "jobs": {}}, 'flow "empty" has no jobs'),
+        ({"name": "", "jobs": {"a": {"function": "f"}}},
+         'the flow\'s name "" must be 1 to 200 bytes without control characters'),
+        ({"name": "a\tb", "jobs": {"a": {"function": "f"}}},
+         'the flow\'s name "a\\tb" must be 1 to 200 bytes without control characters'),
+        ({"name": "n", "jobs": {"bad name": {"function": "f"}}},
+         'job name "bad name" must be 1 to 200 letters, digits, \'_\', \'-\' or \'.\''),
+        ({"name": "n", "jobs": {"a": {"function": "bad fn"}}}, 'job "a": invalid function name'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "after": [{"job": "b", "on_failure": "x"}]},
+                                "b": {"function": "f"}}},
+         'job "a": on_failure "x" is none of cancel, ignore and continue'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "after": ["g:0"]}}},
+         'job "a": after: "g:0" is not a job id'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "input": "x", "input_json": 1}}},
+         'job "a": give one of input, input_base64 and input_json, not several'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "input_base64": "!!"}}},
+         'job "a": input_base64 is not base64'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "attempts": 0}}},
+         'job "a": attempts 0 is out of range'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "timeout_ms": 0}}},
+         'job "a": timeout_ms 0 is out of range'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "at_ms": 0}}},
+         'job "a": at_ms 0: the time to run at is not after 1970'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "delay_ms": 5, "at_ms": 1893456000000}}},
+         'job "a": give a delay or a time to run at'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "input": "x" * (16 * 1024 * 1024 + 1)}}},
+         'job "a": input of 16777217 bytes is larger than the limit of 16777216 bytes'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "after": [f"g:{i}" for i in range(1, 10_001)]},
+                                "b": {"function": "f", "after": ["a"]},
+                                "c": {"function": "f", "after": ["a", "b"] + [f"g:{i}" for i in range(1, 10_000)]}}},
+         'job "c" has 10001 dependencies, more than the limit of 10000'),
+        ({"name": "n", "jobs": {"a": {"function": "f", "colour": "red"}}},
+         "the flow does not read: jobs.a: unknown field `colour`"),
+        ({"name": "n", "jobs": {"a": {"function": "f", "priority": "high"}}},
+         "the flow does not read: jobs.a.priority"),
+        ({"name": "n"}, "the flow does not read: missing field `jobs`"),
+        (["not", "a", "flow"], "the flow does not read"),
+    ],
+)
+def test_a_bad_flow_is_refused_with_the_rust_clients_sentence(document, sentence) -> None:
+    with pytest.raises(wasmgear.BadInput) as refused:
+        checked(document)
+    assert sentence in str(refused.value), str(refused.value)
+
+
+def test_flow_records_and_ids() -> None:
+    from wasmgear._core import flows
+
+    created, name, jobs = flows.parse_flow_record(
+        7, b'12|{"name":"n","jobs":[{"name":"a","id":"f:1"},'
+           b'{"name":"b","id":"g:2","after":[{"job":"a","on_failure":"ignore"}]}]}')
+    assert (created, name) == (12, "n")
+    assert jobs == [("a", "f:1", []), ("b", "g:2", [wasmgear.FlowEdge("a", "ignore")])]
+    for raw in (b"no bar", b"x|{}", b'1|{"name":"n"}', b'1|{"name":"n","jobs":[{"name":"a","id":"nope"}]}'):
+        with pytest.raises(wasmgear.ProtocolError, match="flow 7 has a corrupt record"):
+            flows.parse_flow_record(7, raw)
+    for bad in (0, -1, True, "1", 2**64):
+        with pytest.raises(wasmgear.BadInput, match="is not a whole number above 0"):
+            core.check_flow_id(bad)
+    assert flows.quoted('a"b\\c\n\x01é') == '"a\\"b\\\\c\\n\\u{1}é"'
+
+
+def test_flow_status_counts_sinks_and_ended() -> None:
+    edge = wasmgear.FlowEdge
+    status = wasmgear.FlowStatus(1, "n", 0, [
+        wasmgear.FlowJobStatus("a", "f:1", [], "succeeded", 3, None),
+        wasmgear.FlowJobStatus("b", "f:2", [edge("a")], "missing", 0, None),
+        wasmgear.FlowJobStatus("c", "f:3", [edge("a")], "waiting", 0, None),
+        wasmgear.FlowJobStatus("d", "f:4", [edge("b"), edge("c", "continue")], "cancelled", 0, "x"),
+    ])
+    assert status.counts == {"waiting": 1, "succeeded": 1, "cancelled": 1, "missing": 1}
+    assert [j.name for j in status.sinks] == ["d"]
+    assert not status.ended and status.job("b").ended and not status.job("c").ended

@@ -9,11 +9,12 @@ repository), calling the same Redis Functions library the workers use (shipped i
     job = client.enqueue("echo", b"hello")
     print(client.wait(job.id).output)
 
-`AsyncClient` (asyncio) offers the same methods, awaited.
+`AsyncClient` (asyncio) offers the same methods, awaited. `submit_flow` submits a graph of
+jobs (a flow) in one call.
 """
 
 from .aio import AsyncClient, AsyncEventStream
-from .client import At, Client, EventStream, Input, JobOptions, Seconds
+from .client import At, Client, EventStream, FlowDocument, Input, JobOptions, Policy, Seconds
 from .errors import (
     BadInput,
     Conflict,
@@ -30,10 +31,14 @@ from .models import (
     CancelResult,
     Enqueued,
     Event,
+    FlowEdge,
+    FlowJobStatus,
+    FlowStatus,
     Job,
     JobError,
     Progress,
     QueueInfo,
+    SubmittedFlow,
 )
 
 __version__ = "0.1.0"
@@ -50,6 +55,10 @@ __all__ = [
     "Enqueued",
     "Event",
     "EventStream",
+    "FlowDocument",
+    "FlowEdge",
+    "FlowJobStatus",
+    "FlowStatus",
     "Input",
     "Job",
     "JobCancelled",
@@ -57,10 +66,12 @@ __all__ = [
     "JobFailed",
     "JobOptions",
     "NotFound",
+    "Policy",
     "Progress",
     "ProtocolError",
     "QueueInfo",
     "Seconds",
+    "SubmittedFlow",
     "Unreachable",
     "WaitTimeout",
     "WasmgearError",

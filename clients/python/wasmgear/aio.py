@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Dict, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Mapping, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
 
 import redis.asyncio as aredis
 from redis import exceptions as rx
 
 from . import _core as core
-from .client import At, Input, JobOptions, Seconds, cluster_enabled, connection_kwargs, redact
-from .errors import BadInput, Unreachable
-from .models import CancelResult, Enqueued, Event, Job, QueueInfo
+from .client import (At, FlowDocument, Input, JobOptions, Policy, Seconds, cluster_enabled,
+                     connection_kwargs, redact)
+from .errors import BadInput, NotFound, Unreachable, WaitTimeout
+from .models import CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo, SubmittedFlow
 
 log = logging.getLogger("wasmgear")
 
@@ -401,10 +402,12 @@ class AsyncClient:
         uniq: Optional[str] = None,
         tags: Sequence[str] = (),
         after: Sequence[str] = (),
+        on_failure: Optional[Mapping[str, Policy]] = None,
     ) -> Enqueued:
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
-                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after)
+                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
+                       on_failure=on_failure)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]
@@ -432,6 +435,37 @@ class AsyncClient:
 
     async def queues(self) -> List[QueueInfo]:
         return await self._drive(core.queues(self._proto))
+
+    # --- flows (see Client for each method) ---
+
+    async def submit_flow(self, document: FlowDocument) -> SubmittedFlow:
+        return await self._drive(core.submit_flow(self._proto, self._state, document))
+
+    async def flow(self, id: int) -> FlowStatus:
+        return await self._drive(core.flow_status(self._proto, id))
+
+    async def cancel_flow(self, id: int) -> int:
+        return await self._drive(core.cancel_flow(self._proto, id))
+
+    async def retry_flow(self, id: int) -> List[str]:
+        return await self._drive(core.retry_flow(self._proto, id))
+
+    async def wait_flow(self, id: int, timeout: Optional[Seconds] = None) -> FlowStatus:
+        seconds = core.timeout_seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            status = await self.flow(id)
+            pending = [job.id for job in status.jobs if not job.ended]
+            if not pending:
+                return status
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                await self.wait(pending, left, check=False)
+            except NotFound:
+                continue  # forgotten meanwhile: read the flow again
+            except WaitTimeout as e:
+                raise WaitTimeout(f"gave up waiting for flow {id} after {timeout}s; its jobs "
+                                  "go on", e.ids) from None
 
     # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload

@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from datetime import datetime, timedelta
-from typing import Any, Callable, Dict, Set, TypedDict, TypeVar, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Mapping, Set, TypedDict, TypeVar, Iterator, List, Optional, Sequence, Tuple, Union, overload
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -16,8 +16,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from . import _core as core
-from .errors import BadInput, Unreachable, WasmgearError
-from .models import CancelResult, Enqueued, Event, Job, QueueInfo
+from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
+from .models import CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo, SubmittedFlow
 
 log = logging.getLogger("wasmgear")
 
@@ -30,6 +30,13 @@ Seconds = Union[int, float, timedelta]
 #: When a job is to run: a datetime (a naive one is local time) or seconds since the Unix
 #: epoch; not in the past (by Redis' clock), at most 10 years ahead.
 At = Union[datetime, int, float]
+#: The failure policy of a dependency: `cancel` (the default: the job is cancelled when the
+#: dependency fails, is cancelled or is gone), `ignore` (the job runs without it, and reads
+#: it as failed, its error where its output would be) or `continue` (the job runs once
+#: every one of its dependencies has ended, whatever became of them).
+Policy = str
+#: A flow document (see `Client.submit_flow`): {"name": ..., "jobs": {NAME: {...}, ...}}.
+FlowDocument = Mapping[str, Any]
 
 
 class JobOptions(TypedDict, total=False):
@@ -46,6 +53,7 @@ class JobOptions(TypedDict, total=False):
     uniq: Optional[str]
     tags: Sequence[str]
     after: Sequence[str]
+    on_failure: Optional[Mapping[str, Policy]]
 
 
 def redact(url: str) -> str:
@@ -465,13 +473,16 @@ class Client:
         uniq: Optional[str] = None,
         tags: Sequence[str] = (),
         after: Sequence[str] = (),
+        on_failure: Optional[Mapping[str, Policy]] = None,
     ) -> Enqueued:
         """Enqueues one job of `function` and returns its id (and whether it is new: False
-        when an unfinished job held the same `uniq` key). Raises BadInput, having written
-        nothing, for a bad option."""
+        when an unfinished job held the same `uniq` key). `after` lists the jobs it waits
+        for; `on_failure` maps some of them to their policy (`cancel`, the default, `ignore`
+        or `continue`). Raises BadInput, having written nothing, for a bad option."""
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
-                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after)
+                       failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
+                       on_failure=on_failure)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]
@@ -511,6 +522,61 @@ class Client:
     def queues(self) -> List[QueueInfo]:
         """Every known function's queue: jobs per state, live workers, paused."""
         return self._drive(core.queues(self._proto))
+
+    # --- flows ---
+
+    def submit_flow(self, document: FlowDocument) -> SubmittedFlow:
+        """Submits a flow: named jobs of any functions and the edges between them, given as
+        the flow document the HTTP API and the CLI read::
+
+            {"name": "album",
+             "jobs": {"a": {"function": "reverse", "input": "abc"},
+                      "b": {"function": "join",
+                            "after": ["a", {"job": "c", "on_failure": "ignore"}]},
+                      "c": {"function": "reverse", "input_json": {"n": 2}}}}
+
+        A job takes `function`, its input (`input` text, `input_base64` or `input_json`),
+        `priority`, `delay_ms`, `at_ms`, `attempts`, `timeout_ms`, `retention_ms`,
+        `failed_retention_ms`, `tags`, and `after`: names of jobs of the flow, or ids of
+        jobs outside it, each a string or {"job": ..., "on_failure": "cancel" | "ignore" |
+        "continue"}. The whole graph is checked first (names, unknown jobs, cycles, at most
+        10,000 jobs, every job's options): BadInput, with nothing written, names what is
+        wrong. Returns the flow's id and each job's id by name."""
+        return self._drive(core.submit_flow(self._proto, self._state, document))
+
+    def flow(self, id: int) -> FlowStatus:
+        """Flow `id` and how each of its jobs stands (NotFound when there is no such flow)."""
+        return self._drive(core.flow_status(self._proto, id))
+
+    def cancel_flow(self, id: int) -> int:
+        """Cancels every unfinished job of flow `id` (as `cancel`: a running one is asked
+        to stop). Returns how many were unfinished."""
+        return self._drive(core.cancel_flow(self._proto, id))
+
+    def retry_flow(self, id: int) -> List[str]:
+        """Runs flow `id`'s failed and cancelled jobs again, every one after those it waits
+        on; succeeded jobs keep their outputs. Returns the ids of the jobs run again."""
+        return self._drive(core.retry_flow(self._proto, id))
+
+    def wait_flow(self, id: int, timeout: Optional[Seconds] = None) -> FlowStatus:
+        """Waits until every job of flow `id` has ended (or is gone), at most `timeout`
+        (WaitTimeout after it; the jobs go on), and returns how the flow stands then. A
+        job that failed or was cancelled raises nothing: look at the states."""
+        seconds = core.timeout_seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            status = self.flow(id)
+            pending = [job.id for job in status.jobs if not job.ended]
+            if not pending:
+                return status
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                self.wait(pending, left, check=False)
+            except NotFound:
+                continue  # forgotten meanwhile: read the flow again
+            except WaitTimeout as e:
+                raise WaitTimeout(f"gave up waiting for flow {id} after {timeout}s; its jobs "
+                                  "go on", e.ids) from None
 
     # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload
@@ -569,4 +635,4 @@ class Client:
         self.close()
 
 
-__all__ = ["Client", "EventStream", "WasmgearError"]
+__all__ = ["Client", "EventStream", "FlowDocument", "Policy", "WasmgearError"]

@@ -34,7 +34,8 @@ class Conflict(BadInput):
 
 
 class NotFound(WasmgearError):
-    """No such job: never enqueued, or its retention is over (CLI exit code 5)."""
+    """No such job: never enqueued, or its retention is over; or no such flow (CLI exit code
+    5)."""
 
     exit_code = 5
 

@@ -157,3 +157,97 @@ class QueueInfo:
     cancelled: int
     workers: int
     paused: bool
+
+
+# --- Flows ------------------------------------------------------------------------------
+
+#: The order in which `FlowStatus.counts` lists the states (as the Rust client and the CLI).
+FLOW_STATE_ORDER = (
+    "waiting", "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "missing",
+)
+
+
+@dataclass(frozen=True)
+class SubmittedFlow:
+    """A flow written by `submit_flow`: its id, and each job's id by its name in the flow
+    (in the order of the names, as the Rust client and the HTTP API answer them)."""
+
+    id: int
+    jobs: Dict[str, str]
+
+
+@dataclass(frozen=True)
+class FlowEdge:
+    """An edge of a flow: the name of the job waited on, and the waiting job's policy when
+    that one fails, is cancelled or is gone (`cancel`, `ignore` or `continue`)."""
+
+    job: str
+    on_failure: str = "cancel"
+
+
+@dataclass(frozen=True)
+class FlowJobStatus:
+    """One job of a flow and how it stands (`outcomes`): `state` is `missing` when the job
+    is not kept (forgotten after its retention, or never written: a submit that failed
+    halfway); `output_bytes` the size of its output once it succeeded; `error` the message
+    it failed or was cancelled with."""
+
+    name: str
+    id: str
+    after: List[FlowEdge]
+    state: str
+    output_bytes: int
+    error: Optional[str]
+
+    @property
+    def ended(self) -> bool:
+        """Whether it has ended (or is gone)."""
+        return self.state in FINAL_STATES or self.state == "missing"
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    """A flow (`flow(id)`): its id, name, when it was submitted (ms since the epoch, Redis'
+    clock) and its jobs, every one after those it waits on."""
+
+    id: int
+    name: str
+    created_ms: int
+    jobs: List[FlowJobStatus]
+
+    @property
+    def created(self) -> Optional[datetime]:
+        """When it was submitted, as an aware UTC datetime."""
+        return ms_to_datetime(self.created_ms)
+
+    @property
+    def ended(self) -> bool:
+        """Whether every job has ended (or is gone)."""
+        return all(job.ended for job in self.jobs)
+
+    @property
+    def counts(self) -> Dict[str, int]:
+        """How many jobs are in each state (`missing` for those not kept), in a fixed order:
+        waiting, scheduled, queued, running, succeeded, failed, cancelled, missing."""
+        counts: Dict[str, int] = {}
+        for job in self.jobs:
+            counts[job.state] = counts.get(job.state, 0) + 1
+
+        def rank(state: str) -> int:
+            order = FLOW_STATE_ORDER
+            return order.index(state) if state in order else len(order)
+
+        return {state: counts[state] for state in sorted(counts, key=rank)}
+
+    @property
+    def sinks(self) -> List[FlowJobStatus]:
+        """The jobs no other job of the flow waits on (its results), in order."""
+        waited = {edge.job for job in self.jobs for edge in job.after}
+        return [job for job in self.jobs if job.name not in waited]
+
+    def job(self, name: str) -> FlowJobStatus:
+        """The job called `name` in the flow (KeyError when it has none)."""
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise KeyError(name)

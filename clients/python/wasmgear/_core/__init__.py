@@ -13,6 +13,7 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `calls`: errors, sending a call again, loading the library, a client's memory.
 - `records`: a job's record and published events, parsed.
 - `operations`: enqueue, status, logs, cancel, retry, queues.
+- `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
 - `waiting`: the subscription's routing and `wait`.
 """
 
@@ -34,6 +35,7 @@ from .operations import (
     cancel_one,
     deliver,
     enqueue,
+    enqueue_call,
     get,
     link,
     logs,
@@ -42,7 +44,18 @@ from .operations import (
     retry,
     status,
 )
-from .options import OPTION_NAMES, JobSpec, job_spec, job_specs
+from .options import OPTION_NAMES, POLICIES, JobSpec, job_spec, job_specs
+from .flows import (
+    Flow,
+    FlowJob,
+    cancel_flow,
+    check_flow,
+    check_flow_id,
+    flow_status,
+    read_flow,
+    retry_flow,
+    submit_flow,
+)
 from .base import (
     LOST,
     RESUBSCRIBED,
@@ -66,10 +79,13 @@ from .waiting import ProgressCallback, Router, normalize_ids, outcome, timeout_s
 __all__ = [
     "LOST",
     "OPTION_NAMES",
+    "POLICIES",
     "RESUBSCRIBED",
     "RETRIES",
     "ClientState",
     "Cmd",
+    "Flow",
+    "FlowJob",
     "Gen",
     "JobSpec",
     "Limits",
@@ -85,11 +101,16 @@ __all__ = [
     "call_retrying",
     "cancel",
     "cancel_children",
+    "cancel_flow",
+    "check_flow",
+    "check_flow_id",
     "cancel_one",
     "check_function",
     "deliver",
     "describe_connect_error",
     "enqueue",
+    "enqueue_call",
+    "flow_status",
     "get",
     "is_transient",
     "job_spec",
@@ -107,9 +128,12 @@ __all__ = [
     "parse_record",
     "protocol",
     "queues",
+    "read_flow",
     "register",
     "retry",
+    "retry_flow",
     "status",
+    "submit_flow",
     "text",
     "timeout_seconds",
     "version_action",

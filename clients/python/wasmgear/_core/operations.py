@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, List, Optional, Set
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
@@ -115,11 +115,12 @@ def enqueue(
     several = len(specs) > batch
     # Dependencies in other functions are checked here, those in `function` by the script;
     # when the batch takes several calls, those too, so that a later call is not refused
-    # after earlier ones were written.
+    # after earlier ones were written. Those whose failure the job tolerates (`on_failure`
+    # ignore or continue) are not checked, as in the Rust client.
     seen: Set[str] = set()
     for spec in specs:
         for dependency in spec.after:
-            if dependency in seen:
+            if dependency in seen or dependency in spec.tolerated:
                 continue
             seen.add(dependency)
             if several or parse_job_id(dependency)[0] != function:
@@ -139,54 +140,70 @@ def enqueue(
     done: List[Enqueued] = []
     for start in range(0, len(specs), batch):
         chunk = specs[start : start + batch]
-        call_id = secrets.token_hex(12)
-        acked = state.take_answered(function)
-        args: List[Any] = [1 + len(acked), "call", call_id]
-        for old in acked:
-            args += ["acked", old]
-        args.append(len(chunk))
-        for spec in chunk:
-            args.append(len(spec.named))
-            for name, value in spec.named:
-                args += [name, value]
-            args.append(spec.input)
-        try:
-            reply = yield from call_retrying(proto.fcall("enqueue", function, *args))
-        except rx.ResponseError as e:
-            state.give_back(function, acked)
-            error = map_error(e)
-            if isinstance(error, BadInput):
-                detail = str(error)
-                match = _JOB_IN_BATCH_RE.match(detail)
-                if match and start:
-                    detail = f"job {int(match.group(1)) + start}:" + detail[match.end():]
-                raise type(error)(detail, done) from None
-            raise error from None
-        except rx.RedisError as e:
-            state.give_back(function, acked)
-            error = map_error(e)
-            if isinstance(error, Unreachable):
-                error.enqueued = list(done)
-            raise error from None
-        state.note_answered(function, call_id)
-        numbers, created, links = reply[0] or [], text(reply[1] or ""), reply[2] or []
-        enqueued = [
-            Enqueued(f"{function}:{int(number)}", created[i : i + 1] == "1")
-            for i, number in enumerate(numbers)
-        ]
-        if len(enqueued) != len(chunk):
-            raise ProtocolError(
-                f"enqueue answered {len(enqueued)} job numbers for {len(chunk)} jobs", reply
-            )
-        yield from register(proto, state, function)
-        links = [text(x) for x in links]
-        for k in range(0, len(links) - 1, 2):
-            position = int(links[k])
-            if not 1 <= position <= len(enqueued):
-                raise ProtocolError("enqueue answered a link for a job it was not given", reply)
-            yield from link(proto, enqueued[position - 1].id, links[k + 1])
+        enqueued, to_link = yield from enqueue_call(proto, state, function, chunk, start, done)
+        for dependent, dependency in to_link:
+            yield from link(proto, dependent, dependency)
         done.extend(enqueued)
     return done
+
+
+def enqueue_call(
+    proto: Protocol, state: ClientState, function: str, chunk: Sequence[JobSpec],
+    start: int = 0, done: Sequence[Enqueued] = (),
+) -> Gen[Tuple[List[Enqueued], List[Tuple[str, str]]]]:
+    """Writes `chunk` (checked jobs of `function`) in one atomic `enqueue` call with a fresh
+    call id, sent again with the same id when its reply may have been lost. Returns the jobs,
+    and the links to dependencies in other functions the caller must make (dependent,
+    dependency). `start` is the position of the chunk's first job in a bulk enqueue and
+    `done` what earlier calls of it wrote (for the errors)."""
+    call_id = secrets.token_hex(12)
+    acked = state.take_answered(function)
+    args: List[Any] = [1 + len(acked), "call", call_id]
+    for old in acked:
+        args += ["acked", old]
+    args.append(len(chunk))
+    for spec in chunk:
+        args.append(len(spec.named))
+        for name, value in spec.named:
+            args += [name, value]
+        args.append(spec.input)
+    try:
+        reply = yield from call_retrying(proto.fcall("enqueue", function, *args))
+    except rx.ResponseError as e:
+        state.give_back(function, acked)
+        error = map_error(e)
+        if isinstance(error, BadInput):
+            detail = str(error)
+            match = _JOB_IN_BATCH_RE.match(detail)
+            if match and start:
+                detail = f"job {int(match.group(1)) + start}:" + detail[match.end():]
+            raise type(error)(detail, done) from None
+        raise error from None
+    except rx.RedisError as e:
+        state.give_back(function, acked)
+        error = map_error(e)
+        if isinstance(error, Unreachable):
+            error.enqueued = list(done)
+        raise error from None
+    state.note_answered(function, call_id)
+    numbers, created, links = reply[0] or [], text(reply[1] or ""), reply[2] or []
+    enqueued = [
+        Enqueued(f"{function}:{int(number)}", created[i : i + 1] == "1")
+        for i, number in enumerate(numbers)
+    ]
+    if len(enqueued) != len(chunk):
+        raise ProtocolError(
+            f"enqueue answered {len(enqueued)} job numbers for {len(chunk)} jobs", reply
+        )
+    yield from register(proto, state, function)
+    links = [text(x) for x in links]
+    to_link: List[Tuple[str, str]] = []
+    for k in range(0, len(links) - 1, 2):
+        position = int(links[k])
+        if not 1 <= position <= len(enqueued):
+            raise ProtocolError("enqueue answered a link for a job it was not given", reply)
+        to_link.append((enqueued[position - 1].id, links[k + 1]))
+    return enqueued, to_link
 
 
 def cancel(proto: Protocol, job_id: str) -> Gen[CancelResult]:

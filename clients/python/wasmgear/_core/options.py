@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Iterable, List, Mapping, Optional, Tuple
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import BadInput, Conflict
 from .base import limits, parse_job_id
@@ -23,7 +23,17 @@ OPTION_NAMES = (
     "uniq",
     "tags",
     "after",
+    "on_failure",
 )
+
+#: The failure policies of a dependency edge (PROTOCOL.md, "Failure policies"): `cancel` (the
+#: default: the job is cancelled), `ignore` and `continue`, and the named option that sends
+#: each of the last two beside `after`.
+POLICIES = ("cancel", "ignore", "continue")
+POLICY_OPTIONS = {"ignore": "after_ignore", "continue": "after_continue"}
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,9 @@ class JobSpec:
     named: Tuple[Tuple[str, str], ...]
     after: Tuple[str, ...]
     at_ms: Optional[int]
+    #: The dependencies whose failure the job tolerates (`ignore` or `continue`): the
+    #: client does not check them before enqueueing.
+    tolerated: Tuple[str, ...] = ()
 
 
 def _is_int(value: Any) -> bool:
@@ -41,9 +54,15 @@ def _is_int(value: Any) -> bool:
 
 
 def _duration_ms(name: str, value: Any) -> int:
-    """A duration given as seconds (int or float) or a timedelta, in ms (rounded down)."""
+    """A duration given as seconds (int or float) or a timedelta, in ms (rounded down; a
+    timedelta exactly)."""
     if isinstance(value, timedelta):
-        seconds = value.total_seconds()
+        if value < timedelta(0):
+            raise BadInput(f"{name} {value!r} is negative: give 0 seconds or more")
+        ms = value // _MS
+        if ms > limits().max_duration_ms:
+            raise BadInput(f"{name} {value!r} is longer than 10 years")
+        return ms
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -152,7 +171,9 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
     if at is not None:
         if delay_ms > 0:
             raise BadInput("give a delay or a time to run at (at), not both")
-        if isinstance(at, datetime):
+        if isinstance(at, datetime) and at.tzinfo is not None:
+            at_ms = (at - _EPOCH) // _MS
+        elif isinstance(at, datetime):
             # A naive datetime is local time, as Python's datetime.timestamp() reads it.
             at_ms = int(at.timestamp() * 1000)
         elif isinstance(at, (int, float)) and not isinstance(at, bool):
@@ -194,10 +215,36 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
         raise BadInput(
             f"after: {len(after)} dependencies are more than the limit of {limits().max_dependencies}"
         )
+    ids = []
     for dependency in after:
-        parse_job_id(dependency, "dependency (after)")
-        named.append(("after", dependency))
-    return JobSpec(data, tuple(named), tuple(after), at_ms)
+        function, number = parse_job_id(dependency, "dependency (after)")
+        ids.append(f"{function}:{number}")
+        named.append(("after", ids[-1]))
+
+    on_failure = options.get("on_failure") or {}
+    if not isinstance(on_failure, Mapping):
+        raise BadInput(
+            f"on_failure {on_failure!r} must map dependency ids to cancel, ignore or continue"
+        )
+    policies: Dict[str, str] = {}
+    known = set(ids)
+    for dependency, policy in on_failure.items():
+        function, number = parse_job_id(dependency, "dependency (on_failure)")
+        key = f"{function}:{number}"
+        if key not in known:
+            raise BadInput(
+                f"on_failure names {key}, which is not a dependency (add it to after)"
+            )
+        if policy not in POLICIES:
+            raise BadInput(
+                f"on_failure {policy!r} (of {key}) is none of cancel, ignore and continue"
+            )
+        policies[key] = policy
+    # Beside `after`, in its order: the policies other than the default.
+    tolerated = [i for i in dict.fromkeys(ids) if policies.get(i, "cancel") != "cancel"]
+    for dependency in tolerated:
+        named.append((POLICY_OPTIONS[policies[dependency]], dependency))
+    return JobSpec(data, tuple(named), tuple(ids), at_ms, tuple(tolerated))
 
 
 def job_specs(
