@@ -44,13 +44,15 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// Where [`Client::write_jobs`] puts a job of a flow.
-#[derive(Debug, Clone, Copy, Default)]
+/// Where [`Client::write_jobs`] puts a job of a flow or a batch.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Placement {
     /// The number `reserve` reserved for it.
     pub number: Option<u64>,
     /// The flow's id.
     pub flow: Option<u64>,
+    /// The batch's id.
+    pub batch: Option<String>,
 }
 
 /// What `cancel` did.
@@ -246,6 +248,7 @@ impl Client {
             if let Some(placement) = placements.get(i) {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));
                 named.extend(placement.flow.map(|f| ("flow", f.to_string())));
+                named.extend(placement.batch.clone().map(|b| ("batch", b)));
             }
             call.arg(named.len());
             for (name, value) in &named {

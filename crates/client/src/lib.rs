@@ -10,6 +10,7 @@
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
 pub mod admin;
+pub mod batch;
 pub mod children;
 pub mod client;
 pub mod connection;
@@ -27,6 +28,7 @@ mod watch;
 pub mod worker_queue;
 
 pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting, TimeStats};
+pub use batch::{BatchSpec, BatchStatus, Callback};
 pub use client::{CancelOutcome, Client, Enqueued, Service};
 pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, FlowSummary, SubmittedFlow};
 pub use options::{EnqueueOptions, Priority, Tick};
@@ -88,6 +90,9 @@ pub enum QueueError {
     /// No flow has this id (it was never submitted, or it was forgotten with its jobs).
     #[error("no flow {0}: it was never submitted, or its jobs' retention is over")]
     NoSuchFlow(u64),
+    /// No batch has this id (it was never opened, or it was forgotten).
+    #[error("no batch {0}: it was never opened, or it was forgotten")]
+    NoSuchBatch(String),
     /// A flow's stored record could not be read.
     #[error("flow {id} has a corrupt record: {reason}")]
     CorruptFlow {
@@ -202,7 +207,8 @@ impl QueueError {
             | QueueError::NoSuchFunction(_)
             | QueueError::NoSuchVersion(_)
             | QueueError::NoSuchSchedule(_)
-            | QueueError::NoSuchFlow(_) => ErrorClass::NotFound,
+            | QueueError::NoSuchFlow(_)
+            | QueueError::NoSuchBatch(_) => ErrorClass::NotFound,
             QueueError::Conflict(_) => ErrorClass::Conflict,
             QueueError::Unreachable { .. } => ErrorClass::Unreachable,
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {

@@ -10,6 +10,9 @@
 //!    (`notify`), and the caller runs `resolve` for each ([`deliver`]); a dependent that
 //!    is cancelled in turn may name further dependents.
 //!
+//! A job of a batch is told about the same way: the script that ends it returns `batch ID`
+//! as a dependent, and [`deliver`] counts its end in the batch (`batch_done`).
+//!
 //! If the caller dies between the steps, a waiting job could wait forever; so every worker
 //! re-checks the links of the waiting jobs of the functions it serves ([`relink_due`]):
 //! after 30 s, then ever less often.
@@ -28,22 +31,28 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
         let state = todo.pop().unwrap_or_default();
         let dependency = todo.pop().unwrap_or_default();
         let dependent = todo.pop().unwrap_or_default();
-        let Ok(dependent) = dependent.parse::<JobId>() else {
-            tracing::warn!(dependent, "skipping a dependent that is not a job id");
-            continue;
+        let more: Vec<String> = if let Some(batch) = dependent.strip_prefix("batch ") {
+            // The job's batch counts its end.
+            crate::batch::done(conn, batch, &dependency, &state).await?;
+            Vec::new()
+        } else {
+            let Ok(dependent) = dependent.parse::<JobId>() else {
+                tracing::warn!(dependent, "skipping a dependent that is not a job id");
+                continue;
+            };
+            scripts::on_function(&scripts::RESOLVE, &dependent.function)
+                .arg(dependent.seq)
+                .arg(&dependency)
+                .arg(&state)
+                .invoke_async(&mut conn.clone())
+                .await?
         };
-        let more: Vec<String> = scripts::on_function(&scripts::RESOLVE, &dependent.function)
-            .arg(dependent.seq)
-            .arg(&dependency)
-            .arg(&state)
-            .invoke_async(&mut conn.clone())
-            .await?;
         if let Ok(dependency) = dependency.parse::<JobId>()
             && state != "pending"
         {
             let _: i64 = scripts::on_function(&scripts::TOLD, &dependency.function)
                 .arg(dependency.seq)
-                .arg(dependent.to_string())
+                .arg(&dependent)
                 .invoke_async(&mut conn.clone())
                 .await?;
         }

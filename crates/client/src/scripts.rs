@@ -126,6 +126,13 @@ functions! {
     FLOW_GET = "flow_get", None, true;
     FLOWS_DUE = "flows_due", None, false;
     FLOW_FORGET = "flow_forget", None, false;
+    BATCH_OPEN = "batch_open", None, false;
+    BATCH_ADD = "batch_add", None, false;
+    BATCH_CLOSE = "batch_close", None, false;
+    BATCH_DONE = "batch_done", None, false;
+    BATCH_FIRED = "batch_fired", None, false;
+    BATCH_GET = "batch_get", None, true;
+    BATCHES_DUE = "batches_due", None, false;
 }
 
 /// The library's name in `FUNCTION LIST`.

@@ -337,6 +337,35 @@ impl FlowKeys {
     }
 }
 
+/// The keys of a batch (`wasmgear batch`), all in the slot `{batch:ID}` of its own, so that
+/// batches spread over a cluster; and the batches the workers' upkeep re-checks, in the
+/// `{batches}` slot.
+pub struct BatchKeys;
+
+impl BatchKeys {
+    /// Hash: the batch's definition (its name and callbacks, JSON), whether it is open, its
+    /// counts (total, succeeded, failed, cancelled), times, and each callback's state.
+    pub fn state(id: &str) -> String {
+        format!("{PREFIX}:{{batch:{id}}}:state")
+    }
+    /// List: the ids of its jobs, in the order they were added.
+    pub fn members(id: &str) -> String {
+        format!("{PREFIX}:{{batch:{id}}}:members")
+    }
+    /// Hash: job id → the state it ended in (each job counted once).
+    pub fn ended(id: &str) -> String {
+        format!("{PREFIX}:{{batch:{id}}}:ended")
+    }
+    /// The three keys of batch `id`, in the order the batch functions take them.
+    pub fn all(id: &str) -> [String; 3] {
+        [Self::state(id), Self::members(id), Self::ended(id)]
+    }
+    /// Sorted set: batch id, scored by when the upkeep re-checks it (ms).
+    pub fn due() -> String {
+        format!("{PREFIX}:{{batches}}:due")
+    }
+}
+
 /// The keys of the deployed-plugin store (`wasmgear deploy`). The registry is in the
 /// `{deploy}` slot; each version's chunks are under a hash tag of their own, so a large
 /// component fills one slot of a cluster, not the registry's.

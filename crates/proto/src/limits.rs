@@ -65,6 +65,19 @@ pub const FLOW_CHECK_FIRST_MS: u64 = 3600 * 1000;
 /// The longest time between two checks of a flow's record, ms.
 pub const FLOW_CHECK_MAX_MS: u64 = 24 * 3600 * 1000;
 
+/// The most jobs one batch may have.
+pub const MAX_BATCH_JOBS: u64 = 100_000;
+
+/// How long a batch is kept at most, ms (30 days): an open batch nobody closes is forgotten
+/// then, with its callbacks never fired.
+pub const BATCH_MAX_MS: u64 = 30 * 24 * 3600 * 1000;
+
+/// How long a batch is kept once it has ended and its callbacks are enqueued, ms (7 days).
+pub const BATCH_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// How often the workers' upkeep re-checks an unfinished batch, ms.
+pub const BATCH_CHECK_MS: u64 = 60_000;
+
 /// The largest flow record (its name, jobs and edges as JSON), in bytes.
 pub const MAX_FLOW_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -220,6 +233,10 @@ pub fn lua_constants() -> String {
         ("FLOW_CHECK_MAX_MS", FLOW_CHECK_MAX_MS),
         ("MAX_FLOW_RECORD_BYTES", MAX_FLOW_RECORD_BYTES),
         ("MAX_FLOW_JOBS", MAX_FLOW_JOBS),
+        ("MAX_BATCH_JOBS", MAX_BATCH_JOBS),
+        ("BATCH_MAX_MS", BATCH_MAX_MS),
+        ("BATCH_RETENTION_MS", BATCH_RETENTION_MS),
+        ("BATCH_CHECK_MS", BATCH_CHECK_MS),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),
@@ -253,7 +270,7 @@ mod tests {
             "{lua}"
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 27);
+        assert_eq!(lua.lines().count(), 31);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

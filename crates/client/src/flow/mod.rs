@@ -25,6 +25,7 @@ use crate::{QueueError, Result};
 
 pub use ops::SubmittedFlow;
 pub(crate) use ops::forget_done_flows;
+pub(crate) use ops::reserve as ops_reserve;
 pub use status::{FlowJobStatus, FlowStatus, FlowSummary};
 
 /// A graph of jobs to submit in one call ([`Client::submit_flow`](crate::Client::submit_flow)).

@@ -139,6 +139,7 @@ impl Client {
                 .map(|&i| Placement {
                     number: Some(ids[i].seq),
                     flow: Some(flow_id),
+                    batch: None,
                 })
                 .collect();
             async move { self.write_jobs(function, &jobs, &placements).await }
@@ -233,8 +234,12 @@ impl Client {
     }
 }
 
-/// Reserves `count` numbers of `function` for a flow's jobs; returns the first.
-async fn reserve(conn: &Connection, function: &FunctionName, count: usize) -> Result<u64> {
+/// Reserves `count` numbers of `function` for a flow's or batch's jobs; returns the first.
+pub(crate) async fn reserve(
+    conn: &Connection,
+    function: &FunctionName,
+    count: usize,
+) -> Result<u64> {
     Ok(scripts::on_function(&scripts::RESERVE, function)
         .arg(count)
         .invoke_async(&mut conn.clone())

@@ -39,6 +39,9 @@
 --                     reservation must not have lapsed. A dependency in this function
 --                     may name a reserved number given to an earlier job of the call
 --   flow              the id of the flow the job belongs to (a whole number)
+--   batch             the id of the batch the job belongs to (1 to 32 hex digits; added to
+--                     it with `batch_add` first): its end is returned in `notify` for the
+--                     caller to count (`batch_done`)
 --   parent            the id ('G:N') of the job that enqueued this one as its child
 --   once              a key: a job is enqueued for it only the first time ever (kept in
 --                     `ticks`); again, the call returns that first job, not created (a
@@ -108,7 +111,7 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true,
+  number = true, flow = true, batch = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -171,6 +174,9 @@ for i = 0, n - 1 do
     end
     if #(options.after or {}) > MAX_DEPENDENCIES then
       return bad(i, 'more than ' .. MAX_DEPENDENCIES .. ' dependencies')
+    end
+    if options.batch and not string.match(options.batch, '^%x+$') or #(options.batch or '') > 32 then
+      return bad(i, 'batch ' .. tostring(options.batch) .. ' is not a batch id (1 to 32 hex digits)')
     end
     if options.number then
       if given[options.number] then
@@ -266,7 +272,8 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and not options.number and not options.flow and delay <= 0 and at <= 0 then
+    and not options.parent and not options.number and not options.flow and not options.batch
+    and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies): its record is
     -- written out directly, the same fields the general path below gives it.
     local number = int(redis.call('INCR', K.seq))
@@ -343,6 +350,7 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.flow then record.flow = number_of(options.flow) end
+      if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
       if schedule then
         record.schedule = schedule

@@ -649,6 +649,17 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
+  if record.batch then
+    -- Its batch counts its end (`batch_done`, on the batch's slot, sent by the caller as
+    -- for a dependent in another function; kept until told, for the batch's re-check).
+    local member = 'batch ' .. record.batch
+    NOTIFY[#NOTIFY + 1] = member
+    NOTIFY[#NOTIFY + 1] = id_of(number)
+    NOTIFY[#NOTIFY + 1] = state
+    local untold = record.untold or {}
+    if not contains(untold, member) then untold[#untold + 1] = member end
+    record.untold = untold
+  end
   for _, dependent in ipairs(record.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
@@ -1128,6 +1139,36 @@ end
 local function clock_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Batches (`batch_...`): each batch's keys are in a slot of its own, `{batch:ID}`; its state
+-- hash holds `def` (its name and callbacks, JSON), `open` ('1' until closed), `total` and the
+-- counts of its jobs that ended `succeeded`, `failed` and `cancelled`, `created_ms`,
+-- `added_ms`, `closed_ms`, `ended_ms`, and per callback (`success`, `complete`) nothing,
+-- `due` (to be enqueued), or the id of the job enqueued for it.
+--
+-- Once a batch is closed and every job has ended: marks its callbacks due (`success` only
+-- when every job succeeded; each one that the definition has, once) and returns those it
+-- marked now. The caller enqueues each (its `once` key makes a second enqueue return the
+-- first job) and notes it with `batch_fired`.
+local function batch_settle(state_key)
+  local f = redis.call('HMGET', state_key, 'open', 'total', 'succeeded', 'failed', 'cancelled', 'def', 'ended_ms')
+  local open, total = f[1], tonumber(f[2] or '0')
+  local succeeded, failed, cancelled = tonumber(f[3] or '0'), tonumber(f[4] or '0'), tonumber(f[5] or '0')
+  if open ~= '0' or succeeded + failed + cancelled < total or f[7] then return {} end
+  redis.call('HSET', state_key, 'ended_ms', string.format('%d', clock_ms()))
+  local ok, def = pcall(cjson.decode, f[6] or '')
+  if not ok or type(def) ~= 'table' then return {} end
+  local fire = {}
+  if type(def.on_success) == 'table' and failed + cancelled == 0 then
+    redis.call('HSET', state_key, 'success', 'due')
+    fire[#fire + 1] = 'success'
+  end
+  if type(def.on_complete) == 'table' then
+    redis.call('HSET', state_key, 'complete', 'due')
+    fire[#fire + 1] = 'complete'
+  end
+  return fire
 end
 
 -- A refusal of a schedule or deploy function: an error reply `CODE why`, nothing written.

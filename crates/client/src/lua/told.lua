@@ -7,13 +7,13 @@
 -- KEYS: jobs expires stats events
 -- ARGV[1]  the function name
 -- ARGV[2]  the finished job's number
--- ARGV[3]  the dependent's id ('G:M')
+-- ARGV[3]  the dependent's id ('G:M'), or 'batch ID' for the job's batch
 --
 -- Returns: 1 when the dependent was still to be told, else 0.
 
 local number, dependent = ARGV[2], ARGV[3]
-if not split_id(dependent or '') then
-  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER)')
+if not split_id(dependent or '') and not string.match(dependent or '', '^batch %x+$') then
+  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
 end
 
 local record = load(number)

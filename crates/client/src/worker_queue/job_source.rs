@@ -117,6 +117,7 @@ impl JobSource for WorkerQueue {
     async fn maintain(&self, functions: &[FunctionName]) -> Result<(), SourceError> {
         WorkerQueue::register(self, functions).await?;
         WorkerQueue::relink(self, functions).await?;
-        Ok(WorkerQueue::forget_done_flows(self).await?)
+        WorkerQueue::forget_done_flows(self).await?;
+        Ok(WorkerQueue::check_batches(self).await?)
     }
 }

@@ -335,6 +335,12 @@ impl WorkerQueue {
         crate::flow::forget_done_flows(&self.conn).await.map(drop)
     }
 
+    /// Re-checks a few batches due for it (see [`crate::batch`]): counts the ends of jobs
+    /// whose caller died before it could, and enqueues callbacks left due.
+    pub async fn check_batches(&self) -> Result<()> {
+        crate::batch::check_due(&self.conn).await
+    }
+
     /// Adds `functions` to the directory of functions that operators list.
     pub async fn register(&self, functions: &[FunctionName]) -> Result<()> {
         if functions.is_empty() {
