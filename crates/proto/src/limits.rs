@@ -188,6 +188,7 @@ pub fn for_clients() -> Vec<(&'static str, i64)> {
         ("max_dependencies", n(MAX_DEPENDENCIES)),
         ("max_flow_jobs", n(MAX_FLOW_JOBS)),
         ("max_flow_name_bytes", n(MAX_FLOW_NAME_BYTES)),
+        ("max_batch_jobs", n(MAX_BATCH_JOBS)),
         ("max_key_bytes", n(MAX_KEY_BYTES)),
         ("max_duration_ms", n(MAX_DURATION_MS)),
         ("min_retention_ms", n(MIN_RETENTION_MS)),

@@ -77,6 +77,8 @@ class Limits:
     max_flow_jobs: int
     #: The longest name of a flow or of a job in it, in bytes.
     max_flow_name_bytes: int
+    #: The most jobs one batch may have.
+    max_batch_jobs: int
     max_key_bytes: int
     max_duration_ms: int
     min_retention_ms: int
