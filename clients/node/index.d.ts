@@ -264,6 +264,82 @@ export interface WaitFlowOptions {
   timeoutMs?: number;
 }
 
+/** A batch's callback: a job of `function`, enqueued once, whose input is the batch's outcome (BatchCallbackInput). */
+export interface BatchCallback {
+  /** The function of the callback job. */
+  function: string;
+  /** Any JSON value, passed on in the callback's input as `data`. */
+  data?: unknown;
+}
+
+/** A batch's name and callbacks (`openBatch`, `batch`). */
+export interface BatchOptions {
+  /** Shown with its status, and passed on in the callbacks' input. Default ''. */
+  name?: string;
+  /** Enqueued once every job has succeeded. */
+  onSuccess?: BatchCallback | null;
+  /** Enqueued once every job has ended, however. */
+  onComplete?: BatchCallback | null;
+}
+
+/** One job of a batch: its function, its input, and `enqueue`'s options (but `uniq`: a batch's jobs are always new). */
+export interface BatchJob {
+  function: string;
+  input?: Input;
+  options?: Omit<EnqueueOptions, 'uniq'>;
+}
+
+/** What `batch` wrote. */
+export interface SubmittedBatch {
+  /** The batch's id (hex digits). */
+  id: string;
+  /** Its jobs' ids, in the order given. */
+  jobs: string[];
+}
+
+/** How a batch stands. */
+export interface BatchStatus {
+  id: string;
+  name: string;
+  /** Whether jobs can still be added (until `closeBatch`). */
+  open: boolean;
+  /** Its jobs. */
+  total: number;
+  /** Those not counted as ended yet. */
+  pending: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  /** The ids of the jobs that failed. */
+  failedIds: string[];
+  /** The ids of the jobs that were cancelled. */
+  cancelledIds: string[];
+  /** null (not due, or none asked for), `due`, or the callback job's id. */
+  onSuccess: string | null;
+  /** As `onSuccess`. */
+  onComplete: string | null;
+  /** When it was opened (Redis' clock). */
+  createdAt: Date;
+  /** When its last job ended with the batch closed, if it has. */
+  endedAt: Date | null;
+}
+
+/** The input of a batch's callback job (JSON; the protocol's field names). */
+export interface BatchCallbackInput {
+  /** The batch's id. */
+  batch: string;
+  name: string;
+  callback: 'success' | 'complete';
+  total: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  failed_ids: string[];
+  cancelled_ids: string[];
+  /** The callback's `data`, null when it had none. */
+  data: unknown;
+}
+
 export interface ConnectOptions {
   /** Use Redis Cluster (default: asked of the server with `INFO cluster`). */
   cluster?: boolean;
@@ -311,6 +387,16 @@ export class Client {
   retryFlow(id: number | string): Promise<string[]>;
   /** Waits until every job of a flow has ended, however; resolves its status then. */
   waitFlow(id: number | string, options?: WaitFlowOptions): Promise<FlowStatus>;
+  /** Opens a batch; resolves its id. Jobs are added with `addToBatch` until `closeBatch`. */
+  openBatch(options?: BatchOptions): Promise<string>;
+  /** Adds jobs of any functions to an open batch, all checked first; resolves their ids. NotFoundError (no such batch), ConflictError (closed). */
+  addToBatch(batchId: string, jobs: BatchJob[]): Promise<string[]>;
+  /** Closes a batch: its callbacks come once all its jobs have ended. NotFoundError when there is none. */
+  closeBatch(batchId: string): Promise<void>;
+  /** Opens a batch, adds the jobs and closes it; resolves its id and its jobs' ids. */
+  batch(jobs: BatchJob[], options?: BatchOptions): Promise<SubmittedBatch>;
+  /** How a batch stands; NotFoundError when there is none. */
+  batchStatus(batchId: string): Promise<BatchStatus>;
   /** Every known function's queue, sorted by name. */
   queues(): Promise<QueueOverview[]>;
   /** Ends waits and event streams and closes the connections. */
@@ -337,6 +423,8 @@ export const LIMITS: Readonly<{
   MAX_FLOW_JOBS: number;
   /** The longest name of a flow or of a flow's job, bytes. */
   MAX_FLOW_NAME_BYTES: number;
+  /** The most jobs a batch may have. */
+  MAX_BATCH_JOBS: number;
   MAX_KEY_BYTES: number;
   MAX_DURATION_MS: number;
   MIN_RETENTION_MS: number;
@@ -370,13 +458,15 @@ export class BadInputError extends WasmgearError {
  * cancelled.
  */
 export class ConflictError extends BadInputError {}
-/** No such job, or no such flow (exit code 5). */
+/** No such job, flow or batch (exit code 5). */
 export class NotFoundError extends WasmgearError {
   readonly exitCode: 5;
   /** The job not found. */
   readonly id?: string;
   /** The flow not found. */
   readonly flow?: number;
+  /** The batch not found. */
+  readonly batch?: string;
 }
 /** Redis cannot be reached (exit code 6). */
 export class UnreachableError extends WasmgearError {

@@ -224,3 +224,193 @@ async fn a_batch_is_filled_while_open_and_closed_once() {
         (Some(0), Some("success"))
     );
 }
+
+/// The CLI (`wasmgear batch run`, `status`) and the HTTP API (`POST /v1/batches`, adding
+/// while open, closing, `GET /v1/batches/{id}`) make the same batches, callbacks included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_http_api_run_batches_with_callbacks() {
+    use crate::http_api::{Server, get, post};
+    use wasmgear_testkit::{stderr, stdout, wasmgear_with_stdin};
+    let redis = TestRedis::start();
+    let (_workers, _plugins) = workers(&redis);
+    let client = redis.client().await;
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let lines = "{\"function\": \"echo\", \"input\": \"one\"}\n{\"function\": \"echo\", \"input\": \"two\"}\n";
+    let out = wasmgear_with_stdin(
+        &[
+            "batch",
+            "run",
+            "--name",
+            "cli",
+            "--on-complete",
+            "on_done",
+            "--data",
+            "{\"k\": 1}",
+            "--json",
+        ],
+        &env,
+        lines.as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let made: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let id = made["id"].as_str().unwrap().to_string();
+    assert_eq!(made["jobs"].as_array().unwrap().len(), 2);
+    let done = eventually(WAIT, "the CLI batch's callback", || async {
+        client
+            .batch_status(&id)
+            .await
+            .unwrap()
+            .on_complete
+            .filter(|c| c != "due")
+    })
+    .await;
+    let done: JobId = done.parse().unwrap();
+    let input: serde_json::Value = serde_json::from_slice(
+        &client
+            .wait(&done, Some(WAIT), |_| {})
+            .await
+            .unwrap()
+            .output
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (input["succeeded"].as_u64(), input["data"]["k"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let out = wasmgear_testkit::wasmgear(&["batch", "status", &id], &env);
+    assert!(
+        stdout(&out).contains("2 in all: 0 pending, 2 succeeded, 0 failed, 0 cancelled"),
+        "{}",
+        stdout(&out)
+    );
+
+    let server = Server::with_token(&redis);
+    let opened = post(
+        &server,
+        "/v1/batches",
+        serde_json::json!({ "name": "api", "open": true,
+            "on_success": { "function": "on_ok" },
+            "jobs": [ { "function": "echo", "input": "x" } ] }),
+    )
+    .await;
+    assert_eq!(opened.status, 201, "{}", opened.json());
+    let id = opened.json()["id"].as_str().unwrap().to_string();
+    let added = post(
+        &server,
+        &format!("/v1/batches/{id}/jobs"),
+        serde_json::json!({ "jobs": [ { "function": "echo", "input_json": [1, 2] } ] }),
+    )
+    .await;
+    assert_eq!(added.status, 201);
+    let status = get(&server, &format!("/v1/batches/{id}")).await.json();
+    assert_eq!(
+        (status["open"].as_bool(), status["total"].as_u64()),
+        (Some(true), Some(2))
+    );
+    let closed = post(
+        &server,
+        &format!("/v1/batches/{id}/close"),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(closed.status, 200);
+    let late = post(
+        &server,
+        &format!("/v1/batches/{id}/jobs"),
+        serde_json::json!({ "jobs": [ { "function": "echo" } ] }),
+    )
+    .await;
+    assert_eq!(late.status, 409);
+    eventually(WAIT, "the API batch's on_success", || async {
+        let status = get(&server, &format!("/v1/batches/{id}")).await.json();
+        status["on_success"]
+            .as_str()
+            .filter(|s| *s != "due")
+            .map(str::to_string)
+    })
+    .await;
+    assert_eq!(get(&server, "/v1/batches/0123abcd").await.status, 404);
+}
+
+/// The dashboard shows a batch (its counts and callbacks, linked), lists those not ended,
+/// finds one by id, and a batch's job links back to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_batches() {
+    use crate::dashboard::{send, sign_in};
+    use crate::http_api::Server;
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let later = EnqueueOptions {
+        delay: Duration::from_secs(3600),
+        ..EnqueueOptions::default()
+    };
+    let (waiting, ids) = client
+        .batch(
+            &spec("shown"),
+            &[(function("echo"), b"x".as_slice(), later)],
+        )
+        .await
+        .unwrap();
+    let server = Server::with_token(&redis);
+    let cookie = sign_in(&server).await;
+    let get = |path: String| {
+        let (server, cookie) = (&server, cookie.clone());
+        async move { send(server, "GET", &path, &[("cookie", &cookie)], "").await }
+    };
+    let list = get("/ui/batches".into()).await;
+    assert!(
+        list.body
+            .contains(&format!("href=\"/ui/batches/{waiting}\"")),
+        "{}",
+        list.body
+    );
+    let found = get(format!("/ui/batches?id={waiting}")).await;
+    assert_eq!(found.status, 303);
+    let page = get(format!("/ui/batches/{waiting}")).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("<td>1</td>") && page.body.contains("closed"),
+        "{}",
+        page.body
+    );
+    let job = get(format!(
+        "/ui/jobs/{}",
+        ids[0].to_string().replace(':', "%3A")
+    ))
+    .await;
+    assert!(
+        job.body
+            .contains(&format!("href=\"/ui/batches/{waiting}\"")),
+        "{}",
+        job.body
+    );
+
+    let (_workers, _plugins) = workers(&redis);
+    let (done, _) = client
+        .batch(
+            &spec("done"),
+            &[(function("echo"), b"y".as_slice(), EnqueueOptions::default())],
+        )
+        .await
+        .unwrap();
+    let callback = eventually(WAIT, "the callbacks", || async {
+        client
+            .batch_status(&done)
+            .await
+            .unwrap()
+            .on_success
+            .filter(|c| c != "due")
+    })
+    .await;
+    let page = get(format!("/ui/batches/{done}")).await;
+    assert!(
+        page.body
+            .contains(&format!("/ui/jobs/{}", callback.replace(':', "%3A"))),
+        "{}",
+        page.body
+    );
+    assert_eq!(get("/ui/batches/nothex".into()).await.status, 400);
+    assert_eq!(get("/ui/batches/0123abcd".into()).await.status, 404);
+}

@@ -22,6 +22,18 @@ const {
   jobEnded,
   byBytes,
 } = require('./flow');
+const {
+  BATCHES_DUE_KEY,
+  CALLBACK_FIELDS,
+  ENDED,
+  batchKeys,
+  isBatchId,
+  batchId: checkBatchId,
+  batchDefinition,
+  batchJobs,
+  parseBatch,
+  callbackInput,
+} = require('./batch');
 const { Subscriber } = require('./subscriber');
 const {
   WasmgearError,
@@ -586,18 +598,25 @@ class Client {
     while (todo.length >= 3) {
       const state = todo.pop();
       const dependencyId = todo.pop();
-      const dependentId = todo.pop();
-      let dependent;
-      try {
-        dependent = parseJobId(dependentId);
-      } catch {
-        continue;
+      let dependentId = todo.pop();
+      let more = [];
+      if (dependentId.startsWith('batch ')) {
+        // The job's batch counts its end (`batch_done`), as the Rust client's `deliver`.
+        await this.#batchDone(dependentId.slice('batch '.length), dependencyId, state);
+      } else {
+        let dependent;
+        try {
+          dependent = parseJobId(dependentId);
+        } catch {
+          continue;
+        }
+        dependentId = dependent.id;
+        more = await this.#fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
       }
-      const more = await this.#fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
       if (state !== 'pending') {
         try {
           const dependency = parseJobId(dependencyId);
-          await this.#fcall('told', dependency.fn, [dependency.number, dependent.id]);
+          await this.#fcall('told', dependency.fn, [dependency.number, dependentId]);
         } catch (error) {
           if (!(error instanceof BadInputError)) throw error;
         }
@@ -1049,15 +1068,15 @@ class Client {
     return this.#guard(async () => {
       const status = await this.#flowStatus(id);
       const unfinished = status.jobs.filter((job) => !jobEnded(job)).map((job) => job.id);
-      // A cancelled job cancels its dependents too: whichever goes first, each ends
-      // cancelled (or stopping, when it runs).
-      await inParallel(unfinished, IN_FLIGHT, async (job) => {
+      // Dependents first: a job whose dependency is cancelled before it may be let run by
+      // an `ignore` or `continue` edge.
+      for (const job of unfinished.reverse()) {
         try {
           await this.cancel(job);
         } catch (error) {
           if (!(error instanceof NotFoundError)) throw error;
         }
-      });
+      }
       return unfinished.length;
     });
   }
@@ -1112,6 +1131,230 @@ class Client {
       }
     }
     return this.flow(id);
+  }
+
+  /**
+   * Opens a batch: jobs of any functions are added with `addToBatch` until `closeBatch`;
+   * once it is closed and every job has ended, its callbacks are enqueued, each exactly
+   * once (PROTOCOL.md, "Batches"). `options`: `name`, `onSuccess` (a job enqueued when
+   * every job succeeded) and `onComplete` (one when all have ended, however), each
+   * `{function, data?}`: the callback job's input is JSON with the batch's id, name, counts,
+   * `failed_ids`, `cancelled_ids` and `data`. Resolves the batch's id (16 hex digits).
+   */
+  async openBatch(options) {
+    return this.#guard(() => this.#openBatch(batchDefinition(options)));
+  }
+
+  /** `batch_open` with the checked definition `definition`, then `batches_due watch`. */
+  async #openBatch(definition) {
+    const id = crypto.randomBytes(8).toString('hex');
+    await this.#batchCall('batch_open', id, [definition]);
+    await this.#flowCall('batches_due', [BATCHES_DUE_KEY], ['watch', id]);
+    return id;
+  }
+
+  /**
+   * Adds jobs of any functions (`[{function, input?, options?}]`, `options` as `enqueue`
+   * takes them but `uniq`) to open batch `batchId`. Every job is checked first (and its
+   * dependencies: BadInputError or ConflictError, nothing written); then each function's
+   * numbers are reserved, the batch counts the jobs' ids (`batch_add`, so that none ends
+   * uncounted), and each function's jobs are written with their `number` and the `batch`.
+   * Resolves the jobs' ids, in order. NotFoundError for no such batch, ConflictError for
+   * a closed one.
+   */
+  async addToBatch(batchId, jobs) {
+    return this.#guard(async () => {
+      const id = checkBatchId(batchId);
+      const checked = batchJobs(jobs, this.#maxInputBytes);
+      await this.#checkBatchOpen(id);
+      return this.#addToBatch(id, checked);
+    });
+  }
+
+  /**
+   * Closes batch `batchId`: no job can be added any more; once all have ended its callbacks
+   * are enqueued (at once, if they have). Closing it again changes nothing. NotFoundError
+   * for no such batch.
+   */
+  async closeBatch(batchId) {
+    return this.#guard(async () => {
+      await this.#closeBatch(checkBatchId(batchId));
+    });
+  }
+
+  /** `batch_close`, then the callbacks it answers due. */
+  async #closeBatch(id) {
+    await this.#fireCallbacks(id, await this.#batchCall('batch_close', id, []));
+  }
+
+  /**
+   * Opens a batch with `options` (as `openBatch`), adds `jobs` (as `addToBatch`) and closes
+   * it: the usual way. Everything is checked before the batch is opened. Resolves `{id,
+   * jobs}`: the batch's id and its jobs' ids, in order. Should adding fail, the batch is
+   * left open (its callbacks never come), as the Rust client leaves it.
+   */
+  async batch(jobs, options) {
+    return this.#guard(async () => {
+      const definition = batchDefinition(options);
+      const checked = batchJobs(jobs, this.#maxInputBytes);
+      const id = await this.#openBatch(definition);
+      const ids = await this.#addToBatch(id, checked);
+      await this.#closeBatch(id);
+      return { id, jobs: ids };
+    });
+  }
+
+  /**
+   * How batch `batchId` stands: `{id, name, open, total, pending, succeeded, failed,
+   * cancelled, failedIds, cancelledIds, onSuccess, onComplete, createdAt, endedAt}`
+   * (`onSuccess`, `onComplete`: null, `due`, or the callback job's id). NotFoundError when
+   * there is none.
+   */
+  async batchStatus(batchId) {
+    return this.#guard(async () => {
+      const id = checkBatchId(batchId);
+      const read = await this.#readBatch(id);
+      if (!read) throw this.#noBatch(id);
+      return read.status;
+    });
+  }
+
+  #noBatch(id, cause) {
+    return new NotFoundError(`no batch ${id}: it was never opened, or it was forgotten`, { batch: id, cause });
+  }
+
+  /** Library function `name` on batch `id`'s keys, its refusals as this library's errors. */
+  async #batchCall(name, id, args) {
+    try {
+      return await this.#flowCall(name, batchKeys(id), args);
+    } catch (error) {
+      const code = replyCode(error);
+      const detail = String(error.message).slice((code || '').length).trim();
+      if (code === 'NOBATCH') throw this.#noBatch(id, error);
+      if (code === 'CONFLICT') throw new ConflictError(`batch ${id}: ${detail}`, { cause: error });
+      if (code === 'BADBATCH') throw new BadInputError(`batch ${id}: ${detail}`, { cause: error });
+      throw error;
+    }
+  }
+
+  /** Batch `id` as `batch_get` answers it: `{status, definition}`, or null. */
+  async #readBatch(id) {
+    return parseBatch(id, await this.#flowCall('batch_get', batchKeys(id), ['0']));
+  }
+
+  /**
+   * Refuses, before anything is written, a batch that does not exist (NotFoundError) or is
+   * closed (ConflictError); `batch_add` checks again.
+   */
+  async #checkBatchOpen(id) {
+    const open = await this.#redis.hget(batchKeys(id)[0], 'open');
+    if (open === null) throw this.#noBatch(id);
+    if (open !== '1') {
+      throw new ConflictError(`batch ${id}: the batch is closed: no job can be added to it`);
+    }
+  }
+
+  /**
+   * Adds checked jobs to batch `id`: their dependencies checked, each function's numbers
+   * reserved, `batch_add`, each function's jobs written (in calls of ENQUEUE_BATCH, the
+   * functions at once), then the links to dependencies in other functions.
+   */
+  async #addToBatch(id, jobs) {
+    if (jobs.length === 0) return [];
+    // Every dependency whose failure cancels the job, whatever its function: a refusal
+    // after `batch_add` would leave the batch counting a job never written.
+    const checked = new Set();
+    for (const job of jobs) {
+      for (const dependency of job.after) {
+        if (dependency.onFailure !== 'cancel' || checked.has(dependency.id)) continue;
+        await this.#checkDependency(dependency);
+        checked.add(dependency.id);
+      }
+    }
+    const groups = new Map();
+    jobs.forEach((job, i) => {
+      if (!groups.has(job.fn)) groups.set(job.fn, []);
+      groups.get(job.fn).push(i);
+    });
+    const functions = [...groups.keys()].sort(byBytes);
+    const firsts = await Promise.all(
+      functions.map(async (fn) => BigInt(await this.#fcall('reserve', fn, [String(groups.get(fn).length)]))),
+    );
+    const ids = new Array(jobs.length);
+    functions.forEach((fn, k) => {
+      groups.get(fn).forEach((i, n) => {
+        ids[i] = `${fn}:${firsts[k] + BigInt(n)}`;
+      });
+    });
+    await this.#batchCall('batch_add', id, ids);
+    const calls = await Promise.allSettled(
+      functions.map((fn) => this.#writeBatchJobs(id, fn, groups.get(fn), jobs, ids)),
+    );
+    const links = calls.filter((call) => call.status === 'fulfilled').flatMap((call) => call.value);
+    await inParallel(links, IN_FLIGHT, ([dependent, dependency]) => this.#link(dependent, dependency));
+    const refused = calls.find((call) => call.status === 'rejected');
+    if (refused) throw refused.reason;
+    return ids;
+  }
+
+  /**
+   * Writes the jobs of function `fn` at `positions` of a batch's `jobs`, with their reserved
+   * numbers and the batch; resolves the links to make. When the queue refuses a call (it
+   * wrote nothing), the jobs of that call and of those after it are never written: the batch
+   * counts them cancelled at once, rather than when their reservations lapse.
+   */
+  async #writeBatchJobs(id, fn, positions, jobs, ids) {
+    const links = [];
+    const size = LIMITS.ENQUEUE_BATCH;
+    for (let from = 0; from < positions.length; from += size) {
+      const chunk = positions.slice(from, from + size);
+      try {
+        const written = await this.#enqueueCall(
+          fn,
+          chunk.map((i) => ({
+            input: jobs[i].input,
+            named: [...jobs[i].named, 'number', ids[i].slice(fn.length + 1), 'batch', id],
+          })),
+          (p) => `job ${chunk[p - 1] + 1} of the batch`,
+        );
+        links.push(...written.links);
+      } catch (error) {
+        if (error instanceof BadInputError || ['BADJOB', 'CONFLICT'].includes(replyCode(error))) {
+          for (const i of positions.slice(from)) {
+            await this.#batchDone(id, ids[i], 'cancelled').catch(() => {});
+          }
+        }
+        throw error;
+      }
+    }
+    return links;
+  }
+
+  /** Counts the end of job `job` (in `state`) in batch `id`, and enqueues the callbacks that made due. */
+  async #batchDone(id, job, state) {
+    if (!isBatchId(id) || !ENDED.has(state)) return;
+    await this.#fireCallbacks(id, await this.#flowCall('batch_done', batchKeys(id), [job, state]));
+  }
+
+  /**
+   * Enqueues batch `id`'s due callbacks `kinds` (`success`, `complete`), each with the `once`
+   * key `batch:ID:KIND` (enqueued again, it is the same job), and notes each (`batch_fired`).
+   */
+  async #fireCallbacks(id, kinds) {
+    const due = (Array.isArray(kinds) ? kinds : []).map(String);
+    if (due.length === 0) return;
+    const read = await this.#readBatch(id);
+    if (!read) return;
+    for (const kind of due) {
+      const callback = read.definition[CALLBACK_FIELDS[kind]];
+      if (!callback || typeof callback !== 'object' || !isFunction(callback.function)) continue;
+      const { enqueued } = await this.#enqueueCall(
+        callback.function,
+        [{ named: ['once', `batch:${id}:${kind}`], input: callbackInput(read.status, kind, callback) }],
+        () => `the ${kind} callback of batch ${id}`,
+      );
+      await this.#flowCall('batch_fired', batchKeys(id), [kind, enqueued[0].id]);
+    }
   }
 
   /**

@@ -27,13 +27,15 @@ class ConflictError extends BadInputError {}
 
 /**
  * No such job (never enqueued, or its retention is over): `id` names it; or no such flow
- * (never submitted, or forgotten with its jobs): `flow` names it.
+ * (never submitted, or forgotten with its jobs): `flow` names it; or no such batch (never
+ * opened, or forgotten): `batch` names it.
  */
 class NotFoundError extends WasmgearError {
   constructor(message, options = {}) {
     super(message, options);
     this.id = options.id;
     if (options.flow !== undefined) this.flow = options.flow;
+    if (options.batch !== undefined) this.batch = options.batch;
   }
 }
 NotFoundError.prototype.exitCode = 5;

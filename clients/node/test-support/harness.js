@@ -219,8 +219,9 @@ async function startTlsRedis() {
 }
 
 /**
- * Starts `wasmgear worker` with copies of `plugins` (names without .wasm) until it says so;
- * `manifests` maps a plugin's name to the text of its manifest (`NAME.toml` beside it).
+ * Starts `wasmgear worker` with copies of `plugins` (names without .wasm; `NAME=PLUGIN`
+ * serves a copy of PLUGIN as function NAME) until it says so; `manifests` maps a plugin's
+ * name to the text of its manifest (`NAME.toml` beside it).
  */
 async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-plugins-'));
@@ -228,13 +229,17 @@ async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
   if (!fs.existsSync(BIN)) {
     throw new Error(`no wasmgear binary at ${BIN}: build it (cargo build) or set WASMGEAR_BIN`);
   }
-  for (const name of plugins) {
-    if (!fs.existsSync(path.join(source, `${name}.wasm`))) {
-      throw new Error(`no plugin ${name}.wasm in ${source}: build the example plugins or set WASMGEAR_PLUGINS`);
+  const copies = plugins.map((entry) => {
+    const [name, plugin = name] = entry.split('=');
+    return { name, plugin };
+  });
+  for (const { plugin } of copies) {
+    if (!fs.existsSync(path.join(source, `${plugin}.wasm`))) {
+      throw new Error(`no plugin ${plugin}.wasm in ${source}: build the example plugins or set WASMGEAR_PLUGINS`);
     }
   }
-  for (const name of plugins) {
-    fs.copyFileSync(path.join(source, `${name}.wasm`), path.join(dir, `${name}.wasm`));
+  for (const { name, plugin } of copies) {
+    fs.copyFileSync(path.join(source, `${plugin}.wasm`), path.join(dir, `${name}.wasm`));
   }
   for (const [name, manifest] of Object.entries(manifests)) {
     fs.writeFileSync(path.join(dir, `${name}.toml`), manifest);

@@ -40,6 +40,12 @@ import type {
   FlowJobStatus,
   FlowStatus,
   WaitFlowOptions,
+  BatchCallback,
+  BatchOptions,
+  BatchJob,
+  SubmittedBatch,
+  BatchStatus,
+  BatchCallbackInput,
 } from '..';
 
 /** true when A and B are the same type (not merely assignable one way). */
@@ -318,4 +324,56 @@ async function flows(client: Client): Promise<void> {
   void [refused, camel, jobIds, byText, fields, succeeded, missing, cancelled, retried, limits];
 }
 
-void [quickStart, everyCall, helpers, flows];
+async function batches(client: Client): Promise<void> {
+  // README.md's Batches section, as it is written there.
+  const { id, jobs } = await client.batch(
+    [
+      { function: 'resize', input: 'a.png' },
+      { function: 'resize', input: 'b.png', options: { attempts: 3 } },
+      { function: 'index', input: 'catalog', options: { priority: 'high' } },
+    ],
+    { name: 'nightly', onSuccess: { function: 'publish', data: { to: 'ops' } }, onComplete: { function: 'cleanup' } },
+  );
+  const status = await client.batchStatus(id);
+  console.log(status.pending, status.failedIds);
+
+  const callback: BatchCallback = { function: 'on_done', data: [1, 'two'] };
+  const options: BatchOptions = { name: 'filled', onComplete: callback, onSuccess: null };
+  const open: string = await client.openBatch(options);
+  await client.openBatch();
+  const job: BatchJob = { function: 'echo', input: Buffer.from('x'), options: { delayMs: 1000, after: ['fetch:7'] } };
+  // @ts-expect-error a batch's jobs are always new: no uniq key
+  const refused: BatchJob = { function: 'echo', options: { uniq: 'k' } };
+  // @ts-expect-error options go in `options`
+  const flat: BatchJob = { function: 'echo', priority: 3 };
+  const added: string[] = await client.addToBatch(open, [job, { function: 'fail' }]);
+  const closed: void = await client.closeBatch(open);
+  const submitted: SubmittedBatch = await client.batch([job]);
+  const read: BatchStatus = await client.batchStatus(submitted.id);
+  const counts: number[] = [read.total, read.pending, read.succeeded, read.failed, read.cancelled];
+  const fields: [string, string, boolean, string[], string[], Date, Date | null] = [
+    read.id, read.name, read.open, read.failedIds, read.cancelledIds, read.createdAt, read.endedAt,
+  ];
+  const callbacks: Array<string | null> = [read.onSuccess, read.onComplete];
+  if (read.onComplete !== null && read.onComplete !== 'due') {
+    const input: BatchCallbackInput = JSON.parse((await client.wait(read.onComplete)).output!.toString());
+    const kind: 'success' | 'complete' = input.callback;
+    const numbers: number[] = [input.total, input.succeeded, input.failed, input.cancelled];
+    const ids: string[] = [...input.failed_ids, ...input.cancelled_ids, input.batch, input.name];
+    void [kind, numbers, ids, input.data];
+  }
+  try {
+    await client.addToBatch(open, [job]);
+  } catch (error) {
+    if (error instanceof NotFoundError) {
+      const batch: string | undefined = error.batch;
+      void batch;
+    } else if (error instanceof ConflictError) {
+      void error.message;
+    }
+  }
+  const most: number = LIMITS.MAX_BATCH_JOBS;
+  void [jobs, refused, flat, added, closed, counts, fields, callbacks, most];
+}
+
+void [quickStart, everyCall, helpers, flows, batches];

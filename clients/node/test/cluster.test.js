@@ -117,4 +117,27 @@ describe('wasmgear client on Redis Cluster', { timeout: 300000 }, () => {
     assert.equal((await client.status(submitted.jobs.d)).output.toString(), 'y');
     assert.equal(await client.cancelFlow(submitted.id), 0);
   });
+
+  it('runs a batch over the nodes: its keys in its own slot, its jobs in theirs, one callback', async () => {
+    const { id, jobs } = await client.batch(
+      [
+        { function: 'echo', input: 'x' },
+        { function: 'count', input: '2 10' },
+        { function: 'fail', input: 'no', options: { attempts: 1 } },
+        { function: 'echo', input: 'later', options: { delayMs: 3600000 } },
+      ],
+      { name: 'spread', onSuccess: { function: 'count' }, onComplete: { function: 'echo', data: [1] } },
+    );
+    // The last job ends by this client's cancel: its end is counted on the batch's node.
+    await until('the three others to end', async () => (await client.batchStatus(id)).pending === 1, {
+      timeoutMs: 120000,
+      everyMs: 100,
+    });
+    assert.equal((await client.cancel(jobs[3])).outcome, 'cancelled');
+    const status = await client.batchStatus(id);
+    assert.deepEqual([status.succeeded, status.failed, status.cancelled, status.pending], [2, 1, 1, 0]);
+    assert.deepEqual([status.failedIds, status.cancelledIds, status.onSuccess], [[jobs[2]], [jobs[3]], null]);
+    const input = JSON.parse((await client.wait(status.onComplete, { timeoutMs: 120000 })).output.toString());
+    assert.deepEqual([input.batch, input.callback, input.total, input.data], [id, 'complete', 4, [1]]);
+  });
 });

@@ -240,8 +240,9 @@ describe('Client internals', () => {
     assert.throws(() => new Client({ redis: null }), TypeError);
     const own = Object.getOwnPropertyNames(Client.prototype).sort();
     assert.deepEqual(own, [
-      'cancel', 'cancelFlow', 'close', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow',
-      'isCluster', 'logs', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait', 'waitFlow',
+      'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'close', 'closeBatch', 'constructor',
+      'enqueue', 'enqueueMany', 'events', 'flow', 'isCluster', 'logs', 'openBatch', 'queues', 'retry',
+      'retryFlow', 'status', 'submitFlow', 'wait', 'waitFlow',
     ]);
   });
 });
@@ -472,5 +473,137 @@ describe('flow documents', () => {
     for (const corrupt of ['no bar', 'x|{}', '1|{"name":"d"}', '1|{"name":"d","jobs":[{"name":"a","id":"nope"}]}']) {
       assert.throws(() => parseFlowRecord('3', corrupt), /flow 3 has a corrupt record/, corrupt);
     }
+  });
+});
+
+describe('batches', () => {
+  const {
+    BATCHES_DUE_KEY,
+    batchKeys,
+    batchId,
+    batchDefinition,
+    batchJobs,
+    parseBatch,
+    callbackInput,
+  } = require('../lib/batch');
+
+  /** The refusal of `call` (throws if it is accepted): its message. */
+  const refusal = (call, what = BadInputError) => {
+    try {
+      call();
+    } catch (error) {
+      assert.ok(error instanceof what, `${error.name}: ${error.message}`);
+      assert.equal(error.exitCode, 2);
+      return error.message;
+    }
+    assert.fail('accepted');
+  };
+
+  it("keys: the Rust client's BatchKeys, in the order the batch functions take them", () => {
+    assert.deepEqual(batchKeys('ab12'), ['wg:{batch:ab12}:state', 'wg:{batch:ab12}:members', 'wg:{batch:ab12}:ended']);
+    assert.equal(BATCHES_DUE_KEY, 'wg:{batches}:due');
+    assert.equal(batchId('0123456789abcdefABCDEF0123456789'), '0123456789abcdefABCDEF0123456789');
+    for (const bad of ['', 'xyz', 'ab-12', 'a'.repeat(33), 12, null, undefined, 'batch ab']) {
+      assert.match(refusal(() => batchId(bad)), /^invalid batch id .*: a batch id is 1 to 32 hex digits$/, String(bad));
+    }
+  });
+
+  it("writes the definition as the Rust client's BatchSpec: name, callbacks, data's keys in byte order", () => {
+    assert.equal(batchDefinition(undefined), '{"name":""}');
+    assert.equal(batchDefinition({ name: 'n', onSuccess: null, onComplete: undefined }), '{"name":"n"}');
+    assert.equal(
+      batchDefinition({
+        onComplete: { function: 'on_done' },
+        name: 'nightly',
+        onSuccess: { data: { note: 'x', b: [1, { d: 2, c: null }] }, function: 'on_ok' },
+      }),
+      '{"name":"nightly","on_success":{"function":"on_ok","data":{"b":[1,{"c":null,"d":2}],"note":"x"}},' +
+        '"on_complete":{"function":"on_done"}}',
+    );
+    assert.equal(batchDefinition({ onComplete: { function: 'f', data: null } }), '{"name":"","on_complete":{"function":"f"}}');
+    const cases = [
+      [[], /^invalid batch option: the options must be an object/],
+      ['name', /^invalid batch option: the options must be an object/],
+      [{ on_success: { function: 'f' } }, /unknown option "on_success" \(known: name, onSuccess, onComplete\)/],
+      [{ name: 7 }, /name must be a string/],
+      [{ onSuccess: 'f' }, /onSuccess must be an object \{function, data\?\}/],
+      [{ onComplete: {} }, /^invalid batch option: onComplete: invalid function name undefined/],
+      [{ onComplete: { function: 'bad name' } }, /onComplete: invalid function name "bad name"/],
+      [{ onSuccess: { function: 'f', input: 'x' } }, /onSuccess: unknown field "input" \(known: function, data\)/],
+      [{ onSuccess: { function: 'f', data: 1n } }, /onSuccess: data does not write as JSON/],
+      [{ name: 'x'.repeat(65536) }, /definition .* is 65547 bytes of JSON, more than the 65536 it may have/],
+    ];
+    for (const [options, message] of cases) {
+      assert.match(refusal(() => batchDefinition(options)), message, String(message));
+    }
+  });
+
+  it('checks every job before anything is written, naming it; options as enqueue sends them', () => {
+    const jobs = batchJobs([
+      { function: 'echo', input: 'a' },
+      { function: 'fail', input: Buffer.from([0, 1]), options: { attempts: 1, priority: 'high', after: ['echo:3'] } },
+      { function: 'echo' },
+    ]);
+    assert.deepEqual(jobs.map((j) => j.fn), ['echo', 'fail', 'echo']);
+    assert.deepEqual(jobs.map((j) => j.input), [Buffer.from('a'), Buffer.from([0, 1]), Buffer.alloc(0)]);
+    assert.deepEqual(jobs[1].named, ['priority', '10', 'attempts', '1', 'after', 'echo:3']);
+    assert.deepEqual(jobs[1].after.map((d) => [d.id, d.onFailure]), [['echo:3', 'cancel']]);
+    assert.deepEqual(batchJobs([]), []);
+    const cases = [
+      [undefined, /^invalid batch jobs: give an array of \{function, input, options\} objects$/],
+      [{ function: 'echo' }, /give an array/],
+      [['echo'], /^invalid batch jobs: job 1 is not an object/],
+      [[{ function: 'echo' }, { function: 'echo', priority: 3 }], /job 2: unknown field "priority" .*options such as priority go in options/],
+      [[{ function: 'bad name' }], /^job 1 of the batch: invalid function name "bad name"/],
+      [[{ function: 'echo', input: 5 }], /^job 1 of the batch: invalid input: give a Buffer or a string/],
+      [[{ function: 'echo' }, { function: 'echo', options: { priority: 5000 } }], /^job 2 of the batch: invalid job option: priority 5000 is out of range/],
+      [[{ function: 'echo', options: { uniq: 'k' } }], /^job 1 of the batch: invalid job option: a batch's jobs are always new, so they take no uniq$/],
+      [[{ function: 'echo', options: { prio: 1 } }], /job 1 of the batch: invalid job option: unknown option "prio"/],
+      [[{ function: 'echo', options: 'x' }], /job 1 of the batch: invalid job option: the options must be an object/],
+    ];
+    for (const [given, message] of cases) assert.match(refusal(() => batchJobs(given)), message, JSON.stringify(given));
+    assert.match(refusal(() => batchJobs([{ function: 'echo', input: 'toolong' }], 3)), /7 bytes are larger than the limit of 3 bytes/);
+    const far = new Date(Date.now() + LIMITS.MAX_DURATION_MS + 86400000);
+    assert.match(refusal(() => batchJobs([{ function: 'echo', options: { at: far } }]), ConflictError), /^job 1 of the batch: .*more than 10 years ahead/);
+    const many = new Array(LIMITS.MAX_BATCH_JOBS + 1).fill({ function: 'echo' });
+    assert.equal(LIMITS.MAX_BATCH_JOBS, 100000);
+    assert.match(refusal(() => batchJobs(many)), /100001 jobs are more than the 100000 a batch may have/);
+  });
+
+  it("reads a batch's status from batch_get, and writes a callback's input as the Rust client does", () => {
+    assert.equal(parseBatch('ab', [[], [], []]), null);
+    const def = '{"name":"nightly","on_success":{"function":"on_ok","data":{"note":"x"}},"on_complete":{"function":"on_done"}}';
+    const reply = [
+      ['def', def, 'open', '0', 'total', '5', 'succeeded', '2', 'failed', '1', 'cancelled', '1',
+        'created_ms', '1700000000000', 'added_ms', '1700000000001', 'closed_ms', '1700000000002', 'complete', 'due'],
+      ['fail:3', 'failed', 'echo:9', 'cancelled'],
+      [],
+    ];
+    const { status, definition } = parseBatch('ab', reply);
+    assert.deepEqual(status, {
+      id: 'ab',
+      name: 'nightly',
+      open: false,
+      total: 5,
+      pending: 1,
+      succeeded: 2,
+      failed: 1,
+      cancelled: 1,
+      failedIds: ['fail:3'],
+      cancelledIds: ['echo:9'],
+      onSuccess: null,
+      onComplete: 'due',
+      createdAt: new Date(1700000000000),
+      endedAt: null,
+    });
+    assert.deepEqual(definition.on_success, { function: 'on_ok', data: { note: 'x' } });
+    assert.equal(
+      callbackInput(status, 'success', definition.on_success).toString(),
+      '{"batch":"ab","callback":"success","cancelled":1,"cancelled_ids":["echo:9"],"data":{"note":"x"},' +
+        '"failed":1,"failed_ids":["fail:3"],"name":"nightly","succeeded":2,"total":5}',
+    );
+    assert.match(callbackInput(status, 'complete', definition.on_complete).toString(), /"data":null/);
+    const ended = parseBatch('ab', [['def', 'not json', 'open', '1', 'ended_ms', '5', 'success', 'on_ok:1'], [], []]).status;
+    assert.deepEqual([ended.name, ended.open, ended.total, ended.endedAt, ended.onSuccess], ['', true, 0, new Date(5), 'on_ok:1']);
   });
 });

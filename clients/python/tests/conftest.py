@@ -153,13 +153,17 @@ class RedisServer:
 class Worker:
     def __init__(self, url: str, workdir: Path, plugins: Sequence[str] = PLUGINS,
                  env: Optional[Dict[str, str]] = None,
-                 manifests: Optional[Dict[str, str]] = None) -> None:
+                 manifests: Optional[Dict[str, str]] = None,
+                 aliases: Optional[Dict[str, str]] = None) -> None:
         """Serves copies of `plugins`; `manifests` maps a plugin's name to the text of its
-        manifest (`NAME.toml` beside `NAME.wasm`)."""
+        manifest (`NAME.toml` beside `NAME.wasm`); `aliases` maps a function's name to the
+        plugin a copy of which serves it under that name (`on_ok` → `echo`)."""
         folder = workdir / "plugins"
         folder.mkdir(parents=True, exist_ok=True)
         for name in plugins:
             shutil.copy(plugin_dir() / f"{name}.wasm", folder / f"{name}.wasm")
+        for name, plugin in (aliases or {}).items():
+            shutil.copy(plugin_dir() / f"{plugin}.wasm", folder / f"{name}.wasm")
         for name, manifest in (manifests or {}).items():
             (folder / f"{name}.toml").write_text(manifest)
         self.log_path = workdir / "worker.log"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
@@ -332,3 +333,86 @@ def test_flow_status_counts_sinks_and_ended() -> None:
     assert status.counts == {"waiting": 1, "succeeded": 1, "cancelled": 1, "missing": 1}
     assert [j.name for j in status.sinks] == ["d"]
     assert not status.ended and status.job("b").ended and not status.job("c").ended
+
+
+def test_a_batch_definition_is_written_as_the_rust_clients_batch_spec() -> None:
+    written = core.batch_definition(
+        "album", wasmgear.Callback("on_ok", {"note": "é"}), {"function": "on_done"})
+    assert written == ('{"name":"album","on_success":{"function":"on_ok","data":{"note":"é"}},'
+                       '"on_complete":{"function":"on_done"}}')
+    assert core.batch_definition("", None, None) == '{"name":""}'
+    assert core.check_batch_id("0123abcdEF") == "0123abcdEF"
+    for bad in ("", "g", "a" * 33, None, "12 34"):
+        with pytest.raises(wasmgear.BadInput, match="1 to 32 hex digits"):
+            core.check_batch_id(bad)
+
+
+def test_a_batchs_jobs_are_checked_and_name_the_job_at_fault() -> None:
+    jobs = core.batch_jobs([("echo", "a"), ("fail", b"b", {"attempts": 1, "delay": 2})])
+    assert [(f, s.input, s.named) for f, s in jobs] == [
+        ("echo", b"a", ()), ("fail", b"b", (("attempts", "1"), ("delay", "2000")))]
+    with pytest.raises(wasmgear.BadInput, match=r"^job 2: attempts 0 is out of range"):
+        core.batch_jobs([("echo", "a"), ("echo", "b", {"attempts": 0})])
+    with pytest.raises(wasmgear.Conflict, match=r"^job 1: at .* more than 10 years ahead"):
+        core.batch_jobs([("echo", "a", {"at": 10**12})])
+
+
+def drive(gen: core.Gen, replies: dict) -> list:
+    """Runs a generator, answering each command by the first matching entry of `replies`
+    (the command's second argument, the function called); returns the commands sent."""
+    sent = []
+    reply = None
+    try:
+        op = gen.send(None)
+        while True:
+            assert isinstance(op, core.Cmd), op
+            sent.append(op.args)
+            reply = replies.get(op.args[1], replies.get(op.args[0]))
+            op = gen.send(reply)
+    except StopIteration:
+        return sent
+
+
+def test_a_batch_dependent_in_a_notify_is_counted_with_batch_done_then_told() -> None:
+    """`cancel` answering `batch ID, G:N, cancelled` runs `batch_done` on the batch's slot
+    (not `resolve`), enqueues the callbacks it answers due (with their once key), notes
+    them (`batch_fired`), then `told` with the dependent `batch ID`."""
+    proto = core.protocol()
+    definition = core.batch_definition("b", None, wasmgear.Callback("on_done", 5))
+    state = ["def", definition, "open", "0", "total", "1", "succeeded", "0", "failed", "0",
+             "cancelled", "1", "created_ms", "1", "ended_ms", "2", "complete", "due"]
+    sent = drive(core.deliver(proto, ["batch 00ff", "echo:3", "cancelled"]), {
+        "wg2_batch_done": ["complete"],
+        "wg2_batch_get": [state, ["echo:3", "cancelled"], []],
+        "wg2_enqueue": [[7], "1", []],
+        "wg2_batch_fired": 1,
+        "wg2_told": 1,
+        "SADD": 1,
+    })
+    names = [args[1] for args in sent]
+    assert names == ["wg2_batch_done", "wg2_batch_get", "wg2_enqueue", proto.functions_key,
+                     "wg2_batch_fired", "wg2_told"]
+    keys = ["wg:{batch:00ff}:state", "wg:{batch:00ff}:members", "wg:{batch:00ff}:ended"]
+    assert sent[0] == ("FCALL", "wg2_batch_done", 3, *keys, "echo:3", "cancelled")
+    enqueue = sent[2]
+    once = enqueue.index("once")
+    assert enqueue[once + 1] == "batch:00ff:complete"
+    assert json.loads(enqueue[-1]) == {
+        "batch": "00ff", "name": "b", "callback": "complete", "total": 1, "succeeded": 0,
+        "failed": 0, "cancelled": 1, "failed_ids": [], "cancelled_ids": ["echo:3"], "data": 5}
+    assert sent[4] == ("FCALL", "wg2_batch_fired", 3, *keys, "complete", "on_done:7")
+    assert sent[5][-1] == "batch 00ff" and sent[5][1] == "wg2_told"
+
+
+def test_batch_status_reads_batch_get() -> None:
+    state = ["def", '{"name":"n"}', "open", "1", "total", "4", "succeeded", "1",
+             "failed", "1", "cancelled", "1", "created_ms", "1700000000000", "success", "due"]
+    status, definition = core.batches.parse_batch(
+        "ab", [state, [b"f:1", b"failed", b"g:2", b"cancelled"], []])
+    assert definition == {"name": "n"}
+    assert status == wasmgear.BatchStatus(
+        id="ab", name="n", open=True, total=4, pending=1, succeeded=1, failed=1, cancelled=1,
+        failed_ids=["f:1"], cancelled_ids=["g:2"], on_success="due", on_complete=None,
+        created_ms=1700000000000, ended_ms=None)
+    assert not status.ended and status.created is not None and status.ended_at is None
+    assert core.batches.parse_batch("ab", [[], [], []]) == (None, {})

@@ -10,11 +10,13 @@ repository), calling the same Redis Functions library the workers use (shipped i
     print(client.wait(job.id).output)
 
 `AsyncClient` (asyncio) offers the same methods, awaited. `submit_flow` submits a graph of
-jobs (a flow) in one call.
+jobs (a flow) in one call; `batch` enqueues jobs of any functions with callbacks once they
+have all succeeded or all ended.
 """
 
 from .aio import AsyncClient, AsyncEventStream
-from .client import At, Client, EventStream, FlowDocument, Input, JobOptions, Policy, Seconds
+from .client import (At, BatchJob, CallbackSpec, Client, EventStream, FlowDocument, Input,
+                     JobOptions, Policy, Seconds)
 from .errors import (
     BadInput,
     Conflict,
@@ -28,6 +30,8 @@ from .errors import (
 )
 from .models import (
     Attempt,
+    BatchStatus,
+    Callback,
     CancelResult,
     Enqueued,
     Event,
@@ -38,6 +42,7 @@ from .models import (
     JobError,
     Progress,
     QueueInfo,
+    SubmittedBatch,
     SubmittedFlow,
 )
 
@@ -49,6 +54,10 @@ __all__ = [
     "AsyncEventStream",
     "Attempt",
     "BadInput",
+    "BatchJob",
+    "BatchStatus",
+    "Callback",
+    "CallbackSpec",
     "Conflict",
     "CancelResult",
     "Client",
@@ -71,6 +80,7 @@ __all__ = [
     "ProtocolError",
     "QueueInfo",
     "Seconds",
+    "SubmittedBatch",
     "SubmittedFlow",
     "Unreachable",
     "WaitTimeout",

@@ -12,10 +12,11 @@ import redis.asyncio as aredis
 from redis import exceptions as rx
 
 from . import _core as core
-from .client import (At, FlowDocument, Input, JobOptions, Policy, Seconds, cluster_enabled,
-                     connection_kwargs, redact)
+from .client import (At, BatchJob, CallbackSpec, FlowDocument, Input, JobOptions, Policy,
+                     Seconds, cluster_enabled, connection_kwargs, redact)
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout
-from .models import CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo, SubmittedFlow
+from .models import (BatchStatus, CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo,
+                     SubmittedBatch, SubmittedFlow)
 
 log = logging.getLogger("wasmgear")
 
@@ -466,6 +467,29 @@ class AsyncClient:
             except WaitTimeout as e:
                 raise WaitTimeout(f"gave up waiting for flow {id} after {timeout}s; its jobs "
                                   "go on", e.ids) from None
+
+    # --- batches (see Client for each method) ---
+
+    async def open_batch(self, name: str = "", *, on_success: Optional[CallbackSpec] = None,
+                         on_complete: Optional[CallbackSpec] = None) -> str:
+        return await self._drive(core.open_batch(self._proto, name, on_success, on_complete))
+
+    async def add_to_batch(self, id: str, jobs: Sequence[BatchJob]) -> List[str]:
+        checked = core.batch_jobs(jobs)
+        return await self._drive(core.add_to_batch(self._proto, self._state, id, checked))
+
+    async def close_batch(self, id: str) -> None:
+        await self._drive(core.close_batch(self._proto, id))
+
+    async def batch(self, jobs: Sequence[BatchJob], *, name: str = "",
+                    on_success: Optional[CallbackSpec] = None,
+                    on_complete: Optional[CallbackSpec] = None) -> SubmittedBatch:
+        checked = core.batch_jobs(jobs)
+        return await self._drive(core.batch(self._proto, self._state, checked, name,
+                                            on_success, on_complete))
+
+    async def batch_status(self, id: str) -> BatchStatus:
+        return await self._drive(core.batch_status(self._proto, id))
 
     # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload

@@ -17,7 +17,8 @@ from redis.retry import Retry
 
 from . import _core as core
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
-from .models import CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo, SubmittedFlow
+from .models import (BatchStatus, Callback, CancelResult, Enqueued, Event, FlowStatus, Job,
+                     QueueInfo, SubmittedBatch, SubmittedFlow)
 
 log = logging.getLogger("wasmgear")
 
@@ -54,6 +55,13 @@ class JobOptions(TypedDict, total=False):
     tags: Sequence[str]
     after: Sequence[str]
     on_failure: Optional[Mapping[str, Policy]]
+
+
+#: A job of a batch (see `Client.batch`): (function, input), or (function, input, options)
+#: with `options` the keyword arguments of `enqueue` (a JobOptions dict).
+BatchJob = Union[Tuple[str, Input], Tuple[str, Input, JobOptions]]
+#: A batch's callback: a `Callback(function, data)`, or {"function": ..., "data": ...}.
+CallbackSpec = Union[Callback, Mapping[str, Any]]
 
 
 def redact(url: str) -> str:
@@ -578,6 +586,50 @@ class Client:
                 raise WaitTimeout(f"gave up waiting for flow {id} after {timeout}s; its jobs "
                                   "go on", e.ids) from None
 
+    # --- batches ---
+
+    def open_batch(self, name: str = "", *, on_success: Optional[CallbackSpec] = None,
+                   on_complete: Optional[CallbackSpec] = None) -> str:
+        """Opens a batch: jobs are added with `add_to_batch` until `close_batch`. Once it is
+        closed, a job of `on_success`'s function is enqueued when every job has succeeded,
+        and one of `on_complete`'s when all have ended, however (exactly one of each); each
+        callback's input is the batch's outcome as JSON (see `Callback`). Returns its id
+        (16 hex digits). BadInput for a bad name or callback, nothing written."""
+        return self._drive(core.open_batch(self._proto, name, on_success, on_complete))
+
+    def add_to_batch(self, id: str, jobs: Sequence[BatchJob]) -> List[str]:
+        """Adds jobs of any functions to open batch `id`, each (function, input) or
+        (function, input, options dict). Every job is checked first, and what the queue's
+        state could refuse (`at` passed, a dependency gone, failed or cancelled): BadInput
+        (or Conflict), nothing written. The batch counts the jobs before they are written,
+        so none ends uncounted; then each function's jobs are written in one call. NotFound
+        when there is no such batch, Conflict when it is closed. Returns the jobs' ids, in
+        order."""
+        checked = core.batch_jobs(jobs)
+        return self._drive(core.add_to_batch(self._proto, self._state, id, checked))
+
+    def close_batch(self, id: str) -> None:
+        """Closes batch `id` (NotFound when there is no such batch; closing it again changes
+        nothing): no job can be added any more, and its callbacks are enqueued once all its
+        jobs have ended (now, if they have)."""
+        self._drive(core.close_batch(self._proto, id))
+
+    def batch(self, jobs: Sequence[BatchJob], *, name: str = "",
+              on_success: Optional[CallbackSpec] = None,
+              on_complete: Optional[CallbackSpec] = None) -> SubmittedBatch:
+        """Opens a batch, adds `jobs` and closes it (see `open_batch` and `add_to_batch`):
+        the usual way. Every job is checked before the batch is opened. Returns the batch's
+        id and its jobs' ids."""
+        checked = core.batch_jobs(jobs)
+        return self._drive(core.batch(self._proto, self._state, checked, name, on_success,
+                                      on_complete))
+
+    def batch_status(self, id: str) -> BatchStatus:
+        """How batch `id` stands: open, total, pending, succeeded, failed, cancelled, the
+        failed and cancelled jobs' ids, each callback (None, `due` or its job's id), when it
+        opened and ended (NotFound when there is no such batch)."""
+        return self._drive(core.batch_status(self._proto, id))
+
     # A str is a Sequence[str] too: the overloads overlap, and the first (one id) wins.
     @overload
     def wait(self, ids: str, timeout: Optional[Seconds] = None,  # type: ignore[overload-overlap]
@@ -635,4 +687,5 @@ class Client:
         self.close()
 
 
-__all__ = ["Client", "EventStream", "FlowDocument", "Policy", "WasmgearError"]
+__all__ = ["BatchJob", "CallbackSpec", "Client", "EventStream", "FlowDocument", "Policy",
+           "WasmgearError"]

@@ -34,8 +34,8 @@ class Conflict(BadInput):
 
 
 class NotFound(WasmgearError):
-    """No such job: never enqueued, or its retention is over; or no such flow (CLI exit code
-    5)."""
+    """No such job: never enqueued, or its retention is over; or no such flow, or no such
+    batch (CLI exit code 5)."""
 
     exit_code = 5
 

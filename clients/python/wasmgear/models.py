@@ -251,3 +251,67 @@ class FlowStatus:
             if job.name == name:
                 return job
         raise KeyError(name)
+
+
+# --- Batches ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A batch's callback: a job of `function` whose input is the batch's outcome, JSON:
+    `batch` (its id), `name`, `callback` (`success` or `complete`), `total`, `succeeded`,
+    `failed`, `cancelled`, `failed_ids`, `cancelled_ids`, and `data` as given here (any
+    value that writes as JSON)."""
+
+    function: str
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class SubmittedBatch:
+    """A batch `batch` opened, filled and closed: its id and its jobs' ids, in the order
+    given."""
+
+    id: str
+    jobs: List[str]
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """How a batch stands (`batch_status`): whether jobs can still be added (`open`), its
+    jobs (`total`), those not counted as ended yet (`pending`), those that `succeeded`,
+    `failed` or were `cancelled` and the ids of the last two; each callback's state:
+    None (not due, or not asked for), `due`, or the id of the job enqueued for it; when it
+    was opened and when its last job ended with the batch closed (ms since the epoch, Redis'
+    clock)."""
+
+    id: str
+    name: str
+    open: bool
+    total: int
+    pending: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    failed_ids: List[str]
+    cancelled_ids: List[str]
+    on_success: Optional[str]
+    on_complete: Optional[str]
+    created_ms: int
+    ended_ms: Optional[int]
+
+    @property
+    def created(self) -> Optional[datetime]:
+        """When it was opened, as an aware UTC datetime."""
+        return ms_to_datetime(self.created_ms)
+
+    @property
+    def ended(self) -> bool:
+        """Whether it is closed and every job has ended (its callbacks are then due, or
+        enqueued)."""
+        return self.ended_ms is not None
+
+    @property
+    def ended_at(self) -> Optional[datetime]:
+        """When its last job ended with the batch closed, as an aware UTC datetime."""
+        return ms_to_datetime(self.ended_ms)

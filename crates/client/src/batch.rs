@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasmgear_proto::keys::BatchKeys;
-use wasmgear_proto::limits::{MAX_BATCH_JOBS, RESERVATION_MS};
+use wasmgear_proto::limits::{MAX_BATCH_JOBS, MAX_FLOW_JOBS, RESERVATION_MS};
 use wasmgear_proto::{FunctionName, JobId, JobState};
 
 use crate::client::{Client, Placement};
@@ -152,6 +152,14 @@ impl Client {
             options
                 .validate()
                 .map_err(|e| QueueError::BadOption(format!("job {}: {e}", i + 1)))?;
+            // A job whose key returned another would leave its reserved number unwritten,
+            // and the batch waiting on it.
+            if options.uniq.is_some() || options.once.is_some() || options.tick.is_some() {
+                return Err(QueueError::BadOption(format!(
+                    "job {}: a batch's jobs are always new, so they take no uniq, once or schedule tick",
+                    i + 1
+                )));
+            }
             if input.len() > self.max_input_bytes() {
                 return Err(QueueError::BadOption(format!(
                     "job {}: input of {} bytes is larger than the limit of {} bytes",
@@ -162,15 +170,24 @@ impl Client {
             }
             groups.entry(function).or_default().push(i);
         }
+        // `reserve` sets aside at most MAX_FLOW_JOBS numbers a call.
+        let chunks: Vec<(&FunctionName, &[usize])> = groups
+            .iter()
+            .flat_map(|(function, members)| {
+                members
+                    .chunks(MAX_FLOW_JOBS as usize)
+                    .map(move |chunk| (*function, chunk))
+            })
+            .collect();
         let firsts = futures_util::future::try_join_all(
-            groups
+            chunks
                 .iter()
-                .map(|(function, members)| reserve(&self.conn, function, members.len())),
+                .map(|(function, chunk)| reserve(&self.conn, function, chunk.len())),
         )
         .await?;
         let mut ids: Vec<Option<JobId>> = vec![None; jobs.len()];
-        for ((function, members), first) in groups.iter().zip(&firsts) {
-            for (k, &i) in members.iter().enumerate() {
+        for ((function, chunk), first) in chunks.iter().zip(&firsts) {
+            for (k, &i) in chunk.iter().enumerate() {
                 ids[i] = Some(JobId {
                     function: (*function).clone(),
                     seq: first + k as u64,
@@ -231,6 +248,24 @@ impl Client {
         let ids = self.add_to_batch(&id, jobs).await?;
         self.close_batch(&id).await?;
         Ok((id, ids))
+    }
+
+    /// The batches not ended yet (or whose callbacks are not all enqueued), at most
+    /// `most`, the soonest re-checked first.
+    pub async fn unfinished_batches(&self, most: usize) -> Result<Vec<BatchStatus>> {
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(BatchKeys::due())
+            .arg(0)
+            .arg(most.saturating_sub(1))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut batches = Vec::new();
+        for id in ids.iter().filter(|id| check_id(id).is_ok()) {
+            if let (Some(status), _) = read(&self.conn, id, false).await? {
+                batches.push(status);
+            }
+        }
+        Ok(batches)
     }
 
     /// How batch `id` stands.

@@ -168,6 +168,9 @@ pub struct JobRecord {
     /// The flow the job belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<u64>,
+    /// The batch the job belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
     /// Of those, the ones that have not succeeded yet (while `waiting`).
     #[serde(
         default,

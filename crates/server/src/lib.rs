@@ -11,6 +11,7 @@
 //! authentication ([`Auth::None`], which `wasmgear serve` allows on loopback only).
 
 mod api;
+mod batches;
 mod error;
 mod flows;
 mod health;
@@ -89,6 +90,10 @@ routes! {
     token get "/v1/flows/{id}" => flows::status,
     token post "/v1/flows/{id}/cancel" => flows::cancel,
     token post "/v1/flows/{id}/retry" => flows::retry,
+    token post "/v1/batches" => batches::create,
+    token get "/v1/batches/{id}" => batches::status,
+    token post "/v1/batches/{id}/jobs" => batches::add,
+    token post "/v1/batches/{id}/close" => batches::close,
     token get "/v1/events" => api::events,
     token get "/v1/queues" => api::queues,
     token get "/v1/workers" => api::workers,

@@ -108,6 +108,10 @@ pub fn openapi() -> Value {
     let flow_request = flow_request_schema();
     let flow_id = path_param("id", "the flow's id", "^0*[1-9][0-9]{0,15}$".into());
     let flow = json!({ "$ref": "#/components/schemas/Flow" });
+    let batch_id = path_param("id", "the batch's id (hex)", "^[0-9a-fA-F]{1,32}$".into());
+    let batch = json!({ "$ref": "#/components/schemas/Batch" });
+    let batch_jobs = json!({ "type": "object", "properties": { "id": { "type": "string" },
+        "jobs": { "type": "array", "items": { "type": "string" } } } });
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -205,6 +209,35 @@ pub fn openapi() -> Value {
                         "retried": { "type": "array", "items": { "type": "string" } } } })),
                     "409": error_ref() }))
             } },
+            "/v1/batches": { "post": {
+                "summary": "Open a batch: jobs of any functions, with a callback job once all succeeded (on_success) and once all ended (on_complete); closed at once unless open is true",
+                "requestBody": { "required": true, "content": { "application/json": {
+                    "schema": batch_request_schema() } } },
+                "responses": with(errors.clone(), json!({
+                    "201": ok("the batch's id and its jobs' ids", batch_jobs.clone()),
+                    "409": error_ref(), "413": error_ref(), "415": error_ref() }))
+            } },
+            "/v1/batches/{id}": { "get": {
+                "summary": "A batch: total, pending, succeeded, failed, cancelled, the failed and cancelled jobs, its callbacks",
+                "parameters": [ batch_id.clone() ],
+                "responses": with(errors.clone(), json!({ "200": ok("the batch", batch.clone()) }))
+            } },
+            "/v1/batches/{id}/jobs": { "post": {
+                "summary": "Add jobs to an open batch",
+                "parameters": [ batch_id.clone() ],
+                "requestBody": { "required": true, "content": { "application/json": {
+                    "schema": { "type": "object", "additionalProperties": false, "required": ["jobs"],
+                        "properties": { "jobs": batch_jobs_schema() } } } } },
+                "responses": with(errors.clone(), json!({
+                    "201": ok("the added jobs' ids", json!({ "type": "object", "properties": {
+                        "jobs": { "type": "array", "items": { "type": "string" } } } })),
+                    "409": error_ref(), "413": error_ref(), "415": error_ref() }))
+            } },
+            "/v1/batches/{id}/close": { "post": {
+                "summary": "Close a batch: no job can be added; its callbacks come once all its jobs have ended",
+                "parameters": [ batch_id ],
+                "responses": with(errors.clone(), json!({ "200": ok("the batch", batch) }))
+            } },
             "/v1/events": { "get": {
                 "summary": "Server-Sent Events of one function or of all: create, start, progress, retry, finish, ready, config, cancel",
                 "parameters": [ query_param("function", "only this function's events", function_filter.clone()) ],
@@ -268,6 +301,15 @@ pub fn openapi() -> Value {
                         "counts": { "type": "object" },
                         "sinks": { "type": "array", "items": { "type": "string" } },
                         "jobs": { "type": "array", "items": { "type": "object" } } } },
+                "Batch": { "type": "object", "description": "a batch: its id, name, whether it is open, its jobs' counts, the failed and cancelled jobs' ids, each callback's state (null, due, or the callback job's id), when it opened and ended (ms)",
+                    "properties": { "id": { "type": "string" }, "name": { "type": "string" },
+                        "open": { "type": "boolean" }, "total": { "type": "integer" },
+                        "pending": { "type": "integer" }, "succeeded": { "type": "integer" },
+                        "failed": { "type": "integer" }, "cancelled": { "type": "integer" },
+                        "failed_ids": { "type": "array", "items": { "type": "string" } },
+                        "cancelled_ids": { "type": "array", "items": { "type": "string" } },
+                        "on_success": { "type": ["string", "null"] }, "on_complete": { "type": ["string", "null"] },
+                        "created_ms": { "type": "integer" }, "ended_ms": { "type": ["integer", "null"] } } },
                 "Job": { "type": "object", "description": "the job record's fields (PROTOCOL.md, \"The job record\"), its id, and for a succeeded job output_base64 and, when UTF-8, output",
                     "properties": { "id": { "type": "string" }, "state": { "type": "string" },
                         "output": { "type": "string" }, "output_base64": { "type": "string" } } }
@@ -280,12 +322,10 @@ pub fn openapi() -> Value {
     document
 }
 
-/// The flow document's schema: a name and jobs by name, each a job request (the schema of
-/// [`crate::api::JobRequest`], but `uniq`: a flow's jobs are always new) with its
-/// `function`, and an `after` of names in the flow or ids of jobs outside it, each with an
-/// optional `on_failure`. Which names a job may wait on, and that the graph has no cycle,
-/// no JSON Schema can say: the server refuses those (400).
-fn flow_request_schema() -> Value {
+/// A job with its `function`, as flows and batches take them: the schema of
+/// [`crate::api::JobRequest`] but `uniq` (a flow's or batch's jobs are always new), with
+/// `after` entries as `after_item` says.
+fn job_with_function(after_item: Value) -> Value {
     let mut job = generator()
         .into_root_schema_for::<crate::api::JobRequest>()
         .to_value();
@@ -299,20 +339,46 @@ fn flow_request_schema() -> Value {
     job["properties"]["function"] = json!({ "type": "string", "pattern": function_pattern(),
         "description": "the function that runs the job" });
     job["required"] = json!(["function"]);
+    job["properties"]["after"] = json!({ "type": "array", "maxItems": limits::MAX_DEPENDENCIES,
+        "description": "the jobs it waits on; on_failure is cancel (the default), ignore or continue",
+        "items": { "anyOf": [after_item.clone(), { "type": "object", "additionalProperties": false,
+            "required": ["job"], "properties": { "job": after_item,
+                "on_failure": { "enum": ["cancel", "ignore", "continue"] } } }] } });
+    job
+}
+
+/// The flow document's schema: a name and jobs by name, each a job with its function whose
+/// `after` names jobs of the flow or ids of jobs outside it. Which names a job may wait on,
+/// and that the graph has no cycle, no JSON Schema can say: the server refuses those (400).
+fn flow_request_schema() -> Value {
     let name = json!({ "type": "string", "pattern": format!("^[A-Za-z0-9_.-]{{1,{}}}$", limits::MAX_FLOW_NAME_BYTES) });
     let target =
         json!({ "anyOf": [name.clone(), { "type": "string", "pattern": job_id_pattern() }] });
-    job["properties"]["after"] = json!({ "type": "array", "maxItems": limits::MAX_DEPENDENCIES,
-        "description": "the jobs it waits on: names of jobs of the flow, or ids of jobs outside it; on_failure is cancel (the default), ignore or continue",
-        "items": { "anyOf": [target.clone(), { "type": "object", "additionalProperties": false,
-            "required": ["job"], "properties": { "job": target,
-                "on_failure": { "enum": ["cancel", "ignore", "continue"] } } }] } });
     json!({ "type": "object", "additionalProperties": false, "required": ["name", "jobs"],
         "properties": {
             "name": { "type": "string", "minLength": 1, "maxLength": limits::MAX_FLOW_NAME_BYTES,
                 "pattern": KEY_PATTERN },
             "jobs": { "type": "object", "minProperties": 1, "maxProperties": limits::MAX_FLOW_JOBS,
-                "propertyNames": name, "additionalProperties": job } } })
+                "propertyNames": name, "additionalProperties": job_with_function(target) } } })
+}
+
+/// The jobs of a batch request: jobs with their functions, waiting only on jobs by id.
+fn batch_jobs_schema() -> Value {
+    json!({ "type": "array", "maxItems": limits::MAX_BULK_JOBS,
+        "items": job_with_function(json!({ "type": "string", "pattern": job_id_pattern() })) })
+}
+
+/// `POST /v1/batches`: a name, its callbacks, its jobs, and whether to leave it open.
+fn batch_request_schema() -> Value {
+    let callback = json!({ "type": "object", "additionalProperties": false, "required": ["function"],
+        "properties": { "function": { "type": "string", "pattern": function_pattern() },
+            "data": { "description": "passed on in the callback's input as data" } } });
+    let callback = json!({ "anyOf": [callback, { "type": "null" }] });
+    json!({ "type": "object", "additionalProperties": false, "properties": {
+        "name": { "type": "string" },
+        "on_success": callback.clone(), "on_complete": callback,
+        "jobs": batch_jobs_schema(),
+        "open": { "type": "boolean", "description": "leave it open for more jobs (POST .../jobs) until POST .../close" } } })
 }
 
 #[cfg(test)]

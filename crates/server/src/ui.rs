@@ -20,11 +20,13 @@
 //! - [`signin`]: the sign-in page, the cookie, and the guard on every other page.
 //! - [`overview`], [`function`], [`job`], [`stats`], [`failures`], [`workers`]: one page each.
 //! - [`flows`]: the latest flows, and one flow drawn as a graph (SVG made on the server).
+//! - [`batches`]: the batches not ended yet, and one batch with its counts and callbacks.
 //! - [`actions`]: the forms' `POST`s (pause, resume, cancel, retry, priority, retry a group,
 //!   cancel or retry a flow).
 //! - [`throughput`]: finished jobs per minute, counted from the event stream.
 
 mod actions;
+mod batches;
 mod error;
 mod failures;
 mod flows;
@@ -69,6 +71,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
             post(actions::retry_group),
         )
         .route("/ui/workers", get(workers::page))
+        .route("/ui/batches", get(batches::list))
+        .route("/ui/batches/{id}", get(batches::page))
         .route("/ui/flows", get(flows::list))
         .route("/ui/flows/{id}", get(flows::page))
         .route("/ui/flows/{id}/cancel", post(actions::cancel_flow))

@@ -123,8 +123,14 @@ impl Line {
 }
 
 pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
+    let text = read_file_or_stdin(args.file.as_deref())?;
+    enqueue_lines(&args.redis, &text, args.json).await
+}
+
+/// The text of `file`, or of stdin when it is `None` or `-`.
+pub(crate) fn read_file_or_stdin(file: Option<&std::path::Path>) -> anyhow::Result<String> {
     let mut text = String::new();
-    match args.file.as_deref() {
+    match file {
         None => std::io::stdin()
             .read_to_string(&mut text)
             .context("cannot read stdin")?,
@@ -135,16 +141,14 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
             .and_then(|mut f| f.read_to_string(&mut text))
             .map_err(|e| super::usage(format!("cannot read {path:?}: {e}")))?,
     };
-    enqueue_lines(&args.redis, &text, args.json).await
+    Ok(text)
 }
 
-/// Enqueues the jobs of `text`, one JSON object per line (checking every line before
-/// writing any), and prints their ids, one per line.
-pub async fn enqueue_lines(
-    redis: &super::RedisArgs,
+/// The jobs of `text`, one JSON object per line, every line checked (the first bad one
+/// refuses them all).
+pub(crate) fn read_lines(
     text: &str,
-    json: bool,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Vec<(FunctionName, Vec<u8>, EnqueueOptions)>> {
     let mut jobs = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -158,6 +162,17 @@ pub async fn enqueue_lines(
             })?;
         jobs.push(job);
     }
+    Ok(jobs)
+}
+
+/// Enqueues the jobs of `text`, one JSON object per line (checking every line before
+/// writing any), and prints their ids, one per line.
+pub async fn enqueue_lines(
+    redis: &super::RedisArgs,
+    text: &str,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let jobs = read_lines(text)?;
     if jobs.is_empty() {
         return Err(super::usage(
             "no jobs in the input: give one JSON object per line",

@@ -4,6 +4,7 @@
 //! Subcommands talk to Redis only through [`wasmgear_client`]; `worker` also builds the runtime.
 
 mod author;
+mod batch;
 mod bulk;
 mod cancel;
 mod completions;
@@ -164,6 +165,9 @@ enum Command {
     /// Workflows: submit a graph of jobs whose dependents read their dependencies' outputs
     /// (JSON or TOML), draw it with its states, cancel or retry it.
     Flow(flow::FlowArgs),
+    /// Batches: jobs of any functions with a callback job once all have succeeded
+    /// (--on-success) and one once all have ended (--on-complete); add, close, status.
+    Batch(batch::BatchArgs),
     /// Deploy a plugin once for every worker started with --plugins-from-redis (stored in
     /// Redis by content hash); list the versions kept, roll back, or activate another.
     Deploy(deploy::DeployArgs),
@@ -223,6 +227,7 @@ impl Cli {
             Command::Deploy(args) => deploy::run(args).await,
             Command::Schedule(args) => schedule::run(args).await,
             Command::Flow(args) => flow::run(args).await,
+            Command::Batch(args) => batch::run(args).await,
             Command::New(args) => author::new(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

@@ -14,6 +14,8 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `records`: a job's record and published events, parsed.
 - `operations`: enqueue, status, logs, cancel, retry, queues.
 - `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
+- `batches`: batches opened, filled, closed and read; a batch job's end counted, and its
+  callbacks enqueued once.
 - `waiting`: the subscription's routing and `wait`.
 """
 
@@ -56,6 +58,16 @@ from .flows import (
     retry_flow,
     submit_flow,
 )
+from .batches import (
+    add_to_batch,
+    batch,
+    batch_definition,
+    batch_jobs,
+    batch_status,
+    check_batch_id,
+    close_batch,
+    open_batch,
+)
 from .base import (
     LOST,
     RESUBSCRIBED,
@@ -96,7 +108,12 @@ __all__ = [
     "Receive",
     "Router",
     "Sleep",
+    "add_to_batch",
     "backoff",
+    "batch",
+    "batch_definition",
+    "batch_jobs",
+    "batch_status",
     "call",
     "call_retrying",
     "cancel",
@@ -105,7 +122,9 @@ __all__ = [
     "check_flow",
     "check_flow_id",
     "cancel_one",
+    "check_batch_id",
     "check_function",
+    "close_batch",
     "deliver",
     "describe_connect_error",
     "enqueue",
@@ -121,6 +140,7 @@ __all__ = [
     "logs",
     "map_error",
     "normalize_ids",
+    "open_batch",
     "outcome",
     "parse_event",
     "parse_job_id",

@@ -586,9 +586,9 @@ def cancel_flow(proto: Protocol, flow_id: Any) -> Gen[int]:
     to stop, and its children are cancelled). Returns how many were unfinished."""
     status = yield from flow_status(proto, flow_id)
     unfinished = [job.id for job in status.jobs if not job.ended]
-    # A cancelled job cancels its dependents too: whichever goes first, each ends cancelled
-    # (or stopping, when it runs).
-    for job_id in unfinished:
+    # Dependents first: a job whose dependency is cancelled before it may be let run by an
+    # `ignore` or `continue` edge.
+    for job_id in reversed(unfinished):
         try:
             yield from cancel(proto, job_id)
         except NotFound:

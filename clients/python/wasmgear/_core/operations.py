@@ -46,17 +46,26 @@ def logs(proto: Protocol, job_id: str) -> Gen[str]:
 
 def deliver(proto: Protocol, notify: List[Any]) -> Gen[None]:
     """Runs `resolve` for each (dependent, dependency, state) triple of `notify` and for
-    those its replies name in turn, then `told` on the dependency's function (links.rs)."""
+    those its replies name in turn, then `told` on the dependency's function (links.rs). A
+    dependent `batch ID` is the job's batch: `batch_done` counts the job's end there (and
+    enqueues the callbacks that made due) instead of `resolve`."""
+    # Imported here: the batches module imports this one.
+    from .batches import done as batch_done
+
     todo = [text(x) for x in notify or []]
     while len(todo) >= 3:
         state = todo.pop()
         dependency = todo.pop()
         dependent = todo.pop()
-        try:
-            function, number = parse_job_id(dependent)
-        except BadInput:
-            continue
-        more = yield from call(proto.fcall("resolve", function, number, dependency, state))
+        if dependent.startswith("batch "):
+            yield from batch_done(proto, dependent[len("batch "):], dependency, state)
+            more: Any = []
+        else:
+            try:
+                function, number = parse_job_id(dependent)
+            except BadInput:
+                continue
+            more = yield from call(proto.fcall("resolve", function, number, dependency, state))
         if state != "pending":
             try:
                 dep_function, dep_number = parse_job_id(dependency)

@@ -178,6 +178,19 @@ impl JobFields {
 }
 
 impl FlowJobDocument {
+    /// The job as one to enqueue on its own (a batch's): its function, input and options;
+    /// it may wait only on jobs named by id.
+    pub fn into_enqueue(self) -> Result<(FunctionName, Vec<u8>, EnqueueOptions), String> {
+        let job = self.into_job("")?;
+        if let Some(edge) = job.after.first() {
+            return Err(format!(
+                "after: {:?} is not a job id (FUNCTION:NUMBER); only a flow's jobs wait on names",
+                edge.job
+            ));
+        }
+        Ok((job.function, job.input, job.options))
+    }
+
     fn into_job(self, name: &str) -> Result<FlowJob, String> {
         let function = FunctionName::new(self.function).map_err(|e| e.to_string())?;
         let (input, mut options) = JobFields {

@@ -167,7 +167,8 @@ impl Client {
     }
 
     /// Cancels every unfinished job of flow `id` (as [`Client::cancel`]: a running one is
-    /// asked to stop). Returns how many were cancelled or asked to stop.
+    /// asked to stop), those waiting on others first. Returns how many were cancelled or
+    /// asked to stop.
     pub async fn cancel_flow(&self, id: u64) -> Result<usize> {
         let status = self.flow(id).await?;
         let unfinished: Vec<JobId> = status
@@ -177,18 +178,14 @@ impl Client {
             .map(|j| j.id.clone())
             .collect();
         let count = unfinished.len();
-        // A cancelled job cancels its dependents too: whichever goes first, each ends
-        // cancelled (or stopping, when it runs).
-        futures_util::stream::iter(unfinished)
-            .map(|job| async move {
-                match self.cancel(&job).await {
-                    Ok(_) | Err(QueueError::NoSuchJob(_)) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            })
-            .buffer_unordered(IN_FLIGHT)
-            .try_collect::<Vec<()>>()
-            .await?;
+        // Dependents first: a job whose dependency is cancelled before it may be let run by
+        // an `ignore` or `continue` edge.
+        for job in unfinished.iter().rev() {
+            match self.cancel(job).await {
+                Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(count)
     }
 

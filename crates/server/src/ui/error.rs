@@ -35,8 +35,11 @@ impl From<QueueError> for UiError {
 impl UiError {
     fn status(&self) -> StatusCode {
         match self {
-            UiError::Queue(QueueError::NoSuchJob(_) | QueueError::NoSuchFlow(_)) => {
-                StatusCode::NOT_FOUND
+            UiError::Queue(
+                QueueError::NoSuchJob(_) | QueueError::NoSuchFlow(_) | QueueError::NoSuchBatch(_),
+            ) => StatusCode::NOT_FOUND,
+            UiError::Queue(error) if error.class() == wasmgear_client::ErrorClass::BadInput => {
+                StatusCode::BAD_REQUEST
             }
             UiError::Queue(_) => StatusCode::SERVICE_UNAVAILABLE,
             UiError::BadFunction(_) | UiError::BadJobId(_) => StatusCode::BAD_REQUEST,

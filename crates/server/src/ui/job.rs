@@ -164,6 +164,9 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
         @if let Some(flow) = record.flow {
             (row("flow", html! { a href={ "/ui/flows/" (flow) } { "flow " (flow) } }))
         }
+        @if let Some(batch) = &record.batch {
+            (row("batch", html! { a href={ "/ui/batches/" (encode(batch)) } { "batch " (batch) } }))
+        }
         @if let (Some(schedule), Some(tick)) = (&record.schedule, record.tick_ms) {
             (row("schedule", html! { (schedule) ", tick " (wasmgear_proto::units::utc_text(tick)) }))
         }

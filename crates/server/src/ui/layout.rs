@@ -30,6 +30,7 @@ pub(super) fn encode(text: &str) -> String {
 pub(super) enum Nav {
     Queues,
     Flows,
+    Batches,
     Failures,
     Workers,
     /// None of them (sign-in and error pages).
@@ -59,6 +60,7 @@ impl Page<'_> {
         let links = [
             ("/ui", Nav::Queues, "Queues"),
             ("/ui/flows", Nav::Flows, "Flows"),
+            ("/ui/batches", Nav::Batches, "Batches"),
             ("/ui/failures", Nav::Failures, "Failures"),
             ("/ui/workers", Nav::Workers, "Workers"),
         ];
