@@ -10,11 +10,13 @@
 //   LAT_N          pickup-latency samples (default 300)
 //   CONCURRENCIES  worker concurrencies for drain (default "1,10,100")
 //   MODES          drain modes (default "inprocess,sandbox_process,sandbox_threads")
+//   FLOW_CHILDREN  children of the flows' parent (default 1000)
+//   FLOW_RUNS      flows submitted, and flows run end to end (default 5; QUICK: 2)
 //   QUICK=1        smoke-test defaults: JOBS=2000, SINGLE_N=500, LAT_N=50
 //
 // Output: one JSON object on stdout. Everything else goes to stderr.
 
-import { Queue, Worker, QueueEvents } from 'bullmq';
+import { Queue, Worker, QueueEvents, FlowProducer } from 'bullmq';
 import IORedis from 'ioredis';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -53,6 +55,8 @@ const CONCURRENCIES = (process.env.CONCURRENCIES || '1,10,100')
   .split(',').map((s) => Number.parseInt(s.trim(), 10)).filter((n) => n > 0);
 const MODES = (process.env.MODES || 'inprocess,sandbox_process,sandbox_threads')
   .split(',').map((s) => s.trim()).filter(Boolean);
+const FLOW_CHILDREN = envInt('FLOW_CHILDREN', 1000);
+const FLOW_RUNS = envInt('FLOW_RUNS', QUICK ? 2 : 5);
 const BULK_CHUNK = 1000;
 const STALL_TIMEOUT_MS = 60_000; // abort a drain that makes no progress for this long
 
@@ -301,6 +305,59 @@ async function benchLatency() {
   }
 }
 
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+};
+
+// A parent whose FLOW_CHILDREN children must all complete first (BullMQ's FlowProducer),
+// every job a no-op.
+function flowTree(tag, run) {
+  const children = new Array(FLOW_CHILDREN);
+  for (let i = 0; i < FLOW_CHILDREN; i++) {
+    children[i] = { name: 'child', queueName: `flow_child_${tag}`, data: { run, i } };
+  }
+  return { name: 'parent', queueName: `flow_parent_${tag}`, data: { run }, children };
+}
+
+// Submit time of a flow of FLOW_CHILDREN + 1 jobs (no worker running), and the end-to-end
+// time of one (FlowProducer.add until the parent has completed) with in-process workers:
+// 100 at once on the children, 1 on the parent. The median of FLOW_RUNS each.
+async function benchFlows() {
+  const producer = new FlowProducer({ connection, prefix: PREFIX });
+  const submits = [];
+  const e2e = [];
+  let childWorker;
+  let parentWorker;
+  let events;
+  try {
+    for (let run = 0; run < FLOW_RUNS; run++) {
+      const t0 = performance.now();
+      await producer.add(flowTree('submit', run));
+      submits.push(performance.now() - t0);
+    }
+    childWorker = new Worker('flow_child_e2e', async () => {}, { connection, prefix: PREFIX, concurrency: 100 });
+    parentWorker = new Worker('flow_parent_e2e', async () => {}, { connection, prefix: PREFIX, concurrency: 1 });
+    events = new QueueEvents('flow_parent_e2e', { connection, prefix: PREFIX });
+    for (const w of [childWorker, parentWorker]) w.on('error', (e) => log(`flow worker error: ${e.message}`));
+    await Promise.all([childWorker.waitUntilReady(), parentWorker.waitUntilReady(), events.waitUntilReady()]);
+    for (let run = 0; run < FLOW_RUNS; run++) {
+      const t0 = performance.now();
+      const tree = await producer.add(flowTree('e2e', run));
+      await tree.job.waitUntilFinished(events, 120_000);
+      e2e.push(performance.now() - t0);
+    }
+  } finally {
+    await childWorker?.close().catch(() => {});
+    await parentWorker?.close().catch(() => {});
+    await events?.close().catch(() => {});
+    await producer.close().catch(() => {});
+  }
+  const out = { children: FLOW_CHILDREN, submit_ms: round(median(submits), 2), e2e_ms: round(median(e2e), 2) };
+  log(`flows: submit ${out.submit_ms} ms, fan-out/fan-in end to end ${out.e2e_ms} ms (${FLOW_CHILDREN} children, median of ${FLOW_RUNS})`);
+  return out;
+}
+
 async function sweepLeftovers() {
   // Belt and braces: remove any key still under this run's prefix.
   const r = new IORedis({ ...connection, maxRetriesPerRequest: 3, lazyConnect: false });
@@ -336,6 +393,7 @@ async function main() {
       for (const c of CONCURRENCIES) result.drain.push(await benchDrain(mode, c));
     }
     Object.assign(result, await benchLatency());
+    if (process.env.FLOWS !== '0') result.flows = await benchFlows();
   } finally {
     await sweepLeftovers().catch((e) => log(`sweep failed: ${e.message}`));
   }

@@ -18,12 +18,14 @@
 //!    same on wasmgear's own queue;
 //! 8. enqueue one at a time and in bulk through the Python and Node client libraries and
 //!    the HTTP API, against BullMQ `add` and `addBulk`, and enqueue + wait through the HTTP
-//!    API against the Rust client's direct wait.
+//!    API against the Rust client's direct wait;
+//! 9. flows: submitting a parent with 1,000 children, and running it end to end, against
+//!    BullMQ's FlowProducer.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! clients, ceiling, remote, cluster, steady, sources).
+//! clients, ceiling, remote, cluster, steady, sources, flows).
 
 #[path = "peers/bullmq.rs"]
 mod bullmq;
@@ -34,6 +36,8 @@ mod clients;
 #[path = "peers/cluster.rs"]
 mod cluster;
 mod common;
+#[path = "peers/flows.rs"]
+mod flows;
 #[path = "peers/isolation.rs"]
 mod isolation;
 #[path = "peers/node.rs"]
@@ -152,7 +156,7 @@ fn main() {
     let started = Instant::now();
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources) runs only those sections.
+    // remote, cluster, steady, sources, flows) runs only those sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -196,6 +200,10 @@ fn main() {
             plan.steady
         );
         rt.block_on(steady(&plan, &mut rows));
+    }
+    if runs("flows") {
+        eprintln!("[flows] a parent after 1,000 children: submit, and fan-out/fan-in end to end");
+        rt.block_on(flows::flows(&plan, &url, bullmq.as_ref(), &mut rows));
     }
     if runs("sources") {
         eprintln!(

@@ -681,30 +681,25 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
-  if record.batch then
-    -- Its batch counts its end (`batch_done`, on the batch's slot, sent by the caller as
-    -- for a dependent in another function; kept until told, for the batch's re-check).
-    local member = 'batch ' .. record.batch
-    NOTIFY[#NOTIFY + 1] = member
+  -- Told outside this call: dependents in other functions, and the job's batch (which
+  -- counts its end with `batch_done`, on the batch's slot). Kept until the caller says it
+  -- told them (`told`): if the caller dies first, a dependent's re-check, or the batch's,
+  -- still finds this record.
+  local function tell_later(dependent)
+    NOTIFY[#NOTIFY + 1] = dependent
     NOTIFY[#NOTIFY + 1] = id_of(number)
     NOTIFY[#NOTIFY + 1] = state
     local untold = record.untold or {}
-    if not contains(untold, member) then untold[#untold + 1] = member end
+    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
     record.untold = untold
   end
+  if record.batch then tell_later('batch ' .. record.batch) end
   for _, dependent in ipairs(record.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
       SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
     else
-      NOTIFY[#NOTIFY + 1] = dependent
-      NOTIFY[#NOTIFY + 1] = id_of(number)
-      NOTIFY[#NOTIFY + 1] = state
-      -- Kept until the caller says it told the dependent (`told`): if the caller dies
-      -- first, the dependent's re-check still finds this record.
-      local untold = record.untold or {}
-      if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-      record.untold = untold
+      tell_later(dependent)
     end
   end
   save(number, record)
@@ -4243,4 +4238,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'f970c1cee4b7e8d284f7ce25245f2b7fefbf7ca4' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '57c3ed6896c81f791e67c63b8ec915910e26d6e2' end, flags = { 'no-writes' } }
