@@ -219,9 +219,11 @@ impl Client {
             async move { self.write_jobs(function, &batch, &placements).await }
         });
         let written = futures_util::future::try_join_all(calls).await?;
-        for (dependent, dependency) in written.into_iter().flat_map(|(_, l)| l) {
-            links::link(&self.conn, &dependent, &dependency).await?;
-        }
+        links::link_many(
+            &self.conn,
+            written.into_iter().flat_map(|(_, l)| l).collect(),
+        )
+        .await?;
         Ok(ids)
     }
 

@@ -139,9 +139,7 @@ impl Client {
         jobs: &[(&[u8], EnqueueOptions)],
     ) -> Result<Vec<Enqueued>> {
         let (enqueued, links) = self.write_jobs(function, jobs, &[]).await?;
-        for (dependent, dependency) in links {
-            links::link(&self.conn, &dependent, &dependency).await?;
-        }
+        links::link_many(&self.conn, links).await?;
         Ok(enqueued)
     }
 

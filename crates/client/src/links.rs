@@ -17,46 +17,70 @@
 //! re-checks the links of the waiting jobs of the functions it serves ([`relink_due`]):
 //! after 30 s, then ever less often.
 
+use std::collections::BTreeMap;
+
 use super::connection::Connection;
 use super::{Result, scripts};
+use wasmgear_proto::limits::MAX_TELLS_PER_CALL;
 use wasmgear_proto::{FunctionName, JobId};
 
 /// Runs `resolve` for each `(dependent, dependency, state)` triple of `notify` (the flat
 /// list a script returned), and for those that its replies name in turn; then tells the
 /// dependency's function that the dependent has been told (`told`), so that it may forget
-/// the finished job when its retention is over.
+/// the finished job when its retention is over. A `batch ID` dependent is the job's batch,
+/// which counts its end (`batch_done`). The triples go in one `resolve` call per function
+/// (and one `told` per function), up to [`MAX_TELLS_PER_CALL`] each: a fan-in's dependent
+/// is loaded and saved once per call, not once per dependency.
 pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()> {
     let mut todo = notify;
     while todo.len() >= 3 {
-        let state = todo.pop().unwrap_or_default();
-        let dependency = todo.pop().unwrap_or_default();
-        let dependent = todo.pop().unwrap_or_default();
-        let more: Vec<String> = if let Some(batch) = dependent.strip_prefix("batch ") {
-            // The job's batch counts its end.
-            crate::batch::done(conn, batch, &dependency, &state).await?;
-            Vec::new()
-        } else {
-            let Ok(dependent) = dependent.parse::<JobId>() else {
-                tracing::warn!(dependent, "skipping a dependent that is not a job id");
+        let mut resolves: BTreeMap<FunctionName, Vec<(u64, String, String)>> = BTreeMap::new();
+        let mut told: BTreeMap<FunctionName, Vec<(u64, String)>> = BTreeMap::new();
+        for triple in todo.chunks_exact(3) {
+            let [dependent, dependency, state] = triple else {
                 continue;
             };
-            scripts::on_function(&scripts::RESOLVE, &dependent.function)
-                .arg(dependent.seq)
-                .arg(&dependency)
-                .arg(&state)
-                .invoke_async(&mut conn.clone())
-                .await?
-        };
-        if let Ok(dependency) = dependency.parse::<JobId>()
-            && state != "pending"
-        {
-            let _: i64 = scripts::on_function(&scripts::TOLD, &dependency.function)
-                .arg(dependency.seq)
-                .arg(&dependent)
-                .invoke_async(&mut conn.clone())
-                .await?;
+            if let Some(batch) = dependent.strip_prefix("batch ") {
+                crate::batch::done(conn, batch, dependency, state).await?;
+            } else if let Ok(id) = dependent.parse::<JobId>() {
+                resolves.entry(id.function).or_default().push((
+                    id.seq,
+                    dependency.clone(),
+                    state.clone(),
+                ));
+            } else {
+                tracing::warn!(dependent, "skipping a dependent that is not a job id");
+                continue;
+            }
+            if let Ok(dependency) = dependency.parse::<JobId>()
+                && state != "pending"
+            {
+                told.entry(dependency.function)
+                    .or_default()
+                    .push((dependency.seq, dependent.clone()));
+            }
         }
-        todo.extend(more);
+        let mut more = Vec::new();
+        for (function, triples) in &resolves {
+            for chunk in triples.chunks(MAX_TELLS_PER_CALL as usize) {
+                let mut call = scripts::on_function(&scripts::RESOLVE, function);
+                for (seq, dependency, state) in chunk {
+                    call.arg(seq).arg(dependency).arg(state);
+                }
+                let next: Vec<String> = call.invoke_async(&mut conn.clone()).await?;
+                more.extend(next);
+            }
+        }
+        for (function, pairs) in &told {
+            for chunk in pairs.chunks(MAX_TELLS_PER_CALL as usize) {
+                let mut call = scripts::on_function(&scripts::TOLD, function);
+                for (seq, dependent) in chunk {
+                    call.arg(seq).arg(dependent);
+                }
+                let _: i64 = call.invoke_async(&mut conn.clone()).await?;
+            }
+        }
+        todo = more;
     }
     Ok(())
 }
@@ -64,19 +88,37 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
 /// Links `dependent` to `dependency` (a job of another function) and tells it at once if
 /// the dependency has already ended.
 pub(crate) async fn link(conn: &Connection, dependent: &JobId, dependency: &JobId) -> Result<()> {
-    let state: String = scripts::on_function(&scripts::LINK, &dependency.function)
-        .arg(dependency.seq)
-        .arg(dependent.to_string())
-        .invoke_async(&mut conn.clone())
-        .await?;
-    if state != "pending" {
-        deliver(
-            conn,
-            vec![dependent.to_string(), dependency.to_string(), state],
-        )
-        .await?;
+    link_many(conn, vec![(dependent.clone(), dependency.clone())]).await
+}
+
+/// Links each `(dependent, dependency)` pair (the dependency in another function than its
+/// dependent), one `link` call per dependencies' function (and per [`MAX_TELLS_PER_CALL`]
+/// pairs), then tells the dependents of those that have already ended, together.
+pub(crate) async fn link_many(conn: &Connection, pairs: Vec<(JobId, JobId)>) -> Result<()> {
+    let mut by_function: BTreeMap<&FunctionName, Vec<&(JobId, JobId)>> = BTreeMap::new();
+    for pair in &pairs {
+        by_function.entry(&pair.1.function).or_default().push(pair);
     }
-    Ok(())
+    let mut ended = Vec::new();
+    for (function, pairs) in by_function {
+        for chunk in pairs.chunks(MAX_TELLS_PER_CALL as usize) {
+            let mut call = scripts::on_function(&scripts::LINK, function);
+            for (dependent, dependency) in chunk {
+                call.arg(dependency.seq).arg(dependent.to_string());
+            }
+            let states: Vec<String> = if chunk.len() == 1 {
+                vec![call.invoke_async(&mut conn.clone()).await?]
+            } else {
+                call.invoke_async(&mut conn.clone()).await?
+            };
+            for ((dependent, dependency), state) in chunk.iter().zip(states) {
+                if state != "pending" {
+                    ended.extend([dependent.to_string(), dependency.to_string(), state]);
+                }
+            }
+        }
+    }
+    deliver(conn, ended).await
 }
 
 /// Re-checks the links of up to `limit` jobs of `function` that have waited long enough for

@@ -65,6 +65,11 @@ pub const FLOW_CHECK_FIRST_MS: u64 = 3600 * 1000;
 /// The longest time between two checks of a flow's record, ms.
 pub const FLOW_CHECK_MAX_MS: u64 = 24 * 3600 * 1000;
 
+/// The most dependents one `resolve` call tells, and the most finished jobs one `told` call
+/// notes (a worker tells many at once: a fan-in's dependent is loaded and saved once per
+/// call, not once per dependency).
+pub const MAX_TELLS_PER_CALL: u64 = 1000;
+
 /// The most jobs one batch may have.
 pub const MAX_BATCH_JOBS: u64 = 100_000;
 
@@ -235,6 +240,7 @@ pub fn lua_constants() -> String {
         ("MAX_FLOW_RECORD_BYTES", MAX_FLOW_RECORD_BYTES),
         ("MAX_FLOW_JOBS", MAX_FLOW_JOBS),
         ("MAX_BATCH_JOBS", MAX_BATCH_JOBS),
+        ("MAX_TELLS_PER_CALL", MAX_TELLS_PER_CALL),
         ("BATCH_MAX_MS", BATCH_MAX_MS),
         ("BATCH_RETENTION_MS", BATCH_RETENTION_MS),
         ("BATCH_CHECK_MS", BATCH_CHECK_MS),
@@ -271,7 +277,7 @@ mod tests {
             "{lua}"
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 31);
+        assert_eq!(lua.lines().count(), 32);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

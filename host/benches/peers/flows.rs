@@ -78,6 +78,36 @@ pub(crate) async fn flows(
             .unwrap();
         ends.push(started.elapsed());
         assert!(status.ended(), "the flow ended");
+        eprintln!(
+            "[flows] run {run}: {:.1} ms end to end",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        if std::env::var_os("WASMGEAR_BENCH_FLOW_TRACE").is_some() {
+            let mut last_child = 0;
+            let mut first_start = u64::MAX;
+            for job in &status.jobs {
+                let record = client.status(&job.id).await.unwrap().record;
+                if job.name != "parent" {
+                    last_child = last_child.max(record.finished_ms.unwrap_or(0));
+                    first_start = first_start.min(record.started_ms.unwrap_or(u64::MAX));
+                } else {
+                    eprintln!(
+                        "[flows]   created {} first child start +{} last child end +{} parent start +{} end +{}",
+                        record.created_ms,
+                        first_start.saturating_sub(record.created_ms),
+                        last_child.saturating_sub(record.created_ms),
+                        record
+                            .started_ms
+                            .unwrap_or(0)
+                            .saturating_sub(record.created_ms),
+                        record
+                            .finished_ms
+                            .unwrap_or(0)
+                            .saturating_sub(record.created_ms)
+                    );
+                }
+            }
+        }
     }
     node.stop().await;
     let peer = |key: &str| bullmq?.get("flows")?.get(key)?.as_f64();

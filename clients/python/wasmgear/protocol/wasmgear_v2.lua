@@ -25,6 +25,7 @@ local FLOW_CHECK_MAX_MS = 86400000
 local MAX_FLOW_RECORD_BYTES = 16777216
 local MAX_FLOW_JOBS = 10000
 local MAX_BATCH_JOBS = 100000
+local MAX_TELLS_PER_CALL = 1000
 local BATCH_MAX_MS = 2592000000
 local BATCH_RETENTION_MS = 604800000
 local BATCH_CHECK_MS = 60000
@@ -733,13 +734,39 @@ local function tolerates(record, dep_id)
   return false
 end
 
+-- The dependencies a waiting job still waits on (`waiting_on`) by position, per record
+-- table, for the call: a fan-in's dependent told of many dependencies in one call finds and
+-- drops each in constant time, not by a scan of its list.
+local WAIT_INDEX = {}
+local function waiting_index(record)
+  local index = WAIT_INDEX[record]
+  if not index then
+    index = {}
+    for i, dep in ipairs(record.waiting_on or {}) do index[dep] = i end
+    WAIT_INDEX[record] = index
+  end
+  return index
+end
+
+-- Drops `dep_id` from `record`'s waiting_on (the last entry takes its place: the list is a
+-- set); nil once empty.
+local function stop_waiting(record, dep_id)
+  local list, index = record.waiting_on, waiting_index(record)
+  local at = index[dep_id]
+  if not at then return end
+  local last = list[#list]
+  list[at], index[last] = last, at
+  list[#list], index[dep_id] = nil, nil
+  if #list == 0 then record.waiting_on = nil end
+end
+
 -- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
 -- (the job runs once all its dependencies have ended as they must), 'failed', 'cancelled'
 -- or 'missing' (the job is cancelled, naming the dependency, unless it tolerates that: see
 -- tolerates), or 'pending' (still running; only pushes back the next re-check).
 local function resolve(number, dep_id, dep_state)
   local record = load(number)
-  if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
+  if not record or record.state ~= 'waiting' or not waiting_index(record)[dep_id] then return end
   if dep_state == 'pending' then
     record.relinks = (record.relinks or 0) + 1
     local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
@@ -748,9 +775,7 @@ local function resolve(number, dep_id, dep_state)
     return
   end
   if dep_state == 'succeeded' or tolerates(record, dep_id) then
-    local still = {}
-    for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
-    record.waiting_on = list_or_nil(still)
+    stop_waiting(record, dep_id)
     if record.waiting_on then save(number, record) return end
     redis.call('ZREM', K.waiting, number)
     record.relinks = nil
@@ -1299,6 +1324,7 @@ local function begin(keys, args, named)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
   CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED, RECLAIMED = nil, nil, false, {}, {}, 0, 0
+  WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
 
@@ -2400,42 +2426,62 @@ local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events 
 redis.register_function{ function_name = 'wg2_link', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_link)
 local reply = (function()
--- link: make a job of another function wait on a job of this one (a dependency across
--- functions, the first of two steps; see `enqueue`). Idempotent.
+-- link: make jobs of other functions wait on jobs of this one (dependencies across
+-- functions, the first of two steps; see `enqueue`). Idempotent. Many at once: a flow's
+-- fan-in links its 1,000 dependencies in one call per function.
 --
 -- KEYS: jobs stats events reserved
---          (of the dependency's function)
--- ARGV[1]  the dependency's function name
--- ARGV[2]  the dependency's number here
--- ARGV[3]  the dependent job's id ('G:M')
+--          (of the dependencies' function)
+-- ARGV[1]  the dependencies' function name
+-- ARGV[2..] pairs, 1..MAX_TELLS_PER_CALL of them: a dependency's number here, and the id
+--          of the job waiting on it ('G:M')
 --
--- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
---          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
---          when it already ended (the caller tells the dependent itself, with `resolve`), or
---          'missing' when there is no such job. A number reserved for a flow's job not yet
---          written answers 'pending' (the dependent's re-check asks again) until its
---          reservation lapses.
+-- Returns: per pair, 'pending' when the dependency has not ended (the dependent is now
+--          recorded and will be told when it does), its final state 'succeeded', 'failed'
+--          or 'cancelled' when it already ended (the caller tells the dependent itself, with
+--          `resolve`), or 'missing' when there is no such job. A number reserved for a
+--          flow's job not yet written answers 'pending' (the dependent's re-check asks
+--          again) until its reservation lapses. With one pair, that state; with more, the
+--          list of them in order.
 
-local number, dependent = ARGV[2], ARGV[3]
-if not split_id(dependent or '') then
-  return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+local n = (#ARGV - 1) / 2
+if n < 1 or n ~= math.floor(n) or n > MAX_TELLS_PER_CALL then
+  return redis.error_reply('BADARGS link: 1..' .. MAX_TELLS_PER_CALL .. ' pairs of a job number and a dependent id')
+end
+for i = 0, n - 1 do
+  if not split_id(ARGV[3 + 2 * i] or '') then
+    return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+  end
 end
 
-local record = load(number)
-if not record then
-  if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then return 'pending' end
-  return 'missing'
+-- Each record loaded once, saved once (a fan-out's dependency is named by every pair).
+local loaded, changed = {}, {}
+local states = {}
+for i = 0, n - 1 do
+  local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if loaded[number] == nil then loaded[number] = load(number) or false end
+  local record = loaded[number]
+  if not record then
+    if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then
+      states[#states + 1] = 'pending'
+    else
+      states[#states + 1] = 'missing'
+    end
+  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+    states[#states + 1] = record.state
+  else
+    if not contains(record.dependents, dependent) then
+      local dependents = record.dependents or {}
+      dependents[#dependents + 1] = dependent
+      record.dependents = dependents
+      changed[number] = true
+    end
+    states[#states + 1] = 'pending'
+  end
 end
-if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
-  return record.state
-end
-if not contains(record.dependents, dependent) then
-  local dependents = record.dependents or {}
-  dependents[#dependents + 1] = dependent
-  record.dependents = dependents
-  save(number, record)
-end
-return 'pending'
+for number in pairs(changed) do save(number, loaded[number]) end
+if n == 1 then return states[1] end
+return states
 
 end)()
 end_call()
@@ -2447,26 +2493,40 @@ local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready
 redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_resolve)
 local reply = (function()
--- resolve: tell a waiting job of this function what became of one of its dependencies in
--- another function (the second step; see `enqueue` and `link`). Idempotent.
+-- resolve: tell waiting jobs of this function what became of their dependencies in other
+-- functions (the second step; see `enqueue` and `link`). Idempotent. Many at once: a
+-- worker tells all it has in one call, so a fan-in's dependent is loaded and saved once per
+-- call, not once per dependency.
 --
 -- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
 -- ARGV[1]  the function name
--- ARGV[2]  the waiting job's number
--- ARGV[3]  the dependency's id ('G:N')
--- ARGV[4]  the dependency's state: 'succeeded' (the job runs once all its dependencies
---          have), 'failed', 'cancelled' or 'missing' (the job is cancelled, naming the
---          dependency), or 'pending' (nothing changes but the time of the next re-check)
+-- ARGV[2..] triples, 1..MAX_TELLS_PER_CALL of them: a waiting job's number, the id of one
+--          of its dependencies ('G:N'), and that dependency's state: 'succeeded' (the job
+--          runs once all its dependencies have), 'failed', 'cancelled' or 'missing' (the job
+--          is cancelled, naming the dependency, unless it tolerates that: `after_ignore`,
+--          `after_continue`), or 'pending' (nothing changes but the time of the next
+--          re-check)
 --
 -- Returns: notify, the dependents in other functions to tell in turn (see lib.lua).
--- Publishes: `ready` when the job may now run, `finish` when it was cancelled.
+-- Publishes: `ready` when a job may now run, `finish` when one was cancelled.
 
 local STATES = { succeeded = true, failed = true, cancelled = true, missing = true, pending = true }
-if not (split_id(ARGV[3] or '') and STATES[ARGV[4] or '']) then
-  return redis.error_reply('BADARGS resolve: a dependency id (FUNCTION:NUMBER) and its state (succeeded, failed, cancelled, missing or pending)')
+local n = (#ARGV - 1) / 3
+if n < 1 or n ~= math.floor(n) or n > MAX_TELLS_PER_CALL then
+  return redis.error_reply('BADARGS resolve: 1..' .. MAX_TELLS_PER_CALL .. ' triples of a job number, a dependency id and its state')
 end
-resolve(ARGV[2], ARGV[3], ARGV[4])
+for i = 0, n - 1 do
+  local number, dep, state = ARGV[2 + 3 * i], ARGV[3 + 3 * i], ARGV[4 + 3 * i]
+  if not (job_number(number) and split_id(dep) and STATES[state]) then
+    return redis.error_reply('BADARGS resolve: a job number, a dependency id (FUNCTION:NUMBER) and its state (succeeded, failed, cancelled, missing or pending)')
+  end
+end
+begin_batch()
+for i = 0, n - 1 do
+  resolve(ARGV[2 + 3 * i], ARGV[3 + 3 * i], ARGV[4 + 3 * i])
+end
 settle()
+flush()
 return NOTIFY
 
 end)()
@@ -2479,35 +2539,47 @@ local function keys_told(keys) return { jobs = keys[1], expires = keys[2], stats
 redis.register_function{ function_name = 'wg2_told', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_told)
 local reply = (function()
--- told: note that a dependent in another function has been told that this function's job
--- ended (the last of the steps of a dependency across functions; see `link` and
--- `resolve`). Until every such dependent has been told, the finished job outlives its
+-- told: note that dependents in other functions (or batches) have been told that jobs of
+-- this function ended (the last of the steps of a dependency across functions; see `link`
+-- and `resolve`). Until every such dependent has been told, a finished job outlives its
 -- retention (at most 7 days), so that a dependent whose news was lost still finds it when
--- it re-checks its links. Idempotent.
+-- it re-checks its links. Idempotent. Many at once, as `resolve`.
 --
 -- KEYS: jobs expires stats events
 -- ARGV[1]  the function name
--- ARGV[2]  the finished job's number
--- ARGV[3]  the dependent's id ('G:M'), or 'batch ID' for the job's batch
+-- ARGV[2..] pairs, 1..MAX_TELLS_PER_CALL of them: a finished job's number, and the id of a
+--          dependent that has been told ('G:M'), or 'batch ID' for the job's batch
 --
--- Returns: 1 when the dependent was still to be told, else 0.
+-- Returns: how many of the dependents were still to be told.
 
-local number, dependent = ARGV[2], ARGV[3]
-if not split_id(dependent or '') and not string.match(dependent or '', '^batch %x+$') then
-  return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
+local n = (#ARGV - 1) / 2
+if n < 1 or n ~= math.floor(n) or n > MAX_TELLS_PER_CALL then
+  return redis.error_reply('BADARGS told: 1..' .. MAX_TELLS_PER_CALL .. ' pairs of a job number and a dependent')
+end
+for i = 0, n - 1 do
+  local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if not job_number(number) or (not split_id(dependent) and not string.match(dependent, '^batch %x+$')) then
+    return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
+  end
 end
 
-local record = load(number)
-if not record or not contains(record.untold, dependent) then return 0 end
-local left = {}
-for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
-record.untold = list_or_nil(left)
-save(number, record)
-if not record.untold and record.finished_ms then
-  -- Its stay may have been stretched for the dependent: back to its own retention.
-  redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+local told = 0
+for i = 0, n - 1 do
+  local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  local record = load(number)
+  if record and contains(record.untold, dependent) then
+    local left = {}
+    for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
+    record.untold = list_or_nil(left)
+    save(number, record)
+    if not record.untold and record.finished_ms then
+      -- Its stay may have been stretched for the dependent: back to its own retention.
+      redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+    end
+    told = told + 1
+  end
 end
-return 1
+return told
 
 end)()
 end_call()
@@ -4238,4 +4310,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '57c3ed6896c81f791e67c63b8ec915910e26d6e2' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'bfda07db4d83b5c969cf46aa9b4a5564f20b45c2' end, flags = { 'no-writes' } }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use wasmgear_proto::keys::FlowKeys;
 use wasmgear_proto::{FunctionName, JobId, OnFailure};
@@ -16,9 +15,6 @@ use crate::connection::Connection;
 use crate::dependencies::outcomes;
 use crate::options::EnqueueOptions;
 use crate::{QueueError, Result, links, scripts};
-
-/// How many links, cancels or retries of a flow's jobs are in flight at once.
-const IN_FLIGHT: usize = 32;
 
 /// A flow written by [`Client::submit_flow`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -146,14 +142,7 @@ impl Client {
         });
         let written = futures_util::future::try_join_all(calls).await?;
         let to_link: Vec<(JobId, JobId)> = written.into_iter().flat_map(|(_, l)| l).collect();
-        futures_util::stream::iter(to_link)
-            .map(|(dependent, dependency)| async move {
-                links::link(&self.conn, &dependent, &dependency).await
-            })
-            .buffer_unordered(IN_FLIGHT)
-            .try_collect::<Vec<()>>()
-            .await?;
-        Ok(())
+        links::link_many(&self.conn, to_link).await
     }
 
     /// Flow `id` and how each of its jobs stands.
@@ -213,21 +202,21 @@ impl Client {
     /// for ever), and returns how it stands then.
     pub async fn wait_flow(&self, id: u64, timeout: Option<Duration>) -> Result<FlowStatus> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        let (_, stored) = status::read_record(&self.conn, id).await?;
-        // Dependents end after their dependencies: the record's last jobs are waited on
-        // last, when most have ended already.
-        for job in &stored.jobs {
-            let Ok(job_id) = job.id.parse::<JobId>() else {
-                continue;
+        loop {
+            let status = self.flow(id).await?;
+            // Dependents end after their dependencies: the last unfinished job in the
+            // record's order is the one to wait for; then the flow is read again (one call
+            // per function), until none is left.
+            let Some(last) = status.jobs.iter().rev().find(|j| !j.ended()) else {
+                return Ok(status);
             };
             let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-            match self.wait(&job_id, left, |_| {}).await {
+            match self.wait(&last.id, left, |_| {}).await {
                 Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
                 Err(QueueError::WaitTimedOut(_)) => return Err(QueueError::FlowWaitTimedOut(id)),
                 Err(e) => return Err(e),
             }
         }
-        self.flow(id).await
     }
 }
 

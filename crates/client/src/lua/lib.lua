@@ -701,13 +701,39 @@ local function tolerates(record, dep_id)
   return false
 end
 
+-- The dependencies a waiting job still waits on (`waiting_on`) by position, per record
+-- table, for the call: a fan-in's dependent told of many dependencies in one call finds and
+-- drops each in constant time, not by a scan of its list.
+local WAIT_INDEX = {}
+local function waiting_index(record)
+  local index = WAIT_INDEX[record]
+  if not index then
+    index = {}
+    for i, dep in ipairs(record.waiting_on or {}) do index[dep] = i end
+    WAIT_INDEX[record] = index
+  end
+  return index
+end
+
+-- Drops `dep_id` from `record`'s waiting_on (the last entry takes its place: the list is a
+-- set); nil once empty.
+local function stop_waiting(record, dep_id)
+  local list, index = record.waiting_on, waiting_index(record)
+  local at = index[dep_id]
+  if not at then return end
+  local last = list[#list]
+  list[at], index[last] = last, at
+  list[#list], index[dep_id] = nil, nil
+  if #list == 0 then record.waiting_on = nil end
+end
+
 -- Tells waiting job `number` that its dependency `dep_id` is in `dep_state`: 'succeeded'
 -- (the job runs once all its dependencies have ended as they must), 'failed', 'cancelled'
 -- or 'missing' (the job is cancelled, naming the dependency, unless it tolerates that: see
 -- tolerates), or 'pending' (still running; only pushes back the next re-check).
 local function resolve(number, dep_id, dep_state)
   local record = load(number)
-  if not record or record.state ~= 'waiting' or not contains(record.waiting_on, dep_id) then return end
+  if not record or record.state ~= 'waiting' or not waiting_index(record)[dep_id] then return end
   if dep_state == 'pending' then
     record.relinks = (record.relinks or 0) + 1
     local wait = math.min(RELINK_FIRST_MS * 2 ^ math.min(record.relinks, 20), RELINK_MAX_MS)
@@ -716,9 +742,7 @@ local function resolve(number, dep_id, dep_state)
     return
   end
   if dep_state == 'succeeded' or tolerates(record, dep_id) then
-    local still = {}
-    for _, d in ipairs(record.waiting_on) do if d ~= dep_id then still[#still + 1] = d end end
-    record.waiting_on = list_or_nil(still)
+    stop_waiting(record, dep_id)
     if record.waiting_on then save(number, record) return end
     redis.call('ZREM', K.waiting, number)
     record.relinks = nil
@@ -1267,6 +1291,7 @@ local function begin(keys, args, named)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
   CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED, RECLAIMED = nil, nil, false, {}, {}, 0, 0
+  WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
 

@@ -1,36 +1,56 @@
--- link: make a job of another function wait on a job of this one (a dependency across
--- functions, the first of two steps; see `enqueue`). Idempotent.
+-- link: make jobs of other functions wait on jobs of this one (dependencies across
+-- functions, the first of two steps; see `enqueue`). Idempotent. Many at once: a flow's
+-- fan-in links its 1,000 dependencies in one call per function.
 --
 -- KEYS: jobs stats events reserved
---          (of the dependency's function)
--- ARGV[1]  the dependency's function name
--- ARGV[2]  the dependency's number here
--- ARGV[3]  the dependent job's id ('G:M')
+--          (of the dependencies' function)
+-- ARGV[1]  the dependencies' function name
+-- ARGV[2..] pairs, 1..MAX_TELLS_PER_CALL of them: a dependency's number here, and the id
+--          of the job waiting on it ('G:M')
 --
--- Returns: 'pending' when the dependency has not ended (the dependent is now recorded and
---          will be told when it does), its final state 'succeeded', 'failed' or 'cancelled'
---          when it already ended (the caller tells the dependent itself, with `resolve`), or
---          'missing' when there is no such job. A number reserved for a flow's job not yet
---          written answers 'pending' (the dependent's re-check asks again) until its
---          reservation lapses.
+-- Returns: per pair, 'pending' when the dependency has not ended (the dependent is now
+--          recorded and will be told when it does), its final state 'succeeded', 'failed'
+--          or 'cancelled' when it already ended (the caller tells the dependent itself, with
+--          `resolve`), or 'missing' when there is no such job. A number reserved for a
+--          flow's job not yet written answers 'pending' (the dependent's re-check asks
+--          again) until its reservation lapses. With one pair, that state; with more, the
+--          list of them in order.
 
-local number, dependent = ARGV[2], ARGV[3]
-if not split_id(dependent or '') then
-  return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+local n = (#ARGV - 1) / 2
+if n < 1 or n ~= math.floor(n) or n > MAX_TELLS_PER_CALL then
+  return redis.error_reply('BADARGS link: 1..' .. MAX_TELLS_PER_CALL .. ' pairs of a job number and a dependent id')
+end
+for i = 0, n - 1 do
+  if not split_id(ARGV[3 + 2 * i] or '') then
+    return redis.error_reply('BADARGS link: the dependent must be a job id (FUNCTION:NUMBER)')
+  end
 end
 
-local record = load(number)
-if not record then
-  if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then return 'pending' end
-  return 'missing'
+-- Each record loaded once, saved once (a fan-out's dependency is named by every pair).
+local loaded, changed = {}, {}
+local states = {}
+for i = 0, n - 1 do
+  local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if loaded[number] == nil then loaded[number] = load(number) or false end
+  local record = loaded[number]
+  if not record then
+    if tonumber(redis.call('ZSCORE', K.reserved, number) or '0') > NOW then
+      states[#states + 1] = 'pending'
+    else
+      states[#states + 1] = 'missing'
+    end
+  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+    states[#states + 1] = record.state
+  else
+    if not contains(record.dependents, dependent) then
+      local dependents = record.dependents or {}
+      dependents[#dependents + 1] = dependent
+      record.dependents = dependents
+      changed[number] = true
+    end
+    states[#states + 1] = 'pending'
+  end
 end
-if record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
-  return record.state
-end
-if not contains(record.dependents, dependent) then
-  local dependents = record.dependents or {}
-  dependents[#dependents + 1] = dependent
-  record.dependents = dependents
-  save(number, record)
-end
-return 'pending'
+for number in pairs(changed) do save(number, loaded[number]) end
+if n == 1 then return states[1] end
+return states

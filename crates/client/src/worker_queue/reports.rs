@@ -199,6 +199,8 @@ impl Completer {
                 now,
             );
         }
+        // The dependents (and batches) of the completed jobs are told before the jobs are
+        // reported done: whoever waits on a completion finds them told.
         if let Err(e) = links::deliver(&self.conn, notify).await {
             tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
         }
