@@ -14,12 +14,14 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Awaitable, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 import pytest
 import redis
 
 import wasmgear
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[3]
 PLUGINS = ("echo", "count", "fail")
@@ -53,6 +55,21 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, every
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(every)
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
+    """Awaits `probe` until it answers something truthy (returned), failing after `timeout`
+    seconds."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
 
 
 async def wait_until_async(condition: Callable[[], object], timeout: float, what: str, every: float = 0.02) -> object:

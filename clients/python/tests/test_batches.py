@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import wasmgear
-from conftest import RedisServer, Worker, wait_until
+from conftest import RedisServer, Worker, eventually, wait_until
 
 WAIT = 120
 CALLBACKS = {"on_ok": "echo", "on_done": "echo"}
@@ -280,13 +280,7 @@ def test_async_batches(batches_server: RedisServer) -> None:
                 return (status if status.ended and status.on_complete not in (None, "due")
                         and status.on_success not in (None, "due") else None)
 
-            status = None
-            deadline = asyncio.get_running_loop().time() + WAIT
-            while status is None:
-                status = await settled()
-                assert asyncio.get_running_loop().time() < deadline, "the batch never ended"
-                if status is None:
-                    await asyncio.sleep(0.1)
+            status = await eventually(settled, WAIT, "the batch to end with its callbacks")
             assert (status.total, status.succeeded, status.pending) == (3, 3, 0)
             assert status.on_success is not None and status.on_complete is not None
             success = json.loads((await client.wait(status.on_success, timeout=WAIT)).output or b"")

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 import redis
 
 import wasmgear
-from conftest import RedisServer, Worker, wait_until
+from conftest import RedisServer, Worker, eventually, wait_until
 from wasmgear import _core as core
 
 T = TypeVar("T")
@@ -36,19 +36,6 @@ def split_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             worker.stop()
     finally:
         server.stop()
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
-    """Awaits `probe` until it answers something truthy (returned), failing after `timeout`
-    seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def listed_children(job: wasmgear.Job) -> List[str]:
