@@ -1056,3 +1056,55 @@ async fn bad_hand_off_arguments_are_refused() {
             .is_empty()
     );
 }
+
+/// A worker's completions go to Redis together, each asking for the jobs its slot runs
+/// next: a full call of them asks for more than one call may lease (16 ahead for each of
+/// 128 jobs). Every completion is still accepted at once, and the call leases what it may,
+/// each job once, no completion getting more than it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_call_of_completions_leases_what_one_call_may() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("echo");
+    let inputs: Vec<(&[u8], EnqueueOptions)> = (0..3000)
+        .map(|_| (&b"x"[..], EnqueueOptions::default()))
+        .collect();
+    client.enqueue_many(&f, &inputs).await.unwrap();
+    let queue = WorkerQueue::connect(&redis.url(), "w1").await.unwrap();
+    queue.listen(std::slice::from_ref(&f)).await.unwrap();
+    let first = queue
+        .lease(&[LeaseRequest::new(f.clone())], 128, TTL)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 128);
+    let next = LeaseRequest {
+        max: 16,
+        ..LeaseRequest::new(f.clone())
+    };
+    let notes = AttemptNotes::default();
+    let results = futures_util::future::join_all(
+        first
+            .iter()
+            .map(|lease| queue.complete_and_lease(lease, b"", &notes, &next, TTL)),
+    )
+    .await;
+    let mut leased = std::collections::HashSet::new();
+    for result in results {
+        let (completion, more) = result.expect("a completion refused");
+        assert_eq!(completion, Completion::Accepted(JobState::Succeeded));
+        assert!(more.len() <= 16, "{} leased for one completion", more.len());
+        for lease in more {
+            assert!(
+                leased.insert(lease.info.id.clone()),
+                "{} leased twice",
+                lease.info.id
+            );
+        }
+    }
+    // More than one call's worth was asked for: at least one call leased its most.
+    assert!(
+        leased.len() >= wasmgear_proto::limits::MAX_CONCURRENCY as usize,
+        "{} leased",
+        leased.len()
+    );
+}

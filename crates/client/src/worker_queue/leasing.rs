@@ -123,6 +123,7 @@ impl WorkerQueue {
         self.leasing.fetch_add(1, Ordering::SeqCst);
         let _leasing = CountGuard(&self.leasing);
         let mut leases = self.take_handed(requests, max).await;
+        tracing::trace!(max, handed = leases.len(), "lease");
         if !leases.is_empty() || requests.is_empty() || max == 0 {
             return Ok(leases);
         }
@@ -164,6 +165,7 @@ impl WorkerQueue {
             let now = tokio::time::Instant::now();
             let hint = lock_hints(&self.hints).get(function).copied();
             if listening && !hint.unwrap_or_default().worth_asking(now) {
+                tracing::trace!(%function, ?hint, "lease skipped");
                 // Still counts for when to come back.
                 if let Some(due) = hint.and_then(|h| h.due) {
                     next_due = next_due.min(due.saturating_duration_since(now));
@@ -217,6 +219,7 @@ impl WorkerQueue {
                 Err(error) => return Err(error.into()),
             };
             let replied = std::time::Instant::now();
+            tracing::trace!(%function, want, register, own_slots, got = rows.len(), wait_ms, capped, withdrawn = %withdrawn, max, reserved, "lease call");
             let regained = match &own {
                 Some((id, slots)) if *id == withdrawn => {
                     lock_handoffs(&self.handoffs).withdrawn(function, id);

@@ -129,10 +129,20 @@ pub(super) fn record_lease(
 ) {
     let mut hints = lock_hints(hints);
     let entry = hints.entry(function.clone()).or_default();
+    if want == 0 {
+        // A call that could ask for nothing (its slots all kept for hand-offs; it came to
+        // take back its own registration) learnt only when something falls due, not that
+        // nothing is ready: what the hint knew stands, and the function is still asked
+        // when it was to be.
+        if let Ok(ms) = u64::try_from(wait_ms) {
+            let at = now + Duration::from_millis(ms);
+            entry.due = Some(entry.due.map_or(at, |due| due.min(at)));
+        }
+        return;
+    }
     entry.renew = false;
     entry.recheck = false;
-    // (A call that could ask for nothing learnt only when something falls due.)
-    if (got < want || want == 0) && capped == 0 {
+    if got < want && capped == 0 {
         entry.empty_as_of = Some(events);
         entry.due = u64::try_from(wait_ms)
             .ok()
@@ -224,5 +234,55 @@ pub(super) async fn forward_notifications(
                 work_arrived.notify_one();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Hint, Hints, lock_hints, record_lease};
+    use wasmgear_proto::FunctionName;
+
+    fn hint(hints: &Hints, function: &FunctionName) -> Hint {
+        lock_hints(hints).get(function).copied().unwrap_or_default()
+    }
+
+    /// A call that got fewer jobs than it asked for says the function has none ready
+    /// until news comes; one that got all it asked for, that it may have more.
+    #[test]
+    fn a_call_that_found_fewer_jobs_than_it_asked_for_says_none_are_ready() {
+        let (hints, f) = (Hints::default(), FunctionName::new("f").unwrap());
+        let now = tokio::time::Instant::now();
+        record_lease(&hints, &f, 0, 10, 10, 0, 0, now);
+        assert!(hint(&hints, &f).worth_asking(now));
+        record_lease(&hints, &f, 0, 10, 3, -1, 0, now);
+        assert!(!hint(&hints, &f).worth_asking(now));
+        // A `work` message is news.
+        lock_hints(&hints).get_mut(&f).unwrap().events += 1;
+        assert!(hint(&hints, &f).worth_asking(now));
+        // Held back by the cap, a call says nothing of what is ready.
+        record_lease(&hints, &f, 1, 10, 0, -1, 1, now);
+        assert!(hint(&hints, &f).worth_asking(now));
+    }
+
+    /// A call that could ask for no job (its slots were kept for hand-offs; it came to take
+    /// back its registration) found nothing because it asked for nothing: a function with
+    /// ready jobs is still asked next time, and one to re-check is still re-checked.
+    #[test]
+    fn a_call_that_asked_for_nothing_hides_no_ready_jobs() {
+        let (hints, f) = (Hints::default(), FunctionName::new("f").unwrap());
+        let now = tokio::time::Instant::now();
+        record_lease(&hints, &f, 0, 100, 100, 0, 0, now);
+        record_lease(&hints, &f, 0, 0, 0, 30_000, 0, now);
+        let after = hint(&hints, &f);
+        assert!(after.worth_asking(now), "{after:?}");
+        assert_eq!(after.due, Some(now + Duration::from_secs(30)));
+
+        // Nothing was ready, then a wait ran out: the re-check it asked for stands.
+        record_lease(&hints, &f, 0, 10, 0, -1, 0, now);
+        lock_hints(&hints).get_mut(&f).unwrap().recheck = true;
+        record_lease(&hints, &f, 0, 0, 0, -1, 0, now);
+        assert!(hint(&hints, &f).worth_asking(now));
     }
 }

@@ -135,11 +135,15 @@ impl Completer {
         // The call id makes the call safe to send again: a resent call gets the first
         // one's results and leases.
         let call_id = format!("{}/{}", self.worker_id, wasmgear_proto::sync::random_hex(8));
+        // What they ask for together, up to what one call may lease (each completion
+        // asks for a few jobs ahead: a full batch of them asks for more): the first ones
+        // get theirs, the rest fewer or none, their slots leasing in turn as usual.
         let want: usize = group
             .iter()
             .filter_map(|p| p.next.as_ref())
             .map(|n| n.want)
-            .sum();
+            .sum::<usize>()
+            .min(wasmgear_proto::limits::MAX_CONCURRENCY as usize);
         let next = group.iter().find_map(|p| p.next.as_ref());
         let ttl = next.map_or(Duration::ZERO, |n| n.ttl);
         let acked = self.answered.take(function);
