@@ -212,8 +212,8 @@ impl Client {
                 .iter()
                 .map(|&i| Placement {
                     number: Some(ids[i].seq),
-                    flow: None,
                     batch: Some(id.to_string()),
+                    ..Placement::default()
                 })
                 .collect();
             async move { self.write_jobs(function, &batch, &placements).await }
@@ -285,6 +285,16 @@ async fn read(
     id: &str,
     unended: bool,
 ) -> Result<(Option<BatchStatus>, Vec<String>)> {
+    let (read, left) = read_with_spec(conn, id, unended).await?;
+    Ok((read.map(|(status, _)| status), left))
+}
+
+/// [`read`], with the batch's definition (its callbacks).
+async fn read_with_spec(
+    conn: &Connection,
+    id: &str,
+    unended: bool,
+) -> Result<(Option<(BatchStatus, BatchSpec)>, Vec<String>)> {
     let (fields, unsuccessful, left): (Vec<String>, Vec<String>, Vec<String>) = scripts::BATCH_GET
         .with_keys(&BatchKeys::all(id))
         .arg(if unended { "1" } else { "0" })
@@ -317,7 +327,7 @@ async fn read(
     );
     let status = BatchStatus {
         id: id.to_string(),
-        name: def.name,
+        name: def.name.clone(),
         open: map.get("open") == Some(&"1"),
         total,
         pending: total.saturating_sub(succeeded + failed + cancelled),
@@ -331,7 +341,7 @@ async fn read(
         created_ms: number("created_ms").unwrap_or(0),
         ended_ms: number("ended_ms"),
     };
-    Ok((Some(status), left))
+    Ok((Some((status, def)), left))
 }
 
 /// Counts the end of job `job` (in `state`) in batch `batch`, and enqueues the callbacks
@@ -355,17 +365,8 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
     if kinds.is_empty() {
         return Ok(());
     }
-    let (Some(status), _) = read(conn, id, false).await? else {
+    let (Some((status, def)), _) = read_with_spec(conn, id, false).await? else {
         return Ok(());
-    };
-    let def: BatchSpec = {
-        let raw: Option<String> = redis::cmd("HGET")
-            .arg(BatchKeys::state(id))
-            .arg("def")
-            .query_async(&mut conn.clone())
-            .await?;
-        raw.and_then(|d| serde_json::from_str(&d).ok())
-            .unwrap_or_default()
     };
     for kind in kinds {
         let callback = match kind.as_str() {

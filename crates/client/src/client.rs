@@ -53,6 +53,8 @@ pub(crate) struct Placement {
     pub flow: Option<u64>,
     /// The batch's id.
     pub batch: Option<String>,
+    /// Jobs of other functions, written already, that wait on it (a flow's).
+    pub dependents: Vec<JobId>,
 }
 
 /// What `cancel` did.
@@ -247,6 +249,12 @@ impl Client {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));
                 named.extend(placement.flow.map(|f| ("flow", f.to_string())));
                 named.extend(placement.batch.clone().map(|b| ("batch", b)));
+                named.extend(
+                    placement
+                        .dependents
+                        .iter()
+                        .map(|d| ("dependent", d.to_string())),
+                );
             }
             call.arg(named.len());
             for (name, value) in &named {

@@ -27,8 +27,10 @@ pub struct SubmittedFlow {
 
 impl Client {
     /// Submits `flow`: checks the whole graph first (nothing is written when it is
-    /// refused), then writes each function's jobs in one atomic call and links the jobs
-    /// across functions. Returns the flow's id and its jobs' ids.
+    /// refused), then writes each function's jobs in one atomic call, those of a
+    /// dependent's function before its dependencies' when it can (the dependencies then
+    /// name their dependents as they are written), and links the jobs across functions that
+    /// this order does not serve. Returns the flow's id and its jobs' ids.
     ///
     /// A failure after the first write (Redis lost halfway) cancels what was written, as
     /// far as it can; a job left waiting on one never written is cancelled by the links'
@@ -97,8 +99,11 @@ impl Client {
         })
     }
 
-    /// Writes the flow's jobs (one call per function, the functions in parallel), then
-    /// links those waiting on jobs of other functions.
+    /// Writes the flow's jobs, one call per function, a function after those whose jobs
+    /// wait on its jobs (see [`write_order`]): such a job is written naming its dependents,
+    /// which exist already, so that nothing is left to link. The edges the order cannot
+    /// serve (functions waiting on each other) are linked at the end, with the jobs named
+    /// by id outside the flow.
     async fn write_flow(
         &self,
         flow: &Flow,
@@ -112,36 +117,82 @@ impl Client {
             .enumerate()
             .map(|(i, job)| (job.name.as_str(), i))
             .collect();
-        let calls = groups.iter().map(|(function, members)| {
-            let jobs: Vec<(&[u8], EnqueueOptions)> = members
-                .iter()
-                .map(|&i| {
-                    let job = &flow.jobs[i];
-                    let mut options = job.options.clone();
-                    for edge in &job.after {
-                        let dependency = ids[position[edge.job.as_str()]].clone();
-                        if edge.on_failure != OnFailure::Cancel {
-                            options
-                                .on_failure
-                                .insert(dependency.clone(), edge.on_failure);
+        let edges: Vec<(usize, usize)> = flow
+            .jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, job)| {
+                let position = &position;
+                job.after
+                    .iter()
+                    .map(move |edge| (position[edge.job.as_str()], i))
+            })
+            .collect();
+        let layers = write_order(flow, &edges);
+        let layer_of: std::collections::HashMap<&FunctionName, usize> = layers
+            .iter()
+            .enumerate()
+            .flat_map(|(n, layer)| layer.iter().map(move |f| (*f, n)))
+            .collect();
+        // The edges whose dependent is written first: named on the dependency's job.
+        let mut dependents: Vec<Vec<JobId>> = vec![Vec::new(); flow.jobs.len()];
+        let mut preset = std::collections::HashSet::new();
+        for &(dependency, dependent) in &edges {
+            let (of, by) = (
+                &flow.jobs[dependency].function,
+                &flow.jobs[dependent].function,
+            );
+            if of != by && layer_of[by] < layer_of[of] {
+                dependents[dependency].push(ids[dependent].clone());
+                preset.insert((ids[dependent].clone(), ids[dependency].clone()));
+            }
+        }
+        let mut to_link: Vec<(JobId, JobId)> = Vec::new();
+        for layer in &layers {
+            let calls = layer.iter().map(|function| {
+                let members = &groups[function];
+                let jobs: Vec<(&[u8], EnqueueOptions)> = members
+                    .iter()
+                    .map(|&i| {
+                        let job = &flow.jobs[i];
+                        let mut options = job.options.clone();
+                        for edge in &job.after {
+                            let dependency = ids[position[edge.job.as_str()]].clone();
+                            if edge.on_failure != OnFailure::Cancel {
+                                options
+                                    .on_failure
+                                    .insert(dependency.clone(), edge.on_failure);
+                            }
+                            options.after.push(dependency);
                         }
-                        options.after.push(dependency);
+                        (job.input.as_slice(), options)
+                    })
+                    .collect();
+                let placements: Vec<Placement> = members
+                    .iter()
+                    .map(|&i| Placement {
+                        number: Some(ids[i].seq),
+                        flow: Some(flow_id),
+                        dependents: dependents[i].clone(),
+                        ..Placement::default()
+                    })
+                    .collect();
+                async move {
+                    let written = self.write_jobs(function, &jobs, &placements).await?;
+                    Ok::<_, QueueError>((members, written))
+                }
+            });
+            for (members, (enqueued, links)) in futures_util::future::try_join_all(calls).await? {
+                to_link.extend(links.into_iter().filter(|pair| !preset.contains(pair)));
+                // A job not made (its key named an earlier one) does not name its
+                // dependents: they are linked as any.
+                for (&i, job) in members.iter().zip(&enqueued) {
+                    if !job.created {
+                        to_link.extend(dependents[i].iter().map(|d| (d.clone(), ids[i].clone())));
                     }
-                    (job.input.as_slice(), options)
-                })
-                .collect();
-            let placements: Vec<Placement> = members
-                .iter()
-                .map(|&i| Placement {
-                    number: Some(ids[i].seq),
-                    flow: Some(flow_id),
-                    batch: None,
-                })
-                .collect();
-            async move { self.write_jobs(function, &jobs, &placements).await }
-        });
-        let written = futures_util::future::try_join_all(calls).await?;
-        let to_link: Vec<(JobId, JobId)> = written.into_iter().flat_map(|(_, l)| l).collect();
+                }
+            }
+        }
         links::link_many(&self.conn, to_link).await
     }
 
@@ -202,6 +253,30 @@ impl Client {
     /// for ever), and returns how it stands then.
     pub async fn wait_flow(&self, id: u64, timeout: Option<Duration>) -> Result<FlowStatus> {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let left = || deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        // The jobs no other job waits on usually end last: each is waited for alone before
+        // the whole flow is read (one call per function, over every job), so that a big
+        // flow is not read again and again while it runs.
+        let (_, stored) = status::read_record(&self.conn, id).await?;
+        let waited: std::collections::HashSet<&str> = stored
+            .jobs
+            .iter()
+            .flat_map(|j| j.after.iter().map(|e| e.job.as_str()))
+            .collect();
+        for sink in stored
+            .jobs
+            .iter()
+            .filter(|j| !waited.contains(j.name.as_str()))
+        {
+            let Ok(sink) = sink.id.parse::<JobId>() else {
+                continue;
+            };
+            match self.wait(&sink, left(), |_| {}).await {
+                Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
+                Err(QueueError::WaitTimedOut(_)) => return Err(QueueError::FlowWaitTimedOut(id)),
+                Err(e) => return Err(e),
+            }
+        }
         loop {
             let status = self.flow(id).await?;
             // Dependents end after their dependencies: the last unfinished job in the
@@ -210,14 +285,52 @@ impl Client {
             let Some(last) = status.jobs.iter().rev().find(|j| !j.ended()) else {
                 return Ok(status);
             };
-            let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-            match self.wait(&last.id, left, |_| {}).await {
+            match self.wait(&last.id, left(), |_| {}).await {
                 Ok(_) | Err(QueueError::NoSuchJob(_)) => {}
                 Err(QueueError::WaitTimedOut(_)) => return Err(QueueError::FlowWaitTimedOut(id)),
                 Err(e) => return Err(e),
             }
         }
     }
+}
+
+/// The order a flow's functions are written in, as layers (the functions of a layer in
+/// parallel): a function once every function with jobs waiting on its jobs (`edges`,
+/// `(dependency, dependent)` positions) is written, so that its jobs can name their
+/// dependents; functions waiting on each other are broken up by writing the first of them
+/// alone.
+fn write_order<'f>(flow: &'f Flow, edges: &[(usize, usize)]) -> Vec<Vec<&'f FunctionName>> {
+    let mut waited_by: BTreeMap<&FunctionName, std::collections::BTreeSet<&FunctionName>> =
+        BTreeMap::new();
+    for job in &flow.jobs {
+        waited_by.entry(&job.function).or_default();
+    }
+    for &(dependency, dependent) in edges {
+        let (of, by) = (
+            &flow.jobs[dependency].function,
+            &flow.jobs[dependent].function,
+        );
+        if of != by {
+            waited_by.entry(of).or_default().insert(by);
+        }
+    }
+    let mut written = std::collections::BTreeSet::new();
+    let mut left: Vec<&FunctionName> = waited_by.keys().copied().collect();
+    let mut layers = Vec::new();
+    while !left.is_empty() {
+        let mut layer: Vec<&FunctionName> = left
+            .iter()
+            .copied()
+            .filter(|f| waited_by[f].iter().all(|by| written.contains(by)))
+            .collect();
+        if layer.is_empty() {
+            layer.push(left[0]);
+        }
+        written.extend(layer.iter().copied());
+        left.retain(|f| !layer.contains(f));
+        layers.push(layer);
+    }
+    layers
 }
 
 /// Reserves `count` numbers of `function` for a flow's or batch's jobs; returns the first.
@@ -274,4 +387,64 @@ pub(crate) async fn forget_done_flows(conn: &Connection) -> Result<usize> {
         }
     }
     Ok(forgotten)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_order;
+    use crate::{Flow, FlowJob};
+    use wasmgear_proto::FunctionName;
+
+    fn f(name: &str) -> FunctionName {
+        FunctionName::new(name).unwrap()
+    }
+
+    fn order(flow: &Flow) -> Vec<Vec<String>> {
+        let position = |name: &str| flow.jobs.iter().position(|j| j.name == name).unwrap();
+        let edges: Vec<(usize, usize)> = flow
+            .jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, job)| job.after.iter().map(move |e| (position(&e.job), i)))
+            .collect();
+        write_order(flow, &edges)
+            .into_iter()
+            .map(|layer| layer.into_iter().map(|f| f.to_string()).collect())
+            .collect()
+    }
+
+    /// A dependent's function is written before its dependencies' functions; functions
+    /// with no edge between them go together.
+    #[test]
+    fn dependents_functions_are_written_first() {
+        let flow = Flow {
+            name: "etl".into(),
+            jobs: vec![
+                FlowJob::new("fetch", f("fetch"), ""),
+                FlowJob::new("other", f("other"), ""),
+                FlowJob::new("transform", f("transform"), "").after(["fetch"]),
+                FlowJob::new("load", f("load"), "").after(["transform", "fetch"]),
+            ],
+        };
+        assert_eq!(
+            order(&flow),
+            [vec!["load", "other"], vec!["transform"], vec!["fetch"]]
+        );
+    }
+
+    /// Functions waiting on each other (a job of `a` waits on one of `b`, which waits on
+    /// another of `a`) are written one at a time, every function once.
+    #[test]
+    fn functions_waiting_on_each_other_are_written_one_at_a_time() {
+        let flow = Flow {
+            name: "ping-pong".into(),
+            jobs: vec![
+                FlowJob::new("a1", f("a"), ""),
+                FlowJob::new("b1", f("b"), "").after(["a1"]),
+                FlowJob::new("a2", f("a"), "").after(["b1"]),
+                FlowJob::new("c", f("c"), "").after(["a2"]),
+            ],
+        };
+        assert_eq!(order(&flow), [vec!["c"], vec!["a"], vec!["b"]]);
+    }
 }

@@ -39,6 +39,11 @@
 --                     reservation must not have lapsed. A dependency in this function
 --                     may name a reserved number given to an earlier job of the call
 --   flow              the id of the flow the job belongs to (a whole number)
+--   dependent         the id ('G:N') of a job in another function, written already, that
+--                     waits on this one (may repeat; only with `number`): recorded as its
+--                     dependent here, as `link` would (a flow writes a dependent's function
+--                     before its dependencies' when it can, and so links nothing); this
+--                     job's end tells it as any dependent's
 --   batch             the id of the batch the job belongs to (1 to 32 hex digits; added to
 --                     it with `batch_add` first): its end is returned in `notify` for the
 --                     caller to count (`batch_done`)
@@ -113,7 +118,7 @@ local JOB_OPTIONS = {
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
   number = true, flow = true, batch = true,
 }
-local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true }
+local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
 local POLICIES = { after_ignore = 'ignore', after_continue = 'continue' }
 -- Each number's range: every option is checked here, before the first write (a value
@@ -188,6 +193,18 @@ for i = 0, n - 1 do
           .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
       end
       given[options.number] = i
+    end
+    if options.dependent then
+      if not options.number then return bad(i, 'dependent goes with number (a flow\'s job)') end
+      if #options.dependent > MAX_FLOW_JOBS then
+        return bad(i, 'more than ' .. MAX_FLOW_JOBS .. ' dependents')
+      end
+      for _, dependent in ipairs(options.dependent) do
+        local fn = split_id(dependent)
+        if not fn or fn == FN then
+          return bad(i, 'dependent ' .. dependent .. ' is not a job id of another function (FUNCTION:NUMBER)')
+        end
+      end
     end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
@@ -352,6 +369,16 @@ for i = 0, n - 1 do
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
+      if options.dependent then
+        local dependents, listed = {}, {}
+        for _, dependent in ipairs(options.dependent) do
+          if not listed[dependent] then
+            listed[dependent] = true
+            dependents[#dependents + 1] = dependent
+          end
+        end
+        record.dependents = dependents
+      end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
