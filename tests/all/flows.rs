@@ -705,3 +705,91 @@ async fn the_dashboard_draws_a_flow_live_and_acts_on_it() {
         [("waiting", 1), ("scheduled", 1)]
     );
 }
+
+/// `enqueue`'s `dependent` (a flow's job naming its dependent, written first) is refused
+/// without a reserved `number`, or naming a job of the same function or no job id, with
+/// nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_named_on_enqueue_is_checked_before_anything_is_written() {
+    let redis = TestRedis::start();
+    // (A client loads the library.)
+    let _client = redis.client().await;
+    let f = function("child");
+    let keys = wasmgear_client::queue_keys("enqueue", &f).unwrap();
+    let mut conn = redis.raw().await;
+    for (options, why) in [
+        (vec!["dependent", "parent:1"], "dependent goes with number"),
+        (
+            vec!["number", "1", "dependent", "child:2"],
+            "another function",
+        ),
+        (
+            vec!["number", "1", "dependent", "nobody"],
+            "another function",
+        ),
+    ] {
+        let refused: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+            .arg("wg2_enqueue")
+            .arg(keys.len())
+            .arg(&keys[..])
+            .arg(f.as_str())
+            .arg(0)
+            .arg(1)
+            .arg(options.len() / 2)
+            .arg(&options[..])
+            .arg("input")
+            .query_async(&mut conn)
+            .await;
+        let error = refused.unwrap_err();
+        assert_eq!(error.code(), Some("BADJOB"), "{error}");
+        assert!(error.to_string().contains(why), "{error}");
+    }
+    let keys: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    assert_eq!(keys, 0, "something was written");
+}
+
+/// A job of a flow may wait on a job outside it, named by id: one that was never made (a
+/// number no function reaches) cancels it, and the submit itself goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_job_waiting_on_a_job_never_made_is_cancelled() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let never: wasmgear_proto::JobId = "elsewhere:1807131750823633341".parse().unwrap();
+    let mut waiting = job("waiting", "echo", "x");
+    waiting.options = EnqueueOptions {
+        after: vec![never.clone()],
+        ..EnqueueOptions::default()
+    };
+    let flow = Flow {
+        name: "outside".into(),
+        jobs: vec![waiting, job("free", "other", "y")],
+    };
+    let submitted = client.submit_flow(&flow).await.unwrap();
+    let status = client.flow(submitted.id).await.unwrap();
+    let record = client.status(&status.jobs[0].id).await.unwrap().record;
+    assert_eq!(record.state, JobState::Cancelled, "{record:?}");
+    let error = record.error.expect("the cancel says why");
+    assert!(error.message.contains(&never.to_string()), "{error:?}");
+}
+
+/// A job waits on a job of its own function written in the same call (nothing runs yet: no
+/// worker), and is its dependency's dependent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waits_on_one_of_its_function_written_in_the_same_call() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let flow = Flow {
+        name: "chain".into(),
+        jobs: vec![
+            job("first", "reverse", "a"),
+            job("second", "reverse", "b").after(["first"]),
+        ],
+    };
+    let submitted = client.submit_flow(&flow).await.unwrap();
+    let (first, second) = (&submitted.jobs[0].1, &submitted.jobs[1].1);
+    let second_record = client.status(second).await.unwrap().record;
+    assert_eq!(second_record.state, JobState::Waiting, "{second_record:?}");
+    let first_record = client.status(first).await.unwrap().record;
+    assert_eq!(first_record.state, JobState::Queued);
+    assert_eq!(first_record.dependents, [second.to_string()]);
+}

@@ -52,8 +52,11 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
                 tracing::warn!(dependent, "skipping a dependent that is not a job id");
                 continue;
             }
+            // (A dependency still pending has ended for nobody; one missing has no record to
+            // keep.)
             if let Ok(dependency) = dependency.parse::<JobId>()
                 && state != "pending"
+                && state != "missing"
             {
                 told.entry(dependency.function)
                     .or_default()

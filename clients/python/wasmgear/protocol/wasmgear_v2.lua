@@ -664,6 +664,32 @@ local function finished(number, state, keep, from)
   publish_finish(number, state)
 end
 
+-- Tells the dependents of job `number`, which ended in `state` (`fields`: its record, or
+-- only its other fields, with `batch`, `dependents` and `untold`): those in this function
+-- in this call (settle), those in other functions and the job's batch (which counts its
+-- end with `batch_done`, on the batch's slot) by the caller, the job kept until the caller
+-- says it told them (`told`): if the caller dies first, a dependent's re-check, or the
+-- batch's, still finds this record.
+local function tell_dependents(number, fields, state)
+  local function tell_later(dependent)
+    NOTIFY[#NOTIFY + 1] = dependent
+    NOTIFY[#NOTIFY + 1] = id_of(number)
+    NOTIFY[#NOTIFY + 1] = state
+    local untold = fields.untold or {}
+    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+    fields.untold = untold
+  end
+  if fields.batch then tell_later('batch ' .. fields.batch) end
+  for _, dependent in ipairs(fields.dependents or {}) do
+    local fn, dependent_number = split_id(dependent)
+    if fn == FN then
+      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+    else
+      tell_later(dependent)
+    end
+  end
+end
+
 local function finish(number, record, state, err, from)
   record.state = state
   record.finished_ms = NOW
@@ -682,27 +708,7 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
-  -- Told outside this call: dependents in other functions, and the job's batch (which
-  -- counts its end with `batch_done`, on the batch's slot). Kept until the caller says it
-  -- told them (`told`): if the caller dies first, a dependent's re-check, or the batch's,
-  -- still finds this record.
-  local function tell_later(dependent)
-    NOTIFY[#NOTIFY + 1] = dependent
-    NOTIFY[#NOTIFY + 1] = id_of(number)
-    NOTIFY[#NOTIFY + 1] = state
-    local untold = record.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    record.untold = untold
-  end
-  if record.batch then tell_later('batch ' .. record.batch) end
-  for _, dependent in ipairs(record.dependents or {}) do
-    local fn, dependent_number = split_id(dependent)
-    if fn == FN then
-      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
-    else
-      tell_later(dependent)
-    end
-  end
+  tell_dependents(number, record, state)
   save(number, record)
 end
 
@@ -1527,17 +1533,6 @@ for i = 0, n - 1 do
     if options.batch and not string.match(options.batch, '^%x+$') or #(options.batch or '') > 32 then
       return bad(i, 'batch ' .. tostring(options.batch) .. ' is not a batch id (1 to 32 hex digits)')
     end
-    if options.number then
-      if given[options.number] then
-        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
-      end
-      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
-      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
-        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
-          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
-      end
-      given[options.number] = i
-    end
     if options.dependent then
       if not options.number then return bad(i, 'dependent goes with number (a flow\'s job)') end
       if #options.dependent > MAX_FLOW_JOBS then
@@ -1549,6 +1544,17 @@ for i = 0, n - 1 do
           return bad(i, 'dependent ' .. dependent .. ' is not a job id of another function (FUNCTION:NUMBER)')
         end
       end
+    end
+    if options.number then
+      if given[options.number] then
+        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
+      end
+      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
+      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
+        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
+          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
+      end
+      given[options.number] = i
     end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
@@ -1619,6 +1625,32 @@ local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), i
 -- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
 local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
+-- `list` without repeats, in order.
+local function distinct(list)
+  local out, listed = {}, {}
+  for _, item in ipairs(list) do
+    if not listed[item] then
+      listed[item] = true
+      out[#out + 1] = item
+    end
+  end
+  return out
+end
+
+-- The other fields of a common job (a record's JSON part): its flow, batch and dependents
+-- ('' when it has none).
+local function placement(options)
+  if not (options.flow or options.batch or options.dependent) then return '' end
+  return cjson.encode({
+    flow = options.flow and number_of(options.flow),
+    batch = options.batch,
+    dependents = options.dependent and distinct(options.dependent),
+  })
+end
+
+-- Reserved numbers the common jobs took (out of the reservations at the end).
+local used = {}
+
 -- Jobs of this call made ready (for idle workers to be handed), and whether any was created.
 local made_ready, created_any = 0, false
 for i = 0, n - 1 do
@@ -1633,16 +1665,29 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and not options.number and not options.flow and not options.batch
-    and delay <= 0 and at <= 0 then
-    -- The common job (ready now; no uniq key, tags or dependencies): its record is
-    -- written out directly, the same fields the general path below gives it.
-    local number = int(redis.call('INCR', K.seq))
-    records[#records + 1] = number
-    -- (lib.lua, job records: queued, attempt 0, created and ready now, no other field.)
-    records[#records + 1] = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
+    and not options.parent and delay <= 0 and at <= 0 then
+    -- The common job (ready now; no uniq key, tags or dependencies; a flow's or batch's
+    -- too): its record is written out directly, the same fields the general path below
+    -- gives it.
+    local number = options.number
+    if number then
+      used[#used + 1] = number
+    else
+      number = int(redis.call('INCR', K.seq))
+    end
+    -- (lib.lua, job records: queued, attempt 0, created and ready now, then its other
+    -- fields, if any.)
+    local text = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
       .. canonical(timeout) .. '|' .. canonical(retention) .. '|' .. canonical(failed_retention) .. '|'
-      .. now .. '|' .. now .. QUEUED_TAIL
+      .. now .. '|' .. now .. QUEUED_TAIL .. placement(options)
+    if options.number then
+      -- A later job of the call may wait on it (by its reserved number): it loads it from
+      -- the batch's records.
+      PENDING_TEXT[number] = text
+    else
+      records[#records + 1] = number
+      records[#records + 1] = text
+    end
     ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
     ready[#ready + 1] = number
     inputs[#inputs + 1] = number
@@ -1713,16 +1758,7 @@ for i = 0, n - 1 do
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
-      if options.dependent then
-        local dependents, listed = {}, {}
-        for _, dependent in ipairs(options.dependent) do
-          if not listed[dependent] then
-            listed[dependent] = true
-            dependents[#dependents + 1] = dependent
-          end
-        end
-        record.dependents = dependents
-      end
+      if options.dependent then record.dependents = distinct(options.dependent) end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
@@ -1785,6 +1821,7 @@ for i = 0, n - 1 do
     end
   end
 end
+call_chunked('ZREM', K.reserved, used)
 call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)
@@ -2192,6 +2229,28 @@ for i = 0, n - 1 do
     outputs[#outputs + 1] = ARGV[a + 2]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
     results[#results + 1] = 's'
+  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
+    -- A job with other fields (a flow's, a batch's, one with dependents, a uniq key or
+    -- earlier attempts), no cancel asked for: its hot fields rewritten as text as above,
+    -- only its other fields decoded, for the dependents to tell and the uniq key to free.
+    seen[number] = true
+    local others = cjson.decode(f[R_OTHERS])
+    runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
+    append_log(number, f[R_ATTEMPT], ARGV[a + 3])
+    f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
+    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
+    -- (An earlier attempt's error goes, as finish() drops it.)
+    others.error = nil
+    if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
+      redis.call('HDEL', K.uniq, others.uniq)
+    end
+    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
+    tell_dependents(number, others, 'succeeded')
+    f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
+    PENDING_TEXT[number] = record_text(f)
+    outputs[#outputs + 1] = number
+    outputs[#outputs + 1] = ARGV[a + 2]
+    results[#results + 1] = 's'
   else
     seen[number] = true
     local record = decode(raw)
@@ -2586,26 +2645,61 @@ end
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   if not job_number(number) or (not split_id(dependent) and not string.match(dependent, '^batch %x+$')) then
-    return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
+    return redis.error_reply('BADARGS told: ' .. tostring(number) .. ' ' .. tostring(dependent)
+      .. ': the number must be a job number, the dependent a job id (FUNCTION:NUMBER) or a batch (batch ID)')
   end
 end
 
+-- Only the record's other fields change (its `untold` list): the record is rewritten as
+-- text, its hot fields untouched, as `complete` does (a record in the former layout is
+-- loaded and saved whole).
+local numbers = {}
+for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[2 + 2 * i] end
+local raws = hmget(K.jobs, numbers)
+local texts, written = {}, {}
 local told = 0
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  local record = load(number)
-  if record and contains(record.untold, dependent) then
-    local left = {}
-    for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
-    record.untold = list_or_nil(left)
-    save(number, record)
-    if not record.untold and record.finished_ms then
-      -- Its stay may have been stretched for the dependent: back to its own retention.
-      redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+  local raw = texts[number] or raws[i + 1]
+  local f = raw and record_fields(raw)
+  if f and f[R_OTHERS] ~= '' then
+    local others = cjson.decode(f[R_OTHERS])
+    if contains(others.untold, dependent) then
+      local left = {}
+      for _, d in ipairs(others.untold) do if d ~= dependent then left[#left + 1] = d end end
+      others.untold = list_or_nil(left)
+      f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
+      if not texts[number] then written[#written + 1] = number end
+      texts[number] = record_text(f)
+      if not others.untold and f[R_FINISHED] ~= '' then
+        -- Its stay may have been stretched for the dependent: back to its own retention.
+        local keep = tonumber(f[R_RETENTION]) or 0
+        local failed_keep = tonumber(f[R_RETENTION + 1]) or 0
+        if f[R_STATE] == 'failed' and failed_keep > keep then keep = failed_keep end
+        redis.call('ZADD', K.expires, int(tonumber(f[R_FINISHED]) + keep), number)
+      end
+      told = told + 1
     end
-    told = told + 1
+  elseif raw and not f then
+    local record = load(number)
+    if contains(record.untold, dependent) then
+      local left = {}
+      for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
+      record.untold = list_or_nil(left)
+      save(number, record)
+      if not record.untold and record.finished_ms then
+        redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+      end
+      told = told + 1
+    end
   end
 end
+local pairs_out = {}
+for _, number in ipairs(written) do
+  pairs_out[#pairs_out + 1] = number
+  pairs_out[#pairs_out + 1] = texts[number]
+end
+call_chunked('HSET', K.jobs, pairs_out)
 return told
 
 end)()
@@ -3083,20 +3177,30 @@ for i = 1, n do
   numbers[i] = number
 end
 
-local records = load_many(numbers)
+-- Read from the records' text: only a failed or cancelled job's other fields are decoded
+-- (for its error).
+local raws = hmget(K.jobs, numbers)
 local answers = {}
 for i, number in ipairs(numbers) do
-  local record = records[number]
-  if not record then
+  local raw = raws[i]
+  local f = raw and record_fields(raw)
+  local state = f and f[R_STATE]
+  if raw and not f then
+    -- A record in the former layout.
+    local record = decode(raw)
+    state, f = record.state, { [R_OTHERS] = cjson.encode({ error = record.error }) }
+  end
+  if not state then
     answers[i] = { 'missing', 0, false }
   else
     local size = 0
-    if record.state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
+    if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if (record.state == 'failed' or record.state == 'cancelled') and type(record.error) == 'table' then
-      message = record.error.message or false
+    if (state == 'failed' or state == 'cancelled') and f[R_OTHERS] ~= '' then
+      local others = cjson.decode(f[R_OTHERS])
+      if type(others.error) == 'table' then message = others.error.message or false end
     end
-    answers[i] = { record.state, size, message }
+    answers[i] = { state, size, message }
   end
 end
 return answers
@@ -4337,4 +4441,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'bbac01f9b041888ddb07d0b6ef465a385846ce68' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'a0e4ba816d95270e1c61501e0a0f7c904627a64a' end, flags = { 'no-writes' } }

@@ -133,6 +133,28 @@ for i = 0, n - 1 do
     outputs[#outputs + 1] = ARGV[a + 2]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
     results[#results + 1] = 's'
+  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
+    -- A job with other fields (a flow's, a batch's, one with dependents, a uniq key or
+    -- earlier attempts), no cancel asked for: its hot fields rewritten as text as above,
+    -- only its other fields decoded, for the dependents to tell and the uniq key to free.
+    seen[number] = true
+    local others = cjson.decode(f[R_OTHERS])
+    runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
+    append_log(number, f[R_ATTEMPT], ARGV[a + 3])
+    f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
+    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
+    -- (An earlier attempt's error goes, as finish() drops it.)
+    others.error = nil
+    if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
+      redis.call('HDEL', K.uniq, others.uniq)
+    end
+    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
+    tell_dependents(number, others, 'succeeded')
+    f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
+    PENDING_TEXT[number] = record_text(f)
+    outputs[#outputs + 1] = number
+    outputs[#outputs + 1] = ARGV[a + 2]
+    results[#results + 1] = 's'
   else
     seen[number] = true
     local record = decode(raw)

@@ -183,17 +183,6 @@ for i = 0, n - 1 do
     if options.batch and not string.match(options.batch, '^%x+$') or #(options.batch or '') > 32 then
       return bad(i, 'batch ' .. tostring(options.batch) .. ' is not a batch id (1 to 32 hex digits)')
     end
-    if options.number then
-      if given[options.number] then
-        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
-      end
-      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
-      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
-        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
-          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
-      end
-      given[options.number] = i
-    end
     if options.dependent then
       if not options.number then return bad(i, 'dependent goes with number (a flow\'s job)') end
       if #options.dependent > MAX_FLOW_JOBS then
@@ -205,6 +194,17 @@ for i = 0, n - 1 do
           return bad(i, 'dependent ' .. dependent .. ' is not a job id of another function (FUNCTION:NUMBER)')
         end
       end
+    end
+    if options.number then
+      if given[options.number] then
+        return bad(i, 'number ' .. options.number .. ' is given to job ' .. (given[options.number] + 1) .. ' too')
+      end
+      local until_ms = tonumber(redis.call('ZSCORE', K.reserved, options.number) or '0')
+      if until_ms <= NOW or redis.call('HEXISTS', K.jobs, options.number) == 1 then
+        return conflict(i, 'number ' .. options.number .. ' is not reserved (never, or its reservation of '
+          .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
+      end
+      given[options.number] = i
     end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
@@ -275,6 +275,32 @@ local DEFAULT_RETENTION, DEFAULT_FAILED_RETENTION = int(DEFAULT_RETENTION_MS), i
 -- The rest of a new record: the end of ready_ms, run_at_ms to version empty, no other fields.
 local QUEUED_TAIL = string.rep('|', #RECORD_FIELDS - R_READY + 1)
 
+-- `list` without repeats, in order.
+local function distinct(list)
+  local out, listed = {}, {}
+  for _, item in ipairs(list) do
+    if not listed[item] then
+      listed[item] = true
+      out[#out + 1] = item
+    end
+  end
+  return out
+end
+
+-- The other fields of a common job (a record's JSON part): its flow, batch and dependents
+-- ('' when it has none).
+local function placement(options)
+  if not (options.flow or options.batch or options.dependent) then return '' end
+  return cjson.encode({
+    flow = options.flow and number_of(options.flow),
+    batch = options.batch,
+    dependents = options.dependent and distinct(options.dependent),
+  })
+end
+
+-- Reserved numbers the common jobs took (out of the reservations at the end).
+local used = {}
+
 -- Jobs of this call made ready (for idle workers to be handed), and whether any was created.
 local made_ready, created_any = 0, false
 for i = 0, n - 1 do
@@ -289,16 +315,29 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and not options.number and not options.flow and not options.batch
-    and delay <= 0 and at <= 0 then
-    -- The common job (ready now; no uniq key, tags or dependencies): its record is
-    -- written out directly, the same fields the general path below gives it.
-    local number = int(redis.call('INCR', K.seq))
-    records[#records + 1] = number
-    -- (lib.lua, job records: queued, attempt 0, created and ready now, no other field.)
-    records[#records + 1] = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
+    and not options.parent and delay <= 0 and at <= 0 then
+    -- The common job (ready now; no uniq key, tags or dependencies; a flow's or batch's
+    -- too): its record is written out directly, the same fields the general path below
+    -- gives it.
+    local number = options.number
+    if number then
+      used[#used + 1] = number
+    else
+      number = int(redis.call('INCR', K.seq))
+    end
+    -- (lib.lua, job records: queued, attempt 0, created and ready now, then its other
+    -- fields, if any.)
+    local text = 'queued|' .. canonical(priority) .. '|0|' .. canonical(attempts) .. '|'
       .. canonical(timeout) .. '|' .. canonical(retention) .. '|' .. canonical(failed_retention) .. '|'
-      .. now .. '|' .. now .. QUEUED_TAIL
+      .. now .. '|' .. now .. QUEUED_TAIL .. placement(options)
+    if options.number then
+      -- A later job of the call may wait on it (by its reserved number): it loads it from
+      -- the batch's records.
+      PENDING_TEXT[number] = text
+    else
+      records[#records + 1] = number
+      records[#records + 1] = text
+    end
     ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
     ready[#ready + 1] = number
     inputs[#inputs + 1] = number
@@ -369,16 +408,7 @@ for i = 0, n - 1 do
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
-      if options.dependent then
-        local dependents, listed = {}, {}
-        for _, dependent in ipairs(options.dependent) do
-          if not listed[dependent] then
-            listed[dependent] = true
-            dependents[#dependents + 1] = dependent
-          end
-        end
-        record.dependents = dependents
-      end
+      if options.dependent then record.dependents = distinct(options.dependent) end
       if schedule then
         record.schedule = schedule
         record.tick_ms = tick
@@ -441,6 +471,7 @@ for i = 0, n - 1 do
     end
   end
 end
+call_chunked('ZREM', K.reserved, used)
 call_chunked('HSET', K.jobs, records)
 call_chunked('ZADD', K.ready, ready)
 call_chunked('HSET', K.input, inputs)

@@ -631,6 +631,32 @@ local function finished(number, state, keep, from)
   publish_finish(number, state)
 end
 
+-- Tells the dependents of job `number`, which ended in `state` (`fields`: its record, or
+-- only its other fields, with `batch`, `dependents` and `untold`): those in this function
+-- in this call (settle), those in other functions and the job's batch (which counts its
+-- end with `batch_done`, on the batch's slot) by the caller, the job kept until the caller
+-- says it told them (`told`): if the caller dies first, a dependent's re-check, or the
+-- batch's, still finds this record.
+local function tell_dependents(number, fields, state)
+  local function tell_later(dependent)
+    NOTIFY[#NOTIFY + 1] = dependent
+    NOTIFY[#NOTIFY + 1] = id_of(number)
+    NOTIFY[#NOTIFY + 1] = state
+    local untold = fields.untold or {}
+    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+    fields.untold = untold
+  end
+  if fields.batch then tell_later('batch ' .. fields.batch) end
+  for _, dependent in ipairs(fields.dependents or {}) do
+    local fn, dependent_number = split_id(dependent)
+    if fn == FN then
+      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+    else
+      tell_later(dependent)
+    end
+  end
+end
+
 local function finish(number, record, state, err, from)
   record.state = state
   record.finished_ms = NOW
@@ -649,27 +675,7 @@ local function finish(number, record, state, err, from)
   if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
     redis.call('HDEL', K.uniq, record.uniq)
   end
-  -- Told outside this call: dependents in other functions, and the job's batch (which
-  -- counts its end with `batch_done`, on the batch's slot). Kept until the caller says it
-  -- told them (`told`): if the caller dies first, a dependent's re-check, or the batch's,
-  -- still finds this record.
-  local function tell_later(dependent)
-    NOTIFY[#NOTIFY + 1] = dependent
-    NOTIFY[#NOTIFY + 1] = id_of(number)
-    NOTIFY[#NOTIFY + 1] = state
-    local untold = record.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    record.untold = untold
-  end
-  if record.batch then tell_later('batch ' .. record.batch) end
-  for _, dependent in ipairs(record.dependents or {}) do
-    local fn, dependent_number = split_id(dependent)
-    if fn == FN then
-      SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
-    else
-      tell_later(dependent)
-    end
-  end
+  tell_dependents(number, record, state)
   save(number, record)
 end
 

@@ -26,20 +26,30 @@ for i = 1, n do
   numbers[i] = number
 end
 
-local records = load_many(numbers)
+-- Read from the records' text: only a failed or cancelled job's other fields are decoded
+-- (for its error).
+local raws = hmget(K.jobs, numbers)
 local answers = {}
 for i, number in ipairs(numbers) do
-  local record = records[number]
-  if not record then
+  local raw = raws[i]
+  local f = raw and record_fields(raw)
+  local state = f and f[R_STATE]
+  if raw and not f then
+    -- A record in the former layout.
+    local record = decode(raw)
+    state, f = record.state, { [R_OTHERS] = cjson.encode({ error = record.error }) }
+  end
+  if not state then
     answers[i] = { 'missing', 0, false }
   else
     local size = 0
-    if record.state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
+    if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if (record.state == 'failed' or record.state == 'cancelled') and type(record.error) == 'table' then
-      message = record.error.message or false
+    if (state == 'failed' or state == 'cancelled') and f[R_OTHERS] ~= '' then
+      local others = cjson.decode(f[R_OTHERS])
+      if type(others.error) == 'table' then message = others.error.message or false end
     end
-    answers[i] = { record.state, size, message }
+    answers[i] = { state, size, message }
   end
 end
 return answers

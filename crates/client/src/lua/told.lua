@@ -18,24 +18,59 @@ end
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
   if not job_number(number) or (not split_id(dependent) and not string.match(dependent, '^batch %x+$')) then
-    return redis.error_reply('BADARGS told: the dependent must be a job id (FUNCTION:NUMBER) or a batch (batch ID)')
+    return redis.error_reply('BADARGS told: ' .. tostring(number) .. ' ' .. tostring(dependent)
+      .. ': the number must be a job number, the dependent a job id (FUNCTION:NUMBER) or a batch (batch ID)')
   end
 end
 
+-- Only the record's other fields change (its `untold` list): the record is rewritten as
+-- text, its hot fields untouched, as `complete` does (a record in the former layout is
+-- loaded and saved whole).
+local numbers = {}
+for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[2 + 2 * i] end
+local raws = hmget(K.jobs, numbers)
+local texts, written = {}, {}
 local told = 0
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  local record = load(number)
-  if record and contains(record.untold, dependent) then
-    local left = {}
-    for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
-    record.untold = list_or_nil(left)
-    save(number, record)
-    if not record.untold and record.finished_ms then
-      -- Its stay may have been stretched for the dependent: back to its own retention.
-      redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+  local raw = texts[number] or raws[i + 1]
+  local f = raw and record_fields(raw)
+  if f and f[R_OTHERS] ~= '' then
+    local others = cjson.decode(f[R_OTHERS])
+    if contains(others.untold, dependent) then
+      local left = {}
+      for _, d in ipairs(others.untold) do if d ~= dependent then left[#left + 1] = d end end
+      others.untold = list_or_nil(left)
+      f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
+      if not texts[number] then written[#written + 1] = number end
+      texts[number] = record_text(f)
+      if not others.untold and f[R_FINISHED] ~= '' then
+        -- Its stay may have been stretched for the dependent: back to its own retention.
+        local keep = tonumber(f[R_RETENTION]) or 0
+        local failed_keep = tonumber(f[R_RETENTION + 1]) or 0
+        if f[R_STATE] == 'failed' and failed_keep > keep then keep = failed_keep end
+        redis.call('ZADD', K.expires, int(tonumber(f[R_FINISHED]) + keep), number)
+      end
+      told = told + 1
     end
-    told = told + 1
+  elseif raw and not f then
+    local record = load(number)
+    if contains(record.untold, dependent) then
+      local left = {}
+      for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
+      record.untold = list_or_nil(left)
+      save(number, record)
+      if not record.untold and record.finished_ms then
+        redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+      end
+      told = told + 1
+    end
   end
 end
+local pairs_out = {}
+for _, number in ipairs(written) do
+  pairs_out[#pairs_out + 1] = number
+  pairs_out[#pairs_out + 1] = texts[number]
+end
+call_chunked('HSET', K.jobs, pairs_out)
 return told
