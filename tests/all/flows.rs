@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasmgear_client::{
     Client, EnqueueOptions, Flow, FlowEdge, FlowJob, FlowStatus, JobState, OnFailure, QueueError,
 };
-use wasmgear_testkit::{TestRedis, WorkerProcess, function, plugin_copies, plugin_dir};
+use wasmgear_testkit::{TestRedis, WorkerProcess, eventually, function, plugin_copies, plugin_dir};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -792,4 +792,62 @@ async fn a_job_waits_on_one_of_its_function_written_in_the_same_call() {
     let first_record = client.status(first).await.unwrap().record;
     assert_eq!(first_record.state, JobState::Queued);
     assert_eq!(first_record.dependents, [second.to_string()]);
+}
+
+/// A dependency's output outlives its retention while its dependent has not ended: the
+/// dependent runs long after it (no worker served its function until then) and still
+/// reads it; once the dependent has succeeded, the dependency goes as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_is_kept_for_its_dependent_past_its_retention() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let short = EnqueueOptions {
+        retention: Duration::from_secs(1),
+        ..EnqueueOptions::default()
+    };
+    let mut first = job("first", "reverse", "abc");
+    first.options = short.clone();
+    let flow = Flow {
+        name: "late".into(),
+        jobs: vec![first, job("joined", "join", "").after(["first"])],
+    };
+    let submitted = client.submit_flow(&flow).await.unwrap();
+    let (first, joined) = (&submitted.jobs[0].1, &submitted.jobs[1].1);
+    let (reverse_worker, _reverse) = worker(&redis, &["reverse"]);
+    client.wait(first, Some(WAIT), |_| {}).await.unwrap();
+    // A job of the same retention finished after `first` is forgotten: `first`'s retention
+    // is over too.
+    let later = client
+        .enqueue(&function("reverse"), b"x", &short)
+        .await
+        .unwrap();
+    client.wait(&later, Some(WAIT), |_| {}).await.unwrap();
+    eventually(Duration::from_secs(20), "the retention to pass", || async {
+        // Enqueueing runs the housekeeping.
+        client
+            .enqueue(&function("reverse"), b"tick", &short)
+            .await
+            .unwrap();
+        client.status(&later).await.is_err().then_some(())
+    })
+    .await;
+    assert!(client.status(first).await.is_ok(), "{first} must be kept");
+    drop(reverse_worker);
+
+    let (_join_worker, _join) = worker(&redis, &["join"]);
+    let status = client.wait(joined, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(status.record.state, JobState::Succeeded);
+    assert_eq!(status.output.as_deref(), Some(&b"cba"[..]));
+    eventually(
+        Duration::from_secs(20),
+        "the released dependency to go",
+        || async {
+            client
+                .enqueue(&function("reverse"), b"tick", &short)
+                .await
+                .unwrap();
+            client.status(first).await.is_err().then_some(())
+        },
+    )
+    .await;
 }

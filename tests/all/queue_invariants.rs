@@ -464,11 +464,12 @@ async fn a_requested_cancel_wins_and_frees_the_uniq_key() {
     assert_eq!(client.enqueue(&f, b"z", &keyed).await.unwrap(), fresh);
 }
 
-/// A finished job outlives its retention while a dependent in another function has not been
-/// told of its end (the notify was lost), so the dependent's re-check still finds it and
-/// runs; once told, it is forgotten as usual.
+/// A finished job outlives its retention while a dependent in another function has not
+/// ended: told of its end or not (here the notify was lost), the dependent's re-check
+/// still finds it, and the dependent reads it when it runs; once the dependent has
+/// succeeded, it is forgotten as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dependency_is_kept_until_its_dependent_is_told() {
+async fn a_dependency_is_kept_until_its_dependent_has_succeeded() {
     let redis = TestRedis::start();
     let client = redis.client().await;
     let hand = Hand::connect(&redis.url(), "hand").await;
@@ -547,10 +548,17 @@ async fn a_dependency_is_kept_until_its_dependent_is_told() {
         client.status(&b).await.unwrap().record.state,
         JobState::Queued
     );
-    // Told now: `a` goes at the next housekeeping past its retention.
+    // Told now, still held: `b` reads `a`'s output when it runs.
+    client.enqueue(&up, b"tick", &short).await.unwrap();
+    assert!(
+        client.status(&a).await.is_ok(),
+        "{a} must wait for its dependent to succeed"
+    );
+    hand.succeed(&hand.next(&down).await, b"").await;
+    // `b` succeeded: `a` goes at the next housekeeping past its retention.
     eventually(
         Duration::from_secs(10),
-        "the told dependency to go",
+        "the released dependency to go",
         || async {
             client.enqueue(&up, b"tick", &short).await.unwrap();
             client.status(&a).await.is_err().then_some(())

@@ -591,18 +591,23 @@ class Client {
 
   /**
    * Runs `resolve` for each (dependent, dependency, state) triple of `notify`, and for those
-   * its replies name in turn; then `told` on the dependency's function.
+   * its replies name in turn. A dependent `batch ID` is the job's batch (`batch_done`, then
+   * `told` lets the job go); a dependent `release ID` is a dependency the (ended) job no
+   * longer holds (`told` on its function), as the Rust client's `deliver`.
    */
   async #deliver(notify) {
     const todo = [...notify].map(String);
     while (todo.length >= 3) {
       const state = todo.pop();
       const dependencyId = todo.pop();
-      let dependentId = todo.pop();
+      const dependentId = todo.pop();
       let more = [];
+      let told = null;
       if (dependentId.startsWith('batch ')) {
-        // The job's batch counts its end (`batch_done`), as the Rust client's `deliver`.
         await this.#batchDone(dependentId.slice('batch '.length), dependencyId, state);
+        told = [dependencyId, dependentId];
+      } else if (dependentId.startsWith('release ')) {
+        told = [dependentId.slice('release '.length), dependencyId];
       } else {
         let dependent;
         try {
@@ -610,13 +615,13 @@ class Client {
         } catch {
           continue;
         }
-        dependentId = dependent.id;
+        // (The dependency holds for the dependent until it has ended.)
         more = await this.#fcall('resolve', dependent.fn, [dependent.number, dependencyId, state]);
       }
-      if (state !== 'pending') {
+      if (told) {
         try {
-          const dependency = parseJobId(dependencyId);
-          await this.#fcall('told', dependency.fn, [dependency.number, dependentId]);
+          const held = parseJobId(told[0]);
+          await this.#fcall('told', held.fn, [held.number, told[1]]);
         } catch (error) {
           if (!(error instanceof BadInputError)) throw error;
         }

@@ -25,12 +25,13 @@ use wasmgear_proto::limits::MAX_TELLS_PER_CALL;
 use wasmgear_proto::{FunctionName, JobId};
 
 /// Runs `resolve` for each `(dependent, dependency, state)` triple of `notify` (the flat
-/// list a script returned), and for those that its replies name in turn; then tells the
-/// dependency's function that the dependent has been told (`told`), so that it may forget
-/// the finished job when its retention is over. A `batch ID` dependent is the job's batch,
-/// which counts its end (`batch_done`). The triples go in one `resolve` call per function
-/// (and one `told` per function), up to [`MAX_TELLS_PER_CALL`] each: a fan-in's dependent
-/// is loaded and saved once per call, not once per dependency.
+/// list a script returned), and for those that its replies name in turn. A `batch ID`
+/// dependent is the job's batch, which counts its end (`batch_done`); a `release ID`
+/// dependent is a dependency the (ended) job no longer holds; after both, the
+/// dependency's function is told (`told`), so that it may forget the finished job at its
+/// own retention. The triples go in one `resolve` call per function (and one `told` per
+/// function), up to [`MAX_TELLS_PER_CALL`] each: a fan-in's dependent is loaded and saved
+/// once per call, not once per dependency.
 pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()> {
     let mut todo = notify;
     while todo.len() >= 3 {
@@ -42,7 +43,24 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
             };
             if let Some(batch) = dependent.strip_prefix("batch ") {
                 crate::batch::done(conn, batch, dependency, state).await?;
+                if let Ok(job) = dependency.parse::<JobId>() {
+                    told.entry(job.function)
+                        .or_default()
+                        .push((job.seq, dependent.clone()));
+                }
+            } else if let Some(held) = dependent.strip_prefix("release ") {
+                // `dependency` ended: `held`, one of its dependencies, holds for it no
+                // longer.
+                match held.parse::<JobId>() {
+                    Ok(held) => told
+                        .entry(held.function)
+                        .or_default()
+                        .push((held.seq, dependency.clone())),
+                    Err(_) => tracing::warn!(held, "skipping a dependency that is not a job id"),
+                }
             } else if let Ok(id) = dependent.parse::<JobId>() {
+                // The dependency holds for the dependent until it has ended (its
+                // `release`), not merely been told.
                 resolves.entry(id.function).or_default().push((
                     id.seq,
                     dependency.clone(),
@@ -50,17 +68,6 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
                 ));
             } else {
                 tracing::warn!(dependent, "skipping a dependent that is not a job id");
-                continue;
-            }
-            // (A dependency still pending has ended for nobody; one missing has no record to
-            // keep.)
-            if let Ok(dependency) = dependency.parse::<JobId>()
-                && state != "pending"
-                && state != "missing"
-            {
-                told.entry(dependency.function)
-                    .or_default()
-                    .push((dependency.seq, dependent.clone()));
             }
         }
         let mut more = Vec::new();

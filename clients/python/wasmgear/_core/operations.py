@@ -46,9 +46,10 @@ def logs(proto: Protocol, job_id: str) -> Gen[str]:
 
 def deliver(proto: Protocol, notify: List[Any]) -> Gen[None]:
     """Runs `resolve` for each (dependent, dependency, state) triple of `notify` and for
-    those its replies name in turn, then `told` on the dependency's function (links.rs). A
-    dependent `batch ID` is the job's batch: `batch_done` counts the job's end there (and
-    enqueues the callbacks that made due) instead of `resolve`."""
+    those its replies name in turn (links.rs). A dependent `batch ID` is the job's batch:
+    `batch_done` counts the job's end there (and enqueues the callbacks that made due)
+    instead of `resolve`, then `told` lets the job go; a dependent `release ID` is a
+    dependency the (ended) job no longer holds: `told` on its function."""
     # Imported here: the batches module imports this one.
     from .batches import done as batch_done
 
@@ -57,22 +58,28 @@ def deliver(proto: Protocol, notify: List[Any]) -> Gen[None]:
         state = todo.pop()
         dependency = todo.pop()
         dependent = todo.pop()
+        more: Any = []
         if dependent.startswith("batch "):
             yield from batch_done(proto, dependent[len("batch "):], dependency, state)
-            more: Any = []
+            told_pair = (dependency, dependent)
+        elif dependent.startswith("release "):
+            told_pair = (dependent[len("release "):], dependency)
         else:
             try:
                 function, number = parse_job_id(dependent)
             except BadInput:
                 continue
             more = yield from call(proto.fcall("resolve", function, number, dependency, state))
-        if state != "pending":
+            # (The dependency holds for the dependent until it has ended.)
+            told_pair = None
+        if told_pair:
+            held, holder = told_pair
             try:
-                dep_function, dep_number = parse_job_id(dependency)
+                held_function, held_number = parse_job_id(held)
             except BadInput:
-                dep_function = ""
-            if dep_function:
-                yield from call(proto.fcall("told", dep_function, dep_number, dependent))
+                held_function = ""
+            if held_function:
+                yield from call(proto.fcall("told", held_function, held_number, holder))
         todo.extend(text(x) for x in more or [])
 
 

@@ -97,8 +97,8 @@ local BATCH = 100
 -- A waiting job's links to other functions are re-checked after 30 s, then ever less often
 -- (doubling, at most hourly): the safety net for a client that died while linking.
 local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
--- A finished job with dependents in other functions that have not been told of its end
--- (see `told`) outlives its retention until they are, for at most this long.
+-- A finished job outlives its retention while it holds for dependents (until each has
+-- ended; see `told`) or its batch has not counted it, for at most this long.
 local UNTOLD_MAX_MS = 7 * DAY_MS
 -- How long the reply of an `enqueue` or `lease` call is kept for the same call sent again.
 local CALL_MEMORY_MS = 600000
@@ -670,22 +670,66 @@ end
 -- end with `batch_done`, on the batch's slot) by the caller, the job kept until the caller
 -- says it told them (`told`): if the caller dies first, a dependent's re-check, or the
 -- batch's, still finds this record.
+--
+-- A dependent holds the job too (it stays in `untold`) until it has ended itself
+-- (release_dependencies): a dependent that runs late still reads this job's output,
+-- whatever its retention; at most UNTOLD_MAX_MS.
 local function tell_dependents(number, fields, state)
+  local function hold(dependent)
+    local untold = fields.untold or {}
+    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+    fields.untold = untold
+  end
   local function tell_later(dependent)
     NOTIFY[#NOTIFY + 1] = dependent
     NOTIFY[#NOTIFY + 1] = id_of(number)
     NOTIFY[#NOTIFY + 1] = state
-    local untold = fields.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    fields.untold = untold
+    hold(dependent)
   end
   if fields.batch then tell_later('batch ' .. fields.batch) end
   for _, dependent in ipairs(fields.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
       SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+      hold(dependent)
     else
       tell_later(dependent)
+    end
+  end
+end
+
+-- Lets a finished job go at its own retention once it holds for nobody (`untold` empty).
+local function expire_as_usual(number, record)
+  if PENDING then
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int(record.finished_ms + retention_of(record))
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
+  else
+    redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+  end
+end
+
+-- Job `number` ended: its dependencies (`after`) no longer hold for it. One in this
+-- function is let go here; one in another function by the caller, with `told` (returned in
+-- notify as dependent `release DEPENDENCY`).
+local function release_dependencies(number, after)
+  local me = id_of(number)
+  for _, dep in ipairs(after or {}) do
+    local fn, dep_number = split_id(dep)
+    if not (fn and job_number(dep_number)) then
+      -- (A number no job can have: nothing holds.)
+    elseif fn ~= FN then
+      NOTIFY[#NOTIFY + 1] = 'release ' .. dep
+      NOTIFY[#NOTIFY + 1] = me
+      NOTIFY[#NOTIFY + 1] = 'ended'
+    else
+      local dep_record = load(dep_number)
+      if dep_record and contains(dep_record.untold, me) then
+        local left = {}
+        for _, d in ipairs(dep_record.untold) do if d ~= me then left[#left + 1] = d end end
+        dep_record.untold = list_or_nil(left)
+        save(dep_number, dep_record)
+        if not dep_record.untold and dep_record.finished_ms then expire_as_usual(dep_number, dep_record) end
+      end
     end
   end
 end
@@ -710,6 +754,7 @@ local function finish(number, record, state, err, from)
   end
   tell_dependents(number, record, state)
   save(number, record)
+  release_dependencies(number, record.after)
 end
 
 -- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
@@ -813,8 +858,8 @@ end
 
 -- Deletes finished jobs `numbers` and everything kept about them, with one call per key
 -- however many they are (tags and failure groups aside), except those that must outlive
--- their retention because dependents in other functions have not been told of their end
--- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
+-- their retention because they still hold for dependents or their batch (`untold`; for at
+-- most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
 local function forget_finished(numbers)
   if #numbers == 0 then return end
   local raws = hmget(K.jobs, numbers)
@@ -2248,6 +2293,7 @@ for i = 0, n - 1 do
     tell_dependents(number, others, 'succeeded')
     f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     PENDING_TEXT[number] = record_text(f)
+    release_dependencies(number, others.after)
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
     results[#results + 1] = 's'
@@ -2525,7 +2571,7 @@ local reply = (function()
 -- Returns: per pair, 'pending' when the dependency has not ended (the dependent is now
 --          recorded and will be told when it does), its final state 'succeeded', 'failed'
 --          or 'cancelled' when it already ended (the caller tells the dependent itself, with
---          `resolve`), or 'missing' when there is no such job. A number reserved for a
+--          `resolve`; the job is held for the dependent, as for one told of its end), or 'missing' when there is no such job. A number reserved for a
 --          flow's job not yet written answers 'pending' (the dependent's re-check asks
 --          again) until its reservation lapses. With one pair, that state; with more, the
 --          list of them in order.
@@ -2554,6 +2600,14 @@ for i = 0, n - 1 do
       states[#states + 1] = 'missing'
     end
   elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+    -- Held for the dependent until it has ended, as if it had waited (lib.lua,
+    -- tell_dependents).
+    if not contains(record.untold, dependent) then
+      local untold = record.untold or {}
+      untold[#untold + 1] = dependent
+      record.untold = untold
+      changed[number] = true
+    end
     states[#states + 1] = record.state
   else
     if not contains(record.dependents, dependent) then
@@ -2625,16 +2679,17 @@ local function keys_told(keys) return { jobs = keys[1], expires = keys[2], stats
 redis.register_function{ function_name = 'wg2_told', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_told)
 local reply = (function()
--- told: note that dependents in other functions (or batches) have been told that jobs of
--- this function ended (the last of the steps of a dependency across functions; see `link`
--- and `resolve`). Until every such dependent has been told, a finished job outlives its
--- retention (at most 7 days), so that a dependent whose news was lost still finds it when
--- it re-checks its links. Idempotent. Many at once, as `resolve`.
+-- told: note that jobs of this function no longer hold for a dependent in another function
+-- (or their batch): the dependent has ended (`release DEPENDENCY` in a notify), or the
+-- batch has counted the job's end. Until then a finished job outlives its retention (at
+-- most 7 days): a dependent whose news was lost still finds it when it re-checks its links,
+-- and one that runs late still reads its output. Idempotent. Many at once, as
+-- `resolve`.
 --
 -- KEYS: jobs expires stats events
 -- ARGV[1]  the function name
 -- ARGV[2..] pairs, 1..MAX_TELLS_PER_CALL of them: a finished job's number, and the id of a
---          dependent that has been told ('G:M'), or 'batch ID' for the job's batch
+--          dependent it no longer holds for ('G:M'), or 'batch ID' for the job's batch
 --
 -- Returns: how many of the dependents were still to be told.
 
@@ -2656,7 +2711,8 @@ end
 local numbers = {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[2 + 2 * i] end
 local raws = hmget(K.jobs, numbers)
-local texts, written = {}, {}
+-- Written together at the end: the records, and the expiry of those told at last.
+local texts, written, back = {}, {}, {}
 local told = 0
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
@@ -2676,7 +2732,8 @@ for i = 0, n - 1 do
         local keep = tonumber(f[R_RETENTION]) or 0
         local failed_keep = tonumber(f[R_RETENTION + 1]) or 0
         if f[R_STATE] == 'failed' and failed_keep > keep then keep = failed_keep end
-        redis.call('ZADD', K.expires, int(tonumber(f[R_FINISHED]) + keep), number)
+        back[#back + 1] = int(tonumber(f[R_FINISHED]) + keep)
+        back[#back + 1] = number
       end
       told = told + 1
     end
@@ -2700,6 +2757,7 @@ for _, number in ipairs(written) do
   pairs_out[#pairs_out + 1] = texts[number]
 end
 call_chunked('HSET', K.jobs, pairs_out)
+call_chunked('ZADD', K.expires, back)
 return told
 
 end)()
@@ -4441,4 +4499,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'a0e4ba816d95270e1c61501e0a0f7c904627a64a' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'e779111d672c51cffaeb4e53d3084ca54761d08f' end, flags = { 'no-writes' } }

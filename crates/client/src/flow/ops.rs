@@ -257,7 +257,7 @@ impl Client {
         // The jobs no other job waits on usually end last: each is waited for alone before
         // the whole flow is read (one call per function, over every job), so that a big
         // flow is not read again and again while it runs.
-        let (_, stored) = status::read_record(&self.conn, id).await?;
+        let (created_ms, stored) = status::read_record(&self.conn, id).await?;
         let waited: std::collections::HashSet<&str> = stored
             .jobs
             .iter()
@@ -277,8 +277,9 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
+        // Then how every job stands, from the record read already.
+        let mut status = status::with_outcomes(&self.conn, id, created_ms, stored).await?;
         loop {
-            let status = self.flow(id).await?;
             // Dependents end after their dependencies: the last unfinished job in the
             // record's order is the one to wait for; then the flow is read again (one call
             // per function), until none is left.
@@ -290,6 +291,7 @@ impl Client {
                 Err(QueueError::WaitTimedOut(_)) => return Err(QueueError::FlowWaitTimedOut(id)),
                 Err(e) => return Err(e),
             }
+            status = self.flow(id).await?;
         }
     }
 }

@@ -125,6 +125,17 @@ pub(crate) fn parse_record(id: u64, raw: &str) -> Result<(u64, StoredFlow)> {
 /// Flow `id` and how its jobs stand.
 pub(crate) async fn read(conn: &Connection, id: u64) -> Result<FlowStatus> {
     let (created_ms, stored) = read_record(conn, id).await?;
+    with_outcomes(conn, id, created_ms, stored).await
+}
+
+/// Flow `id` as its record (read already: `created_ms`, `stored`) holds it, with how its
+/// jobs stand now.
+pub(crate) async fn with_outcomes(
+    conn: &Connection,
+    id: u64,
+    created_ms: u64,
+    stored: StoredFlow,
+) -> Result<FlowStatus> {
     let ids = stored
         .jobs
         .iter()

@@ -152,6 +152,7 @@ for i = 0, n - 1 do
     tell_dependents(number, others, 'succeeded')
     f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     PENDING_TEXT[number] = record_text(f)
+    release_dependencies(number, others.after)
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
     results[#results + 1] = 's'

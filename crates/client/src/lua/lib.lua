@@ -64,8 +64,8 @@ local BATCH = 100
 -- A waiting job's links to other functions are re-checked after 30 s, then ever less often
 -- (doubling, at most hourly): the safety net for a client that died while linking.
 local RELINK_FIRST_MS, RELINK_MAX_MS = 30000, 3600000
--- A finished job with dependents in other functions that have not been told of its end
--- (see `told`) outlives its retention until they are, for at most this long.
+-- A finished job outlives its retention while it holds for dependents (until each has
+-- ended; see `told`) or its batch has not counted it, for at most this long.
 local UNTOLD_MAX_MS = 7 * DAY_MS
 -- How long the reply of an `enqueue` or `lease` call is kept for the same call sent again.
 local CALL_MEMORY_MS = 600000
@@ -637,22 +637,66 @@ end
 -- end with `batch_done`, on the batch's slot) by the caller, the job kept until the caller
 -- says it told them (`told`): if the caller dies first, a dependent's re-check, or the
 -- batch's, still finds this record.
+--
+-- A dependent holds the job too (it stays in `untold`) until it has ended itself
+-- (release_dependencies): a dependent that runs late still reads this job's output,
+-- whatever its retention; at most UNTOLD_MAX_MS.
 local function tell_dependents(number, fields, state)
+  local function hold(dependent)
+    local untold = fields.untold or {}
+    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
+    fields.untold = untold
+  end
   local function tell_later(dependent)
     NOTIFY[#NOTIFY + 1] = dependent
     NOTIFY[#NOTIFY + 1] = id_of(number)
     NOTIFY[#NOTIFY + 1] = state
-    local untold = fields.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    fields.untold = untold
+    hold(dependent)
   end
   if fields.batch then tell_later('batch ' .. fields.batch) end
   for _, dependent in ipairs(fields.dependents or {}) do
     local fn, dependent_number = split_id(dependent)
     if fn == FN then
       SETTLE[#SETTLE + 1] = { dependent_number, id_of(number), state }
+      hold(dependent)
     else
       tell_later(dependent)
+    end
+  end
+end
+
+-- Lets a finished job go at its own retention once it holds for nobody (`untold` empty).
+local function expire_as_usual(number, record)
+  if PENDING then
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = int(record.finished_ms + retention_of(record))
+    PENDING_EXPIRES[#PENDING_EXPIRES + 1] = number
+  else
+    redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
+  end
+end
+
+-- Job `number` ended: its dependencies (`after`) no longer hold for it. One in this
+-- function is let go here; one in another function by the caller, with `told` (returned in
+-- notify as dependent `release DEPENDENCY`).
+local function release_dependencies(number, after)
+  local me = id_of(number)
+  for _, dep in ipairs(after or {}) do
+    local fn, dep_number = split_id(dep)
+    if not (fn and job_number(dep_number)) then
+      -- (A number no job can have: nothing holds.)
+    elseif fn ~= FN then
+      NOTIFY[#NOTIFY + 1] = 'release ' .. dep
+      NOTIFY[#NOTIFY + 1] = me
+      NOTIFY[#NOTIFY + 1] = 'ended'
+    else
+      local dep_record = load(dep_number)
+      if dep_record and contains(dep_record.untold, me) then
+        local left = {}
+        for _, d in ipairs(dep_record.untold) do if d ~= me then left[#left + 1] = d end end
+        dep_record.untold = list_or_nil(left)
+        save(dep_number, dep_record)
+        if not dep_record.untold and dep_record.finished_ms then expire_as_usual(dep_number, dep_record) end
+      end
     end
   end
 end
@@ -677,6 +721,7 @@ local function finish(number, record, state, err, from)
   end
   tell_dependents(number, record, state)
   save(number, record)
+  release_dependencies(number, record.after)
 end
 
 -- Undoes `finish` for a job that runs again (`retry`): out of the expiry set, the counts and
@@ -780,8 +825,8 @@ end
 
 -- Deletes finished jobs `numbers` and everything kept about them, with one call per key
 -- however many they are (tags and failure groups aside), except those that must outlive
--- their retention because dependents in other functions have not been told of their end
--- (for at most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
+-- their retention because they still hold for dependents or their batch (`untold`; for at
+-- most UNTOLD_MAX_MS): those are looked at again in RELINK_MAX_MS.
 local function forget_finished(numbers)
   if #numbers == 0 then return end
   local raws = hmget(K.jobs, numbers)

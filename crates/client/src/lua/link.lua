@@ -11,7 +11,7 @@
 -- Returns: per pair, 'pending' when the dependency has not ended (the dependent is now
 --          recorded and will be told when it does), its final state 'succeeded', 'failed'
 --          or 'cancelled' when it already ended (the caller tells the dependent itself, with
---          `resolve`), or 'missing' when there is no such job. A number reserved for a
+--          `resolve`; the job is held for the dependent, as for one told of its end), or 'missing' when there is no such job. A number reserved for a
 --          flow's job not yet written answers 'pending' (the dependent's re-check asks
 --          again) until its reservation lapses. With one pair, that state; with more, the
 --          list of them in order.
@@ -40,6 +40,14 @@ for i = 0, n - 1 do
       states[#states + 1] = 'missing'
     end
   elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+    -- Held for the dependent until it has ended, as if it had waited (lib.lua,
+    -- tell_dependents).
+    if not contains(record.untold, dependent) then
+      local untold = record.untold or {}
+      untold[#untold + 1] = dependent
+      record.untold = untold
+      changed[number] = true
+    end
     states[#states + 1] = record.state
   else
     if not contains(record.dependents, dependent) then

@@ -1,13 +1,14 @@
--- told: note that dependents in other functions (or batches) have been told that jobs of
--- this function ended (the last of the steps of a dependency across functions; see `link`
--- and `resolve`). Until every such dependent has been told, a finished job outlives its
--- retention (at most 7 days), so that a dependent whose news was lost still finds it when
--- it re-checks its links. Idempotent. Many at once, as `resolve`.
+-- told: note that jobs of this function no longer hold for a dependent in another function
+-- (or their batch): the dependent has ended (`release DEPENDENCY` in a notify), or the
+-- batch has counted the job's end. Until then a finished job outlives its retention (at
+-- most 7 days): a dependent whose news was lost still finds it when it re-checks its links,
+-- and one that runs late still reads its output. Idempotent. Many at once, as
+-- `resolve`.
 --
 -- KEYS: jobs expires stats events
 -- ARGV[1]  the function name
 -- ARGV[2..] pairs, 1..MAX_TELLS_PER_CALL of them: a finished job's number, and the id of a
---          dependent that has been told ('G:M'), or 'batch ID' for the job's batch
+--          dependent it no longer holds for ('G:M'), or 'batch ID' for the job's batch
 --
 -- Returns: how many of the dependents were still to be told.
 
@@ -29,7 +30,8 @@ end
 local numbers = {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[2 + 2 * i] end
 local raws = hmget(K.jobs, numbers)
-local texts, written = {}, {}
+-- Written together at the end: the records, and the expiry of those told at last.
+local texts, written, back = {}, {}, {}
 local told = 0
 for i = 0, n - 1 do
   local number, dependent = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
@@ -49,7 +51,8 @@ for i = 0, n - 1 do
         local keep = tonumber(f[R_RETENTION]) or 0
         local failed_keep = tonumber(f[R_RETENTION + 1]) or 0
         if f[R_STATE] == 'failed' and failed_keep > keep then keep = failed_keep end
-        redis.call('ZADD', K.expires, int(tonumber(f[R_FINISHED]) + keep), number)
+        back[#back + 1] = int(tonumber(f[R_FINISHED]) + keep)
+        back[#back + 1] = number
       end
       told = told + 1
     end
@@ -73,4 +76,5 @@ for _, number in ipairs(written) do
   pairs_out[#pairs_out + 1] = texts[number]
 end
 call_chunked('HSET', K.jobs, pairs_out)
+call_chunked('ZADD', K.expires, back)
 return told
