@@ -446,6 +446,25 @@ local function contains(list, value)
   return false
 end
 
+-- Adds `value` to the list `fields[name]` (made when absent) unless it is there; true when
+-- it was added.
+local function list_add(fields, name, value)
+  if contains(fields[name], value) then return false end
+  local list = fields[name] or {}
+  list[#list + 1] = value
+  fields[name] = list
+  return true
+end
+
+-- Takes `value` out of the list `fields[name]` (nil once empty); true when it was there.
+local function list_drop(fields, name, value)
+  if not contains(fields[name], value) then return false end
+  local left = {}
+  for _, v in ipairs(fields[name]) do if v ~= value then left[#left + 1] = v end end
+  fields[name] = list_or_nil(left)
+  return true
+end
+
 -- Decrements a counter of `counts`, deleting it at zero so dead groups do not pile up.
 local function uncount(field)
   if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
@@ -675,11 +694,7 @@ end
 -- (release_dependencies): a dependent that runs late still reads this job's output,
 -- whatever its retention; at most UNTOLD_MAX_MS.
 local function tell_dependents(number, fields, state)
-  local function hold(dependent)
-    local untold = fields.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    fields.untold = untold
-  end
+  local function hold(dependent) list_add(fields, 'untold', dependent) end
   local function tell_later(dependent)
     NOTIFY[#NOTIFY + 1] = dependent
     NOTIFY[#NOTIFY + 1] = id_of(number)
@@ -723,10 +738,7 @@ local function release_dependencies(number, after)
       NOTIFY[#NOTIFY + 1] = 'ended'
     else
       local dep_record = load(dep_number)
-      if dep_record and contains(dep_record.untold, me) then
-        local left = {}
-        for _, d in ipairs(dep_record.untold) do if d ~= me then left[#left + 1] = d end end
-        dep_record.untold = list_or_nil(left)
+      if dep_record and list_drop(dep_record, 'untold', me) then
         save(dep_number, dep_record)
         if not dep_record.untold and dep_record.finished_ms then expire_as_usual(dep_number, dep_record) end
       end
@@ -2602,20 +2614,10 @@ for i = 0, n - 1 do
   elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
     -- Held for the dependent until it has ended, as if it had waited (lib.lua,
     -- tell_dependents).
-    if not contains(record.untold, dependent) then
-      local untold = record.untold or {}
-      untold[#untold + 1] = dependent
-      record.untold = untold
-      changed[number] = true
-    end
+    if list_add(record, 'untold', dependent) then changed[number] = true end
     states[#states + 1] = record.state
   else
-    if not contains(record.dependents, dependent) then
-      local dependents = record.dependents or {}
-      dependents[#dependents + 1] = dependent
-      record.dependents = dependents
-      changed[number] = true
-    end
+    if list_add(record, 'dependents', dependent) then changed[number] = true end
     states[#states + 1] = 'pending'
   end
 end
@@ -2720,10 +2722,7 @@ for i = 0, n - 1 do
   local f = raw and record_fields(raw)
   if f and f[R_OTHERS] ~= '' then
     local others = cjson.decode(f[R_OTHERS])
-    if contains(others.untold, dependent) then
-      local left = {}
-      for _, d in ipairs(others.untold) do if d ~= dependent then left[#left + 1] = d end end
-      others.untold = list_or_nil(left)
+    if list_drop(others, 'untold', dependent) then
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
       if not texts[number] then written[#written + 1] = number end
       texts[number] = record_text(f)
@@ -2739,10 +2738,7 @@ for i = 0, n - 1 do
     end
   elseif raw and not f then
     local record = load(number)
-    if contains(record.untold, dependent) then
-      local left = {}
-      for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
-      record.untold = list_or_nil(left)
+    if list_drop(record, 'untold', dependent) then
       save(number, record)
       if not record.untold and record.finished_ms then
         redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
@@ -4499,4 +4495,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'e779111d672c51cffaeb4e53d3084ca54761d08f' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '3bd751e3a7c778841ffed06bd1dcd37c2ebffde5' end, flags = { 'no-writes' } }

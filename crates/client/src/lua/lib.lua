@@ -413,6 +413,25 @@ local function contains(list, value)
   return false
 end
 
+-- Adds `value` to the list `fields[name]` (made when absent) unless it is there; true when
+-- it was added.
+local function list_add(fields, name, value)
+  if contains(fields[name], value) then return false end
+  local list = fields[name] or {}
+  list[#list + 1] = value
+  fields[name] = list
+  return true
+end
+
+-- Takes `value` out of the list `fields[name]` (nil once empty); true when it was there.
+local function list_drop(fields, name, value)
+  if not contains(fields[name], value) then return false end
+  local left = {}
+  for _, v in ipairs(fields[name]) do if v ~= value then left[#left + 1] = v end end
+  fields[name] = list_or_nil(left)
+  return true
+end
+
 -- Decrements a counter of `counts`, deleting it at zero so dead groups do not pile up.
 local function uncount(field)
   if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
@@ -642,11 +661,7 @@ end
 -- (release_dependencies): a dependent that runs late still reads this job's output,
 -- whatever its retention; at most UNTOLD_MAX_MS.
 local function tell_dependents(number, fields, state)
-  local function hold(dependent)
-    local untold = fields.untold or {}
-    if not contains(untold, dependent) then untold[#untold + 1] = dependent end
-    fields.untold = untold
-  end
+  local function hold(dependent) list_add(fields, 'untold', dependent) end
   local function tell_later(dependent)
     NOTIFY[#NOTIFY + 1] = dependent
     NOTIFY[#NOTIFY + 1] = id_of(number)
@@ -690,10 +705,7 @@ local function release_dependencies(number, after)
       NOTIFY[#NOTIFY + 1] = 'ended'
     else
       local dep_record = load(dep_number)
-      if dep_record and contains(dep_record.untold, me) then
-        local left = {}
-        for _, d in ipairs(dep_record.untold) do if d ~= me then left[#left + 1] = d end end
-        dep_record.untold = list_or_nil(left)
+      if dep_record and list_drop(dep_record, 'untold', me) then
         save(dep_number, dep_record)
         if not dep_record.untold and dep_record.finished_ms then expire_as_usual(dep_number, dep_record) end
       end

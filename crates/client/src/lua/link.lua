@@ -42,20 +42,10 @@ for i = 0, n - 1 do
   elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
     -- Held for the dependent until it has ended, as if it had waited (lib.lua,
     -- tell_dependents).
-    if not contains(record.untold, dependent) then
-      local untold = record.untold or {}
-      untold[#untold + 1] = dependent
-      record.untold = untold
-      changed[number] = true
-    end
+    if list_add(record, 'untold', dependent) then changed[number] = true end
     states[#states + 1] = record.state
   else
-    if not contains(record.dependents, dependent) then
-      local dependents = record.dependents or {}
-      dependents[#dependents + 1] = dependent
-      record.dependents = dependents
-      changed[number] = true
-    end
+    if list_add(record, 'dependents', dependent) then changed[number] = true end
     states[#states + 1] = 'pending'
   end
 end

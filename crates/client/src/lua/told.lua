@@ -39,10 +39,7 @@ for i = 0, n - 1 do
   local f = raw and record_fields(raw)
   if f and f[R_OTHERS] ~= '' then
     local others = cjson.decode(f[R_OTHERS])
-    if contains(others.untold, dependent) then
-      local left = {}
-      for _, d in ipairs(others.untold) do if d ~= dependent then left[#left + 1] = d end end
-      others.untold = list_or_nil(left)
+    if list_drop(others, 'untold', dependent) then
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
       if not texts[number] then written[#written + 1] = number end
       texts[number] = record_text(f)
@@ -58,10 +55,7 @@ for i = 0, n - 1 do
     end
   elseif raw and not f then
     local record = load(number)
-    if contains(record.untold, dependent) then
-      local left = {}
-      for _, d in ipairs(record.untold) do if d ~= dependent then left[#left + 1] = d end end
-      record.untold = list_or_nil(left)
+    if list_drop(record, 'untold', dependent) then
       save(number, record)
       if not record.untold and record.finished_ms then
         redis.call('ZADD', K.expires, int(record.finished_ms + retention_of(record)), number)
