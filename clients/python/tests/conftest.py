@@ -57,9 +57,9 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, every
         time.sleep(every)
 
 
-async def eventually(probe: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
+async def eventually(probe: Callable[[], Awaitable[T]], timeout: float, what: str, every: float = 0.02) -> T:
     """Awaits `probe` until it answers something truthy (returned), failing after `timeout`
-    seconds."""
+    seconds: the bounded wait of the asyncio tests, polling every `every` seconds."""
     import asyncio
 
     deadline = time.monotonic() + timeout
@@ -69,22 +69,16 @@ async def eventually(probe: Callable[[], Awaitable[T]], timeout: float, what: st
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(every)
 
 
 async def wait_until_async(condition: Callable[[], object], timeout: float, what: str, every: float = 0.02) -> object:
-    """`wait_until` for asyncio tests: polls `condition` (yielding to the event loop between
-    polls) until it is truthy (returns it), failing after `timeout` seconds."""
-    import asyncio
+    """`eventually` for a plain (not awaited) `condition`."""
 
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(every)
+    async def probe() -> object:
+        return condition()
+
+    return await eventually(probe, timeout, what, every)
 
 
 #: Every process the tests started, so that none outlives the session (pytest_sessionfinish),

@@ -102,11 +102,7 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         BatchCommand::Add(args) => {
             let jobs = read_lines(&read_file_or_stdin(args.file.as_deref())?)?;
             let client = args.redis.client().await?;
-            let borrowed: Vec<_> = jobs
-                .iter()
-                .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))
-                .collect();
-            let ids = client.add_to_batch(&args.id, &borrowed).await?;
+            let ids = add(&client, &args.id, &jobs).await?;
             print_ids(None, &ids, args.json)
         }
         BatchCommand::Close(args) => {
@@ -148,16 +144,25 @@ async fn run_batch(args: RunArgs) -> anyhow::Result<i32> {
     };
     let jobs = read_lines(&read_file_or_stdin(args.file.as_deref())?)?;
     let client = args.redis.client().await?;
-    let borrowed: Vec<_> = jobs
-        .iter()
-        .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))
-        .collect();
     let id = client.open_batch(&spec).await?;
-    let ids = client.add_to_batch(&id, &borrowed).await?;
+    let ids = add(&client, &id, &jobs).await?;
     if !args.open {
         client.close_batch(&id).await?;
     }
     print_ids(Some(&id), &ids, args.json)
+}
+
+/// Adds `jobs` (as `read_lines` reads them) to batch `id`.
+async fn add(
+    client: &wasmgear_client::Client,
+    id: &str,
+    jobs: &[(FunctionName, Vec<u8>, wasmgear_client::EnqueueOptions)],
+) -> anyhow::Result<Vec<wasmgear_client::JobId>> {
+    let borrowed: Vec<_> = jobs
+        .iter()
+        .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))
+        .collect();
+    Ok(client.add_to_batch(id, &borrowed).await?)
 }
 
 fn print_ids(

@@ -2271,41 +2271,31 @@ for i = 0, n - 1 do
   elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
     -- (A job named twice in one call is completed once.)
     results[#results + 1] = 'x'
-  elseif f[R_OTHERS] == '' then
-    -- The common job: no cancel asked for, no uniq key, dependents, history or anything
-    -- else to update. Its record is rewritten as text; the attempt that succeeded is the
-    -- implied last entry of its history (lib.lua, job records).
+  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
+    -- No cancel asked for (the common job: nothing else to update either). Its record is
+    -- rewritten as text; the attempt that succeeded is the implied last entry of its
+    -- history (lib.lua, job records). Other fields (a flow's, a batch's, dependents, a uniq
+    -- key, earlier attempts) are the only part decoded, for the dependents to tell and the
+    -- uniq key to free.
     seen[number] = true
     runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
     append_log(number, f[R_ATTEMPT], ARGV[a + 3])
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    PENDING_TEXT[number] = record_text(f)
-    outputs[#outputs + 1] = number
-    outputs[#outputs + 1] = ARGV[a + 2]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    results[#results + 1] = 's'
-  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
-    -- A job with other fields (a flow's, a batch's, one with dependents, a uniq key or
-    -- earlier attempts), no cancel asked for: its hot fields rewritten as text as above,
-    -- only its other fields decoded, for the dependents to tell and the uniq key to free.
-    seen[number] = true
-    local others = cjson.decode(f[R_OTHERS])
-    runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
-    append_log(number, f[R_ATTEMPT], ARGV[a + 3])
-    f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
-    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    -- (An earlier attempt's error goes, as finish() drops it.)
-    others.error = nil
-    if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
-      redis.call('HDEL', K.uniq, others.uniq)
+    local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others then
+      -- (An earlier attempt's error goes, as finish() drops it.)
+      others.error = nil
+      if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
+        redis.call('HDEL', K.uniq, others.uniq)
+      end
+      tell_dependents(number, others, 'succeeded')
+      f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     end
-    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    tell_dependents(number, others, 'succeeded')
-    f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     PENDING_TEXT[number] = record_text(f)
-    release_dependencies(number, others.after)
+    if others then release_dependencies(number, others.after) end
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
     results[#results + 1] = 's'
@@ -3238,21 +3228,18 @@ local answers = {}
 for i, number in ipairs(numbers) do
   local raw = raws[i]
   local f = raw and record_fields(raw)
-  local state = f and f[R_STATE]
-  if raw and not f then
-    -- A record in the former layout.
-    local record = decode(raw)
-    state, f = record.state, { [R_OTHERS] = cjson.encode({ error = record.error }) }
-  end
+  -- A record in the former layout is decoded whole.
+  local record = raw and not f and decode(raw)
+  local state = (f and f[R_STATE]) or (record and record.state)
   if not state then
     answers[i] = { 'missing', 0, false }
   else
     local size = 0
     if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if (state == 'failed' or state == 'cancelled') and f[R_OTHERS] ~= '' then
-      local others = cjson.decode(f[R_OTHERS])
-      if type(others.error) == 'table' then message = others.error.message or false end
+    if state == 'failed' or state == 'cancelled' then
+      record = record or (f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])) or {}
+      if type(record.error) == 'table' then message = record.error.message or false end
     end
     answers[i] = { state, size, message }
   end
@@ -4495,4 +4482,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '3bd751e3a7c778841ffed06bd1dcd37c2ebffde5' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '5909691371d1b05ce3aa9871e471f1e6710e2c46' end, flags = { 'no-writes' } }

@@ -177,20 +177,11 @@ impl Client {
                         ..Placement::default()
                     })
                     .collect();
-                async move {
-                    let written = self.write_jobs(function, &jobs, &placements).await?;
-                    Ok::<_, QueueError>((members, written))
-                }
+                async move { self.write_jobs(function, &jobs, &placements).await }
             });
-            for (members, (enqueued, links)) in futures_util::future::try_join_all(calls).await? {
+            // (A flow's jobs are always new: each names its dependents.)
+            for (_, links) in futures_util::future::try_join_all(calls).await? {
                 to_link.extend(links.into_iter().filter(|pair| !preset.contains(pair)));
-                // A job not made (its key named an earlier one) does not name its
-                // dependents: they are linked as any.
-                for (&i, job) in members.iter().zip(&enqueued) {
-                    if !job.created {
-                        to_link.extend(dependents[i].iter().map(|d| (d.clone(), ids[i].clone())));
-                    }
-                }
             }
         }
         links::link_many(&self.conn, to_link).await

@@ -118,41 +118,31 @@ for i = 0, n - 1 do
   elseif seen[number] or f[R_STATE] ~= 'running' or f[R_TOKEN] ~= token then
     -- (A job named twice in one call is completed once.)
     results[#results + 1] = 'x'
-  elseif f[R_OTHERS] == '' then
-    -- The common job: no cancel asked for, no uniq key, dependents, history or anything
-    -- else to update. Its record is rewritten as text; the attempt that succeeded is the
-    -- implied last entry of its history (lib.lua, job records).
+  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
+    -- No cancel asked for (the common job: nothing else to update either). Its record is
+    -- rewritten as text; the attempt that succeeded is the implied last entry of its
+    -- history (lib.lua, job records). Other fields (a flow's, a batch's, dependents, a uniq
+    -- key, earlier attempts) are the only part decoded, for the dependents to tell and the
+    -- uniq key to free.
     seen[number] = true
     runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
     append_log(number, f[R_ATTEMPT], ARGV[a + 3])
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    PENDING_TEXT[number] = record_text(f)
-    outputs[#outputs + 1] = number
-    outputs[#outputs + 1] = ARGV[a + 2]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    results[#results + 1] = 's'
-  elseif not string.find(f[R_OTHERS], '"cancel_requested_ms"', 1, true) then
-    -- A job with other fields (a flow's, a batch's, one with dependents, a uniq key or
-    -- earlier attempts), no cancel asked for: its hot fields rewritten as text as above,
-    -- only its other fields decoded, for the dependents to tell and the uniq key to free.
-    seen[number] = true
-    local others = cjson.decode(f[R_OTHERS])
-    runs[#runs + 1] = NOW - tonumber(f[R_STARTED])
-    append_log(number, f[R_ATTEMPT], ARGV[a + 3])
-    f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
-    f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    -- (An earlier attempt's error goes, as finish() drops it.)
-    others.error = nil
-    if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
-      redis.call('HDEL', K.uniq, others.uniq)
+    local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others then
+      -- (An earlier attempt's error goes, as finish() drops it.)
+      others.error = nil
+      if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
+        redis.call('HDEL', K.uniq, others.uniq)
+      end
+      tell_dependents(number, others, 'succeeded')
+      f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     end
-    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    tell_dependents(number, others, 'succeeded')
-    f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     PENDING_TEXT[number] = record_text(f)
-    release_dependencies(number, others.after)
+    if others then release_dependencies(number, others.after) end
     outputs[#outputs + 1] = number
     outputs[#outputs + 1] = ARGV[a + 2]
     results[#results + 1] = 's'

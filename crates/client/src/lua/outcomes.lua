@@ -33,21 +33,18 @@ local answers = {}
 for i, number in ipairs(numbers) do
   local raw = raws[i]
   local f = raw and record_fields(raw)
-  local state = f and f[R_STATE]
-  if raw and not f then
-    -- A record in the former layout.
-    local record = decode(raw)
-    state, f = record.state, { [R_OTHERS] = cjson.encode({ error = record.error }) }
-  end
+  -- A record in the former layout is decoded whole.
+  local record = raw and not f and decode(raw)
+  local state = (f and f[R_STATE]) or (record and record.state)
   if not state then
     answers[i] = { 'missing', 0, false }
   else
     local size = 0
     if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if (state == 'failed' or state == 'cancelled') and f[R_OTHERS] ~= '' then
-      local others = cjson.decode(f[R_OTHERS])
-      if type(others.error) == 'table' then message = others.error.message or false end
+    if state == 'failed' or state == 'cancelled' then
+      record = record or (f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])) or {}
+      if type(record.error) == 'table' then message = record.error.message or false end
     end
     answers[i] = { state, size, message }
   end
