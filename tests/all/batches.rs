@@ -287,6 +287,9 @@ async fn the_cli_and_the_http_api_run_batches_with_callbacks() {
     );
 
     let server = Server::with_token(&redis);
+    // A body that is not an object is refused, nothing opened.
+    let refused = post(&server, "/v1/batches", serde_json::json!([])).await;
+    assert_eq!(refused.status, 400, "{}", refused.json());
     let opened = post(
         &server,
         "/v1/batches",

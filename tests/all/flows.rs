@@ -409,6 +409,14 @@ async fn the_http_api_submits_reads_cancels_and_retries_a_flow() {
     use crate::http_api::{Server, get, post};
     let redis = TestRedis::start();
     let server = Server::with_token(&redis);
+    // A flow read by position from an array is no flow.
+    let array = post(
+        &server,
+        "/v1/flows",
+        serde_json::json!(["bad", { "a": { "function": "reverse" } }]),
+    )
+    .await;
+    assert_eq!(array.status, 400, "{}", array.json());
     let refused = post(
         &server,
         "/v1/flows",

@@ -285,7 +285,7 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
         .start();
     // Long enough for the worker to pop it again while the first run goes on, also on a
     // loaded machine (it polls every second).
-    let jid = put(&redis, "slow", "count", r#""1 8000""#, &[]);
+    let jid = put(&redis, "slow", "count", r#""1 15000""#, &[]);
     job_in_state(&redis, &jid, "running").await;
     // The lock runs out (as after a stall): the worker's next pop hands the job over again,
     // to itself.

@@ -66,6 +66,12 @@ fn body_of<T: serde::de::DeserializeOwned>(
     body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<T> {
     let Json(mut value) = body?;
+    // (serde would read a struct from an array too, by position.)
+    if !value.is_object() {
+        return Err(ApiError::bad_input(
+            "the batch must be a JSON object: {\"jobs\": [...], ...}",
+        ));
+    }
     if let Some(jobs) = value.get_mut("jobs").and_then(Value::as_array_mut) {
         jobs.iter_mut().for_each(crate::api::whole_numbers);
     }

@@ -62,6 +62,12 @@ pub(crate) async fn submit(
     body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult {
     let Json(mut value) = body?;
+    // (serde would read a struct from an array too, by position.)
+    if !value.is_object() {
+        return Err(ApiError::bad_input(
+            "the flow must be a JSON object: {\"name\": ..., \"jobs\": {...}}",
+        ));
+    }
     if let Some(jobs) = value.get_mut("jobs").and_then(Value::as_object_mut) {
         jobs.values_mut().for_each(crate::api::whole_numbers);
     }
