@@ -274,7 +274,6 @@ async fn a_cancelled_qless_job_stops() {
 /// finished by the new run only: the earlier run is stopped, and what it reports changes
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails in 3 of the last 5 full runs (the worker does not pop the job again after its lock ran out); passes alone; under investigation, see the issue note"]
 async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only() {
     let redis = TestRedis::start();
     qless_py(&redis.url(), &["config", "grace-period", "0"]);
@@ -286,11 +285,31 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
         .start();
     // Long enough for the worker to pop it again while the first run goes on, also on a
     // loaded machine (it polls every second).
-    let jid = put(&redis, "slow", "count", r#""1 15000""#, &[]);
-    job_in_state(&redis, &jid, "running").await;
+    let jid = put(&redis, "slow", "count", r#""1 10000""#, &[]);
+    let running = job_in_state(&redis, &jid, "running").await;
+    // The worker renews a lock first within a second of starting the job, and a renewal
+    // after the lock was expired here would keep it: wait for that first renewal (the lock
+    // then runs out later than the pop set it to: popped at + the 60 s heartbeat).
+    let popped_at = running["history"]
+        .as_array()
+        .and_then(|entries| entries.iter().rev().find(|e| e["what"] == "popped"))
+        .and_then(|entry| entry["when"].as_f64())
+        .unwrap_or_else(|| panic!("no popped time: {running}"));
+    let mut conn = redis.raw().await;
+    eventually(WAIT, "the worker's first renewal of the job's lock", || {
+        let mut conn = conn.clone();
+        let jid = jid.clone();
+        async move {
+            let lock: Option<f64> =
+                redis::AsyncCommands::zscore(&mut conn, "ql:q:slow-locks", &jid)
+                    .await
+                    .unwrap();
+            lock.filter(|lock| *lock > popped_at + 60.0 + 0.001)
+        }
+    })
+    .await;
     // The lock runs out (as after a stall): the worker's next pop hands the job over again,
     // to itself.
-    let mut conn = redis.raw().await;
     let _: i64 = redis::AsyncCommands::zadd(&mut conn, "ql:q:slow-locks", &jid, 0)
         .await
         .unwrap();
