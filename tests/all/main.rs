@@ -16,6 +16,7 @@ mod dependencies;
 mod deploy;
 mod flows;
 mod gearman;
+mod groups;
 mod hand_offs;
 mod harness;
 mod http_api;

@@ -101,9 +101,15 @@ pub struct FunctionConfig {
     pub rate_limit: Option<(u64, Duration)>,
     /// The most finished jobs kept (default 50 000).
     pub keep_finished: Option<u64>,
+    /// Each group's most jobs running at once, over all workers, unless the group has its
+    /// own (1: each group is a sequence).
+    pub group_concurrency: Option<u64>,
+    /// Each group's most leases per interval, unless the group has its own.
+    #[serde(serialize_with = "rate_as_text")]
+    pub group_rate_limit: Option<(u64, Duration)>,
 }
 
-fn rate_as_text<S: serde::Serializer>(
+pub(crate) fn rate_as_text<S: serde::Serializer>(
     rate: &Option<(u64, Duration)>,
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
@@ -124,6 +130,10 @@ pub enum Setting {
     RateLimit(Option<(u64, Duration)>),
     /// Cap finished jobs kept (`None`: the default).
     KeepFinished(Option<u64>),
+    /// Cap each group's jobs running at once (`None`: no cap); a group's own overrides it.
+    GroupConcurrency(Option<u64>),
+    /// Limit each group's leases per interval (`None`: no limit); a group's own overrides it.
+    GroupRateLimit(Option<(u64, Duration)>),
 }
 
 impl Client {
@@ -158,7 +168,8 @@ impl Client {
     /// The overview of `function`'s queue.
     pub async fn queue(&self, function: &FunctionName) -> Result<QueueOverview> {
         let keys = FunctionKeys::new(function);
-        let (queued, scheduled, running, waiting, counts, paused): (
+        let (ungrouped, grouped, scheduled, running, waiting, counts, paused): (
+            u64,
             u64,
             u64,
             u64,
@@ -167,6 +178,7 @@ impl Client {
             Option<String>,
         ) = redis::pipe()
             .zcard(keys.ready())
+            .zcard(keys.group_ready())
             .zcard(keys.scheduled())
             .zcard(keys.leased())
             .zcard(keys.waiting())
@@ -177,7 +189,7 @@ impl Client {
         let count = |state: &str| counts.get(state).copied().unwrap_or(0).max(0) as u64;
         Ok(QueueOverview {
             function: function.to_string(),
-            queued,
+            queued: ungrouped + grouped,
             scheduled,
             running,
             waiting,
@@ -479,7 +491,14 @@ impl Client {
                 .collect()
         };
         let listed = match state {
-            JobState::Queued => range(keys.ready(), limit).await?,
+            JobState::Queued => {
+                // Those without a group, then those with one (by group, then as they run).
+                let mut members = range(keys.ready(), limit).await?;
+                if members.len() < limit {
+                    members.extend(range(keys.group_ready(), limit - members.len()).await?);
+                }
+                members
+            }
             JobState::Scheduled => range(keys.scheduled(), limit).await?,
             JobState::Running => range(keys.leased(), limit).await?,
             JobState::Waiting => range(keys.waiting(), limit).await?,
@@ -624,16 +643,7 @@ impl Client {
                     call.arg("concurrency").arg(text(*cap));
                 }
                 Setting::RateLimit(rate) => {
-                    if let Some((n, interval)) = rate
-                        && (*n == 0 || interval.as_millis() == 0)
-                    {
-                        return Err(QueueError::BadOption(
-                            "a rate limit needs at least 1 job per interval of at least 1ms".into(),
-                        ));
-                    }
-                    call.arg("rate_limit").arg(text(rate.map(|r| r.0)));
-                    call.arg("rate_interval_ms")
-                        .arg(text(rate.map(|r| r.1.as_millis() as u64)));
+                    rate_args(&mut call, "rate_limit", "rate_interval_ms", *rate)?;
                 }
                 Setting::KeepFinished(keep) => {
                     if *keep == Some(0) {
@@ -642,6 +652,22 @@ impl Client {
                         ));
                     }
                     call.arg("keep_finished").arg(text(*keep));
+                }
+                Setting::GroupConcurrency(cap) => {
+                    if *cap == Some(0) {
+                        return Err(QueueError::BadOption(
+                            "a group concurrency of 0 would stop every group; pause the function or a group instead".into(),
+                        ));
+                    }
+                    call.arg("group_concurrency").arg(text(*cap));
+                }
+                Setting::GroupRateLimit(rate) => {
+                    rate_args(
+                        &mut call,
+                        "group_rate_limit",
+                        "group_rate_interval_ms",
+                        *rate,
+                    )?;
                 }
             }
         }
@@ -655,6 +681,28 @@ impl Client {
     }
 }
 
+/// Adds a rate limit's settings `limit` and `interval` to `call` (empty values clear them),
+/// refusing a limit of 0 jobs or an interval under 1 ms.
+pub(crate) fn rate_args(
+    call: &mut scripts::FunctionCall,
+    limit: &str,
+    interval: &str,
+    rate: Option<(u64, Duration)>,
+) -> Result<()> {
+    if let Some((n, every)) = rate
+        && (n == 0 || every.as_millis() == 0)
+    {
+        return Err(QueueError::BadOption(
+            "a rate limit needs at least 1 job per interval of at least 1ms".into(),
+        ));
+    }
+    let text = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default();
+    call.arg(limit).arg(text(rate.map(|r| r.0)));
+    call.arg(interval)
+        .arg(text(rate.map(|r| r.1.as_millis() as u64)));
+    Ok(())
+}
+
 fn read_config(all: &BTreeMap<String, String>) -> FunctionConfig {
     let number = |name: &str| all.get(name).and_then(|v| v.parse::<u64>().ok());
     FunctionConfig {
@@ -664,6 +712,10 @@ fn read_config(all: &BTreeMap<String, String>) -> FunctionConfig {
             .zip(number("rate_interval_ms"))
             .map(|(n, ms)| (n, Duration::from_millis(ms))),
         keep_finished: number("keep_finished"),
+        group_concurrency: number("group_concurrency"),
+        group_rate_limit: number("group_rate_limit")
+            .zip(number("group_rate_interval_ms"))
+            .map(|(n, ms)| (n, Duration::from_millis(ms))),
     }
 }
 

@@ -245,6 +245,9 @@ impl Client {
             if let Some(once) = &options.once {
                 named.push(("once", once.clone()));
             }
+            if let Some(group) = &options.group {
+                named.push(("group", group.clone()));
+            }
             if let Some(placement) = placements.get(i) {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));
                 named.extend(placement.flow.map(|f| ("flow", f.to_string())));

@@ -17,6 +17,7 @@ pub mod connection;
 pub mod dependencies;
 pub mod deploy;
 pub mod flow;
+pub mod groups;
 mod handoff;
 mod links;
 pub mod options;
@@ -31,6 +32,7 @@ pub use admin::{DailyStats, FailureGroup, FunctionConfig, QueueOverview, Setting
 pub use batch::{BatchSpec, BatchStatus, Callback};
 pub use client::{CancelOutcome, Client, Enqueued, Service};
 pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, FlowSummary, SubmittedFlow};
+pub use groups::{GroupConfig, GroupInfo, GroupSetting, GroupsOverview};
 pub use options::{EnqueueOptions, Priority, Tick};
 pub use worker_queue::WorkerQueue;
 

@@ -131,6 +131,11 @@ pub struct EnqueueOptions {
     pub parent: Option<JobId>,
     /// A key enqueued once ever: enqueueing again with it returns the first job instead.
     pub once: Option<String>,
+    /// The job's group (a tenant, customer or document key): the function's ready jobs are
+    /// leased round robin across their groups, each within its own limits (see
+    /// [`Admin::configure_group`](crate::Admin::configure_group)); jobs without one form a
+    /// group of their own.
+    pub group: Option<String>,
 }
 
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
@@ -159,6 +164,7 @@ impl Default for EnqueueOptions {
             tick: None,
             parent: None,
             once: None,
+            group: None,
         }
     }
 }
@@ -198,6 +204,9 @@ impl EnqueueOptions {
         }
         if let Some(uniq) = &self.uniq {
             check_key("uniq key", uniq)?;
+        }
+        if let Some(group) = &self.group {
+            check_group(group)?;
         }
         if self.tags.len() > MAX_TAGS {
             return bad(format!(
@@ -255,6 +264,25 @@ pub fn check_key(what: &str, key: &str) -> Result<()> {
     if key.chars().any(char::is_control) {
         return Err(QueueError::BadOption(format!(
             "{what} {key:?} contains a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a group key: 1 to [`MAX_KEY_BYTES`] bytes of printable ASCII but space, `"`, `\`
+/// and `|` (the queue keeps it as is in its records and indexes).
+pub fn check_group(group: &str) -> Result<()> {
+    if group.is_empty() || group.len() > MAX_KEY_BYTES {
+        return Err(QueueError::BadOption(format!(
+            "group {group:?} must be 1 to {MAX_KEY_BYTES} bytes long"
+        )));
+    }
+    if let Some(c) = group
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || matches!(c, '"' | '\\' | '|'))
+    {
+        return Err(QueueError::BadOption(format!(
+            "group {group:?} holds {c:?}: a group key is printable ASCII without spaces, '\"', '\\' or '|'"
         )));
     }
     Ok(())

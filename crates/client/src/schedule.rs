@@ -455,6 +455,7 @@ fn job_options(def: &ScheduleDef, at: u64) -> Result<EnqueueOptions> {
         timeout: def.timeout_ms.map(Duration::from_millis),
         uniq: def.uniq.clone(),
         tags: def.tags.clone(),
+        group: def.group.clone(),
         tick: (at > 0).then(|| Tick {
             schedule: def.name.clone(),
             at_ms: at,

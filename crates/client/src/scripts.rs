@@ -58,20 +58,63 @@ macro_rules! functions {
 /// group, uniq key; its dependents made ready, scheduled or cancelled in turn; statistics
 /// and events).
 const ENDS: &[QueueKey] = &[
-    Jobs, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Failed, Counts, Stats, Config,
-    Events, Work,
+    Jobs,
+    Logs,
+    Ready,
+    Scheduled,
+    Leased,
+    Waiting,
+    Expires,
+    Uniq,
+    Failed,
+    Counts,
+    Stats,
+    Config,
+    Events,
+    Work,
+    Groups,
+    GroupReady,
+    GroupRunning,
+    GroupConfig,
 ];
 /// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
 const LEASING: &[QueueKey] = &[
-    Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged, Failed,
-    Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
+    Jobs,
+    Input,
+    Output,
+    Logs,
+    Ready,
+    Scheduled,
+    Leased,
+    Waiting,
+    Expires,
+    Uniq,
+    Tagged,
+    Failed,
+    Counts,
+    Stats,
+    Config,
+    Rate,
+    Events,
+    Work,
+    Calls,
+    CallsExp,
+    Idle,
+    IdleArgs,
+    Ticks,
+    Groups,
+    GroupReady,
+    GroupRunning,
+    GroupConfig,
+    GroupRate,
+    GroupWait,
 ];
 
 functions! {
     ENQUEUE = "enqueue", Some(&[
         Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
-        Reserved,
+        Reserved, Groups, GroupReady, GroupRunning, GroupConfig, GroupRate, GroupWait,
     ]), false;
     RESERVE = "reserve", Some(&[Seq, Stats, Events, Reserved]), false;
     LEASE = "lease", Some(LEASING), false;
@@ -82,7 +125,8 @@ functions! {
     RELEASE = "release", Some(ENDS), false;
     CANCEL = "cancel", Some(&[
         Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
-        Failed, Counts, Stats, Config, Events, Work, Ticks,
+        Failed, Counts, Stats, Config, Events, Work, Ticks, Groups, GroupReady, GroupRunning,
+        GroupConfig,
     ]), false;
     WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
     LINK = "link", Some(&[Jobs, Stats, Events, Reserved]), false;
@@ -93,10 +137,16 @@ functions! {
     ADOPT = "adopt", Some(&[Jobs, Stats, Events]), false;
     RETRY = "retry", Some(&[
         Jobs, Ready, Scheduled, Waiting, Expires, Uniq, Failed, Counts, Stats, Config, Events,
-        Work,
+        Work, Groups, GroupReady, GroupRunning, GroupConfig,
     ]), false;
     CONFIGURE = "configure", Some(&[Stats, Config, Events, Work]), false;
-    PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events]), false;
+    CONFIGURE_GROUP = "configure_group", Some(&[
+        Ready, Stats, Config, Events, Work, Groups, GroupReady, GroupRunning, GroupConfig,
+    ]), false;
+    GROUPS = "groups", Some(&[
+        Ready, Stats, Events, Groups, GroupReady, GroupRunning, GroupConfig, GroupWait,
+    ]), true;
+    PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events, Groups, GroupReady]), false;
     GET = "get", Some(&[Jobs, Output, Stats, Events]), true;
     OUTCOMES = "outcomes", Some(&[Jobs, Output, Stats, Events]), true;
     OUTPUT = "output", Some(&[Output, Stats, Events]), true;

@@ -63,6 +63,18 @@ pub enum QueueKey {
     Ticks,
     /// `reserved`: job numbers reserved for a flow's jobs, by when the reservation lapses.
     Reserved,
+    /// `groups`: the round of groups with ready jobs, by turn.
+    Groups,
+    /// `group-ready`: the ready jobs that have a group, by group, priority and number.
+    GroupReady,
+    /// `group-running`: group → its jobs holding a slot.
+    GroupRunning,
+    /// `group-config`: group → its own limits.
+    GroupConfig,
+    /// `group-rate`: each rate-limited group's leases in its window.
+    GroupRate,
+    /// `group-wait`: groups waiting for their rate window, by when it lets them lease.
+    GroupWait,
 }
 
 impl QueueKey {
@@ -71,6 +83,11 @@ impl QueueKey {
         match self {
             QueueKey::CallsExp => "calls_exp",
             QueueKey::IdleArgs => "idle_args",
+            QueueKey::GroupReady => "group_ready",
+            QueueKey::GroupRunning => "group_running",
+            QueueKey::GroupConfig => "group_config",
+            QueueKey::GroupRate => "group_rate",
+            QueueKey::GroupWait => "group_wait",
             other => other.suffix(),
         }
     }
@@ -103,6 +120,12 @@ impl QueueKey {
             QueueKey::IdleArgs => "idle-args",
             QueueKey::Ticks => "ticks",
             QueueKey::Reserved => "reserved",
+            QueueKey::Groups => "groups",
+            QueueKey::GroupReady => "group-ready",
+            QueueKey::GroupRunning => "group-running",
+            QueueKey::GroupConfig => "group-config",
+            QueueKey::GroupRate => "group-rate",
+            QueueKey::GroupWait => "group-wait",
         }
     }
 }
@@ -218,6 +241,32 @@ impl FunctionKeys {
     /// function was enqueued for and the job: a tick is never enqueued twice.
     pub fn ticks(&self) -> String {
         self.key("ticks")
+    }
+    /// Sorted set: the round of groups that may have ready jobs, scored by turn (`''`: the
+    /// jobs without a group).
+    pub fn groups(&self) -> String {
+        self.key("groups")
+    }
+    /// Sorted set (lex): `GROUP\0PPPP\0NNNNNNNNNNNNN` of each ready job with a group.
+    pub fn group_ready(&self) -> String {
+        self.key("group-ready")
+    }
+    /// Hash: group → how many of its jobs hold a slot (leased, or a sequence's retry).
+    pub fn group_running(&self) -> String {
+        self.key("group-running")
+    }
+    /// Hash: group → its own limits, `CONCURRENCY|RATE_LIMIT|RATE_INTERVAL_MS|PAUSED`.
+    pub fn group_config(&self) -> String {
+        self.key("group-config")
+    }
+    /// Sorted set (lex): `GROUP\0TTTTTTTTTTTTT\0N` of each rate-limited group's leases in
+    /// its window.
+    pub fn group_rate(&self) -> String {
+        self.key("group-rate")
+    }
+    /// Sorted set: groups waiting for their rate window, scored by when it lets them lease.
+    pub fn group_wait(&self) -> String {
+        self.key("group-wait")
     }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {

@@ -89,6 +89,14 @@ pub const MAX_FLOW_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest uniq key, tag, `once` key or child key, in bytes.
 pub const MAX_KEY_BYTES: u64 = 200;
 
+/// The most groups one `groups` call looks at (those with ready jobs, running jobs or their
+/// own settings): beyond them, it says it stopped.
+pub const MAX_GROUPS_SCANNED: u64 = 100_000;
+
+/// The most groups one `groups` call lists (the deepest first), and the most the metrics
+/// report (a bounded set of labels, not one series per tenant).
+pub const MAX_GROUPS_LISTED: u64 = 1000;
+
 /// The most jobs one `outcomes` call reports on (a dependent reads its dependencies' states
 /// a page at a time).
 pub const MAX_OUTCOMES: u64 = 1000;
@@ -244,6 +252,8 @@ pub fn lua_constants() -> String {
         ("BATCH_MAX_MS", BATCH_MAX_MS),
         ("BATCH_RETENTION_MS", BATCH_RETENTION_MS),
         ("BATCH_CHECK_MS", BATCH_CHECK_MS),
+        ("MAX_GROUPS_SCANNED", MAX_GROUPS_SCANNED),
+        ("MAX_GROUPS_LISTED", MAX_GROUPS_LISTED),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),

@@ -246,6 +246,9 @@ pub struct ScheduleDef {
     /// The jobs' tags.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// The jobs' group (see `EnqueueOptions::group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// When it was added, ms (Redis' clock).
     #[serde(default)]
     pub created_ms: u64,

@@ -77,6 +77,10 @@ pub(crate) struct JobRequest {
     #[serde(default)]
     #[schemars(length(max = limits::MAX_TAGS), inner(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN)))]
     tags: Vec<String>,
+    /// The job's group (a tenant, customer or document key): the function's jobs are run
+    /// round robin across groups, each within its own limits.
+    #[schemars(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::GROUP_PATTERN))]
+    group: Option<String>,
     /// Jobs (of any function) that must succeed before this one runs.
     #[serde(default)]
     #[schemars(length(max = limits::MAX_DEPENDENCIES), inner(regex(pattern = openapi::job_id_pattern())))]
@@ -98,6 +102,7 @@ impl JobRequest {
             retention_ms: self.retention_ms,
             failed_retention_ms: self.failed_retention_ms,
             tags: self.tags,
+            group: self.group,
         }
         .into_job()?;
         options.uniq = self.uniq;

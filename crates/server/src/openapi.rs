@@ -39,6 +39,10 @@ pub(crate) fn job_id_pattern() -> String {
 /// count characters: the same for ASCII, looser for the rest.
 pub(crate) const KEY_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
 
+/// A group key: printable ASCII but space, `"`, `\` and `|` (its length, 1 to
+/// `MAX_KEY_BYTES`, is given as `minLength`/`maxLength`).
+pub(crate) const GROUP_PATTERN: &str = "^[!#-\\[\\]-{}~]*$";
+
 /// Base64 with padding, as the server decodes it (the standard alphabet, canonical: the bits
 /// a last character leaves over are zero).
 pub(crate) const BASE64_PATTERN: &str =

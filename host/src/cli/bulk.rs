@@ -20,7 +20,8 @@ pub struct BulkArgs {
     /// {"function": "resize", "input": "text"} or with "input_json": <any JSON value>,
     /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
     /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h"),
-    /// "failed_retention" ("7d"), "uniq" (a key), "tags" and "after" (lists of job ids).
+    /// "failed_retention" ("7d"), "uniq" (a key), "group" (a key), "tags" and "after"
+    /// (lists of job ids).
     /// Every line is checked before any job is written. Prints one job id per line, in order.
     file: Option<PathBuf>,
 
@@ -54,6 +55,8 @@ struct Line {
     failed_retention: Option<String>,
     #[serde(default)]
     uniq: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
@@ -111,6 +114,7 @@ impl Line {
             options.failed_retention = parse_duration(&retention)?;
         }
         options.uniq = self.uniq;
+        options.group = self.group;
         options.tags = self.tags;
         options.after = self
             .after

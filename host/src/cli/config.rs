@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::output::print_json;
 use super::{RedisArgs, parse_duration};
-use wasmgear_client::{FunctionConfig, Setting};
+use wasmgear_client::{FunctionConfig, GroupSetting, Setting};
 use wasmgear_proto::FunctionName;
 
 /// Options of `wasmgear config`.
@@ -27,8 +27,23 @@ pub struct ConfigArgs {
 
     /// The most finished jobs kept (oldest forgotten first), or `default` (which
     /// `wasmgear config FUNCTION` shows).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     keep: Option<String>,
+
+    /// Each group's most jobs running at once over all workers (1: every group runs its jobs
+    /// one at a time, in order), or `none`; a group's own (--group) overrides it.
+    #[arg(long, conflicts_with = "group")]
+    group_concurrency: Option<String>,
+
+    /// Each group's most jobs started per interval, as N/INTERVAL, or `none`; a group's own
+    /// (--group) overrides it.
+    #[arg(long, conflicts_with = "group")]
+    group_rate: Option<String>,
+
+    /// Show or change one group's own settings instead: --concurrency and --rate then set
+    /// the group's (`none`: the function's --group-concurrency / --group-rate again).
+    #[arg(long, value_name = "KEY")]
+    group: Option<String>,
 
     /// Print the settings as JSON.
     #[arg(long)]
@@ -42,6 +57,21 @@ pub struct ConfigArgs {
 
 pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
     let function = FunctionName::new(args.function.clone())?;
+    if let Some(group) = &args.group {
+        let mut settings = Vec::new();
+        if let Some(cap) = &args.concurrency {
+            let cap = optional_number(cap, "none", "--concurrency")?;
+            settings.push(GroupSetting::Concurrency(cap));
+        }
+        if let Some(rate) = &args.rate {
+            settings.push(GroupSetting::RateLimit(parse_rate("--rate", rate)?));
+        }
+        let client = args.redis.client().await?;
+        if !args.new {
+            client.check_function(&function).await?;
+        }
+        return super::groups::configure(&client, &function, group, &settings, args.json).await;
+    }
     let mut settings = Vec::new();
     if let Some(cap) = &args.concurrency {
         settings.push(Setting::Concurrency(optional_number(
@@ -51,7 +81,14 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
         )?));
     }
     if let Some(rate) = &args.rate {
-        settings.push(Setting::RateLimit(parse_rate(rate)?));
+        settings.push(Setting::RateLimit(parse_rate("--rate", rate)?));
+    }
+    if let Some(cap) = &args.group_concurrency {
+        let cap = optional_number(cap, "none", "--group-concurrency")?;
+        settings.push(Setting::GroupConcurrency(cap));
+    }
+    if let Some(rate) = &args.group_rate {
+        settings.push(Setting::GroupRateLimit(parse_rate("--group-rate", rate)?));
     }
     if let Some(keep) = &args.keep {
         settings.push(Setting::KeepFinished(optional_number(
@@ -85,6 +122,14 @@ fn show(function: &FunctionName, config: &FunctionConfig) {
         Some((n, interval)) => println!("rate         {n} per {interval:?}"),
         None => println!("rate         no limit"),
     }
+    match config.group_concurrency {
+        Some(1) => println!("groups       1 job of each group at once (each group a sequence)"),
+        Some(cap) => println!("groups       {cap} jobs of each group at once"),
+        None => println!("groups       no cap per group"),
+    }
+    if let Some((n, interval)) = config.group_rate_limit {
+        println!("group rate   {n} per {interval:?} per group");
+    }
     match config.keep_finished {
         Some(keep) => println!("keep         {keep} finished jobs"),
         None => println!(
@@ -106,14 +151,14 @@ fn optional_number(text: &str, unset: &str, flag: &str) -> anyhow::Result<Option
     }
 }
 
-/// Parses `N/INTERVAL` (`100/1s`), or `none`.
-fn parse_rate(text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
+/// Parses `N/INTERVAL` (`100/1s`), or `none`, given to `flag`.
+fn parse_rate(flag: &str, text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
     if text == "none" {
         return Ok(None);
     }
     let bad = || {
         super::usage(format!(
-            "--rate {text:?}: expected N/INTERVAL such as 100/1s or 5/1m, or none"
+            "{flag} {text:?}: expected N/INTERVAL such as 100/1s or 5/1m, or none"
         ))
     };
     let (n, interval) = text.split_once('/').ok_or_else(bad)?;
@@ -138,6 +183,10 @@ pub struct PauseArgs {
     #[arg(long)]
     json: bool,
 
+    /// Pause or resume only this group of the function (its other groups go on).
+    #[arg(long, value_name = "KEY")]
+    group: Option<String>,
+
     /// Pause or resume a function that nothing was enqueued for yet (otherwise a name that
     /// no one knows is refused, as a likely typo).
     #[arg(long)]
@@ -150,6 +199,20 @@ pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
     let client = args.redis.client().await?;
     if !args.new {
         client.check_function(&function).await?;
+    }
+    if let Some(group) = &args.group {
+        let settings = [GroupSetting::Paused(paused)];
+        if args.json {
+            return super::groups::configure(&client, &function, group, &settings, true).await;
+        }
+        client.configure_group(&function, group, &settings).await?;
+        match paused {
+            true => println!(
+                "group {group} of {function} paused: workers start none of its jobs; its other groups go on"
+            ),
+            false => println!("group {group} of {function} resumed"),
+        }
+        return Ok(0);
     }
     let config = client
         .configure(&function, &[Setting::Paused(paused)])

@@ -79,6 +79,12 @@ pub struct EnqueueArgs {
     #[arg(long)]
     uniq: Option<String>,
 
+    /// The job's group (a tenant, customer or document key): the function's jobs are run
+    /// round robin across groups, each within its own limits (`wasmgear config F
+    /// --group-concurrency N`; 1 runs a group's jobs one at a time, in order).
+    #[arg(long)]
+    group: Option<String>,
+
     /// Tag the job (repeatable); `wasmgear jobs --tag TAG` finds it.
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
@@ -140,6 +146,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         tick: None,
         parent: None,
         once: None,
+        group: args.group.clone(),
     };
     let mut options = options;
     for (ids, policy) in [

@@ -14,6 +14,7 @@ mod enqueue;
 mod events;
 mod failed;
 mod flow;
+mod groups;
 mod jobs;
 mod logs;
 mod output;
@@ -146,8 +147,11 @@ enum Command {
     Tag(jobs::TagArgs),
     /// Show or change a function's settings: concurrency cap, rate limit, jobs kept.
     Config(config::ConfigArgs),
+    /// A function's groups (tenants, customers, documents), the deepest first: ready and
+    /// running jobs, limits, paused or rate-limited.
+    Groups(groups::GroupsArgs),
     /// Pause a function: workers start none of its jobs (running ones finish; enqueueing
-    /// goes on).
+    /// goes on). With --group, one group only.
     Pause(config::PauseArgs),
     /// Resume a paused function.
     Resume(config::PauseArgs),
@@ -220,6 +224,7 @@ impl Cli {
             Command::Jobs(args) => jobs::run(args).await,
             Command::Tag(args) => jobs::tag(args).await,
             Command::Config(args) => config::run(args).await,
+            Command::Groups(args) => groups::run(args).await,
             Command::Pause(args) => config::pause(args, true).await,
             Command::Resume(args) => config::pause(args, false).await,
             Command::Run(args) => run::run(args).await,

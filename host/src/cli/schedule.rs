@@ -91,6 +91,10 @@ struct AddArgs {
     #[arg(long = "tag")]
     tags: Vec<String>,
 
+    /// The jobs' group (a tenant, customer or document key; see `enqueue --group`).
+    #[arg(long)]
+    group: Option<String>,
+
     /// Ticks missed while no worker ran: `one` fires once on return (for the latest), `none`
     /// skips them.
     #[arg(long, default_value = "one")]
@@ -197,6 +201,7 @@ async fn add(args: AddArgs) -> anyhow::Result<i32> {
         timeout_ms: args.timeout.map(|t| t.as_millis() as u64),
         uniq: args.uniq.clone(),
         tags: args.tags.clone(),
+        group: args.group.clone(),
         created_ms: 0,
     };
     let client = args.redis.client().await?;

@@ -29,6 +29,8 @@ local MAX_TELLS_PER_CALL = 1000
 local BATCH_MAX_MS = 2592000000
 local BATCH_RETENTION_MS = 604800000
 local BATCH_CHECK_MS = 60000
+local MAX_GROUPS_SCANNED = 100000
+local MAX_GROUPS_LISTED = 1000
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -470,12 +472,156 @@ local function uncount(field)
   if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
 end
 
--- Puts a job in the ready set (state queued).
+---------------------------------------------------------------------------------------------
+-- Groups: fairness inside a function. A job enqueued with a group (its record's `group_id`,
+-- a tenant, customer or document key) is ready in `group_ready` rather than `ready`, as
+-- 'GROUP\0PPPP\0NNNNNNNNNNNNN' (PPPP: PRIORITY_BASE - priority, 4 digits; the number
+-- zero-padded to 13 digits; score 0, read by lex range): a group's first member is its
+-- best job (priority, then oldest). `groups` is the round: the groups that may have ready
+-- jobs, scored by their turn (the lowest goes next; a group that had its turn goes to the
+-- back), '' standing for the jobs without a group (`ready`). A function none of whose jobs
+-- has a group never has a round, and leases from `ready` alone, as before groups.
+--
+-- A group's limits (its own in `group_config`, else the function's `group_concurrency`,
+-- `group_rate_limit` and `group_rate_interval_ms`) are checked when its turn comes: a
+-- paused group, or one at its concurrency, leaves the round (its next job's end, or its
+-- resume, puts it back); one at its rate limit waits in `group_wait` until the window lets
+-- it lease again. `group_running` counts each group's leased jobs (and, for a group of
+-- concurrency 1, a sequence, a job waiting out a retry's backoff: the next job of the
+-- sequence must not overtake it). `group_rate` holds each rate-limited group's leases in
+-- the window, 'GROUP\0TTTTTTTTTTTTT\0NUMBER:ATTEMPT' (T: lease time, ms, 13 digits).
+--
+-- A caller of an older build passes none of these keys (K.groups is nil): it leases from
+-- `ready` alone.
+
+-- The helpers, in one table (a chunk has at most 200 locals).
+local GROUP = {}
+
+-- Whether `group` is a group key: 1 to MAX_KEY_BYTES bytes of printable ASCII but space,
+-- '"', '\' and '|' (kept as is in records and members).
+function GROUP.fits(group)
+  return type(group) == 'string' and group ~= '' and #group <= MAX_KEY_BYTES
+    and not string.find(group, '[^!-~]') and not string.find(group, '["\\|]')
+end
+
+-- The group of a record's other fields as text (nil when it has none). (cjson writes '/'
+-- as '\/'.)
+function GROUP.of_text(others)
+  if others == '' then return nil end
+  local group = string.match(others, '"group_id":"([^"]*)"')
+  if group then group = string.gsub(group, '\\/', '/') end
+  return group
+end
+
+-- A queued job's member of `group_ready`.
+function GROUP.member(group, priority, number)
+  return group .. '\0' .. string.format('%04d', PRIORITY_BASE - priority) .. '\0' .. pad(number)
+end
+
+-- The bounds of `group`'s members in `group_ready` and `group_rate`, for BYLEX ranges.
+function GROUP.first(group) return '[' .. group .. '\0' end
+function GROUP.last(group) return '(' .. group .. '\1' end
+
+-- Whether `group` has ready jobs.
+function GROUP.has_ready(group)
+  if group == '' then return redis.call('ZCARD', K.ready) > 0 end
+  return #redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '1') > 0
+end
+
+-- Puts `group` at the back of the round (where it is, if it is in it already). Returns
+-- true when it joined.
+function GROUP.join(group)
+  local last = redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')
+  local turn = 1
+  if #last > 0 then turn = tonumber(last[2]) + 1 end
+  return redis.call('ZADD', K.groups, 'NX', int(turn), group) == 1
+end
+
+-- Each group's limits, read once per call: {cap, rate_limit, rate_ms, paused}.
+GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+function GROUP.limits(group)
+  local limits = GROUP.LIMITS[group]
+  if limits then return limits end
+  -- Its own: 'CONCURRENCY|RATE_LIMIT|RATE_INTERVAL_MS|PAUSED', each '' for the default.
+  if GROUP.CONFIGURED == nil then GROUP.CONFIGURED = redis.call('EXISTS', K.group_config) == 1 end
+  local text = GROUP.CONFIGURED and redis.call('HGET', K.group_config, group) or ''
+  local own = { string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$') }
+  local function pick(i, default) if own[i] and own[i] ~= '' then return own[i] end return config(default) end
+  limits = {
+    cap = tonumber(pick(1, 'group_concurrency') or '0') or 0,
+    rate_limit = tonumber(pick(2, 'group_rate_limit') or '0') or 0,
+    rate_ms = tonumber(pick(3, 'group_rate_interval_ms') or '0') or 0,
+    paused = own[4] == '1',
+  }
+  GROUP.LIMITS[group] = limits
+  return limits
+end
+
+-- How many jobs of `group` are leased (or hold its slot: see above).
+function GROUP.running(group) return tonumber(redis.call('HGET', K.group_running, group) or '0') end
+
+-- A job of `group` took one of its slots.
+function GROUP.take(group) redis.call('HINCRBY', K.group_running, group, '1') end
+
+-- A job of `group` gave its slot back: the group takes its turns again if it has ready jobs
+-- (it may have left the round at its concurrency), and workers held back hear of it.
+function GROUP.free(group)
+  if redis.call('HINCRBY', K.group_running, group, '-1') <= 0 then redis.call('HDEL', K.group_running, group) end
+  if GROUP.has_ready(group) and GROUP.join(group) then wake_workers() end
+end
+
+-- Job `number` (its record) leaves `leased`: the slot of its group goes with it, unless
+-- `hold` (a sequence's job waiting out a retry's backoff keeps it: group_held).
+function GROUP.unlease(number, record, hold)
+  redis.call('ZREM', K.leased, number)
+  local group = record.group_id
+  if not group or not K.groups then return end
+  if hold and GROUP.limits(group).cap == 1 then
+    record.group_held = true
+  else
+    GROUP.free(group)
+  end
+end
+
+-- A job that held its sequence's slot through a retry's backoff (group_held) gives it back.
+function GROUP.unhold(record)
+  if record.group_held then
+    record.group_held = nil
+    if K.groups then GROUP.free(record.group_id) end
+  end
+end
+
+-- Puts a job in the ready set (state queued): `ready`, or its group's place in
+-- `group_ready` (and the group in the round).
 local function make_ready(number, record)
   record.state = 'queued'
   record.run_at_ms = nil
   record.ready_ms = NOW
-  redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
+  GROUP.unhold(record)
+  local group = record.group_id
+  if group and K.groups then
+    redis.call('ZADD', K.group_ready, 0, GROUP.member(group, record.priority, number))
+    GROUP.join(group)
+  else
+    redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
+  end
+end
+
+-- Takes a queued job out of the ready set.
+function GROUP.unready(number, record)
+  local group = record.group_id
+  if group and K.groups then
+    redis.call('ZREM', K.group_ready, GROUP.member(group, record.priority, number))
+  else
+    redis.call('ZREM', K.ready, number)
+  end
+end
+
+-- How many jobs are ready, with a group or without.
+function GROUP.ready_count()
+  local count = redis.call('ZCARD', K.ready)
+  if K.groups then count = count + redis.call('ZCARD', K.group_ready) end
+  return count
 end
 
 -- Puts a job in the scheduled set until `at` (state scheduled).
@@ -747,6 +893,10 @@ local function release_dependencies(number, after)
 end
 
 local function finish(number, record, state, err, from)
+  -- A queued job of a group leaves its group's place; one holding its sequence's slot
+  -- lets it go. (A leased job's slot went when it left `leased`: unlease.)
+  if record.group_id and record.state == 'queued' then GROUP.unready(number, record) end
+  GROUP.unhold(record)
   record.state = state
   record.finished_ms = NOW
   record.run_at_ms = nil
@@ -999,6 +1149,105 @@ end
 -- Jobs the call's reclaim made ready again (their worker stopped renewing their leases).
 local RECLAIMED = 0
 
+-- Whether the function's ready jobs are leased by the round of groups (some have a group).
+function GROUP.active()
+  return K.groups ~= nil and (redis.call('ZCARD', K.group_ready) > 0 or redis.call('EXISTS', K.groups) == 1)
+end
+
+-- Groups whose rate window lets them lease again go back to the round (those with ready
+-- jobs), their window's old leases forgotten; a group waiting only for its window to be
+-- forgotten (it has no ready jobs) waits again until the newest lease in it is old.
+function GROUP.wait_over()
+  for _, group in ipairs(redis.call('ZRANGE', K.group_wait, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.group_wait, group)
+    local limits = GROUP.limits(group)
+    local first = GROUP.first(group)
+    if limits.rate_ms > 0 then
+      redis.call('ZREMRANGEBYLEX', K.group_rate, first, '(' .. group .. '\0' .. string.format('%013d', NOW - limits.rate_ms) .. '\1')
+    else
+      redis.call('ZREMRANGEBYLEX', K.group_rate, first, GROUP.last(group))
+    end
+    if GROUP.has_ready(group) then
+      GROUP.join(group)
+    else
+      local newest = redis.call('ZRANGE', K.group_rate, GROUP.last(group), first, 'BYLEX', 'REV', 'LIMIT', '0', '1')
+      if #newest > 0 then
+        local at = tonumber(string.match(newest[1], '%z(%d+)%z'))
+        redis.call('ZADD', K.group_wait, int(at + limits.rate_ms), group)
+      end
+    end
+  end
+end
+
+-- How many leases of `group` its rate window holds (its older ones forgotten), and when the
+-- oldest of them leaves it (ms).
+function GROUP.window(group, rate_ms)
+  redis.call('ZREMRANGEBYLEX', K.group_rate, GROUP.first(group),
+    '(' .. group .. '\0' .. string.format('%013d', NOW - rate_ms) .. '\1')
+  local count = redis.call('ZLEXCOUNT', K.group_rate, GROUP.first(group), GROUP.last(group))
+  local oldest = redis.call('ZRANGE', K.group_rate, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '1')
+  local frees = NOW
+  if #oldest > 0 then frees = tonumber(string.match(oldest[1], '%z(%d+)%z')) + rate_ms end
+  return count, frees
+end
+
+-- Takes up to `allowed` ready jobs by the round of groups: each turn leases the best job of
+-- the group at the front (or of `ready`, for '') and sends the group to the back while it
+-- has more. A group that may not lease now leaves the round (see above). Returns the
+-- numbers, in the order taken, each already out of the ready sets and counted in its
+-- group's slots.
+function GROUP.lease(allowed)
+  GROUP.wait_over()
+  if redis.call('ZCARD', K.ready) > 0 then GROUP.join('') end
+  local numbers = {}
+  local tail = nil
+  while #numbers < allowed do
+    local front = redis.call('ZRANGE', K.groups, '0', '0', 'WITHSCORES')
+    if #front == 0 then break end
+    local group = front[1]
+    local number, more = nil, false
+    if group == '' then
+      local first = redis.call('ZRANGE', K.ready, '0', '1')
+      if #first > 0 then
+        number, more = first[1], #first > 1
+        redis.call('ZREM', K.ready, number)
+      end
+    else
+      local limits = GROUP.limits(group)
+      local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
+      local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
+      if rated then
+        local count, frees = GROUP.window(group, limits.rate_ms)
+        if count >= limits.rate_limit then
+          open = false
+          redis.call('ZADD', K.group_wait, int(frees), group)
+        end
+      end
+      if open then
+        local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
+        if #heads > 0 then
+          redis.call('ZREM', K.group_ready, heads[1])
+          number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
+          GROUP.take(group)
+          if rated then
+            redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
+            if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+          end
+        end
+      end
+    end
+    if number then numbers[#numbers + 1] = number end
+    if more then
+      if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
+      tail = tail + 1
+      redis.call('ZADD', K.groups, int(tail), group)
+    else
+      redis.call('ZREM', K.groups, group)
+    end
+  end
+  return numbers
+end
+
 -- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
 -- lease.lua for what happens on the way). Returns the leases (row and input of each, one
 -- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
@@ -1025,9 +1274,10 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     -- (3) Reclaim jobs whose worker stopped renewing the lease.
     local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
     for _, number in ipairs(expired) do
-      redis.call('ZREM', K.leased, number)
       local record = load(number)
+      redis.call('ZREM', K.leased, number)
       if record then
+        GROUP.unlease(number, record)
         stat_count('failures')
         -- A lease the worker never confirmed (it never had the job: its reply was lost, or
         -- the worker died before the job started) gives its attempt back, always: a job is
@@ -1071,7 +1321,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     local room = cap - redis.call('ZCARD', K.leased)
     if room < allowed then
       allowed = math.max(room, 0)
-      if redis.call('ZCARD', K.ready) > allowed then capped = 1 end
+      if GROUP.ready_count() > allowed then capped = 1 end
     end
   end
   local rate_limit = tonumber(config('rate_limit') or '0')
@@ -1081,7 +1331,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     local room = rate_limit - redis.call('ZCARD', K.rate)
     if room < allowed then
       allowed = math.max(room, 0)
-      if redis.call('ZCARD', K.ready) > allowed then
+      if GROUP.ready_count() > allowed then
         local oldest = redis.call('ZRANGE', K.rate, 0, 0, 'WITHSCORES')
         if #oldest > 0 then rate_wait = math.max(0, tonumber(oldest[2]) + rate_interval - NOW) end
       end
@@ -1094,8 +1344,13 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     -- The first jobs by rank, read, then removed by rank once everything about them is
     -- known (a job leaves `ready` in the same step it enters `leased`): ZPOPMIN would answer
     -- their scores too, each formatted as a float.
-    local last = int(allowed - 1)
-    local numbers = redis.call('ZRANGE', K.ready, '0', last)
+    local grouped = GROUP.active()
+    local numbers
+    if grouped then
+      numbers = GROUP.lease(allowed)
+    else
+      numbers = redis.call('ZRANGE', K.ready, '0', int(allowed - 1))
+    end
     -- One call per key for all the jobs (per thousand), not one per job.
     local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
     local saves, leased, rated = {}, {}, {}
@@ -1139,7 +1394,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         leased_count = leased_count + 1
       end
     end
-    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
+    if #numbers > 0 and not grouped then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
@@ -1154,7 +1409,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   local wait_ms = 0
   if (leased_count < want or want == 0) and not quick then
     wait_ms = -1
-    for _, key in ipairs({ K.scheduled, K.leased }) do
+    for _, key in ipairs({ K.scheduled, K.leased, K.group_wait }) do
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
       if #first > 0 then
         local due = math.max(0, tonumber(first[2]) - NOW)
@@ -1387,6 +1642,7 @@ local function begin(keys, args, named)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
   CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED, RECLAIMED = nil, nil, false, {}, {}, 0, 0
+  GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
   WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end
@@ -1401,14 +1657,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -1431,6 +1687,11 @@ local reply = (function()
 --                     must not be in the past (none)
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
+--   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
+--                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
+--                     ready jobs are leased round robin across their groups, each group
+--                     within its own limits (lib.lua, "Groups"; none: the jobs without a
+--                     group, one group of their own)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat): if
 --                     it fails, is cancelled or is gone, this job is cancelled
@@ -1523,7 +1784,7 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true, batch = true,
+  number = true, flow = true, batch = true, group = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -1613,6 +1874,10 @@ for i = 0, n - 1 do
       end
       given[options.number] = i
     end
+    if options.group and not GROUP.fits(options.group) then
+      return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
+        .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
+    end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
@@ -1694,14 +1959,15 @@ local function distinct(list)
   return out
 end
 
--- The other fields of a common job (a record's JSON part): its flow, batch and dependents
--- ('' when it has none).
+-- The other fields of a common job (a record's JSON part): its flow, batch, dependents and
+-- group ('' when it has none).
 local function placement(options)
-  if not (options.flow or options.batch or options.dependent) then return '' end
+  if not (options.flow or options.batch or options.dependent or options.group) then return '' end
   return cjson.encode({
     flow = options.flow and number_of(options.flow),
     batch = options.batch,
     dependents = options.dependent and distinct(options.dependent),
+    group_id = options.group,
   })
 end
 
@@ -1745,8 +2011,13 @@ for i = 0, n - 1 do
       records[#records + 1] = number
       records[#records + 1] = text
     end
-    ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
-    ready[#ready + 1] = number
+    if options.group then
+      redis.call('ZADD', K.group_ready, 0, GROUP.member(options.group, number_of(priority), number))
+      GROUP.join(options.group)
+    else
+      ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
+      ready[#ready + 1] = number
+    end
     inputs[#inputs + 1] = number
     inputs[#inputs + 1] = input
     EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
@@ -1812,6 +2083,7 @@ for i = 0, n - 1 do
         redis.call('HSET', K.ticks, 'once\0' .. once, number)
       end
       if options.parent then record.parent = options.parent end
+      if options.group then record.group_id = options.group end
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
@@ -1891,7 +2163,7 @@ if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off()
 -- Told unless every job of the call was ready and handed over, none left ready (a hand-off
 -- gives the best ready jobs, which need not be this call's; a job scheduled or waiting is
 -- news too: the workers learn when it falls due).
-if created_any and not (made_ready == n and handed >= made_ready and redis.call('ZCARD', K.ready) == 0) then
+if created_any and not (made_ready == n and handed >= made_ready and GROUP.ready_count() == 0) then
   wake_workers()
 end
 forget_replies(call.acked)
@@ -1943,7 +2215,7 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23] } end
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_lease)
 local reply = (function()
@@ -1957,7 +2229,7 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -2147,7 +2419,7 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23] } end
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_complete)
 local reply = (function()
@@ -2159,7 +2431,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -2285,6 +2557,7 @@ for i = 0, n - 1 do
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
     local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others and others.group_id and K.groups then GROUP.free(others.group_id) end
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
@@ -2309,6 +2582,7 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      if record.group_id and K.groups then GROUP.free(record.group_id) end
       record.token = token
       results[#results + 1] = 'c'
     else
@@ -2316,6 +2590,7 @@ for i = 0, n - 1 do
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
+      if record.group_id and K.groups then GROUP.free(record.group_id) end
       record.token = token
       results[#results + 1] = 's'
     end
@@ -2344,7 +2619,7 @@ return reply
 
 end }
 
-local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
 redis.register_function{ function_name = 'wg2_fail', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_fail)
 local reply = (function()
@@ -2357,7 +2632,7 @@ local reply = (function()
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2394,9 +2669,12 @@ stat_time('run', NOW - record.started_ms)
 stat_count('failures')
 record.error = { class = class, message = message }
 append_log(number, record.attempt, log_text)
-redis.call('ZREM', K.leased, number)
+local retry = retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms
+-- (A sequence's job keeps its group's slot through the backoff: the next job of the group
+-- must not overtake it.)
+GROUP.unlease(number, record, retry)
 
-if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
+if retry then
   -- The token stays until the next lease: it says which lease's report scheduled the retry.
   record.worker, record.lease_until_ms, record.unconfirmed = nil, nil, nil
   stat_count('retries')
@@ -2420,7 +2698,7 @@ return reply
 
 end }
 
-local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
 redis.register_function{ function_name = 'wg2_release', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_release)
 local reply = (function()
@@ -2429,7 +2707,7 @@ local reply = (function()
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2445,7 +2723,7 @@ if not record then return { 0, 'missing', {} } end
 -- Handed back before by this lease (sent again): the same answer.
 if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
-redis.call('ZREM', K.leased, number)
+GROUP.unlease(number, record)
 
 if record.cancel_requested_ms then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled while running' })
@@ -2472,7 +2750,7 @@ return reply
 
 end }
 
-local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18] } end
+local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_cancel)
 local reply = (function()
@@ -2482,7 +2760,7 @@ local reply = (function()
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -2621,7 +2899,7 @@ return reply
 
 end }
 
-local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14] } end
+local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
 redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_resolve)
 local reply = (function()
@@ -2630,7 +2908,7 @@ local reply = (function()
 -- worker tells all it has in one call, so a fan-in's dependent is loaded and saved once per
 -- call, not once per dependency.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2..] triples, 1..MAX_TELLS_PER_CALL of them: a waiting job's number, the id of one
 --          of its dependencies ('G:N'), and that dependency's state: 'succeeded' (the job
@@ -2912,7 +3190,7 @@ return reply
 
 end }
 
-local function keys_retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12] } end
+local function keys_retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12], groups = keys[13], group_ready = keys[14], group_running = keys[15], group_config = keys[16] } end
 redis.register_function{ function_name = 'wg2_retry', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_retry)
 local reply = (function()
@@ -2923,7 +3201,7 @@ local reply = (function()
 -- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
 -- Jobs that were cancelled because this one failed stay cancelled.
 --
--- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
 --          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
@@ -3069,6 +3347,10 @@ local reply = (function()
 --   rate_limit        the most leases per rate_interval_ms, over all workers
 --   rate_interval_ms  the rate limit's window, ms
 --   keep_finished     the most finished jobs kept (oldest forgotten first); default 50000
+--   group_concurrency       each group's most jobs running at once (a group's own, set with
+--                           `configure_group`, overrides it); 1 makes each group a sequence
+--   group_rate_limit        each group's most leases per group_rate_interval_ms
+--   group_rate_interval_ms  the window of each group's rate limit, ms
 --
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
@@ -3076,7 +3358,8 @@ local reply = (function()
 -- Every pair is checked before the first is written: a refused call changes nothing.
 local RANGES = {
   concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
-  keep_finished = { 1, MAX_WHOLE },
+  keep_finished = { 1, MAX_WHOLE }, group_concurrency = { 1, MAX_WHOLE }, group_rate_limit = { 1, MAX_WHOLE },
+  group_rate_interval_ms = { 1, MAX_DURATION_MS },
 }
 if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
 for i = 2, #ARGV - 1, 2 do
@@ -3108,14 +3391,160 @@ return reply
 
 end }
 
-local function keys_priority(keys) return { jobs = keys[1], ready = keys[2], stats = keys[3], events = keys[4] } end
+local function keys_configure_group(keys) return { ready = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5], groups = keys[6], group_ready = keys[7], group_running = keys[8], group_config = keys[9] } end
+redis.register_function{ function_name = 'wg2_configure_group', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_configure_group)
+local reply = (function()
+-- configure_group: set or clear one group's own limits, or pause or resume it (lib.lua,
+-- "Groups"). A limit left empty falls back to the function's (`group_concurrency`,
+-- `group_rate_limit`, `group_rate_interval_ms`, set with `configure`).
+--
+-- KEYS: ready stats config events work groups group_ready group_running group_config
+-- ARGV[1]  the function name
+-- ARGV[2]  the group key
+-- ARGV[3..] pairs of setting and value; an empty value clears the setting:
+--   concurrency       the most jobs of the group running at once, over all workers (1: a
+--                     sequence, one at a time in order)
+--   rate_limit        the most leases of the group per rate_interval_ms
+--   rate_interval_ms  the window of its rate limit, ms
+--   paused            '1': workers lease none of the group's jobs (the other groups go on)
+--
+-- Returns: {concurrency, rate_limit, rate_interval_ms, paused}, the group's own settings
+--          afterwards ('' where it has none). Or, having written nothing, the error reply
+--          `BADARGS configure_group: ...`.
+-- Publishes: `config`, so idle workers look again at once.
+
+local group = ARGV[2]
+if not GROUP.fits(group) then
+  return redis.error_reply('BADARGS configure_group: ' .. tostring(group) .. " is not a group key (1 to "
+    .. MAX_KEY_BYTES .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
+end
+if #ARGV % 2 ~= 0 then return redis.error_reply('BADARGS configure_group: settings come in SETTING VALUE pairs') end
+local SETTINGS = { concurrency = 1, rate_limit = 2, rate_interval_ms = 3, paused = 4 }
+local RANGES = { concurrency = MAX_WHOLE, rate_limit = MAX_WHOLE, rate_interval_ms = MAX_DURATION_MS }
+-- Every pair is checked before the first is written: a refused call changes nothing.
+for i = 3, #ARGV - 1, 2 do
+  local setting, value = ARGV[i], ARGV[i + 1]
+  if not SETTINGS[setting] then
+    return redis.error_reply('BADARGS configure_group: unknown setting ' .. setting
+      .. ' (concurrency, rate_limit, rate_interval_ms, paused)')
+  elseif setting == 'paused' then
+    if value ~= '' and value ~= '1' then return redis.error_reply("BADARGS configure_group: paused is '1' or ''") end
+  elseif value ~= '' and not whole(value, 1, RANGES[setting]) then
+    return redis.error_reply(string.format('BADARGS configure_group: %s must be a whole number in 1..%d, or empty to clear it',
+      setting, RANGES[setting]))
+  end
+end
+local own = { string.match(redis.call('HGET', K.group_config, group) or '', '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$') }
+if #own == 0 then own = { '', '', '', '' } end
+for i = 3, #ARGV - 1, 2 do own[SETTINGS[ARGV[i]]] = ARGV[i + 1] end
+if table.concat(own) == '' then
+  redis.call('HDEL', K.group_config, group)
+else
+  redis.call('HSET', K.group_config, group, table.concat(own, '|'))
+end
+-- Resumed, or given more room: back in the round if it has ready jobs (a group that still
+-- may not lease leaves it again at its turn).
+if own[4] ~= '1' and GROUP.has_ready(group) then GROUP.join(group) end
+publish({ event = 'config', id = '' })
+return own
+
+end)()
+end_call()
+return reply
+
+end }
+
+local function keys_groups(keys) return { ready = keys[1], stats = keys[2], events = keys[3], groups = keys[4], group_ready = keys[5], group_running = keys[6], group_config = keys[7], group_wait = keys[8] } end
+redis.register_function{ function_name = 'wg2_groups', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, keys_groups)
+local reply = (function()
+-- groups: a function's groups (lib.lua, "Groups"), the deepest first: each group's ready
+-- jobs, jobs holding a slot, own settings and whether it waits for its rate window.
+--
+-- KEYS: ready stats events groups group_ready group_running group_config group_wait
+-- ARGV[1]  the function name
+-- ARGV[2]  the most groups to answer, 1..MAX_GROUPS_LISTED
+-- ARGV[3]  one group to answer alone ('': every group)
+--
+-- Returns: {groups, truncated, ungrouped, rows}: groups, how many groups were looked at
+--          (those with ready jobs, running jobs or their own settings); truncated, 1 when
+--          there were more than MAX_GROUPS_SCANNED (the rest were not looked at);
+--          ungrouped, the ready jobs without a group; rows, the deepest `most` groups, each
+--          {group, ready, running, own settings 'CONCURRENCY|RATE_LIMIT|RATE_INTERVAL_MS|
+--          PAUSED' ('' where it has none), waits until (ms; 0 when it does not wait)}. Or
+--          the error reply `BADARGS groups: ...`.
+
+local most = whole(ARGV[2] or '', 1, MAX_GROUPS_LISTED)
+if not most then
+  return redis.error_reply('BADARGS groups: the most groups to answer must be a whole number in 1..' .. MAX_GROUPS_LISTED)
+end
+local only = ARGV[3] or ''
+if only ~= '' and not GROUP.fits(only) then
+  return redis.error_reply('BADARGS groups: ' .. only .. ' is not a group key')
+end
+
+local seen, names, truncated = {}, {}, 0
+local function note(group)
+  if seen[group] then return true end
+  if #names >= MAX_GROUPS_SCANNED then
+    truncated = 1
+    return false
+  end
+  seen[group] = true
+  names[#names + 1] = group
+  return true
+end
+if only ~= '' then
+  note(only)
+else
+  -- Each group with ready jobs once: from one group's first member to the next group's.
+  local from = '-'
+  while true do
+    local first = redis.call('ZRANGE', K.group_ready, from, '+', 'BYLEX', 'LIMIT', '0', '1')
+    if #first == 0 then break end
+    local group = string.match(first[1], '^([^%z]*)%z')
+    if not group or not note(group) then break end
+    from = GROUP.last(group)
+  end
+  local running = redis.call('HKEYS', K.group_running)
+  for _, group in ipairs(running) do if not note(group) then break end end
+  for _, group in ipairs(redis.call('HKEYS', K.group_config)) do if not note(group) then break end end
+end
+
+local rows = {}
+for _, group in ipairs(names) do
+  rows[#rows + 1] = {
+    group,
+    redis.call('ZLEXCOUNT', K.group_ready, GROUP.first(group), GROUP.last(group)),
+    GROUP.running(group),
+    redis.call('HGET', K.group_config, group) or '',
+    tonumber(redis.call('ZSCORE', K.group_wait, group) or '0'),
+  }
+end
+table.sort(rows, function(a, b)
+  if a[2] ~= b[2] then return a[2] > b[2] end
+  if a[3] ~= b[3] then return a[3] > b[3] end
+  return a[1] < b[1]
+end)
+local listed = {}
+for i = 1, math.min(most, #rows) do listed[i] = rows[i] end
+return { #names, truncated, redis.call('ZCARD', K.ready), listed }
+
+end)()
+end_call()
+return reply
+
+end, flags = { 'no-writes' } }
+
+local function keys_priority(keys) return { jobs = keys[1], ready = keys[2], stats = keys[3], events = keys[4], groups = keys[5], group_ready = keys[6] } end
 redis.register_function{ function_name = 'wg2_priority', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_priority)
 local reply = (function()
 -- priority: change the priority of a job that has not started (qless' priority). A queued
 -- job moves to its new place in the ready set at once.
 --
--- KEYS: jobs ready stats events
+-- KEYS: jobs ready stats events groups group_ready
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  the new priority, MIN_PRIORITY..MAX_PRIORITY (-1000..1000)
@@ -3134,10 +3563,16 @@ if not record then return { 0, 'missing' } end
 if record.state ~= 'queued' and record.state ~= 'scheduled' and record.state ~= 'waiting' then
   return { 0, record.state }
 end
-record.priority = priority
 if record.state == 'queued' then
-  redis.call('ZADD', K.ready, int((PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number)), number)
+  GROUP.unready(number, record)
+  record.priority = priority
+  if record.group_id and K.groups then
+    redis.call('ZADD', K.group_ready, 0, GROUP.member(record.group_id, priority, number))
+  else
+    redis.call('ZADD', K.ready, int((PRIORITY_BASE - priority) * NUMBER_SPAN + tonumber(number)), number)
+  end
 end
+record.priority = priority
 save(number, record)
 return { 1, record.state }
 
@@ -4482,4 +4917,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '5909691371d1b05ce3aa9871e471f1e6710e2c46' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '3bba4173591e96ce14769814b2a5ea7b9761bea4' end, flags = { 'no-writes' } }

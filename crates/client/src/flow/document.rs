@@ -66,6 +66,9 @@ pub struct FlowJobDocument {
     /// Labels to find the job by.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Its group (a tenant, customer or document key): jobs are run round robin across
+    /// groups, each within its own limits.
+    pub group: Option<String>,
     /// The jobs it waits on: names in the flow, or ids of jobs outside it.
     #[serde(default)]
     pub after: Vec<AfterDocument>,
@@ -140,6 +143,8 @@ pub struct JobFields {
     pub failed_retention_ms: Option<u64>,
     /// Its tags.
     pub tags: Vec<String>,
+    /// Its group.
+    pub group: Option<String>,
 }
 
 impl JobFields {
@@ -173,6 +178,7 @@ impl JobFields {
             options.at = UNIX_EPOCH.checked_add(Duration::from_millis(ms));
         }
         options.tags = self.tags;
+        options.group = self.group;
         Ok((input, options))
     }
 }
@@ -205,6 +211,7 @@ impl FlowJobDocument {
             retention_ms: self.retention_ms,
             failed_retention_ms: self.failed_retention_ms,
             tags: self.tags,
+            group: self.group,
         }
         .into_job()?;
         let mut after = Vec::new();

@@ -6,7 +6,7 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -132,6 +132,7 @@ for i = 0, n - 1 do
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
     local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others and others.group_id and K.groups then GROUP.free(others.group_id) end
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
@@ -156,6 +157,7 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
+      if record.group_id and K.groups then GROUP.free(record.group_id) end
       record.token = token
       results[#results + 1] = 'c'
     else
@@ -163,6 +165,7 @@ for i = 0, n - 1 do
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
+      if record.group_id and K.groups then GROUP.free(record.group_id) end
       record.token = token
       results[#results + 1] = 's'
     end

@@ -8,6 +8,10 @@
 --   rate_limit        the most leases per rate_interval_ms, over all workers
 --   rate_interval_ms  the rate limit's window, ms
 --   keep_finished     the most finished jobs kept (oldest forgotten first); default 50000
+--   group_concurrency       each group's most jobs running at once (a group's own, set with
+--                           `configure_group`, overrides it); 1 makes each group a sequence
+--   group_rate_limit        each group's most leases per group_rate_interval_ms
+--   group_rate_interval_ms  the window of each group's rate limit, ms
 --
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
@@ -15,7 +19,8 @@
 -- Every pair is checked before the first is written: a refused call changes nothing.
 local RANGES = {
   concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
-  keep_finished = { 1, MAX_WHOLE },
+  keep_finished = { 1, MAX_WHOLE }, group_concurrency = { 1, MAX_WHOLE }, group_rate_limit = { 1, MAX_WHOLE },
+  group_rate_interval_ms = { 1, MAX_DURATION_MS },
 }
 if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
 for i = 2, #ARGV - 1, 2 do

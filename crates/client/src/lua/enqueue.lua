@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -24,6 +24,11 @@
 --                     must not be in the past (none)
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
+--   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
+--                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
+--                     ready jobs are leased round robin across their groups, each group
+--                     within its own limits (lib.lua, "Groups"; none: the jobs without a
+--                     group, one group of their own)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat): if
 --                     it fails, is cancelled or is gone, this job is cancelled
@@ -116,7 +121,7 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true, batch = true,
+  number = true, flow = true, batch = true, group = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -206,6 +211,10 @@ for i = 0, n - 1 do
       end
       given[options.number] = i
     end
+    if options.group and not GROUP.fits(options.group) then
+      return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
+        .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
+    end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
@@ -287,14 +296,15 @@ local function distinct(list)
   return out
 end
 
--- The other fields of a common job (a record's JSON part): its flow, batch and dependents
--- ('' when it has none).
+-- The other fields of a common job (a record's JSON part): its flow, batch, dependents and
+-- group ('' when it has none).
 local function placement(options)
-  if not (options.flow or options.batch or options.dependent) then return '' end
+  if not (options.flow or options.batch or options.dependent or options.group) then return '' end
   return cjson.encode({
     flow = options.flow and number_of(options.flow),
     batch = options.batch,
     dependents = options.dependent and distinct(options.dependent),
+    group_id = options.group,
   })
 end
 
@@ -338,8 +348,13 @@ for i = 0, n - 1 do
       records[#records + 1] = number
       records[#records + 1] = text
     end
-    ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
-    ready[#ready + 1] = number
+    if options.group then
+      redis.call('ZADD', K.group_ready, 0, GROUP.member(options.group, number_of(priority), number))
+      GROUP.join(options.group)
+    else
+      ready[#ready + 1] = int((PRIORITY_BASE - number_of(priority)) * NUMBER_SPAN + tonumber(number))
+      ready[#ready + 1] = number
+    end
     inputs[#inputs + 1] = number
     inputs[#inputs + 1] = input
     EVENTS[#EVENTS + 1] = '{"event":"create","id":"' .. FN .. ':' .. number .. '"}'
@@ -405,6 +420,7 @@ for i = 0, n - 1 do
         redis.call('HSET', K.ticks, 'once\0' .. once, number)
       end
       if options.parent then record.parent = options.parent end
+      if options.group then record.group_id = options.group end
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
@@ -484,7 +500,7 @@ if made_ready > 0 and redis.call('EXISTS', K.idle) == 1 then handed = hand_off()
 -- Told unless every job of the call was ready and handed over, none left ready (a hand-off
 -- gives the best ready jobs, which need not be this call's; a job scheduled or waiting is
 -- news too: the workers learn when it falls due).
-if created_any and not (made_ready == n and handed >= made_ready and redis.call('ZCARD', K.ready) == 0) then
+if created_any and not (made_ready == n and handed >= made_ready and GROUP.ready_count() == 0) then
   wake_workers()
 end
 forget_replies(call.acked)

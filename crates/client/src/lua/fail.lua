@@ -7,7 +7,7 @@
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -44,9 +44,12 @@ stat_time('run', NOW - record.started_ms)
 stat_count('failures')
 record.error = { class = class, message = message }
 append_log(number, record.attempt, log_text)
-redis.call('ZREM', K.leased, number)
+local retry = retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms
+-- (A sequence's job keeps its group's slot through the backoff: the next job of the group
+-- must not overtake it.)
+GROUP.unlease(number, record, retry)
 
-if retryable and record.attempt < record.max_attempts and not record.cancel_requested_ms then
+if retry then
   -- The token stays until the next lease: it says which lease's report scheduled the retry.
   record.worker, record.lease_until_ms, record.unconfirmed = nil, nil, nil
   stat_count('retries')

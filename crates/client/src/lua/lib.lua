@@ -437,12 +437,156 @@ local function uncount(field)
   if redis.call('HINCRBY', K.counts, field, '-1') <= 0 then redis.call('HDEL', K.counts, field) end
 end
 
--- Puts a job in the ready set (state queued).
+---------------------------------------------------------------------------------------------
+-- Groups: fairness inside a function. A job enqueued with a group (its record's `group_id`,
+-- a tenant, customer or document key) is ready in `group_ready` rather than `ready`, as
+-- 'GROUP\0PPPP\0NNNNNNNNNNNNN' (PPPP: PRIORITY_BASE - priority, 4 digits; the number
+-- zero-padded to 13 digits; score 0, read by lex range): a group's first member is its
+-- best job (priority, then oldest). `groups` is the round: the groups that may have ready
+-- jobs, scored by their turn (the lowest goes next; a group that had its turn goes to the
+-- back), '' standing for the jobs without a group (`ready`). A function none of whose jobs
+-- has a group never has a round, and leases from `ready` alone, as before groups.
+--
+-- A group's limits (its own in `group_config`, else the function's `group_concurrency`,
+-- `group_rate_limit` and `group_rate_interval_ms`) are checked when its turn comes: a
+-- paused group, or one at its concurrency, leaves the round (its next job's end, or its
+-- resume, puts it back); one at its rate limit waits in `group_wait` until the window lets
+-- it lease again. `group_running` counts each group's leased jobs (and, for a group of
+-- concurrency 1, a sequence, a job waiting out a retry's backoff: the next job of the
+-- sequence must not overtake it). `group_rate` holds each rate-limited group's leases in
+-- the window, 'GROUP\0TTTTTTTTTTTTT\0NUMBER:ATTEMPT' (T: lease time, ms, 13 digits).
+--
+-- A caller of an older build passes none of these keys (K.groups is nil): it leases from
+-- `ready` alone.
+
+-- The helpers, in one table (a chunk has at most 200 locals).
+local GROUP = {}
+
+-- Whether `group` is a group key: 1 to MAX_KEY_BYTES bytes of printable ASCII but space,
+-- '"', '\' and '|' (kept as is in records and members).
+function GROUP.fits(group)
+  return type(group) == 'string' and group ~= '' and #group <= MAX_KEY_BYTES
+    and not string.find(group, '[^!-~]') and not string.find(group, '["\\|]')
+end
+
+-- The group of a record's other fields as text (nil when it has none). (cjson writes '/'
+-- as '\/'.)
+function GROUP.of_text(others)
+  if others == '' then return nil end
+  local group = string.match(others, '"group_id":"([^"]*)"')
+  if group then group = string.gsub(group, '\\/', '/') end
+  return group
+end
+
+-- A queued job's member of `group_ready`.
+function GROUP.member(group, priority, number)
+  return group .. '\0' .. string.format('%04d', PRIORITY_BASE - priority) .. '\0' .. pad(number)
+end
+
+-- The bounds of `group`'s members in `group_ready` and `group_rate`, for BYLEX ranges.
+function GROUP.first(group) return '[' .. group .. '\0' end
+function GROUP.last(group) return '(' .. group .. '\1' end
+
+-- Whether `group` has ready jobs.
+function GROUP.has_ready(group)
+  if group == '' then return redis.call('ZCARD', K.ready) > 0 end
+  return #redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '1') > 0
+end
+
+-- Puts `group` at the back of the round (where it is, if it is in it already). Returns
+-- true when it joined.
+function GROUP.join(group)
+  local last = redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')
+  local turn = 1
+  if #last > 0 then turn = tonumber(last[2]) + 1 end
+  return redis.call('ZADD', K.groups, 'NX', int(turn), group) == 1
+end
+
+-- Each group's limits, read once per call: {cap, rate_limit, rate_ms, paused}.
+GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+function GROUP.limits(group)
+  local limits = GROUP.LIMITS[group]
+  if limits then return limits end
+  -- Its own: 'CONCURRENCY|RATE_LIMIT|RATE_INTERVAL_MS|PAUSED', each '' for the default.
+  if GROUP.CONFIGURED == nil then GROUP.CONFIGURED = redis.call('EXISTS', K.group_config) == 1 end
+  local text = GROUP.CONFIGURED and redis.call('HGET', K.group_config, group) or ''
+  local own = { string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$') }
+  local function pick(i, default) if own[i] and own[i] ~= '' then return own[i] end return config(default) end
+  limits = {
+    cap = tonumber(pick(1, 'group_concurrency') or '0') or 0,
+    rate_limit = tonumber(pick(2, 'group_rate_limit') or '0') or 0,
+    rate_ms = tonumber(pick(3, 'group_rate_interval_ms') or '0') or 0,
+    paused = own[4] == '1',
+  }
+  GROUP.LIMITS[group] = limits
+  return limits
+end
+
+-- How many jobs of `group` are leased (or hold its slot: see above).
+function GROUP.running(group) return tonumber(redis.call('HGET', K.group_running, group) or '0') end
+
+-- A job of `group` took one of its slots.
+function GROUP.take(group) redis.call('HINCRBY', K.group_running, group, '1') end
+
+-- A job of `group` gave its slot back: the group takes its turns again if it has ready jobs
+-- (it may have left the round at its concurrency), and workers held back hear of it.
+function GROUP.free(group)
+  if redis.call('HINCRBY', K.group_running, group, '-1') <= 0 then redis.call('HDEL', K.group_running, group) end
+  if GROUP.has_ready(group) and GROUP.join(group) then wake_workers() end
+end
+
+-- Job `number` (its record) leaves `leased`: the slot of its group goes with it, unless
+-- `hold` (a sequence's job waiting out a retry's backoff keeps it: group_held).
+function GROUP.unlease(number, record, hold)
+  redis.call('ZREM', K.leased, number)
+  local group = record.group_id
+  if not group or not K.groups then return end
+  if hold and GROUP.limits(group).cap == 1 then
+    record.group_held = true
+  else
+    GROUP.free(group)
+  end
+end
+
+-- A job that held its sequence's slot through a retry's backoff (group_held) gives it back.
+function GROUP.unhold(record)
+  if record.group_held then
+    record.group_held = nil
+    if K.groups then GROUP.free(record.group_id) end
+  end
+end
+
+-- Puts a job in the ready set (state queued): `ready`, or its group's place in
+-- `group_ready` (and the group in the round).
 local function make_ready(number, record)
   record.state = 'queued'
   record.run_at_ms = nil
   record.ready_ms = NOW
-  redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
+  GROUP.unhold(record)
+  local group = record.group_id
+  if group and K.groups then
+    redis.call('ZADD', K.group_ready, 0, GROUP.member(group, record.priority, number))
+    GROUP.join(group)
+  else
+    redis.call('ZADD', K.ready, int((PRIORITY_BASE - record.priority) * NUMBER_SPAN + tonumber(number)), number)
+  end
+end
+
+-- Takes a queued job out of the ready set.
+function GROUP.unready(number, record)
+  local group = record.group_id
+  if group and K.groups then
+    redis.call('ZREM', K.group_ready, GROUP.member(group, record.priority, number))
+  else
+    redis.call('ZREM', K.ready, number)
+  end
+end
+
+-- How many jobs are ready, with a group or without.
+function GROUP.ready_count()
+  local count = redis.call('ZCARD', K.ready)
+  if K.groups then count = count + redis.call('ZCARD', K.group_ready) end
+  return count
 end
 
 -- Puts a job in the scheduled set until `at` (state scheduled).
@@ -714,6 +858,10 @@ local function release_dependencies(number, after)
 end
 
 local function finish(number, record, state, err, from)
+  -- A queued job of a group leaves its group's place; one holding its sequence's slot
+  -- lets it go. (A leased job's slot went when it left `leased`: unlease.)
+  if record.group_id and record.state == 'queued' then GROUP.unready(number, record) end
+  GROUP.unhold(record)
   record.state = state
   record.finished_ms = NOW
   record.run_at_ms = nil
@@ -966,6 +1114,105 @@ end
 -- Jobs the call's reclaim made ready again (their worker stopped renewing their leases).
 local RECLAIMED = 0
 
+-- Whether the function's ready jobs are leased by the round of groups (some have a group).
+function GROUP.active()
+  return K.groups ~= nil and (redis.call('ZCARD', K.group_ready) > 0 or redis.call('EXISTS', K.groups) == 1)
+end
+
+-- Groups whose rate window lets them lease again go back to the round (those with ready
+-- jobs), their window's old leases forgotten; a group waiting only for its window to be
+-- forgotten (it has no ready jobs) waits again until the newest lease in it is old.
+function GROUP.wait_over()
+  for _, group in ipairs(redis.call('ZRANGE', K.group_wait, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.group_wait, group)
+    local limits = GROUP.limits(group)
+    local first = GROUP.first(group)
+    if limits.rate_ms > 0 then
+      redis.call('ZREMRANGEBYLEX', K.group_rate, first, '(' .. group .. '\0' .. string.format('%013d', NOW - limits.rate_ms) .. '\1')
+    else
+      redis.call('ZREMRANGEBYLEX', K.group_rate, first, GROUP.last(group))
+    end
+    if GROUP.has_ready(group) then
+      GROUP.join(group)
+    else
+      local newest = redis.call('ZRANGE', K.group_rate, GROUP.last(group), first, 'BYLEX', 'REV', 'LIMIT', '0', '1')
+      if #newest > 0 then
+        local at = tonumber(string.match(newest[1], '%z(%d+)%z'))
+        redis.call('ZADD', K.group_wait, int(at + limits.rate_ms), group)
+      end
+    end
+  end
+end
+
+-- How many leases of `group` its rate window holds (its older ones forgotten), and when the
+-- oldest of them leaves it (ms).
+function GROUP.window(group, rate_ms)
+  redis.call('ZREMRANGEBYLEX', K.group_rate, GROUP.first(group),
+    '(' .. group .. '\0' .. string.format('%013d', NOW - rate_ms) .. '\1')
+  local count = redis.call('ZLEXCOUNT', K.group_rate, GROUP.first(group), GROUP.last(group))
+  local oldest = redis.call('ZRANGE', K.group_rate, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '1')
+  local frees = NOW
+  if #oldest > 0 then frees = tonumber(string.match(oldest[1], '%z(%d+)%z')) + rate_ms end
+  return count, frees
+end
+
+-- Takes up to `allowed` ready jobs by the round of groups: each turn leases the best job of
+-- the group at the front (or of `ready`, for '') and sends the group to the back while it
+-- has more. A group that may not lease now leaves the round (see above). Returns the
+-- numbers, in the order taken, each already out of the ready sets and counted in its
+-- group's slots.
+function GROUP.lease(allowed)
+  GROUP.wait_over()
+  if redis.call('ZCARD', K.ready) > 0 then GROUP.join('') end
+  local numbers = {}
+  local tail = nil
+  while #numbers < allowed do
+    local front = redis.call('ZRANGE', K.groups, '0', '0', 'WITHSCORES')
+    if #front == 0 then break end
+    local group = front[1]
+    local number, more = nil, false
+    if group == '' then
+      local first = redis.call('ZRANGE', K.ready, '0', '1')
+      if #first > 0 then
+        number, more = first[1], #first > 1
+        redis.call('ZREM', K.ready, number)
+      end
+    else
+      local limits = GROUP.limits(group)
+      local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
+      local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
+      if rated then
+        local count, frees = GROUP.window(group, limits.rate_ms)
+        if count >= limits.rate_limit then
+          open = false
+          redis.call('ZADD', K.group_wait, int(frees), group)
+        end
+      end
+      if open then
+        local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
+        if #heads > 0 then
+          redis.call('ZREM', K.group_ready, heads[1])
+          number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
+          GROUP.take(group)
+          if rated then
+            redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
+            if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+          end
+        end
+      end
+    end
+    if number then numbers[#numbers + 1] = number end
+    if more then
+      if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
+      tail = tail + 1
+      redis.call('ZADD', K.groups, int(tail), group)
+    else
+      redis.call('ZREM', K.groups, group)
+    end
+  end
+  return numbers
+end
+
 -- Hands up to `want` runnable jobs to `worker`, their tokens CALL_ID:NUMBER:ATTEMPT (see
 -- lease.lua for what happens on the way). Returns the leases (row and input of each, one
 -- after the other), wait_ms, capped (as `lease` answers them) and the numbers leased, comma-separated, for the caller to remember under
@@ -992,9 +1239,10 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     -- (3) Reclaim jobs whose worker stopped renewing the lease.
     local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', '0', int(BATCH))
     for _, number in ipairs(expired) do
-      redis.call('ZREM', K.leased, number)
       local record = load(number)
+      redis.call('ZREM', K.leased, number)
       if record then
+        GROUP.unlease(number, record)
         stat_count('failures')
         -- A lease the worker never confirmed (it never had the job: its reply was lost, or
         -- the worker died before the job started) gives its attempt back, always: a job is
@@ -1038,7 +1286,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     local room = cap - redis.call('ZCARD', K.leased)
     if room < allowed then
       allowed = math.max(room, 0)
-      if redis.call('ZCARD', K.ready) > allowed then capped = 1 end
+      if GROUP.ready_count() > allowed then capped = 1 end
     end
   end
   local rate_limit = tonumber(config('rate_limit') or '0')
@@ -1048,7 +1296,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     local room = rate_limit - redis.call('ZCARD', K.rate)
     if room < allowed then
       allowed = math.max(room, 0)
-      if redis.call('ZCARD', K.ready) > allowed then
+      if GROUP.ready_count() > allowed then
         local oldest = redis.call('ZRANGE', K.rate, 0, 0, 'WITHSCORES')
         if #oldest > 0 then rate_wait = math.max(0, tonumber(oldest[2]) + rate_interval - NOW) end
       end
@@ -1061,8 +1309,13 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     -- The first jobs by rank, read, then removed by rank once everything about them is
     -- known (a job leaves `ready` in the same step it enters `leased`): ZPOPMIN would answer
     -- their scores too, each formatted as a float.
-    local last = int(allowed - 1)
-    local numbers = redis.call('ZRANGE', K.ready, '0', last)
+    local grouped = GROUP.active()
+    local numbers
+    if grouped then
+      numbers = GROUP.lease(allowed)
+    else
+      numbers = redis.call('ZRANGE', K.ready, '0', int(allowed - 1))
+    end
     -- One call per key for all the jobs (per thousand), not one per job.
     local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
     local saves, leased, rated = {}, {}, {}
@@ -1106,7 +1359,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
         leased_count = leased_count + 1
       end
     end
-    if #numbers > 0 then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
+    if #numbers > 0 and not grouped then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
@@ -1121,7 +1374,7 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   local wait_ms = 0
   if (leased_count < want or want == 0) and not quick then
     wait_ms = -1
-    for _, key in ipairs({ K.scheduled, K.leased }) do
+    for _, key in ipairs({ K.scheduled, K.leased, K.group_wait }) do
       local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
       if #first > 0 then
         local due = math.max(0, tonumber(first[2]) - NOW)
@@ -1354,6 +1607,7 @@ local function begin(keys, args, named)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   INTS, PENDING, PENDING_TEXT, PENDING_ZREM, PENDING_EXPIRES, PENDING_COUNTS = {}, nil, {}, {}, {}, {}
   CONFIG, CAPPED, WOKEN, SETTLE, NOTIFY, FINISHED, RECLAIMED = nil, nil, false, {}, {}, 0, 0
+  GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
   WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
 end

@@ -3,7 +3,7 @@
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -19,7 +19,7 @@ if not record then return { 0, 'missing', {} } end
 -- Handed back before by this lease (sent again): the same answer.
 if record.state ~= 'running' and record.token == token then return { 1, record.state, {} } end
 if record.state ~= 'running' or record.token ~= token then return { 0, 'stale', {} } end
-redis.call('ZREM', K.leased, number)
+GROUP.unlease(number, record)
 
 if record.cancel_requested_ms then
   finish(number, record, 'cancelled', { class = 'cancelled', message = 'cancelled while running' })

@@ -5,7 +5,7 @@
 -- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
 -- Jobs that were cancelled because this one failed stay cancelled.
 --
--- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
 --          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
