@@ -47,6 +47,12 @@ export interface EnqueueOptions {
   after?: string[];
   /** The failure policy of some of `after` (dependency id → policy); the others' is `cancel`. */
   onFailure?: Record<string, OnFailure>;
+  /**
+   * The job's group (a tenant, customer or document key): 1..200 bytes of printable ASCII
+   * without spaces, `"`, `\` or `|`. The function's ready jobs are leased round robin across
+   * their groups, each within its own limits (`configureGroup`).
+   */
+  group?: string;
 }
 
 /** One job of `enqueueMany`: its input, and its options beside it. */
@@ -145,6 +151,7 @@ export interface CancelOutcome {
 /** One function's queue, as `wasmgear queues` shows it. */
 export interface QueueOverview {
   function: string;
+  /** Ready to run: the jobs without a group and those with one. */
   queued: number;
   scheduled: number;
   running: number;
@@ -202,6 +209,8 @@ export interface FlowJobDocument {
   retention_ms?: number;
   failed_retention_ms?: number;
   tags?: string[];
+  /** Its group (see `EnqueueOptions.group`). */
+  group?: string;
   /** The jobs it waits on. */
   after?: FlowAfter[];
 }
@@ -340,6 +349,90 @@ export interface BatchCallbackInput {
   data: unknown;
 }
 
+/** A rate limit: at most `limit` leases per `intervalMs`, over all workers. */
+export interface RateLimit {
+  /** 1 or more. */
+  limit: number;
+  /** 1 ms..10 years. */
+  intervalMs: number;
+}
+
+/** Changes to a function's settings (`configure`): a setting left out is not changed, `null` clears it. */
+export interface FunctionSettings {
+  /** Workers lease none of its jobs (enqueueing goes on). */
+  paused?: boolean;
+  /** The most of its jobs running at once, over all workers (1 or more). */
+  concurrency?: number | null;
+  /** The most of its leases per interval, over all workers. */
+  rateLimit?: RateLimit | null;
+  /** The most finished jobs kept (default 50 000). */
+  keepFinished?: number | null;
+  /** Each group's most jobs running at once, unless the group has its own (1: each group is a sequence). */
+  groupConcurrency?: number | null;
+  /** Each group's most leases per interval, unless the group has its own. */
+  groupRateLimit?: RateLimit | null;
+}
+
+/** A function's settings, shared by all workers (null where it has none: the default applies). */
+export interface FunctionConfig {
+  paused: boolean;
+  concurrency: number | null;
+  rateLimit: RateLimit | null;
+  keepFinished: number | null;
+  groupConcurrency: number | null;
+  groupRateLimit: RateLimit | null;
+}
+
+/** Changes to a group's own settings (`configureGroup`): a setting left out is not changed, `null` clears it (the function's default applies again). */
+export interface GroupSettings {
+  /** The most of its jobs running at once, over all workers (1: a sequence, one at a time in order). */
+  concurrency?: number | null;
+  /** The most of its leases per interval. */
+  rateLimit?: RateLimit | null;
+  /** Workers lease none of its jobs (the other groups go on). */
+  paused?: boolean;
+}
+
+/** A group's own settings (null where it has none: the function's `groupConcurrency` / `groupRateLimit` applies). */
+export interface GroupConfig {
+  concurrency: number | null;
+  rateLimit: RateLimit | null;
+  paused: boolean;
+}
+
+/** One group of a function, as `groups` lists it. */
+export interface GroupInfo {
+  /** The group key. */
+  group: string;
+  /** Its jobs ready to run. */
+  ready: number;
+  /** Its jobs holding a slot: running (and a sequence's job waiting out a retry's backoff). */
+  running: number;
+  /** Its own settings. */
+  config: GroupConfig;
+  /** Until when it waits for its rate window (Redis' clock), or null. */
+  rateLimitedUntil: Date | null;
+}
+
+export interface GroupsOptions {
+  /** List at most this many groups, the deepest first (1..1000). Default 20. */
+  limit?: number;
+  /** List this group only. */
+  group?: string | null;
+}
+
+/** A function's groups, the deepest (most ready jobs) first. */
+export interface GroupsOverview {
+  /** How many groups have ready jobs, running jobs or their own settings. */
+  groups: number;
+  /** More groups than the queue looks at in one call exist; `groups` counts those it did. */
+  truncated: boolean;
+  /** Ready jobs without a group (they take their turns as one group). */
+  ungroupedReady: number;
+  /** The deepest groups, at most `limit`. */
+  listed: GroupInfo[];
+}
+
 export interface ConnectOptions {
   /** Use Redis Cluster (default: asked of the server with `INFO cluster`). */
   cluster?: boolean;
@@ -399,6 +492,14 @@ export class Client {
   batchStatus(batchId: string): Promise<BatchStatus>;
   /** Every known function's queue, sorted by name. */
   queues(): Promise<QueueOverview[]>;
+  /** A function's settings. */
+  config(fn: string): Promise<FunctionConfig>;
+  /** Changes a function's settings (left out: unchanged; null: cleared); resolves them afterwards. */
+  configure(fn: string, settings?: FunctionSettings): Promise<FunctionConfig>;
+  /** Changes a group's own settings (left out: unchanged; null: cleared); resolves them afterwards. */
+  configureGroup(fn: string, group: string, settings?: GroupSettings): Promise<GroupConfig>;
+  /** A function's groups, the deepest first. */
+  groups(fn: string, options?: GroupsOptions): Promise<GroupsOverview>;
   /** Ends waits and event streams and closes the connections. */
   close(): Promise<void>;
 }

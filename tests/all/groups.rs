@@ -333,3 +333,210 @@ async fn a_bad_group_key_is_refused_and_nothing_is_written() {
     let hand = Hand::connect(&redis.url(), "hand").await;
     assert_eq!(hand.next(&f).await.info.id, id);
 }
+
+/// Over HTTP: jobs enqueued with a group (one by one, in bulk, in a flow), the groups listed
+/// deepest first, a group's own limits set and cleared and a bad group or setting refused
+/// (changing nothing); the dashboard's groups page lists them and pauses and resumes one;
+/// the metrics count the groups and name the deepest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_over_http_on_the_dashboard_and_in_the_metrics() {
+    use crate::dashboard::{FORM, csrf_of, send, sign_in};
+    use crate::http_api::{Server, TOKEN, get, post, request};
+    use serde_json::json;
+
+    let redis = TestRedis::start();
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let enqueued = post(
+        &server,
+        "/v1/functions/tenants/jobs",
+        json!({ "input": "one", "group": "acme" }),
+    )
+    .await;
+    assert_eq!(enqueued.status, 201, "{}", enqueued.json());
+    let bulk = post(
+        &server,
+        "/v1/functions/tenants/bulk",
+        json!({ "jobs": [{ "input": "2", "group": "acme" }, { "input": "3", "group": "acme" },
+                          { "input": "4", "group": "globex" }, { "input": "5" }] }),
+    )
+    .await;
+    assert_eq!(bulk.status, 201, "{}", bulk.json());
+    let flow = post(
+        &server,
+        "/v1/flows",
+        json!({ "name": "grouped", "jobs": { "a": { "function": "tenants", "input": "6", "group": "initech" } } }),
+    )
+    .await;
+    assert_eq!(flow.status, 201, "{}", flow.json());
+
+    let listed = get(&server, "/v1/functions/tenants/groups").await;
+    assert_eq!(listed.status, 200);
+    let listed = listed.json();
+    assert_eq!(listed["groups"], 3, "{listed}");
+    assert_eq!(listed["ungrouped_ready"], 1, "{listed}");
+    let depths: Vec<(String, u64)> = listed["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["group"].as_str().unwrap().to_string(),
+                g["ready"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        depths,
+        [
+            ("acme".into(), 3),
+            ("globex".into(), 1),
+            ("initech".into(), 1)
+        ]
+    );
+
+    let set = request(
+        &server,
+        "PUT",
+        "/v1/functions/tenants/groups/acme",
+        Some(TOKEN),
+        Some(json!({ "concurrency": 1, "rate_limit": { "limit": 10, "interval_ms": 60000 } })),
+    )
+    .await;
+    assert_eq!(set.status, 200, "{}", set.json());
+    assert_eq!(set.json()["concurrency"], 1);
+    assert_eq!(set.json()["rate_limit"], "10/60000ms");
+    let own = client
+        .groups(&function("tenants"), 1, Some("acme"))
+        .await
+        .unwrap()
+        .listed;
+    assert_eq!(own[0].config.concurrency, Some(1));
+    for (path, body) in [
+        (
+            "/v1/functions/tenants/groups/two%20words",
+            json!({ "paused": true }),
+        ),
+        (
+            "/v1/functions/tenants/groups/acme",
+            json!({ "concurrency": "many" }),
+        ),
+        (
+            "/v1/functions/tenants/groups/acme",
+            json!({ "rate_limit": 5 }),
+        ),
+        (
+            "/v1/functions/tenants/groups/acme",
+            json!({ "colour": "red" }),
+        ),
+    ] {
+        let refused = request(&server, "PUT", path, Some(TOKEN), Some(body.clone())).await;
+        assert_eq!(refused.status, 400, "{path} {body}: {}", refused.json());
+    }
+    let unknown = request(
+        &server,
+        "PUT",
+        "/v1/functions/nobody/groups/acme",
+        Some(TOKEN),
+        Some(json!({ "paused": true })),
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    let still = client
+        .groups(&function("tenants"), 1, Some("acme"))
+        .await
+        .unwrap()
+        .listed;
+    assert_eq!(
+        still[0].config.concurrency,
+        Some(1),
+        "a refused call changed it"
+    );
+    let cleared = request(
+        &server,
+        "PUT",
+        "/v1/functions/tenants/groups/acme",
+        Some(TOKEN),
+        Some(json!({ "concurrency": null, "rate_limit": null })),
+    )
+    .await;
+    assert_eq!(cleared.json()["concurrency"], serde_json::Value::Null);
+    assert_eq!(cleared.json()["rate_limit"], serde_json::Value::Null);
+
+    // The dashboard: the groups page, a pause and a resume.
+    let cookie = sign_in(&server).await;
+    let signed_in = [("cookie", cookie.as_str())];
+    let page = send(
+        &server,
+        "GET",
+        "/ui/functions/tenants/groups",
+        &signed_in,
+        "",
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    for text in ["acme", "globex", "initech", "1 ready jobs without a group"] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    let csrf = csrf_of(&page.body);
+    let paused = send(
+        &server,
+        "POST",
+        "/ui/functions/tenants/groups/globex/pause",
+        &[signed_in[0], FORM],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(paused.status, 303, "{}", paused.body);
+    let globex = client
+        .groups(&function("tenants"), 1, Some("globex"))
+        .await
+        .unwrap()
+        .listed;
+    assert!(globex[0].config.paused);
+    let page = send(
+        &server,
+        "GET",
+        "/ui/functions/tenants/groups",
+        &signed_in,
+        "",
+    )
+    .await;
+    assert!(page.body.contains("paused"), "{}", page.body);
+    assert!(page.body.contains("/groups/globex/resume"), "{}", page.body);
+    let forged = send(
+        &server,
+        "POST",
+        "/ui/functions/tenants/groups/globex/resume",
+        &[signed_in[0], FORM],
+        "csrf=not-it",
+    )
+    .await;
+    assert_eq!(forged.status, 403);
+    send(
+        &server,
+        "POST",
+        "/ui/functions/tenants/groups/globex/resume",
+        &[signed_in[0], FORM],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    let globex = client
+        .groups(&function("tenants"), 1, Some("globex"))
+        .await
+        .unwrap()
+        .listed;
+    assert!(!globex[0].config.paused);
+
+    // The metrics: how many groups, and the deepest by name.
+    let metrics = get(&server, "/metrics").await;
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(
+        text.contains("wasmgear_queue_groups{function=\"tenants\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wasmgear_group_jobs{function=\"tenants\",group=\"acme\",state=\"ready\"} 3"),
+        "{text}"
+    );
+}

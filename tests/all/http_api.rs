@@ -683,9 +683,12 @@ async fn the_openapi_document_matches_the_routes() {
     let doc = doc.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 23);
+    assert_eq!(paths.len(), 25);
     for (path, operations) in paths {
-        let mut concrete = path.replace("{function}", "echo").replace("{id}", "echo:1");
+        let mut concrete = path
+            .replace("{function}", "echo")
+            .replace("{id}", "echo:1")
+            .replace("{group}", "acme");
         if concrete.ends_with("/wait") {
             concrete.push_str("?timeout_ms=10");
         }

@@ -34,6 +34,7 @@ const {
   parseBatch,
   callbackInput,
 } = require('./batch');
+const { settingsArgs, groupArgs, groupsArgs, readConfig, groupConfig, groupsOverview } = require('./settings');
 const { Subscriber } = require('./subscriber');
 const {
   WasmgearError,
@@ -1378,6 +1379,7 @@ class Client {
         const replies = await this.#redis
           .pipeline()
           .zcard(key('ready'))
+          .zcard(key('group-ready'))
           .zcard(key('scheduled'))
           .zcard(key('leased'))
           .zcard(key('waiting'))
@@ -1386,13 +1388,14 @@ class Client {
           .exec();
         const failure = replies.find(([error]) => error);
         if (failure) throw failure[0];
-        const [queued, scheduled, running, waiting, counts, paused] = replies.map(([, value]) => value);
+        const [ungrouped, grouped, scheduled, running, waiting, counts, paused] = replies.map(([, value]) => value);
         const count = (state) => Math.max(0, Number((counts || {})[state] || 0));
         // The roll call takes the key its header names, and counts with worker id ''.
         const workers = await this.#invoke('FCALL', [`${manifest.prefix}rollcall`, '1', key('workers'), '', '0']);
         overviews.push({
           function: fn,
-          queued: Number(queued),
+          // The ready jobs without a group, and those with one.
+          queued: Number(ungrouped) + Number(grouped),
           scheduled: Number(scheduled),
           running: Number(running),
           waiting: Number(waiting),
@@ -1404,6 +1407,67 @@ class Client {
         });
       }
       return overviews;
+    });
+  }
+
+  /** Function `fn`'s settings, shared by all workers (null where it has none). */
+  async config(fn) {
+    return this.#guard(async () => {
+      checkFunction(fn);
+      return readConfig(await this.#redis.hgetall(protocol.queueKey(fn, 'config')));
+    });
+  }
+
+  /**
+   * Changes function `fn`'s settings, shared by all workers (idle workers see the change at
+   * once), and resolves them afterwards. A setting left out is not changed; `null` clears
+   * it. `paused`: workers lease none of its jobs (enqueueing goes on); `concurrency`: the
+   * most of its jobs running at once; `rateLimit`: `{limit, intervalMs}`, the most leases
+   * per interval; `keepFinished`: the most finished jobs kept; `groupConcurrency` and
+   * `groupRateLimit`: the limits of each of its groups, unless a group has its own
+   * (`configureGroup`; a group concurrency of 1 makes each group a sequence). A bad value
+   * (0 among them: pause instead) is refused with BadInputError, nothing written.
+   */
+  async configure(fn, settings = {}) {
+    return this.#guard(async () => {
+      checkFunction(fn);
+      const args = settingsArgs(settings);
+      await this.#register(fn);
+      return readConfig(await this.#fcall('configure', fn, args));
+    });
+  }
+
+  /**
+   * Changes the own settings of group `group` of function `fn` (idle workers see the change
+   * at once) and resolves them afterwards: `{concurrency, rateLimit, paused}`, null where the
+   * function's default applies. A setting left out is not changed; `null` clears it.
+   * `concurrency` 1 makes the group a sequence (its jobs run one at a time, in order);
+   * `paused`: workers lease none of its jobs (the other groups go on).
+   */
+  async configureGroup(fn, group, settings = {}) {
+    return this.#guard(async () => {
+      checkFunction(fn);
+      const args = groupArgs(group, settings);
+      await this.#register(fn);
+      const own = await this.#fcall('configure_group', fn, args);
+      if (!Array.isArray(own) || own.length !== 4) {
+        throw new WasmgearError(`configure_group answered ${JSON.stringify(own)}, not 4 settings`);
+      }
+      return groupConfig(own.map(String).join('|'));
+    });
+  }
+
+  /**
+   * The groups of function `fn`, the deepest (most ready jobs) first: at most `limit` (1 to
+   * 1000, default 20), or `group` alone. Resolves `{groups, truncated, ungroupedReady,
+   * listed}`: how many groups have ready jobs, running jobs or their own settings (`truncated`
+   * when there were more than the queue looks at in one call), the ready jobs without a
+   * group, and each listed group's `{group, ready, running, config, rateLimitedUntil}`.
+   */
+  async groups(fn, options = {}) {
+    return this.#guard(async () => {
+      checkFunction(fn);
+      return groupsOverview(await this.#fcall('groups', fn, groupsArgs(options)));
     });
   }
 

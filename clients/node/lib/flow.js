@@ -52,6 +52,7 @@ const JOB_FIELDS = [
   'retention_ms',
   'failed_retention_ms',
   'tags',
+  'group',
   'after',
 ];
 const EDGE_FIELDS = ['job', 'on_failure'];
@@ -212,6 +213,9 @@ function readJobFields(job, path) {
       if (typeof tag !== 'string') throw unreadable(`${path}.tags[${i}]`, 'must be a string');
     });
   }
+  if (given(job.group) && typeof job.group !== 'string') {
+    throw unreadable(`${path}.group`, 'must be a string');
+  }
   if (given(job.after)) {
     if (!Array.isArray(job.after)) {
       throw unreadable(`${path}.after`, 'must be an array of job names (or ids), or {job, on_failure}');
@@ -262,6 +266,7 @@ function intoJob(name, job) {
   if (given(job.delay_ms)) options.delayMs = job.delay_ms;
   if (given(job.at_ms)) options.at = new Date(Math.min(job.at_ms, LAST_DATE_MS));
   if (given(job.tags)) options.tags = job.tags;
+  if (given(job.group)) options.group = job.group;
   const outside = [];
   const outsidePolicies = {};
   const after = [];

@@ -24,6 +24,7 @@ const KNOWN = [
   'tags',
   'after',
   'onFailure',
+  'group',
 ];
 
 /** The failure policies of a dependency edge (PROTOCOL.md, "Dependencies", "Failure policies"). */
@@ -65,6 +66,29 @@ function checkKey(what, key) {
     throw bad(`${what} ${JSON.stringify(key)} contains a control character`);
   }
   return key;
+}
+
+/**
+ * Checks a group key (a tenant, customer or document key) as the Rust client's
+ * `check_group`: 1 to MAX_KEY_BYTES bytes of printable ASCII but space, `"`, `\` and `|`
+ * (the queue keeps it as is in its records and indexes). Returns it, or throws
+ * BadInputError, its message after `prefix` (`invalid job option: ` by default).
+ */
+function checkGroup(group, prefix = 'invalid job option: ') {
+  const refuse = (text) => new BadInputError(`${prefix}${text}`);
+  if (typeof group !== 'string') throw refuse(`group ${JSON.stringify(group) ?? String(group)} must be a string`);
+  const bytes = Buffer.byteLength(group, 'utf8');
+  if (bytes === 0 || bytes > LIMITS.MAX_KEY_BYTES) {
+    throw refuse(`group ${JSON.stringify(group)} must be 1 to ${LIMITS.MAX_KEY_BYTES} bytes long`);
+  }
+  const bad = /[^!-~]|["\\|]/u.exec(group);
+  if (bad) {
+    throw refuse(
+      `group ${JSON.stringify(group)} holds ${JSON.stringify(bad[0])}: a group key is printable ASCII ` +
+        `without spaces, '"', '\\' or '|'`,
+    );
+  }
+  return group;
 }
 
 /** A whole number of ms in [min, max], or throws naming the option. */
@@ -164,6 +188,8 @@ function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
   }
   let uniq;
   if (o.uniq !== undefined && o.uniq !== null) uniq = checkKey('uniq', o.uniq);
+  let group;
+  if (o.group !== undefined && o.group !== null) group = checkGroup(o.group);
   let tags = [];
   if (o.tags !== undefined && o.tags !== null) {
     if (!Array.isArray(o.tags)) throw bad('tags must be an array of strings');
@@ -258,6 +284,7 @@ function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
       policed.add(dependency.id);
     }
   }
+  if (group !== undefined) named.push('group', group);
   return { named, after };
 }
 
@@ -284,4 +311,14 @@ function inputBytes(input, maxBytes) {
   return bytes;
 }
 
-module.exports = { LIMITS, POLICIES, POLICY_OPTION, CONTROL, jobOptions, inputBytes, checkKey, priorityValue };
+module.exports = {
+  LIMITS,
+  POLICIES,
+  POLICY_OPTION,
+  CONTROL,
+  jobOptions,
+  inputBytes,
+  checkKey,
+  checkGroup,
+  priorityValue,
+};

@@ -46,6 +46,14 @@ import type {
   SubmittedBatch,
   BatchStatus,
   BatchCallbackInput,
+  RateLimit,
+  FunctionSettings,
+  FunctionConfig,
+  GroupSettings,
+  GroupConfig,
+  GroupInfo,
+  GroupsOptions,
+  GroupsOverview,
 } from '..';
 
 /** true when A and B are the same type (not merely assignable one way). */
@@ -376,4 +384,50 @@ async function batches(client: Client): Promise<void> {
   void [jobs, refused, flat, added, closed, counts, fields, callbacks, most];
 }
 
-void [quickStart, everyCall, helpers, flows, batches];
+async function groups(client: Client): Promise<void> {
+  // README.md's Groups section, as it is written there.
+  await client.configure('render', { groupConcurrency: 2 });         // each tenant: 2 jobs at once
+  await client.configureGroup('render', 'acme', { concurrency: 1 });  // acme's jobs one at a time
+  await client.enqueue('render', 'page 1', { group: 'acme' });
+  await client.configureGroup('render', 'spammer', { paused: true }); // the others go on
+  console.log(await client.groups('render', { limit: 5 }));           // {groups: 2, ...}
+
+  const rate: RateLimit = { limit: 10, intervalMs: 60000 };
+  const settings: FunctionSettings = {
+    paused: false,
+    concurrency: 4,
+    rateLimit: rate,
+    keepFinished: null,
+    groupConcurrency: 1,
+    groupRateLimit: null,
+  };
+  const config: FunctionConfig = await client.configure('render', settings);
+  await client.configure('render');
+  const read: FunctionConfig = await client.config('render');
+  const numbers: Array<number | null> = [config.concurrency, config.keepFinished, read.groupConcurrency];
+  const rates: Array<RateLimit | null> = [config.rateLimit, read.groupRateLimit];
+  const paused: boolean = read.paused;
+  // @ts-expect-error a rate limit is {limit, intervalMs}
+  await client.configure('render', { rateLimit: 10 });
+  // @ts-expect-error settings are camelCase
+  await client.configure('render', { group_concurrency: 1 });
+
+  const own: GroupSettings = { concurrency: null, rateLimit: { limit: 1, intervalMs: 1000 }, paused: true };
+  const group: GroupConfig = await client.configureGroup('render', 'acme', own);
+  const fields: [number | null, RateLimit | null, boolean] = [group.concurrency, group.rateLimit, group.paused];
+  const options: GroupsOptions = { limit: 1000, group: 'acme' };
+  const overview: GroupsOverview = await client.groups('render', options);
+  await client.groups('render');
+  const counts: [number, boolean, number] = [overview.groups, overview.truncated, overview.ungroupedReady];
+  for (const info of overview.listed) {
+    const g: GroupInfo = info;
+    const row: [string, number, number, GroupConfig, Date | null] = [g.group, g.ready, g.running, g.config, g.rateLimitedUntil];
+    void row;
+  }
+  const job: FlowJobDocument = { function: 'render', group: 'acme' };
+  const batchJob: BatchJob = { function: 'render', options: { group: 'acme' } };
+  const item: BatchItem = { input: 'x', group: 'acme' };
+  void [numbers, rates, paused, fields, counts, job, batchJob, item];
+}
+
+void [quickStart, everyCall, helpers, flows, batches, groups];

@@ -111,6 +111,158 @@ describe('options', () => {
   });
 });
 
+describe('groups', () => {
+  const {
+    settingsArgs,
+    groupArgs,
+    groupsArgs,
+    readConfig,
+    groupConfig,
+    groupsOverview,
+  } = require('../lib/settings');
+  const { prepareFlow } = require('../lib/flow');
+  const { batchJobs } = require('../lib/batch');
+
+  /** The message of the BadInputError `f` throws. */
+  const refusal = (f) => {
+    try {
+      f();
+    } catch (error) {
+      assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
+      assert.ok(!(error instanceof ConflictError));
+      return error.message;
+    }
+    assert.fail('accepted');
+  };
+
+  it('sends the group after the Rust client\'s other options; in flows and batches too', () => {
+    const { named } = jobOptions({
+      group: 'acme', onFailure: { 'a:1': 'ignore' }, after: ['a:1'], tags: ['t'], uniq: 'u', priority: 1,
+    });
+    assert.deepEqual(named, [
+      'priority', '1', 'uniq', 'u', 'tag', 't', 'after', 'a:1', 'after_ignore', 'a:1', 'group', 'acme',
+    ]);
+    const widest = Array.from({ length: 94 }, (_, i) => String.fromCharCode(0x21 + i))
+      .filter((c) => !'"\\|'.includes(c)).join('').repeat(3).slice(0, 200);
+    assert.deepEqual(jobOptions({ group: widest }).named, ['group', widest]);
+    assert.deepEqual(jobOptions({ group: null }).named, []);
+    const flow = prepareFlow({ name: 'f', jobs: { a: { function: 'echo', group: 't1', tags: ['x'] } } });
+    assert.deepEqual(flow.named, [['tag', 'x', 'group', 't1']]);
+    assert.deepEqual(batchJobs([{ function: 'echo', options: { group: 't2' } }])[0].named, ['group', 't2']);
+  });
+
+  it('refuses a bad group key, naming it', () => {
+    const cases = [
+      ['a b', 'group "a b" holds " ": a group key is printable ASCII without spaces, \'"\', \'\\\' or \'|\''],
+      ['', 'group "" must be 1 to 200 bytes long'],
+      ['x'.repeat(201), 'must be 1 to 200 bytes long'],
+      ['a"b', 'holds "\\""'],
+      ['a|b', 'holds "|"'],
+      ['a\\b', 'holds "\\\\"'],
+      ['é', 'holds "é"'],
+      ['tab\t', 'holds "\\t"'],
+      [5, 'group 5 must be a string'],
+    ];
+    for (const [group, message] of cases) {
+      const text = refusal(() => jobOptions({ group }));
+      assert.ok(text.startsWith('invalid job option: group '), text);
+      assert.ok(text.includes(message), `${text} lacks ${message}`);
+      assert.ok(refusal(() => groupArgs(group, {})).startsWith('invalid group setting: group '));
+      assert.ok(refusal(() => groupsArgs({ group })).startsWith('invalid groups option: group '));
+    }
+    assert.match(
+      refusal(() => prepareFlow({ name: 'f', jobs: { a: { function: 'echo', group: 'a b' } } })),
+      /^invalid job option: job "a": group "a b" holds " "/,
+    );
+    assert.match(
+      refusal(() => prepareFlow({ name: 'f', jobs: { a: { function: 'echo', group: 7 } } })),
+      /the flow does not read: jobs\.a\.group: must be a string/,
+    );
+    assert.match(
+      refusal(() => batchJobs([{ function: 'echo' }, { function: 'echo', options: { group: '' } }])),
+      /^job 2 of the batch: invalid job option: group "" must be 1 to 200 bytes long/,
+    );
+  });
+
+  it("writes a function's and a group's settings as configure and configure_group take them", () => {
+    assert.deepEqual(settingsArgs({}), []);
+    assert.deepEqual(settingsArgs(undefined), []);
+    assert.deepEqual(
+      settingsArgs({
+        paused: true,
+        concurrency: null,
+        rateLimit: { limit: 5, intervalMs: 2000 },
+        keepFinished: 10,
+        groupConcurrency: 2,
+        groupRateLimit: null,
+      }),
+      [
+        'paused', '1', 'concurrency', '', 'rate_limit', '5', 'rate_interval_ms', '2000', 'keep_finished', '10',
+        'group_concurrency', '2', 'group_rate_limit', '', 'group_rate_interval_ms', '',
+      ],
+    );
+    assert.deepEqual(settingsArgs({ paused: false, groupRateLimit: { limit: 1, intervalMs: 1 } }), [
+      'paused', '', 'group_rate_limit', '1', 'group_rate_interval_ms', '1',
+    ]);
+    assert.deepEqual(groupArgs('g', { concurrency: 1, rateLimit: null, paused: false }), [
+      'g', 'paused', '', 'concurrency', '1', 'rate_limit', '', 'rate_interval_ms', '',
+    ]);
+    assert.deepEqual(groupArgs('g'), ['g']);
+    assert.deepEqual(groupsArgs(), ['20', '']);
+    assert.deepEqual(groupsArgs({ limit: 1000, group: 'g' }), ['1000', 'g']);
+    const cases = [
+      [() => settingsArgs({ concurrency: 0 }), /^invalid setting: a concurrency cap of 0 would stop the queue/],
+      [() => settingsArgs({ keepFinished: 0 }), /keep at least 1 finished job/],
+      [() => settingsArgs({ groupConcurrency: 0 }), /a group concurrency of 0 would stop every group/],
+      [() => settingsArgs({ groupConcurrency: 1.5 }), /groupConcurrency 1.5 must be a whole number/],
+      [() => settingsArgs({ groupConcurrency: 2 ** 53 }), /must be a whole number in 1\.\.=9007199254740991/],
+      [() => settingsArgs({ groupRateLimit: { limit: 0, intervalMs: 1000 } }), /at least 1 job per interval of at least 1ms/],
+      [() => settingsArgs({ groupRateLimit: { limit: 1, intervalMs: 0 } }), /at least 1 job per interval of at least 1ms/],
+      [() => settingsArgs({ groupRateLimit: { limit: 1, intervalMs: -5 } }), /groupRateLimit.intervalMs -5 is out of range/],
+      [() => settingsArgs({ groupRateLimit: 5 }), /groupRateLimit 5 must be \{limit, intervalMs\}/],
+      [() => settingsArgs({ group_concurrency: 1 }), /unknown setting "group_concurrency"/],
+      [() => settingsArgs('x'), /the settings must be an object/],
+      [() => settingsArgs({ paused: 1 }), /paused 1 must be true or false/],
+      [() => groupArgs('g', { concurrency: 0 }), /^invalid group setting: a concurrency of 0 would stop group "g"; pause it instead$/],
+      [() => groupArgs('g', { keepFinished: 3 }), /unknown setting "keepFinished"/],
+      [() => groupsArgs({ limit: 0 }), /^invalid groups option: list 1 to 1000 groups, not 0$/],
+      [() => groupsArgs({ limit: 1001 }), /list 1 to 1000 groups, not 1001/],
+      [() => groupsArgs({ most: 3 }), /unknown option "most"/],
+    ];
+    for (const [f, message] of cases) assert.match(refusal(f), message);
+  });
+
+  it('reads the settings and the groups as the queue answers them', () => {
+    assert.deepEqual(readConfig({}), {
+      paused: false, concurrency: null, rateLimit: null, keepFinished: null, groupConcurrency: null, groupRateLimit: null,
+    });
+    assert.deepEqual(
+      readConfig(['paused', '1', 'group_concurrency', '2', 'group_rate_limit', '5', 'group_rate_interval_ms', '2000', 'rate_limit', '3']),
+      {
+        paused: true,
+        concurrency: null,
+        rateLimit: null,
+        keepFinished: null,
+        groupConcurrency: 2,
+        groupRateLimit: { limit: 5, intervalMs: 2000 },
+      },
+    );
+    assert.deepEqual(groupConfig(''), { concurrency: null, rateLimit: null, paused: false });
+    assert.deepEqual(groupConfig('|||'), { concurrency: null, rateLimit: null, paused: false });
+    assert.deepEqual(groupConfig('1|10|60000|1'), { concurrency: 1, rateLimit: { limit: 10, intervalMs: 60000 }, paused: true });
+    assert.deepEqual(groupConfig('|5||'), { concurrency: null, rateLimit: null, paused: false }, 'a rate without its interval is none');
+    assert.deepEqual(groupsOverview([3, 1, 2, [['big', 5, 1, '|2|1000|', 1700000000000], ['a', 1, 0, '', 0]]]), {
+      groups: 3,
+      truncated: true,
+      ungroupedReady: 2,
+      listed: [
+        { group: 'big', ready: 5, running: 1, config: { concurrency: null, rateLimit: { limit: 2, intervalMs: 1000 }, paused: false }, rateLimitedUntil: new Date(1700000000000) },
+        { group: 'a', ready: 1, running: 0, config: { concurrency: null, rateLimit: null, paused: false }, rateLimitedUntil: null },
+      ],
+    });
+  });
+});
+
 describe('names', () => {
   it('reads job ids and function names', () => {
     assert.deepEqual(parseJobId('a.b-c_D:42'), { id: 'a.b-c_D:42', function: 'a.b-c_D', number: 42 });
@@ -241,9 +393,10 @@ describe('Client internals', () => {
     assert.throws(() => new Client({ redis: null }), TypeError);
     const own = Object.getOwnPropertyNames(Client.prototype).sort();
     assert.deepEqual(own, [
-      'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'close', 'closeBatch', 'constructor',
-      'enqueue', 'enqueueMany', 'events', 'flow', 'isCluster', 'logs', 'openBatch', 'queues', 'retry',
-      'retryFlow', 'status', 'submitFlow', 'wait', 'waitFlow',
+      'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'close', 'closeBatch', 'config',
+      'configure', 'configureGroup', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow', 'groups',
+      'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
+      'waitFlow',
     ]);
   });
 });

@@ -11,7 +11,9 @@ repository), calling the same Redis Functions library the workers use (shipped i
 
 `AsyncClient` (asyncio) offers the same methods, awaited. `submit_flow` submits a graph of
 jobs (a flow) in one call; `batch` enqueues jobs of any functions with callbacks once they
-have all succeeded or all ended.
+have all succeeded or all ended. A job's `group` (a tenant, customer or document key) makes
+the function's jobs leased round robin across groups; `configure`, `configure_group` and
+`groups` set and read the function's and each group's limits.
 """
 
 from .aio import AsyncClient, AsyncEventStream
@@ -38,13 +40,19 @@ from .models import (
     FlowEdge,
     FlowJobStatus,
     FlowStatus,
+    FunctionConfig,
+    GroupConfig,
+    GroupInfo,
+    GroupsOverview,
     Job,
     JobError,
     Progress,
     QueueInfo,
+    RateLimit,
     SubmittedBatch,
     SubmittedFlow,
 )
+from ._core import KEEP
 
 __version__ = "0.1.0"
 
@@ -68,17 +76,23 @@ __all__ = [
     "FlowEdge",
     "FlowJobStatus",
     "FlowStatus",
+    "FunctionConfig",
+    "GroupConfig",
+    "GroupInfo",
+    "GroupsOverview",
     "Input",
     "Job",
     "JobCancelled",
     "JobError",
     "JobFailed",
     "JobOptions",
+    "KEEP",
     "NotFound",
     "Policy",
     "Progress",
     "ProtocolError",
     "QueueInfo",
+    "RateLimit",
     "Seconds",
     "SubmittedBatch",
     "SubmittedFlow",

@@ -15,8 +15,9 @@ from . import _core as core
 from .client import (At, BatchJob, CallbackSpec, FlowDocument, Input, JobOptions, Policy,
                      Seconds, cluster_enabled, connection_kwargs, redact)
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout
-from .models import (BatchStatus, CancelResult, Enqueued, Event, FlowStatus, Job, QueueInfo,
-                     SubmittedBatch, SubmittedFlow)
+from .models import (BatchStatus, CancelResult, Enqueued, Event, FlowStatus, FunctionConfig,
+                     GroupConfig, GroupsOverview, Job, QueueInfo, SubmittedBatch,
+                     SubmittedFlow)
 
 log = logging.getLogger("wasmgear")
 
@@ -404,11 +405,12 @@ class AsyncClient:
         tags: Sequence[str] = (),
         after: Sequence[str] = (),
         on_failure: Optional[Mapping[str, Policy]] = None,
+        group: Optional[str] = None,
     ) -> Enqueued:
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
-                       on_failure=on_failure)
+                       on_failure=on_failure, group=group)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]
@@ -436,6 +438,47 @@ class AsyncClient:
 
     async def queues(self) -> List[QueueInfo]:
         return await self._drive(core.queues(self._proto))
+
+    # --- function settings and groups (see Client for each method) ---
+
+    async def config(self, function: str) -> FunctionConfig:
+        return await self._drive(core.config(self._proto, function))
+
+    async def configure(
+        self,
+        function: str,
+        *,
+        paused: Optional[bool] = None,
+        concurrency: core.Count = core.KEEP,
+        rate_limit: core.Rate = core.KEEP,
+        keep_finished: core.Count = core.KEEP,
+        group_concurrency: core.Count = core.KEEP,
+        group_rate_limit: core.Rate = core.KEEP,
+    ) -> FunctionConfig:
+        args = core.settings_args(paused=paused, concurrency=concurrency,
+                                  rate_limit=rate_limit, keep_finished=keep_finished,
+                                  group_concurrency=group_concurrency,
+                                  group_rate_limit=group_rate_limit)
+        return await self._drive(core.configure(self._proto, self._state, function, args))
+
+    async def configure_group(
+        self,
+        function: str,
+        group: str,
+        *,
+        concurrency: core.Count = core.KEEP,
+        rate_limit: core.Rate = core.KEEP,
+        paused: Optional[bool] = None,
+    ) -> GroupConfig:
+        core.check_group(group)
+        args = core.group_args(group, concurrency=concurrency, rate_limit=rate_limit,
+                               paused=paused)
+        return await self._drive(core.configure_group(self._proto, self._state, function,
+                                                      group, args))
+
+    async def groups(self, function: str, limit: int = 20,
+                     group: Optional[str] = None) -> GroupsOverview:
+        return await self._drive(core.groups(self._proto, function, limit, group))
 
     # --- flows (see Client for each method) ---
 

@@ -17,8 +17,9 @@ from redis.retry import Retry
 
 from . import _core as core
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
-from .models import (BatchStatus, Callback, CancelResult, Enqueued, Event, FlowStatus, Job,
-                     QueueInfo, SubmittedBatch, SubmittedFlow)
+from .models import (BatchStatus, Callback, CancelResult, Enqueued, Event, FlowStatus,
+                     FunctionConfig, GroupConfig, GroupsOverview, Job, QueueInfo,
+                     SubmittedBatch, SubmittedFlow)
 
 log = logging.getLogger("wasmgear")
 
@@ -55,6 +56,7 @@ class JobOptions(TypedDict, total=False):
     tags: Sequence[str]
     after: Sequence[str]
     on_failure: Optional[Mapping[str, Policy]]
+    group: Optional[str]
 
 
 #: A job of a batch (see `Client.batch`): (function, input), or (function, input, options)
@@ -482,15 +484,19 @@ class Client:
         tags: Sequence[str] = (),
         after: Sequence[str] = (),
         on_failure: Optional[Mapping[str, Policy]] = None,
+        group: Optional[str] = None,
     ) -> Enqueued:
         """Enqueues one job of `function` and returns its id (and whether it is new: False
         when an unfinished job held the same `uniq` key). `after` lists the jobs it waits
         for; `on_failure` maps some of them to their policy (`cancel`, the default, `ignore`
-        or `continue`). Raises BadInput, having written nothing, for a bad option."""
+        or `continue`). `group` is the job's group (a tenant, customer or document key: 1 to
+        200 bytes of printable ASCII but space, '"', '\\' and '|'): the function's ready jobs
+        are leased round robin across their groups, each within its own limits (see
+        `configure_group`). Raises BadInput, having written nothing, for a bad option."""
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
-                       on_failure=on_failure)
+                       on_failure=on_failure, group=group)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]
@@ -531,6 +537,66 @@ class Client:
         """Every known function's queue: jobs per state, live workers, paused."""
         return self._drive(core.queues(self._proto))
 
+    # --- function settings and groups ---
+
+    def config(self, function: str) -> FunctionConfig:
+        """`function`'s settings, shared by all workers (None where it has none)."""
+        return self._drive(core.config(self._proto, function))
+
+    def configure(
+        self,
+        function: str,
+        *,
+        paused: Optional[bool] = None,
+        concurrency: core.Count = core.KEEP,
+        rate_limit: core.Rate = core.KEEP,
+        keep_finished: core.Count = core.KEEP,
+        group_concurrency: core.Count = core.KEEP,
+        group_rate_limit: core.Rate = core.KEEP,
+    ) -> FunctionConfig:
+        """Changes `function`'s settings, shared by all workers (idle workers see the change
+        at once), and returns them afterwards. A setting left out is not changed; None
+        clears it. `paused` True: workers lease none of its jobs (enqueueing goes on).
+        `concurrency`: the most of its jobs running at once; `rate_limit`: (leases,
+        interval), the interval in seconds or a timedelta; `keep_finished`: the most
+        finished jobs kept. `group_concurrency` and `group_rate_limit` are the limits of
+        each of its groups, unless a group has its own (`configure_group`); a group
+        concurrency of 1 makes each group a sequence. Raises BadInput, having written
+        nothing, for a bad value (0 is refused: pause instead)."""
+        args = core.settings_args(paused=paused, concurrency=concurrency,
+                                  rate_limit=rate_limit, keep_finished=keep_finished,
+                                  group_concurrency=group_concurrency,
+                                  group_rate_limit=group_rate_limit)
+        return self._drive(core.configure(self._proto, self._state, function, args))
+
+    def configure_group(
+        self,
+        function: str,
+        group: str,
+        *,
+        concurrency: core.Count = core.KEEP,
+        rate_limit: core.Rate = core.KEEP,
+        paused: Optional[bool] = None,
+    ) -> GroupConfig:
+        """Changes the own settings of `group` of `function` (idle workers see the change at
+        once) and returns them afterwards. A setting left out is not changed; None clears
+        it (the function's `group_concurrency` or `group_rate_limit` applies again).
+        `concurrency` 1 makes the group a sequence: its jobs run one at a time, in order.
+        `paused` True: workers lease none of its jobs (the other groups go on). Raises
+        BadInput, having written nothing, for a bad group key or value."""
+        core.check_group(group)
+        args = core.group_args(group, concurrency=concurrency, rate_limit=rate_limit,
+                               paused=paused)
+        return self._drive(core.configure_group(self._proto, self._state, function, group,
+                                                args))
+
+    def groups(self, function: str, limit: int = 20,
+               group: Optional[str] = None) -> GroupsOverview:
+        """The groups of `function`, the deepest (most ready jobs) first: at most `limit`
+        of them (1 to 1000), or `group` alone. Each has its ready jobs, its jobs holding a
+        slot (running), its own settings and until when it waits for its rate window."""
+        return self._drive(core.groups(self._proto, function, limit, group))
+
     # --- flows ---
 
     def submit_flow(self, document: FlowDocument) -> SubmittedFlow:
@@ -545,7 +611,7 @@ class Client:
 
         A job takes `function`, its input (`input` text, `input_base64` or `input_json`),
         `priority`, `delay_ms`, `at_ms`, `attempts`, `timeout_ms`, `retention_ms`,
-        `failed_retention_ms`, `tags`, and `after`: names of jobs of the flow, or ids of
+        `failed_retention_ms`, `tags`, `group`, and `after`: names of jobs of the flow, or ids of
         jobs outside it, each a string or {"job": ..., "on_failure": "cancel" | "ignore" |
         "continue"}. The whole graph is checked first (names, unknown jobs, cycles, at most
         10,000 jobs, every job's options): BadInput, with nothing written, names what is

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, List, NamedTuple, Optional
 
 FINAL_STATES = ("succeeded", "failed", "cancelled")
 
@@ -157,6 +157,79 @@ class QueueInfo:
     cancelled: int
     workers: int
     paused: bool
+
+
+# --- Function settings and groups -------------------------------------------------------
+
+
+class RateLimit(NamedTuple):
+    """A rate limit: at most `limit` leases per `interval`, over all workers. A pair, so that
+    it can be given back to `configure` as it was read."""
+
+    limit: int
+    interval: timedelta
+
+
+@dataclass(frozen=True)
+class FunctionConfig:
+    """A function's settings, shared by all workers (`configure`, `config`); None where it
+    has none (the default applies). `group_concurrency` and `group_rate_limit` are the
+    limits of each of its groups, unless a group has its own (`configure_group`)."""
+
+    paused: bool = False
+    #: The most of its jobs running at once, over all workers.
+    concurrency: Optional[int] = None
+    #: The most of its leases per interval, over all workers.
+    rate_limit: Optional[RateLimit] = None
+    #: The most finished jobs kept (the queue's default: 50 000).
+    keep_finished: Optional[int] = None
+    #: Each group's most jobs running at once (1: each group is a sequence).
+    group_concurrency: Optional[int] = None
+    #: Each group's most leases per interval.
+    group_rate_limit: Optional[RateLimit] = None
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """A group's own settings (`configure_group`); None where it has none: the function's
+    default (`group_concurrency`, `group_rate_limit`) applies. A paused group's jobs are
+    leased by no worker (the other groups go on)."""
+
+    concurrency: Optional[int] = None
+    rate_limit: Optional[RateLimit] = None
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """One group of a function, as `groups` lists it: its ready jobs, its jobs holding a
+    slot (running, and a sequence's job waiting out a retry's backoff), its own settings,
+    and until when it waits for its rate window (ms since the epoch, Redis' clock; None when
+    it does not)."""
+
+    group: str
+    ready: int
+    running: int
+    config: GroupConfig
+    rate_limited_until_ms: Optional[int]
+
+    @property
+    def rate_limited_until(self) -> Optional[datetime]:
+        """Until when it waits for its rate window, as an aware UTC datetime (or None)."""
+        return ms_to_datetime(self.rate_limited_until_ms)
+
+
+@dataclass(frozen=True)
+class GroupsOverview:
+    """A function's groups (`groups`): how many have ready jobs, running jobs or their own
+    settings (`groups`; `truncated` when there were more than the queue looks at in one
+    call), the ready jobs without a group (they take their turns as one group), and the
+    deepest groups (most ready jobs first), at most as many as asked for."""
+
+    groups: int
+    truncated: bool
+    ungrouped_ready: int
+    listed: List[GroupInfo]
 
 
 # --- Flows ------------------------------------------------------------------------------

@@ -89,6 +89,10 @@ pub const MAX_FLOW_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest uniq key, tag, `once` key or child key, in bytes.
 pub const MAX_KEY_BYTES: u64 = 200;
 
+/// The largest whole number the queue's scripts take as a count or limit (2^53 - 1: Lua
+/// numbers are doubles).
+pub const MAX_WHOLE: u64 = 9_007_199_254_740_991;
+
 /// The most groups one `groups` call looks at (those with ready jobs, running jobs or their
 /// own settings): beyond them, it says it stopped.
 pub const MAX_GROUPS_SCANNED: u64 = 100_000;

@@ -142,11 +142,17 @@ const WHOLE_NUMBER_FIELDS: [&str; 7] = [
 /// fraction of zero (`471.0`, an integer to JSON Schema) as integers, which is what the
 /// typed request reads; `input_json` and the rest are left as sent.
 pub(crate) fn whole_numbers(job: &mut Value) {
-    let Some(fields) = job.as_object_mut() else {
+    whole_numbers_in(job, &WHOLE_NUMBER_FIELDS);
+}
+
+/// Writes the fields `names` of object `object` that JSON gives as a number with a fraction
+/// of zero as integers (see [`whole_numbers`]).
+pub(crate) fn whole_numbers_in(object: &mut Value, names: &[&str]) {
+    let Some(fields) = object.as_object_mut() else {
         return;
     };
-    for name in WHOLE_NUMBER_FIELDS {
-        let Some(value) = fields.get_mut(name) else {
+    for name in names {
+        let Some(value) = fields.get_mut(*name) else {
             continue;
         };
         let Some(number) = value.as_f64().filter(|_| value.is_f64()) else {
@@ -169,6 +175,11 @@ fn read_body<T: serde::de::DeserializeOwned>(
     for job in jobs(&mut value) {
         whole_numbers(job);
     }
+    read_value(value)
+}
+
+/// Reads JSON `value` as `T`, naming the field that is wrong.
+pub(crate) fn read_value<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         ApiError::bad_input(format!(
             "Failed to deserialize the JSON body into the target type: {e}"

@@ -14,6 +14,7 @@ mod api;
 mod batches;
 mod error;
 mod flows;
+mod groups;
 mod health;
 mod metrics;
 mod openapi;
@@ -99,6 +100,8 @@ routes! {
     token get "/v1/workers" => api::workers,
     token get "/v1/failures" => api::failures,
     token get "/v1/functions/{function}/stats" => api::stats,
+    token get "/v1/functions/{function}/groups" => groups::list,
+    token put "/v1/functions/{function}/groups/{group}" => groups::configure,
     token get "/metrics" => metrics::scrape,
     open get "/healthz" => health::healthz,
     open get "/readyz" => health::readyz,

@@ -63,6 +63,9 @@ pub(crate) async fn count(State(state): State<AppState>, request: Request, next:
     response
 }
 
+/// How many groups per function the metrics name (the deepest).
+const METRIC_GROUPS: usize = 10;
+
 /// `GET /metrics`: the queue's depths read from Redis now, and the server's counters.
 pub(crate) async fn scrape(State(state): State<AppState>) -> Result<Response, ApiError> {
     let queues = state.client.queues().await?;
@@ -70,6 +73,8 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Result<Response, Ap
     let jobs = Family::<Labels, Gauge>::default();
     let paused = Family::<Labels, Gauge>::default();
     let workers = Family::<Labels, Gauge>::default();
+    let group_count = Family::<Labels, Gauge>::default();
+    let group_jobs = Family::<Labels, Gauge>::default();
     for queue in &queues {
         let function = || vec![("function", queue.function.clone())];
         for (name, count) in [
@@ -89,6 +94,26 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Result<Response, Ap
             .get_or_create(&function())
             .set(i64::from(queue.paused));
         workers.get_or_create(&function()).set(queue.workers as i64);
+        // Groups: how many, and the deepest few by name (a bounded set of series, however
+        // many tenants there are).
+        let Ok(name) = wasmgear_client::FunctionName::new(queue.function.clone()) else {
+            continue;
+        };
+        let groups = state.client.groups(&name, METRIC_GROUPS, None).await?;
+        if groups.groups == 0 {
+            continue;
+        }
+        group_count
+            .get_or_create(&function())
+            .set(groups.groups as i64);
+        for group in &groups.listed {
+            for (name, count) in [("ready", group.ready), ("running", group.running)] {
+                let mut labels = function();
+                labels.push(("group", group.group.clone()));
+                labels.push(("state", name.to_string()));
+                group_jobs.get_or_create(&labels).set(count as i64);
+            }
+        }
     }
     now.register(
         "queue_jobs",
@@ -104,6 +129,16 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Result<Response, Ap
         "queue_workers",
         "Live workers serving the function",
         workers,
+    );
+    now.register(
+        "queue_groups",
+        "Groups of the function with ready jobs, running jobs or their own settings",
+        group_count,
+    );
+    now.register(
+        "group_jobs",
+        "Ready and running jobs of the function's deepest groups (at most 10 groups per function)",
+        group_jobs,
     );
     let mut text = String::new();
     let encoded = prometheus_text::encode(&mut text, &now)

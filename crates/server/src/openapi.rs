@@ -43,6 +43,12 @@ pub(crate) const KEY_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
 /// `MAX_KEY_BYTES`, is given as `minLength`/`maxLength`).
 pub(crate) const GROUP_PATTERN: &str = "^[!#-\\[\\]-{}~]*$";
 
+/// A group key's schema.
+fn group_schema() -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": limits::MAX_KEY_BYTES,
+            "pattern": GROUP_PATTERN })
+}
+
 /// Base64 with padding, as the server decodes it (the standard alphabet, canonical: the bits
 /// a last character leaves over are zero).
 pub(crate) const BASE64_PATTERN: &str =
@@ -95,6 +101,7 @@ pub fn openapi() -> Value {
     let mut schemas = generator();
     let job_request = schemas.subschema_for::<crate::api::JobRequest>();
     let bulk_request = schemas.subschema_for::<crate::api::BulkRequest>();
+    let group_request = schemas.subschema_for::<crate::groups::GroupRequest>();
     let function = path_param("function", "the function (plugin) name", function_pattern());
     let id = path_param("id", "the job id, FUNCTION:N", job_id_pattern());
     let function_filter = json!({ "type": "string", "pattern": function_pattern() });
@@ -116,6 +123,25 @@ pub fn openapi() -> Value {
     let batch = json!({ "$ref": "#/components/schemas/Batch" });
     let batch_jobs = json!({ "type": "object", "properties": { "id": { "type": "string" },
         "jobs": { "type": "array", "items": { "type": "string" } } } });
+    let groups = json!({ "$ref": "#/components/schemas/Groups" });
+    let group_config = json!({ "type": "object", "properties": {
+        "concurrency": { "type": ["integer", "null"] }, "rate_limit": { "type": ["string", "null"] },
+        "paused": { "type": "boolean" } } });
+    let group_param = json!({ "name": "group", "in": "path", "required": true,
+        "description": "the group key", "schema": group_schema() });
+    let group_limit = query_param(
+        "limit",
+        "the most groups to list (20 by default)",
+        json!({ "type": "integer", "minimum": 1, "maximum": limits::MAX_GROUPS_LISTED }),
+    );
+    let group_filter = query_param("group", "one group to list alone", group_schema());
+    let groups_schema = json!({ "type": "object", "description": "a function's groups: how many there are (truncated when too many to count), its ready jobs without a group, and the deepest groups with their ready and running jobs, own settings and when their rate window lets them lease again",
+        "properties": { "groups": { "type": "integer" }, "truncated": { "type": "boolean" },
+            "ungrouped_ready": { "type": "integer" },
+            "listed": { "type": "array", "items": { "type": "object", "properties": {
+                "group": { "type": "string" }, "ready": { "type": "integer" },
+                "running": { "type": "integer" }, "config": { "type": "object" },
+                "rate_limited_until_ms": { "type": ["integer", "null"] } } } } } });
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -286,7 +312,20 @@ pub fn openapi() -> Value {
                 "summary": "A function's statistics for one day: wait and run times, failures, retries",
                 "parameters": [ function, query_param("day", "YYYY-MM-DD (UTC); today by default",
                     json!({ "type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" })) ],
-                "responses": with(errors, json!({ "200": ok("the day's statistics", json!({ "type": "object" })) }))
+                "responses": with(errors.clone(), json!({ "200": ok("the day's statistics", json!({ "type": "object" })) }))
+            } },
+            "/v1/functions/{function}/groups": { "get": {
+                "summary": "A function's groups (tenants, customers, documents), the deepest first: ready and running jobs, own limits, paused, rate-limited",
+                "parameters": [ function.clone(),
+                    group_limit, group_filter ],
+                "responses": with(errors.clone(), json!({ "200": ok("the groups", groups) }))
+            } },
+            "/v1/functions/{function}/groups/{group}": { "put": {
+                "summary": "Set one group's own limits (over the function's default for every group), or pause or resume it",
+                "parameters": [ function, group_param ],
+                "requestBody": { "required": true, "content": { "application/json": { "schema": group_request } } },
+                "responses": with(errors, json!({ "200": ok("the group's own settings afterwards", group_config),
+                    "413": error_ref(), "415": error_ref() }))
             } }
         },
         "components": {
@@ -314,6 +353,7 @@ pub fn openapi() -> Value {
                         "cancelled_ids": { "type": "array", "items": { "type": "string" } },
                         "on_success": { "type": ["string", "null"] }, "on_complete": { "type": ["string", "null"] },
                         "created_ms": { "type": "integer" }, "ended_ms": { "type": ["integer", "null"] } } },
+                "Groups": groups_schema,
                 "Job": { "type": "object", "description": "the job record's fields (PROTOCOL.md, \"The job record\"), its id, and for a succeeded job output_base64 and, when UTF-8, output",
                     "properties": { "id": { "type": "string" }, "state": { "type": "string" },
                         "output": { "type": "string" }, "output_base64": { "type": "string" } } }

@@ -31,6 +31,7 @@ mod error;
 mod failures;
 mod flows;
 mod function;
+mod groups;
 mod job;
 mod layout;
 mod overview;
@@ -61,6 +62,15 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/functions/{function}/stats", get(stats::page))
         .route("/ui/functions/{function}/pause", post(actions::pause))
         .route("/ui/functions/{function}/resume", post(actions::resume))
+        .route("/ui/functions/{function}/groups", get(groups::page))
+        .route(
+            "/ui/functions/{function}/groups/{group}/pause",
+            post(actions::pause_group),
+        )
+        .route(
+            "/ui/functions/{function}/groups/{group}/resume",
+            post(actions::resume_group),
+        )
         .route("/ui/jobs/{id}", get(job::page))
         .route("/ui/jobs/{id}/cancel", post(actions::cancel))
         .route("/ui/jobs/{id}/retry", post(actions::retry))

@@ -13,6 +13,8 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `calls`: errors, sending a call again, loading the library, a client's memory.
 - `records`: a job's record and published events, parsed.
 - `operations`: enqueue, status, logs, cancel, retry, queues.
+- `settings`: a function's settings (`configure`, `config`) and its groups
+  (`configure_group`, `groups`), their values checked.
 - `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
 - `batches`: batches opened, filled, closed and read; a batch job's end counted, and its
   callbacks enqueued once.
@@ -46,7 +48,20 @@ from .operations import (
     retry,
     status,
 )
-from .options import OPTION_NAMES, POLICIES, JobSpec, job_spec, job_specs
+from .options import OPTION_NAMES, POLICIES, JobSpec, check_group, job_spec, job_specs
+from .settings import (
+    KEEP,
+    MAX_GROUPS_LISTED,
+    Count,
+    Keep,
+    Rate,
+    config,
+    configure,
+    configure_group,
+    group_args,
+    groups,
+    settings_args,
+)
 from .flows import (
     Flow,
     FlowJob,
@@ -89,22 +104,27 @@ from .records import parse_event, parse_message, parse_record
 from .waiting import ProgressCallback, Router, normalize_ids, outcome, timeout_seconds, wait
 
 __all__ = [
+    "KEEP",
     "LOST",
+    "MAX_GROUPS_LISTED",
     "OPTION_NAMES",
     "POLICIES",
     "RESUBSCRIBED",
     "RETRIES",
     "ClientState",
     "Cmd",
+    "Count",
     "Flow",
     "FlowJob",
     "Gen",
     "JobSpec",
+    "Keep",
     "Limits",
     "LoadLibrary",
     "Op",
     "ProgressCallback",
     "Protocol",
+    "Rate",
     "Receive",
     "Router",
     "Sleep",
@@ -124,13 +144,19 @@ __all__ = [
     "cancel_one",
     "check_batch_id",
     "check_function",
+    "check_group",
     "close_batch",
+    "config",
+    "configure",
+    "configure_group",
     "deliver",
     "describe_connect_error",
     "enqueue",
     "enqueue_call",
     "flow_status",
     "get",
+    "group_args",
+    "groups",
     "is_transient",
     "job_spec",
     "job_specs",
@@ -152,6 +178,7 @@ __all__ = [
     "register",
     "retry",
     "retry_flow",
+    "settings_args",
     "status",
     "submit_flow",
     "text",

@@ -42,7 +42,7 @@ from .options import POLICIES, JobSpec, job_spec
 #: its edges).
 JOB_FIELDS = (
     "function", "input", "input_base64", "input_json", "priority", "delay_ms", "at_ms",
-    "attempts", "timeout_ms", "retention_ms", "failed_retention_ms", "tags", "after",
+    "attempts", "timeout_ms", "retention_ms", "failed_retention_ms", "tags", "group", "after",
 )
 #: Options a flow's jobs never take (they are always new), by the name `Flow::check` gives.
 REFUSED = (("uniq", "uniq"), ("once", "once"), ("tick", "a schedule's tick"),
@@ -248,6 +248,11 @@ def _read_job(name: str, raw: Any) -> FlowJob:
         if not isinstance(tags, (list, tuple)):
             raise _unreadable(f"{path}.tags", f"invalid type: {_kind(tags)}, expected a sequence")
         options["tags"] = list(tags)
+    group = raw.get("group")
+    if group is not None:
+        if not isinstance(group, str):
+            raise _unreadable(f"{path}.group", f"invalid type: {_kind(group)}, expected a string")
+        options["group"] = group
 
     after_raw = raw.get("after")
     if after_raw is None:

@@ -318,6 +318,8 @@ def queues(proto: Protocol) -> Gen[List[QueueInfo]]:
         sizes = []
         for suffix in ("ready", "scheduled", "leased", "waiting"):
             sizes.append(int((yield Cmd(("ZCARD", key(suffix))))))
+        # Queued: the ready jobs without a group, and those with one.
+        sizes[0] += int((yield Cmd(("ZCARD", key("group-ready")))))
         paused = yield Cmd(("HGET", key("config"), "paused"))
         workers = yield from call(proto.fcall_keys("rollcall", [key("workers")], "", 0))
         overview.append(

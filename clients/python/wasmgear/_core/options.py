@@ -24,6 +24,7 @@ OPTION_NAMES = (
     "tags",
     "after",
     "on_failure",
+    "group",
 )
 
 #: The failure policies of a dependency edge (PROTOCOL.md, "Failure policies"): `cancel` (the
@@ -85,6 +86,24 @@ def _check_key(what: str, key: Any) -> str:
     if any(unicodedata.category(c) == "Cc" for c in key):
         raise BadInput(f"{what} {key!r} contains a control character")
     return key
+
+
+def check_group(group: Any) -> str:
+    """`group` if it is a group key (a tenant, customer or document key), else BadInput, as
+    the Rust client's `check_group`: 1 to `max_key_bytes` bytes of printable ASCII but
+    space, `"`, `\\` and `|` (the queue keeps it as is in its records and indexes)."""
+    if not isinstance(group, str):
+        raise BadInput(f"group {group!r} is not a string")
+    size = len(group.encode("utf-8"))
+    if size == 0 or size > limits().max_key_bytes:
+        raise BadInput(f"group {group!r} must be 1 to {limits().max_key_bytes} bytes long")
+    for c in group:
+        if not "!" <= c <= "~" or c in "\"\\|":
+            raise BadInput(
+                f"group {group!r} holds {c!r}: a group key is printable ASCII without spaces, "
+                "'\"', '\\' or '|'"
+            )
+    return group
 
 
 def _input_bytes(value: Any) -> bytes:
@@ -244,6 +263,10 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
     tolerated = [i for i in dict.fromkeys(ids) if policies.get(i, "cancel") != "cancel"]
     for dependency in tolerated:
         named.append((POLICY_OPTIONS[policies[dependency]], dependency))
+
+    group = options.get("group")
+    if group is not None:
+        named.append(("group", check_group(group)))
     return JobSpec(data, tuple(named), tuple(ids), at_ms, tuple(tolerated))
 
 

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use wasmgear_client::{CancelOutcome, JobId, Priority, Setting};
+use wasmgear_client::{CancelOutcome, GroupSetting, JobId, Priority, Setting};
 
 use super::error::UiError;
 use super::flows::flow_of;
@@ -85,6 +85,43 @@ async fn set_paused(
         .configure(&function, &[Setting::Paused(paused)])
         .await?;
     Ok(back(&headers, "/ui"))
+}
+
+pub(super) async fn pause_group(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((function, group)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, UiError> {
+    set_group_paused(state, headers, function, group, form, true).await
+}
+
+pub(super) async fn resume_group(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((function, group)): Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, UiError> {
+    set_group_paused(state, headers, function, group, form, false).await
+}
+
+async fn set_group_paused(
+    state: AppState,
+    headers: HeaderMap,
+    function: String,
+    group: String,
+    form: ActionForm,
+    paused: bool,
+) -> Result<Response, UiError> {
+    check_form(&state, &form)?;
+    let function = function_of(&function)?;
+    state.client.check_function(&function).await?;
+    state
+        .client
+        .configure_group(&function, &group, &[GroupSetting::Paused(paused)])
+        .await?;
+    let fallback = format!("/ui/functions/{}/groups", encode(function.as_str()));
+    Ok(back(&headers, &fallback))
 }
 
 pub(super) async fn cancel(

@@ -100,7 +100,7 @@ pub(super) async fn page(
     };
     let main = html! {
         h1 { (function.as_str()) }
-        p { a href={ "/ui/functions/" (f) "/stats" } { "Statistics" } }
+        p { a href={ "/ui/functions/" (f) "/stats" } { "Statistics" } " · " a href={ "/ui/functions/" (f) "/groups" } { "Groups" } }
         nav class="tabs" aria-label="Jobs by state" {
             @for s in STATES {
                 a href={ "/ui/functions/" (f) "?state=" (s.as_str()) }
