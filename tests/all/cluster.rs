@@ -79,6 +79,14 @@ async fn uniq_keys_coalesce_on_a_cluster() {
     crate::job_options::check_uniq_coalescing(&cluster.url()).await;
 }
 
+/// Groups on a cluster: the round, the groups' keys and their settings live in the
+/// function's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_take_turns_on_a_cluster() {
+    let cluster = TestCluster::start();
+    crate::groups::check_round_robin(&cluster.url()).await;
+}
+
 /// Dependencies across functions on a cluster: fetch, build and ship live in different slots
 /// (ship on another node than the other two), and the chain still runs and cancels in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

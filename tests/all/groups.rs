@@ -52,8 +52,14 @@ async fn enqueue_labelled(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_jobs_are_leased_round_robin_across_groups() {
     let redis = TestRedis::start();
-    let client = redis.client().await;
-    let hand = Hand::connect(&redis.url(), "hand").await;
+    check_round_robin(&redis.url()).await;
+}
+
+/// [`ready_jobs_are_leased_round_robin_across_groups`] on the Redis at `url` (a server or a
+/// cluster).
+pub(crate) async fn check_round_robin(url: &str) {
+    let client = wasmgear_client::Client::connect(url).await.unwrap();
+    let hand = Hand::connect(url, "hand").await;
     let f = function("fair");
     enqueue_labelled(&client, &f, Some("big"), "big", 20).await;
     enqueue_labelled(&client, &f, Some("a"), "a", 2).await;

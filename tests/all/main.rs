@@ -14,6 +14,7 @@ mod cluster;
 mod dashboard;
 mod dependencies;
 mod deploy;
+mod fairness;
 mod flows;
 mod gearman;
 mod groups;
