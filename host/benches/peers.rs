@@ -20,12 +20,14 @@
 //!    the HTTP API, against BullMQ `add` and `addBulk`, and enqueue + wait through the HTTP
 //!    API against the Rust client's direct wait;
 //! 9. flows: submitting a parent with 1,000 children, and running it end to end, against
-//!    BullMQ's FlowProducer.
+//!    BullMQ's FlowProducer;
+//! 10. groups: a drain over 10,000 groups against the same drain without groups, and how
+//!    many leases until the jobs of 99 small groups have all started beside one of 100,000.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! clients, ceiling, remote, cluster, steady, sources, flows).
+//! clients, ceiling, remote, cluster, steady, sources, flows, groups).
 
 #[path = "peers/bullmq.rs"]
 mod bullmq;
@@ -38,6 +40,8 @@ mod cluster;
 mod common;
 #[path = "peers/flows.rs"]
 mod flows;
+#[path = "peers/groups.rs"]
+mod groups;
 #[path = "peers/isolation.rs"]
 mod isolation;
 #[path = "peers/node.rs"]
@@ -156,7 +160,7 @@ fn main() {
     let started = Instant::now();
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources, flows) runs only those sections.
+    // remote, cluster, steady, sources, flows, groups) runs only those sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -204,6 +208,12 @@ fn main() {
     if runs("flows") {
         eprintln!("[flows] a parent after 1,000 children: submit, and fan-out/fan-in end to end");
         rt.block_on(flows::flows(&plan, &url, bullmq.as_ref(), &mut rows));
+    }
+    if runs("groups") {
+        eprintln!(
+            "[groups] fairness inside a function: a drain over 10,000 groups, and one big group beside 99 small"
+        );
+        rt.block_on(groups::groups(&plan, &url, &mut rows));
     }
     if runs("sources") {
         eprintln!(

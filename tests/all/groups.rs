@@ -158,6 +158,39 @@ async fn group_concurrency_holds_across_workers() {
     assert_eq!(labels(&one.take(&f, 10).await), ["wide-4"]);
 }
 
+/// A concurrency set while a group's jobs run counts them: with three running and a new
+/// limit of two, the group's next job waits until two of them have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_set_while_jobs_run_counts_them() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let hand = Hand::connect(&redis.url(), "hand").await;
+    let f = function("late-cap");
+    enqueue_labelled(&client, &f, Some("late"), "late", 6).await;
+    let running = hand.take(&f, 3).await;
+    assert_eq!(running.len(), 3);
+    client
+        .configure_group(&f, "late", &[GroupSetting::Concurrency(Some(2))])
+        .await
+        .unwrap();
+    assert!(hand.take(&f, 10).await.is_empty());
+    hand.succeed(&running[0], b"").await;
+    assert!(hand.take(&f, 10).await.is_empty());
+    hand.succeed(&running[1], b"").await;
+    assert_eq!(labels(&hand.take(&f, 10).await), ["late-4"]);
+    // The function's default set while they run counts them too.
+    let g = function("late-default");
+    enqueue_labelled(&client, &g, Some("x"), "x", 4).await;
+    let running = hand.take(&g, 2).await;
+    client
+        .configure(&g, &[Setting::GroupConcurrency(Some(2))])
+        .await
+        .unwrap();
+    assert!(hand.take(&g, 10).await.is_empty());
+    hand.succeed(&running[0], b"").await;
+    assert_eq!(labels(&hand.take(&g, 10).await), ["x-3"]);
+}
+
 /// A paused group's jobs wait while the other groups' run; resumed, they run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_group_waits_while_the_others_run() {

@@ -139,12 +139,16 @@ functions! {
         Jobs, Ready, Scheduled, Waiting, Expires, Uniq, Failed, Counts, Stats, Config, Events,
         Work, Groups, GroupReady, GroupRunning, GroupConfig,
     ]), false;
-    CONFIGURE = "configure", Some(&[Stats, Config, Events, Work]), false;
+    CONFIGURE = "configure", Some(&[
+        Stats, Config, Events, Work, Jobs, Leased, GroupRunning, GroupConfig,
+    ]), false;
     CONFIGURE_GROUP = "configure_group", Some(&[
-        Ready, Stats, Config, Events, Work, Groups, GroupReady, GroupRunning, GroupConfig,
+        Ready, Stats, Config, Events, Work, Groups, GroupReady, GroupRunning, GroupConfig, Jobs,
+        Leased,
     ]), false;
     GROUPS = "groups", Some(&[
-        Ready, Stats, Events, Groups, GroupReady, GroupRunning, GroupConfig, GroupWait,
+        Ready, Stats, Events, Groups, GroupReady, GroupRunning, GroupConfig, GroupWait, Jobs,
+        Leased,
     ]), true;
     PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events, Groups, GroupReady]), false;
     GET = "get", Some(&[Jobs, Output, Stats, Events]), true;

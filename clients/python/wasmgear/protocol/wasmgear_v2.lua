@@ -557,16 +557,50 @@ function GROUP.limits(group)
   return limits
 end
 
--- How many jobs of `group` are leased (or hold its slot: see above).
+-- How many jobs of `group` hold its slots (see above). Only a group with a concurrency
+-- limit counts them (a group without one never waits for a slot, so its jobs' ends cost
+-- nothing); a limit set or changed recounts them (GROUP.recount).
 function GROUP.running(group) return tonumber(redis.call('HGET', K.group_running, group) or '0') end
 
--- A job of `group` took one of its slots.
+-- A job of `group`, which has a concurrency limit, took one of its slots.
 function GROUP.take(group) redis.call('HINCRBY', K.group_running, group, '1') end
+
+-- A job of `group` left `leased` (or ended its backoff's hold): its slot is free again, if
+-- its group counts them.
+function GROUP.release(group)
+  if GROUP.limits(group).cap > 0 then GROUP.free(group) end
+end
+
+-- Counts again the slots every group with a concurrency limit has taken, from the jobs
+-- leased now: after a limit was set, changed or cleared (jobs leased before were counted
+-- under the old one, or not at all). A sequence's job waiting out a backoff is not among
+-- them: its hold ends when it is ready again.
+function GROUP.recount()
+  redis.call('DEL', K.group_running)
+  local numbers = redis.call('ZRANGE', K.leased, '0', '-1')
+  local raws = hmget(K.jobs, numbers)
+  local counts = {}
+  for i = 1, #numbers do
+    local group = raws[i] and string.match(raws[i], '"group_id":"([^"]*)"')
+    if group then
+      group = string.gsub(group, '\\/', '/')
+      if GROUP.limits(group).cap > 0 then counts[group] = (counts[group] or 0) + 1 end
+    end
+  end
+  local flat = {}
+  for group, count in pairs(counts) do
+    flat[#flat + 1] = group
+    flat[#flat + 1] = int(count)
+  end
+  call_chunked('HSET', K.group_running, flat)
+end
 
 -- A job of `group` gave its slot back: the group takes its turns again if it has ready jobs
 -- (it may have left the round at its concurrency), and workers held back hear of it.
 function GROUP.free(group)
   if redis.call('HINCRBY', K.group_running, group, '-1') <= 0 then redis.call('HDEL', K.group_running, group) end
+  -- (A group still in the round needs nothing more: the common case.)
+  if redis.call('ZSCORE', K.groups, group) then return end
   if GROUP.has_ready(group) and GROUP.join(group) then wake_workers() end
 end
 
@@ -579,7 +613,7 @@ function GROUP.unlease(number, record, hold)
   if hold and GROUP.limits(group).cap == 1 then
     record.group_held = true
   else
-    GROUP.free(group)
+    GROUP.release(group)
   end
 end
 
@@ -587,7 +621,7 @@ end
 function GROUP.unhold(record)
   if record.group_held then
     record.group_held = nil
-    if K.groups then GROUP.free(record.group_id) end
+    if K.groups then GROUP.release(record.group_id) end
   end
 end
 
@@ -1201,49 +1235,58 @@ function GROUP.lease(allowed)
   if redis.call('ZCARD', K.ready) > 0 then GROUP.join('') end
   local numbers = {}
   local tail = nil
+  -- The round's front, a turn per group, as many groups at once as jobs are still wanted;
+  -- then the groups that have more go to the back (in the order they had their turns), the
+  -- others leave, and the jobs leave `group-ready`, each in one call.
   while #numbers < allowed do
-    local front = redis.call('ZRANGE', K.groups, '0', '0', 'WITHSCORES')
+    local front = redis.call('ZRANGE', K.groups, '0', int(allowed - #numbers - 1))
     if #front == 0 then break end
-    local group = front[1]
-    local number, more = nil, false
-    if group == '' then
-      local first = redis.call('ZRANGE', K.ready, '0', '1')
-      if #first > 0 then
-        number, more = first[1], #first > 1
-        redis.call('ZREM', K.ready, number)
-      end
-    else
-      local limits = GROUP.limits(group)
-      local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
-      local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
-      if rated then
-        local count, frees = GROUP.window(group, limits.rate_ms)
-        if count >= limits.rate_limit then
-          open = false
-          redis.call('ZADD', K.group_wait, int(frees), group)
+    local back, gone, taken = {}, {}, {}
+    for _, group in ipairs(front) do
+      local number, more = nil, false
+      if group == '' then
+        local first = redis.call('ZRANGE', K.ready, '0', '1')
+        if #first > 0 then
+          number, more = first[1], #first > 1
+          redis.call('ZREM', K.ready, number)
         end
-      end
-      if open then
-        local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
-        if #heads > 0 then
-          redis.call('ZREM', K.group_ready, heads[1])
-          number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
-          GROUP.take(group)
-          if rated then
-            redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
-            if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+      else
+        local limits = GROUP.limits(group)
+        local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
+        local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
+        if rated then
+          local count, frees = GROUP.window(group, limits.rate_ms)
+          if count >= limits.rate_limit then
+            open = false
+            redis.call('ZADD', K.group_wait, int(frees), group)
+          end
+        end
+        if open then
+          local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
+          if #heads > 0 then
+            taken[#taken + 1] = heads[1]
+            number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
+            if limits.cap > 0 then GROUP.take(group) end
+            if rated then
+              redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
+              if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+            end
           end
         end
       end
+      if number then numbers[#numbers + 1] = number end
+      if more then
+        if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
+        tail = tail + 1
+        back[#back + 1] = int(tail)
+        back[#back + 1] = group
+      else
+        gone[#gone + 1] = group
+      end
     end
-    if number then numbers[#numbers + 1] = number end
-    if more then
-      if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
-      tail = tail + 1
-      redis.call('ZADD', K.groups, int(tail), group)
-    else
-      redis.call('ZREM', K.groups, group)
-    end
+    call_chunked('ZREM', K.group_ready, taken)
+    call_chunked('ZREM', K.groups, gone)
+    call_chunked('ZADD', K.groups, back)
   end
   return numbers
 end
@@ -2556,8 +2599,11 @@ for i = 0, n - 1 do
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
-    if others and others.group_id and K.groups then GROUP.free(others.group_id) end
+    -- A job whose only other field is its group (a tenant's plain job) needs no decoding.
+    local group = string.match(f[R_OTHERS], '^{"group_id":"([^"]*)"}$')
+    local others = not group and f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others then group = others.group_id elseif group then group = GROUP.of_text(f[R_OTHERS]) end
+    if group and K.groups then GROUP.release(group) end
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
@@ -2582,7 +2628,7 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
-      if record.group_id and K.groups then GROUP.free(record.group_id) end
+      if record.group_id and K.groups then GROUP.release(record.group_id) end
       record.token = token
       results[#results + 1] = 'c'
     else
@@ -2590,7 +2636,7 @@ for i = 0, n - 1 do
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
-      if record.group_id and K.groups then GROUP.free(record.group_id) end
+      if record.group_id and K.groups then GROUP.release(record.group_id) end
       record.token = token
       results[#results + 1] = 's'
     end
@@ -3333,13 +3379,13 @@ return reply
 
 end }
 
-local function keys_configure(keys) return { stats = keys[1], config = keys[2], events = keys[3], work = keys[4] } end
+local function keys_configure(keys) return { stats = keys[1], config = keys[2], events = keys[3], work = keys[4], jobs = keys[5], leased = keys[6], group_running = keys[7], group_config = keys[8] } end
 redis.register_function{ function_name = 'wg2_configure', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_configure)
 local reply = (function()
 -- configure: set or clear settings of one function's queue, shared by all workers.
 --
--- KEYS: stats config events work
+-- KEYS: stats config events work jobs leased group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2..] pairs of setting and value; an empty value clears the setting:
 --   paused            '1': workers lease none of the function's jobs (enqueueing goes on)
@@ -3382,6 +3428,14 @@ for i = 2, #ARGV - 1, 2 do
   end
 end
 CONFIG = nil -- read again if asked
+for i = 2, #ARGV - 1, 2 do
+  if ARGV[i] == 'group_concurrency' then
+    -- The groups' slots counted again under the new limit.
+    GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+    GROUP.recount()
+    break
+  end
+end
 publish({ event = 'config', id = '' })
 return redis.call('HGETALL', K.config)
 
@@ -3391,7 +3445,7 @@ return reply
 
 end }
 
-local function keys_configure_group(keys) return { ready = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5], groups = keys[6], group_ready = keys[7], group_running = keys[8], group_config = keys[9] } end
+local function keys_configure_group(keys) return { ready = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5], groups = keys[6], group_ready = keys[7], group_running = keys[8], group_config = keys[9], jobs = keys[10], leased = keys[11] } end
 redis.register_function{ function_name = 'wg2_configure_group', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_configure_group)
 local reply = (function()
@@ -3399,7 +3453,7 @@ local reply = (function()
 -- "Groups"). A limit left empty falls back to the function's (`group_concurrency`,
 -- `group_rate_limit`, `group_rate_interval_ms`, set with `configure`).
 --
--- KEYS: ready stats config events work groups group_ready group_running group_config
+-- KEYS: ready stats config events work groups group_ready group_running group_config jobs leased
 -- ARGV[1]  the function name
 -- ARGV[2]  the group key
 -- ARGV[3..] pairs of setting and value; an empty value clears the setting:
@@ -3443,6 +3497,11 @@ if table.concat(own) == '' then
 else
   redis.call('HSET', K.group_config, group, table.concat(own, '|'))
 end
+GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+for i = 3, #ARGV - 1, 2 do
+  -- The groups' slots counted again under the new limit.
+  if ARGV[i] == 'concurrency' then GROUP.recount() break end
+end
 -- Resumed, or given more room: back in the round if it has ready jobs (a group that still
 -- may not lease leaves it again at its turn).
 if own[4] ~= '1' and GROUP.has_ready(group) then GROUP.join(group) end
@@ -3455,14 +3514,14 @@ return reply
 
 end }
 
-local function keys_groups(keys) return { ready = keys[1], stats = keys[2], events = keys[3], groups = keys[4], group_ready = keys[5], group_running = keys[6], group_config = keys[7], group_wait = keys[8] } end
+local function keys_groups(keys) return { ready = keys[1], stats = keys[2], events = keys[3], groups = keys[4], group_ready = keys[5], group_running = keys[6], group_config = keys[7], group_wait = keys[8], jobs = keys[9], leased = keys[10] } end
 redis.register_function{ function_name = 'wg2_groups', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_groups)
 local reply = (function()
 -- groups: a function's groups (lib.lua, "Groups"), the deepest first: each group's ready
 -- jobs, jobs holding a slot, own settings and whether it waits for its rate window.
 --
--- KEYS: ready stats events groups group_ready group_running group_config group_wait
+-- KEYS: ready stats events groups group_ready group_running group_config group_wait jobs leased
 -- ARGV[1]  the function name
 -- ARGV[2]  the most groups to answer, 1..MAX_GROUPS_LISTED
 -- ARGV[3]  one group to answer alone ('': every group)
@@ -3507,9 +3566,22 @@ else
     if not group or not note(group) then break end
     from = GROUP.last(group)
   end
-  local running = redis.call('HKEYS', K.group_running)
-  for _, group in ipairs(running) do if not note(group) then break end end
+  for _, group in ipairs(redis.call('HKEYS', K.group_running)) do if not note(group) then break end end
   for _, group in ipairs(redis.call('HKEYS', K.group_config)) do if not note(group) then break end end
+end
+
+-- Each group's running jobs, counted from the jobs leased now (a group without a
+-- concurrency limit keeps no count).
+local running = {}
+local leased = redis.call('ZRANGE', K.leased, '0', '-1')
+local raws = hmget(K.jobs, leased)
+for i = 1, #leased do
+  local group = raws[i] and string.match(raws[i], '"group_id":"([^"]*)"')
+  if group then
+    group = string.gsub(group, '\\/', '/')
+    running[group] = (running[group] or 0) + 1
+    if only == '' then note(group) end
+  end
 end
 
 local rows = {}
@@ -3517,7 +3589,7 @@ for _, group in ipairs(names) do
   rows[#rows + 1] = {
     group,
     redis.call('ZLEXCOUNT', K.group_ready, GROUP.first(group), GROUP.last(group)),
-    GROUP.running(group),
+    running[group] or 0,
     redis.call('HGET', K.group_config, group) or '',
     tonumber(redis.call('ZSCORE', K.group_wait, group) or '0'),
   }
@@ -4917,4 +4989,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '3bba4173591e96ce14769814b2a5ea7b9761bea4' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '9b9b55013bb5f6478922321af585f1ae876357c6' end, flags = { 'no-writes' } }

@@ -131,8 +131,11 @@ for i = 0, n - 1 do
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
     finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
-    local others = f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
-    if others and others.group_id and K.groups then GROUP.free(others.group_id) end
+    -- A job whose only other field is its group (a tenant's plain job) needs no decoding.
+    local group = string.match(f[R_OTHERS], '^{"group_id":"([^"]*)"}$')
+    local others = not group and f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
+    if others then group = others.group_id elseif group then group = GROUP.of_text(f[R_OTHERS]) end
+    if group and K.groups then GROUP.release(group) end
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
@@ -157,7 +160,7 @@ for i = 0, n - 1 do
       local why = 'cancelled while running; it finished anyway and its output was dropped'
       add_history(record, 'cancelled', why, ARGV[a + 4])
       finish(number, record, 'cancelled', { class = 'cancelled', message = why }, K.leased)
-      if record.group_id and K.groups then GROUP.free(record.group_id) end
+      if record.group_id and K.groups then GROUP.release(record.group_id) end
       record.token = token
       results[#results + 1] = 'c'
     else
@@ -165,7 +168,7 @@ for i = 0, n - 1 do
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
-      if record.group_id and K.groups then GROUP.free(record.group_id) end
+      if record.group_id and K.groups then GROUP.release(record.group_id) end
       record.token = token
       results[#results + 1] = 's'
     end

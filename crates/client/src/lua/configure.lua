@@ -1,6 +1,6 @@
 -- configure: set or clear settings of one function's queue, shared by all workers.
 --
--- KEYS: stats config events work
+-- KEYS: stats config events work jobs leased group_running group_config
 -- ARGV[1]  the function name
 -- ARGV[2..] pairs of setting and value; an empty value clears the setting:
 --   paused            '1': workers lease none of the function's jobs (enqueueing goes on)
@@ -43,5 +43,13 @@ for i = 2, #ARGV - 1, 2 do
   end
 end
 CONFIG = nil -- read again if asked
+for i = 2, #ARGV - 1, 2 do
+  if ARGV[i] == 'group_concurrency' then
+    -- The groups' slots counted again under the new limit.
+    GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+    GROUP.recount()
+    break
+  end
+end
 publish({ event = 'config', id = '' })
 return redis.call('HGETALL', K.config)

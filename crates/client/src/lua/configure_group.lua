@@ -2,7 +2,7 @@
 -- "Groups"). A limit left empty falls back to the function's (`group_concurrency`,
 -- `group_rate_limit`, `group_rate_interval_ms`, set with `configure`).
 --
--- KEYS: ready stats config events work groups group_ready group_running group_config
+-- KEYS: ready stats config events work groups group_ready group_running group_config jobs leased
 -- ARGV[1]  the function name
 -- ARGV[2]  the group key
 -- ARGV[3..] pairs of setting and value; an empty value clears the setting:
@@ -45,6 +45,11 @@ if table.concat(own) == '' then
   redis.call('HDEL', K.group_config, group)
 else
   redis.call('HSET', K.group_config, group, table.concat(own, '|'))
+end
+GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
+for i = 3, #ARGV - 1, 2 do
+  -- The groups' slots counted again under the new limit.
+  if ARGV[i] == 'concurrency' then GROUP.recount() break end
 end
 -- Resumed, or given more room: back in the round if it has ready jobs (a group that still
 -- may not lease leaves it again at its turn).

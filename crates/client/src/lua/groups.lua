@@ -1,7 +1,7 @@
 -- groups: a function's groups (lib.lua, "Groups"), the deepest first: each group's ready
 -- jobs, jobs holding a slot, own settings and whether it waits for its rate window.
 --
--- KEYS: ready stats events groups group_ready group_running group_config group_wait
+-- KEYS: ready stats events groups group_ready group_running group_config group_wait jobs leased
 -- ARGV[1]  the function name
 -- ARGV[2]  the most groups to answer, 1..MAX_GROUPS_LISTED
 -- ARGV[3]  one group to answer alone ('': every group)
@@ -46,9 +46,22 @@ else
     if not group or not note(group) then break end
     from = GROUP.last(group)
   end
-  local running = redis.call('HKEYS', K.group_running)
-  for _, group in ipairs(running) do if not note(group) then break end end
+  for _, group in ipairs(redis.call('HKEYS', K.group_running)) do if not note(group) then break end end
   for _, group in ipairs(redis.call('HKEYS', K.group_config)) do if not note(group) then break end end
+end
+
+-- Each group's running jobs, counted from the jobs leased now (a group without a
+-- concurrency limit keeps no count).
+local running = {}
+local leased = redis.call('ZRANGE', K.leased, '0', '-1')
+local raws = hmget(K.jobs, leased)
+for i = 1, #leased do
+  local group = raws[i] and string.match(raws[i], '"group_id":"([^"]*)"')
+  if group then
+    group = string.gsub(group, '\\/', '/')
+    running[group] = (running[group] or 0) + 1
+    if only == '' then note(group) end
+  end
 end
 
 local rows = {}
@@ -56,7 +69,7 @@ for _, group in ipairs(names) do
   rows[#rows + 1] = {
     group,
     redis.call('ZLEXCOUNT', K.group_ready, GROUP.first(group), GROUP.last(group)),
-    GROUP.running(group),
+    running[group] or 0,
     redis.call('HGET', K.group_config, group) or '',
     tonumber(redis.call('ZSCORE', K.group_wait, group) or '0'),
   }

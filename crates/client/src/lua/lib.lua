@@ -522,16 +522,50 @@ function GROUP.limits(group)
   return limits
 end
 
--- How many jobs of `group` are leased (or hold its slot: see above).
+-- How many jobs of `group` hold its slots (see above). Only a group with a concurrency
+-- limit counts them (a group without one never waits for a slot, so its jobs' ends cost
+-- nothing); a limit set or changed recounts them (GROUP.recount).
 function GROUP.running(group) return tonumber(redis.call('HGET', K.group_running, group) or '0') end
 
--- A job of `group` took one of its slots.
+-- A job of `group`, which has a concurrency limit, took one of its slots.
 function GROUP.take(group) redis.call('HINCRBY', K.group_running, group, '1') end
+
+-- A job of `group` left `leased` (or ended its backoff's hold): its slot is free again, if
+-- its group counts them.
+function GROUP.release(group)
+  if GROUP.limits(group).cap > 0 then GROUP.free(group) end
+end
+
+-- Counts again the slots every group with a concurrency limit has taken, from the jobs
+-- leased now: after a limit was set, changed or cleared (jobs leased before were counted
+-- under the old one, or not at all). A sequence's job waiting out a backoff is not among
+-- them: its hold ends when it is ready again.
+function GROUP.recount()
+  redis.call('DEL', K.group_running)
+  local numbers = redis.call('ZRANGE', K.leased, '0', '-1')
+  local raws = hmget(K.jobs, numbers)
+  local counts = {}
+  for i = 1, #numbers do
+    local group = raws[i] and string.match(raws[i], '"group_id":"([^"]*)"')
+    if group then
+      group = string.gsub(group, '\\/', '/')
+      if GROUP.limits(group).cap > 0 then counts[group] = (counts[group] or 0) + 1 end
+    end
+  end
+  local flat = {}
+  for group, count in pairs(counts) do
+    flat[#flat + 1] = group
+    flat[#flat + 1] = int(count)
+  end
+  call_chunked('HSET', K.group_running, flat)
+end
 
 -- A job of `group` gave its slot back: the group takes its turns again if it has ready jobs
 -- (it may have left the round at its concurrency), and workers held back hear of it.
 function GROUP.free(group)
   if redis.call('HINCRBY', K.group_running, group, '-1') <= 0 then redis.call('HDEL', K.group_running, group) end
+  -- (A group still in the round needs nothing more: the common case.)
+  if redis.call('ZSCORE', K.groups, group) then return end
   if GROUP.has_ready(group) and GROUP.join(group) then wake_workers() end
 end
 
@@ -544,7 +578,7 @@ function GROUP.unlease(number, record, hold)
   if hold and GROUP.limits(group).cap == 1 then
     record.group_held = true
   else
-    GROUP.free(group)
+    GROUP.release(group)
   end
 end
 
@@ -552,7 +586,7 @@ end
 function GROUP.unhold(record)
   if record.group_held then
     record.group_held = nil
-    if K.groups then GROUP.free(record.group_id) end
+    if K.groups then GROUP.release(record.group_id) end
   end
 end
 
@@ -1166,49 +1200,58 @@ function GROUP.lease(allowed)
   if redis.call('ZCARD', K.ready) > 0 then GROUP.join('') end
   local numbers = {}
   local tail = nil
+  -- The round's front, a turn per group, as many groups at once as jobs are still wanted;
+  -- then the groups that have more go to the back (in the order they had their turns), the
+  -- others leave, and the jobs leave `group-ready`, each in one call.
   while #numbers < allowed do
-    local front = redis.call('ZRANGE', K.groups, '0', '0', 'WITHSCORES')
+    local front = redis.call('ZRANGE', K.groups, '0', int(allowed - #numbers - 1))
     if #front == 0 then break end
-    local group = front[1]
-    local number, more = nil, false
-    if group == '' then
-      local first = redis.call('ZRANGE', K.ready, '0', '1')
-      if #first > 0 then
-        number, more = first[1], #first > 1
-        redis.call('ZREM', K.ready, number)
-      end
-    else
-      local limits = GROUP.limits(group)
-      local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
-      local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
-      if rated then
-        local count, frees = GROUP.window(group, limits.rate_ms)
-        if count >= limits.rate_limit then
-          open = false
-          redis.call('ZADD', K.group_wait, int(frees), group)
+    local back, gone, taken = {}, {}, {}
+    for _, group in ipairs(front) do
+      local number, more = nil, false
+      if group == '' then
+        local first = redis.call('ZRANGE', K.ready, '0', '1')
+        if #first > 0 then
+          number, more = first[1], #first > 1
+          redis.call('ZREM', K.ready, number)
         end
-      end
-      if open then
-        local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
-        if #heads > 0 then
-          redis.call('ZREM', K.group_ready, heads[1])
-          number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
-          GROUP.take(group)
-          if rated then
-            redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
-            if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+      else
+        local limits = GROUP.limits(group)
+        local open = not limits.paused and (limits.cap <= 0 or GROUP.running(group) < limits.cap)
+        local rated = open and limits.rate_limit > 0 and limits.rate_ms > 0
+        if rated then
+          local count, frees = GROUP.window(group, limits.rate_ms)
+          if count >= limits.rate_limit then
+            open = false
+            redis.call('ZADD', K.group_wait, int(frees), group)
+          end
+        end
+        if open then
+          local heads = redis.call('ZRANGE', K.group_ready, GROUP.first(group), GROUP.last(group), 'BYLEX', 'LIMIT', '0', '2')
+          if #heads > 0 then
+            taken[#taken + 1] = heads[1]
+            number, more = string.match(heads[1], '%z0*(%d+)$'), #heads > 1
+            if limits.cap > 0 then GROUP.take(group) end
+            if rated then
+              redis.call('ZADD', K.group_rate, 0, group .. '\0' .. string.format('%013d', NOW) .. '\0' .. number)
+              if not more then redis.call('ZADD', K.group_wait, 'NX', int(NOW + limits.rate_ms), group) end
+            end
           end
         end
       end
+      if number then numbers[#numbers + 1] = number end
+      if more then
+        if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
+        tail = tail + 1
+        back[#back + 1] = int(tail)
+        back[#back + 1] = group
+      else
+        gone[#gone + 1] = group
+      end
     end
-    if number then numbers[#numbers + 1] = number end
-    if more then
-      if not tail then tail = tonumber(redis.call('ZRANGE', K.groups, '-1', '-1', 'WITHSCORES')[2]) end
-      tail = tail + 1
-      redis.call('ZADD', K.groups, int(tail), group)
-    else
-      redis.call('ZREM', K.groups, group)
-    end
+    call_chunked('ZREM', K.group_ready, taken)
+    call_chunked('ZREM', K.groups, gone)
+    call_chunked('ZADD', K.groups, back)
   end
   return numbers
 end
