@@ -22,7 +22,7 @@
 //! 9. flows: submitting a parent with 1,000 children, and running it end to end, against
 //!    BullMQ's FlowProducer;
 //! 10. groups: a drain over 10,000 groups against the same drain without groups, and how
-//!    many leases until the jobs of 99 small groups have all started beside one of 100,000.
+//!     many leases until the jobs of 99 small groups have all started beside one of 100,000.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
