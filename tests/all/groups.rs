@@ -579,3 +579,88 @@ async fn groups_over_http_on_the_dashboard_and_in_the_metrics() {
         "{text}"
     );
 }
+
+/// The CLI: jobs enqueued with --group (one, in bulk, by a schedule's definition), every
+/// group's default and one group's own settings, a group paused and resumed, the groups
+/// listed (text and JSON), and a bad group key refused (exit 2, nothing written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_from_the_cli() {
+    use wasmgear_testkit::{stderr, stdout, wasmgear, wasmgear_with_stdin};
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let run = |args: &[&str]| {
+        let out = wasmgear(args, &env);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    run(&["enqueue", "resize", "--group", "acme", "a.jpg"]);
+    let bulk = wasmgear_with_stdin(
+        &["bulk"],
+        &env,
+        b"{\"function\": \"resize\", \"input\": \"b.jpg\", \"group\": \"acme\"}\n{\"function\": \"resize\", \"input\": \"c.jpg\", \"group\": \"globex\"}\n",
+    );
+    assert!(bulk.status.success(), "{}", stderr(&bulk));
+    run(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--function",
+        "resize",
+        "--every",
+        "1h",
+        "--group",
+        "initech",
+    ]);
+    let shown = run(&[
+        "config",
+        "resize",
+        "--group-concurrency",
+        "2",
+        "--group-rate",
+        "100/1m",
+    ]);
+    assert!(shown.contains("2 jobs of each group at once"), "{shown}");
+    assert!(
+        shown.contains("group rate   100 per 60s per group"),
+        "{shown}"
+    );
+    let own = run(&["config", "resize", "--group", "acme", "--concurrency", "1"]);
+    assert!(own.contains("concurrency  1\n"), "{own}");
+    run(&["pause", "resize", "--group", "globex"]);
+    let listed = run(&["groups", "resize"]);
+    assert!(
+        listed.starts_with("resize: 2 groups, 0 ready jobs without a group"),
+        "{listed}"
+    );
+    let acme = listed.lines().find(|l| l.starts_with("acme")).unwrap();
+    assert_eq!(
+        acme.split_whitespace().collect::<Vec<_>>(),
+        ["acme", "2", "0", "1", "100/60s*"]
+    );
+    let globex = listed.lines().find(|l| l.starts_with("globex")).unwrap();
+    assert!(globex.ends_with("paused"), "{listed}");
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["groups", "resize", "--json"])).unwrap();
+    assert_eq!(json["groups"], 2);
+    assert_eq!(json["listed"][0]["group"], "acme");
+    assert_eq!(json["listed"][0]["config"]["concurrency"], 1);
+    run(&["resume", "resize", "--group", "globex"]);
+    let client = redis.client().await;
+    let globex = client
+        .groups(&function("resize"), 1, Some("globex"))
+        .await
+        .unwrap();
+    assert!(!globex.listed[0].config.paused);
+    let schedule = client.schedules().await.unwrap();
+    assert_eq!(schedule[0].def.group.as_deref(), Some("initech"));
+    // A bad key: refused before anything is written.
+    let bad = wasmgear(&["enqueue", "resize", "--group", "two words", "x"], &env);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("group \"two words\""),
+        "{}",
+        stderr(&bad)
+    );
+    assert_eq!(client.queue(&function("resize")).await.unwrap().queued, 3);
+}

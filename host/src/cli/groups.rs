@@ -58,8 +58,10 @@ pub async fn run(args: GroupsArgs) -> anyhow::Result<i32> {
         "{:<24} {:>8} {:>8} {:>12} {:>16}  STATE",
         "GROUP", "READY", "RUNNING", "CONCURRENCY", "RATE"
     );
+    let mut defaulted = false;
     for group in &overview.listed {
         let (concurrency, rate) = limits(&group.config, &defaults);
+        defaulted |= concurrency.ends_with('*') || rate.ends_with('*');
         let state = match (group.config.paused, group.rate_limited_until_ms) {
             (true, _) => "paused",
             (false, Some(_)) => "rate-limited",
@@ -68,6 +70,11 @@ pub async fn run(args: GroupsArgs) -> anyhow::Result<i32> {
         println!(
             "{:<24} {:>8} {:>8} {:>12} {:>16}  {state}",
             group.group, group.ready, group.running, concurrency, rate
+        );
+    }
+    if defaulted {
+        println!(
+            "(* the function's default for every group: config --group-concurrency / --group-rate)"
         );
     }
     Ok(0)
@@ -120,7 +127,7 @@ pub(crate) async fn configure(
     println!("paused       {}", if own.paused { "yes" } else { "no" });
     println!("concurrency  {concurrency}");
     println!("rate         {rate}");
-    if own.concurrency.is_none() || own.rate_limit.is_none() {
+    if concurrency.ends_with('*') || rate.ends_with('*') {
         println!(
             "(* the function's default for every group: config --group-concurrency / --group-rate)"
         );
