@@ -87,6 +87,13 @@ async fn groups_take_turns_on_a_cluster() {
     crate::groups::check_round_robin(&cluster.url()).await;
 }
 
+/// Uniq windows, debounce and throttle on a cluster: their keys live in the function's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedup_windows_debounce_and_throttle_on_a_cluster() {
+    let cluster = TestCluster::start();
+    crate::dedup::check_dedup(&cluster.url()).await;
+}
+
 /// Dependencies across functions on a cluster: fetch, build and ship live in different slots
 /// (ship on another node than the other two), and the chain still runs and cancels in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@ mod cli_conventions;
 mod cli_jobs;
 mod cluster;
 mod dashboard;
+mod dedup;
 mod dependencies;
 mod deploy;
 mod fairness;

@@ -248,6 +248,16 @@ impl Client {
             if let Some(group) = &options.group {
                 named.push(("group", group.clone()));
             }
+            if let Some(window) = options.uniq_for {
+                named.push(("uniq_for", ms(window).to_string()));
+            }
+            if let Some(quiet) = options.debounce {
+                named.push(("debounce", ms(quiet).to_string()));
+            }
+            if let Some((n, every)) = options.throttle {
+                named.push(("throttle", n.to_string()));
+                named.push(("throttle_ms", ms(every).to_string()));
+            }
             if let Some(placement) = placements.get(i) {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));
                 named.extend(placement.flow.map(|f| ("flow", f.to_string())));

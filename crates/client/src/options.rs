@@ -136,6 +136,16 @@ pub struct EnqueueOptions {
     /// [`Admin::configure_group`](crate::Admin::configure_group)); jobs without one form a
     /// group of their own.
     pub group: Option<String>,
+    /// With `uniq`: once the job holding the key has succeeded, the key goes on answering
+    /// with it for this long (the same work is not done twice within the window).
+    pub uniq_for: Option<Duration>,
+    /// With `uniq`: the job waits this long; enqueued again with the key before it has
+    /// started, that job takes the new input and waits this long again (the last one of a
+    /// burst runs, once it has been quiet for this long).
+    pub debounce: Option<Duration>,
+    /// With `uniq`: at most this many jobs are made with the key per this long; beyond, the
+    /// latest one made is returned (and the key does not join unfinished jobs).
+    pub throttle: Option<(u64, Duration)>,
 }
 
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
@@ -165,6 +175,9 @@ impl Default for EnqueueOptions {
             parent: None,
             once: None,
             group: None,
+            uniq_for: None,
+            debounce: None,
+            throttle: None,
         }
     }
 }
@@ -208,6 +221,7 @@ impl EnqueueOptions {
         if let Some(group) = &self.group {
             check_group(group)?;
         }
+        self.check_dedup()?;
         if self.tags.len() > MAX_TAGS {
             return bad(format!(
                 "{} tags are more than the limit of {MAX_TAGS}",
@@ -249,6 +263,42 @@ impl EnqueueOptions {
                     "invalid job option: the time to run at is more than 10 years ahead; give a nearer one".into(),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+impl EnqueueOptions {
+    /// Checks `uniq_for`, `debounce` and `throttle`: each with `uniq`, one at most, within
+    /// bounds; `debounce` without a delay or time to run at (it is the delay).
+    fn check_dedup(&self) -> Result<()> {
+        let bad = |what: &str| Err(QueueError::BadOption(what.to_string()));
+        let modes = [
+            self.uniq_for.is_some(),
+            self.debounce.is_some(),
+            self.throttle.is_some(),
+        ];
+        let given = modes.iter().filter(|m| **m).count();
+        if given > 0 && self.uniq.is_none() {
+            return bad("uniq_for, debounce and throttle work on a uniq key: give uniq too");
+        }
+        if given > 1 {
+            return bad("give one of uniq_for, debounce and throttle");
+        }
+        let in_range = |d: Duration| d >= Duration::from_millis(1) && d <= MAX_DURATION;
+        if self.uniq_for.is_some_and(|d| !in_range(d)) {
+            return bad("uniq_for must be 1ms to 10 years");
+        }
+        if self.debounce.is_some_and(|d| !in_range(d)) {
+            return bad("debounce must be 1ms to 10 years");
+        }
+        if self.debounce.is_some() && (!self.delay.is_zero() || self.at.is_some()) {
+            return bad("debounce is the job's delay: give no delay or time to run at with it");
+        }
+        if let Some((n, every)) = self.throttle
+            && (n == 0 || n > wasmgear_proto::limits::MAX_WHOLE || !in_range(every))
+        {
+            return bad("throttle must be 1 or more jobs per 1ms to 10 years");
         }
         Ok(())
     }

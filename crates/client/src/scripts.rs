@@ -76,6 +76,8 @@ const ENDS: &[QueueKey] = &[
     GroupReady,
     GroupRunning,
     GroupConfig,
+    Dedup,
+    DedupExp,
 ];
 /// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
 const LEASING: &[QueueKey] = &[
@@ -108,6 +110,8 @@ const LEASING: &[QueueKey] = &[
     GroupConfig,
     GroupRate,
     GroupWait,
+    Dedup,
+    DedupExp,
 ];
 
 functions! {
@@ -115,6 +119,8 @@ functions! {
         Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
         Reserved, Groups, GroupReady, GroupRunning, GroupConfig, GroupRate, GroupWait,
+    Dedup,
+    DedupExp,
     ]), false;
     RESERVE = "reserve", Some(&[Seq, Stats, Events, Reserved]), false;
     LEASE = "lease", Some(LEASING), false;
@@ -127,6 +133,8 @@ functions! {
         Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Events, Work, Ticks, Groups, GroupReady, GroupRunning,
         GroupConfig,
+    Dedup,
+    DedupExp,
     ]), false;
     WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
     LINK = "link", Some(&[Jobs, Stats, Events, Reserved]), false;
@@ -527,13 +535,19 @@ mod tests {
     fn lib_lua_defines_each_helper_once() {
         let mut seen = BTreeSet::new();
         for line in include_str!("lua/lib.lua").lines() {
-            let name = line
-                .strip_prefix("local function ")
-                .map(|rest| rest.chars().take_while(|c| *c != '(').collect::<String>());
-            if let Some(name) = name {
+            if let Some(name) = helper_name(line) {
                 assert!(seen.insert(name.clone()), "lib.lua defines {name} twice");
             }
         }
+    }
+
+    /// The name of the helper a line of lib.lua starts to define: `local function NAME(`,
+    /// or `function TABLE.NAME(` for the helpers kept in a table (`GROUP.join`).
+    fn helper_name(line: &str) -> Option<String> {
+        let rest = line
+            .strip_prefix("local function ")
+            .or_else(|| line.strip_prefix("function "))?;
+        Some(rest.chars().take_while(|c| *c != '(').collect())
     }
 
     /// The `K.name` keys used in `text`, and the names of `helpers` it calls.
@@ -578,16 +592,14 @@ mod tests {
         let mut bodies = BTreeMap::new();
         let mut current: Option<(String, String)> = None;
         for line in lib.lines() {
-            if let Some(rest) = line.strip_prefix("local function ") {
-                let name: String = rest.chars().take_while(|c| *c != '(').collect();
+            if let Some(name) = helper_name(line) {
                 current = Some((name, String::new()));
             }
             if let Some((_, body)) = current.as_mut() {
                 body.push_str(line);
                 body.push('\n');
             }
-            let closes =
-                line == "end" || (line.starts_with("local function ") && line.ends_with(" end"));
+            let closes = line == "end" || (helper_name(line).is_some() && line.ends_with(" end"));
             if closes && let Some((name, body)) = current.take() {
                 bodies.insert(name, body);
             }

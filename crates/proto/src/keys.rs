@@ -75,6 +75,10 @@ pub enum QueueKey {
     GroupRate,
     /// `group-wait`: groups waiting for their rate window, by when it lets them lease.
     GroupWait,
+    /// `dedup`: keys kept past their job (uniq windows, throttle windows).
+    Dedup,
+    /// `dedup-exp`: those keys, by when they end.
+    DedupExp,
 }
 
 impl QueueKey {
@@ -88,6 +92,7 @@ impl QueueKey {
             QueueKey::GroupConfig => "group_config",
             QueueKey::GroupRate => "group_rate",
             QueueKey::GroupWait => "group_wait",
+            QueueKey::DedupExp => "dedup_exp",
             other => other.suffix(),
         }
     }
@@ -126,6 +131,8 @@ impl QueueKey {
             QueueKey::GroupConfig => "group-config",
             QueueKey::GroupRate => "group-rate",
             QueueKey::GroupWait => "group-wait",
+            QueueKey::Dedup => "dedup",
+            QueueKey::DedupExp => "dedup-exp",
         }
     }
 }
@@ -267,6 +274,15 @@ impl FunctionKeys {
     /// Sorted set: groups waiting for their rate window, scored by when it lets them lease.
     pub fn group_wait(&self) -> String {
         self.key("group-wait")
+    }
+    /// Hash: key → what is kept of it past its job: `w|UNTIL` (a uniq key whose job
+    /// succeeded with `uniq_for`) or `t|UNTIL|COUNT|NUMBER` (a throttle window).
+    pub fn dedup(&self) -> String {
+        self.key("dedup")
+    }
+    /// Sorted set: the keys of `dedup`, scored by when they end (ms).
+    pub fn dedup_expiry(&self) -> String {
+        self.key("dedup-exp")
     }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {

@@ -73,6 +73,17 @@ pub(crate) struct JobRequest {
     /// A key no other unfinished job of the function holds (Gearman's unique key).
     #[schemars(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN))]
     uniq: Option<String>,
+    /// With `uniq`: once the job holding the key has succeeded, the key goes on answering
+    /// with it for this many ms.
+    #[schemars(range(min = 1, max = limits::MAX_DURATION_MS))]
+    uniq_for_ms: Option<u64>,
+    /// With `uniq`: the job waits this many ms; enqueued again with the key before it has
+    /// started, that job takes the new input and waits again (not with `delay_ms`, `at_ms`).
+    #[schemars(range(min = 1, max = limits::MAX_DURATION_MS))]
+    debounce_ms: Option<u64>,
+    /// With `uniq`: at most `limit` jobs with the key per `interval_ms`; beyond, the latest
+    /// one made is answered.
+    throttle: Option<crate::groups::RateLimit>,
     /// Labels to find the job by.
     #[serde(default)]
     #[schemars(length(max = limits::MAX_TAGS), inner(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN)))]
@@ -106,6 +117,11 @@ impl JobRequest {
         }
         .into_job()?;
         options.uniq = self.uniq;
+        options.uniq_for = self.uniq_for_ms.map(Duration::from_millis);
+        options.debounce = self.debounce_ms.map(Duration::from_millis);
+        options.throttle = self
+            .throttle
+            .map(|t| (t.limit, Duration::from_millis(t.interval_ms)));
         options.after = self
             .after
             .iter()
@@ -128,7 +144,9 @@ fn job_id_of(id: &str) -> ApiResult<JobId> {
 }
 
 /// The whole-number fields of a job request.
-const WHOLE_NUMBER_FIELDS: [&str; 7] = [
+const WHOLE_NUMBER_FIELDS: [&str; 9] = [
+    "uniq_for_ms",
+    "debounce_ms",
     "priority",
     "attempts",
     "timeout_ms",
@@ -143,6 +161,9 @@ const WHOLE_NUMBER_FIELDS: [&str; 7] = [
 /// typed request reads; `input_json` and the rest are left as sent.
 pub(crate) fn whole_numbers(job: &mut Value) {
     whole_numbers_in(job, &WHOLE_NUMBER_FIELDS);
+    if let Some(throttle) = job.get_mut("throttle") {
+        whole_numbers_in(throttle, &["limit", "interval_ms"]);
+    }
 }
 
 /// Writes the fields `names` of object `object` that JSON gives as a number with a fraction

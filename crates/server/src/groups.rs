@@ -68,12 +68,12 @@ pub(crate) struct GroupRequest {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RateLimit {
-    /// The most leases per interval.
+    /// The most per interval.
     #[schemars(range(min = 1, max = limits::MAX_WHOLE))]
-    limit: u64,
+    pub(crate) limit: u64,
     /// The interval, ms.
     #[schemars(range(min = 1, max = limits::MAX_DURATION_MS))]
-    interval_ms: u64,
+    pub(crate) interval_ms: u64,
 }
 
 /// A field that is there, `null` or not: `Some(None)` for `null` (a field left out is

@@ -378,7 +378,9 @@ fn job_with_function(after_item: Value) -> Value {
         fields.remove("title");
     }
     if let Some(properties) = job["properties"].as_object_mut() {
-        properties.remove("uniq");
+        for field in ["uniq", "uniq_for_ms", "debounce_ms", "throttle"] {
+            properties.remove(field);
+        }
     }
     job["properties"]["function"] = json!({ "type": "string", "pattern": function_pattern(),
         "description": "the function that runs the job" });

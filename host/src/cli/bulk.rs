@@ -20,8 +20,8 @@ pub struct BulkArgs {
     /// {"function": "resize", "input": "text"} or with "input_json": <any JSON value>,
     /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
     /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h"),
-    /// "failed_retention" ("7d"), "uniq" (a key), "group" (a key), "tags" and "after"
-    /// (lists of job ids).
+    /// "failed_retention" ("7d"), "uniq" (a key) with "uniq_for" ("10m"), "debounce" ("5s")
+    /// or "throttle" ("1/10s"), "group" (a key), "tags" and "after" (lists of job ids).
     /// Every line is checked before any job is written. Prints one job id per line, in order.
     file: Option<PathBuf>,
 
@@ -57,6 +57,12 @@ struct Line {
     uniq: Option<String>,
     #[serde(default)]
     group: Option<String>,
+    #[serde(default)]
+    uniq_for: Option<String>,
+    #[serde(default)]
+    debounce: Option<String>,
+    #[serde(default)]
+    throttle: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
@@ -115,6 +121,11 @@ impl Line {
         }
         options.uniq = self.uniq;
         options.group = self.group;
+        options.uniq_for = self.uniq_for.as_deref().map(parse_duration).transpose()?;
+        options.debounce = self.debounce.as_deref().map(parse_duration).transpose()?;
+        if let Some(rate) = &self.throttle {
+            options.throttle = super::config::parse_rate("throttle", rate)?;
+        }
         options.tags = self.tags;
         options.after = self
             .after

@@ -152,7 +152,7 @@ fn optional_number(text: &str, unset: &str, flag: &str) -> anyhow::Result<Option
 }
 
 /// Parses `N/INTERVAL` (`100/1s`), or `none`, given to `flag`.
-fn parse_rate(flag: &str, text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
+pub(super) fn parse_rate(flag: &str, text: &str) -> anyhow::Result<Option<(u64, Duration)>> {
     if text == "none" {
         return Ok(None);
     }

@@ -79,6 +79,21 @@ pub struct EnqueueArgs {
     #[arg(long)]
     uniq: Option<String>,
 
+    /// With --uniq: once the job holding the key has succeeded, the key goes on answering
+    /// with it for this long (e.g. 10m): the same work is not done twice within it.
+    #[arg(long, value_parser = parse_duration, requires = "uniq", conflicts_with_all = ["debounce", "throttle"])]
+    uniq_for: Option<Duration>,
+
+    /// With --uniq: the job waits this long; enqueued again with the key before it starts,
+    /// that job takes the new input and waits again (the last of a burst runs).
+    #[arg(long, value_parser = parse_duration, requires = "uniq", conflicts_with_all = ["throttle", "delay", "at"])]
+    debounce: Option<Duration>,
+
+    /// With --uniq: at most N jobs with the key per INTERVAL (1/10s); beyond, the latest one
+    /// made is printed instead.
+    #[arg(long, value_name = "N/INTERVAL", requires = "uniq")]
+    throttle: Option<String>,
+
     /// The job's group (a tenant, customer or document key): the function's jobs are run
     /// round robin across groups, each within its own limits (`wasmgear config F
     /// --group-concurrency N`; 1 runs a group's jobs one at a time, in order).
@@ -147,6 +162,12 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         parent: None,
         once: None,
         group: args.group.clone(),
+        uniq_for: args.uniq_for,
+        debounce: args.debounce,
+        throttle: match &args.throttle {
+            Some(text) => super::config::parse_rate("--throttle", text)?,
+            None => None,
+        },
     };
     let mut options = options;
     for (ids, policy) in [
@@ -179,7 +200,14 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         .context("the queue answered no job id")?;
     let id = enqueued.id;
     if !enqueued.created {
-        eprintln!("an unfinished job with this uniq key exists: {id}");
+        let why = if args.debounce.is_some() {
+            "the job with this key has not started: it takes this input and waits again"
+        } else if args.throttle.is_some() {
+            "this key's jobs are throttled: the latest one made holds it"
+        } else {
+            "a job holds this uniq key (unfinished, or within its --uniq-for window)"
+        };
+        eprintln!("{why}: {id}");
     }
     if !args.wait {
         println!("{id}");

@@ -926,6 +926,74 @@ local function release_dependencies(number, after)
   end
 end
 
+-- Keys kept past their job (`dedup`, KEY -> text; `dedup_exp`, KEY scored by when that
+-- ends): 'w|UNTIL', a uniq key whose job succeeded with `uniq_for`, still answering with
+-- that job (the key stays in `uniq`) until UNTIL; 't|UNTIL|COUNT|NUMBER', a throttle
+-- window: COUNT jobs made with the key since it opened, NUMBER the latest, until UNTIL.
+local DEDUP = {}
+
+-- Job `number` with uniq key `key` ended in `state`: the key is let go, or, for a job that
+-- succeeded with `uniq_for` ms, kept for that long (a window).
+function DEDUP.ended(number, key, uniq_for, state)
+  if redis.call('HGET', K.uniq, key) ~= tostring(number) then return end
+  if state == 'succeeded' and uniq_for and K.dedup then
+    redis.call('HSET', K.dedup, key, 'w|' .. int(NOW + uniq_for))
+    redis.call('ZADD', K.dedup_exp, int(NOW + uniq_for), key)
+  else
+    redis.call('HDEL', K.uniq, key)
+  end
+end
+
+-- Whether uniq key `key` is in the window of a job that succeeded with it.
+function DEDUP.window_open(key)
+  if not K.dedup then return false end
+  local until_ms = string.match(redis.call('HGET', K.dedup, key) or '', '^w|(%d+)$')
+  return until_ms ~= nil and tonumber(until_ms) > NOW
+end
+
+-- A new job takes uniq key `key`: a window it had ends.
+function DEDUP.taken(key)
+  if not K.dedup then return end
+  redis.call('HDEL', K.dedup, key)
+  redis.call('ZREM', K.dedup_exp, key)
+end
+
+-- The throttle window of `key` (nil when none is open): {until, count, number}.
+function DEDUP.throttle_window(key)
+  local until_ms, count, number = string.match(redis.call('HGET', K.dedup, key) or '', '^t|(%d+)|(%d+)|(%d+)$')
+  if not until_ms or tonumber(until_ms) <= NOW then return nil end
+  return { tonumber(until_ms), tonumber(count), number }
+end
+
+-- Job `number` was made with throttle key `key` (at most `limit` per `period` ms).
+function DEDUP.throttled(key, number, period)
+  local window = DEDUP.throttle_window(key)
+  if window then
+    redis.call('HSET', K.dedup, key, 't|' .. int(window[1]) .. '|' .. int(window[2] + 1) .. '|' .. number)
+  else
+    redis.call('HSET', K.dedup, key, 't|' .. int(NOW + period) .. '|1|' .. number)
+    redis.call('ZADD', K.dedup_exp, int(NOW + period), key)
+  end
+end
+
+-- Forgets the windows that are over (at most BATCH): a uniq key whose window ended leaves
+-- `uniq` (its job has ended: a new job taking the key ends the window first).
+function DEDUP.over()
+  if not K.dedup then return end
+  for _, key in ipairs(redis.call('ZRANGE', K.dedup_exp, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.dedup_exp, key)
+    local kind = string.sub(redis.call('HGET', K.dedup, key) or '', 1, 1)
+    redis.call('HDEL', K.dedup, key)
+    if kind == 'w' then
+      local holder = redis.call('HGET', K.uniq, key)
+      local held = holder and load(holder)
+      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled' then
+        redis.call('HDEL', K.uniq, key)
+      end
+    end
+  end
+end
+
 local function finish(number, record, state, err, from)
   -- A queued job of a group leaves its group's place; one holding its sequence's slot
   -- lets it go. (A leased job's slot went when it left `leased`: unlease.)
@@ -945,9 +1013,7 @@ local function finish(number, record, state, err, from)
     redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
     stat_count('failed')
   end
-  if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
-    redis.call('HDEL', K.uniq, record.uniq)
-  end
+  if record.uniq then DEDUP.ended(number, record.uniq, record.uniq_for, state) end
   tell_dependents(number, record, state)
   save(number, record)
   release_dependencies(number, record.after)
@@ -1120,6 +1186,7 @@ local function forget_expired(keep)
     end
   end
   forget_finished(due)
+  DEDUP.over()
 end
 
 ---------------------------------------------------------------------------------------------
@@ -1700,14 +1767,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -1730,6 +1797,17 @@ local reply = (function()
 --                     must not be in the past (none)
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
+--   uniq_for          ms (with uniq): once the job holding the key has succeeded, the key
+--                     goes on answering with it for this long (a dedup window: the same
+--                     work is not done twice within it)
+--   debounce          ms (with uniq): the job waits this long; enqueued again with the key
+--                     before it has started, that job takes the new input and waits this
+--                     long again (the last one within a quiet period runs); once it has
+--                     started, a new job is made
+--   throttle, throttle_ms
+--                     (with uniq, together) at most `throttle` jobs are made with the key
+--                     per `throttle_ms` (a window opened by the first); beyond, the latest
+--                     one made answers. The key does not join unfinished jobs then
 --   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
 --                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
 --                     ready jobs are leased round robin across their groups, each group
@@ -1827,7 +1905,8 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true, batch = true, group = true,
+  number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
+  throttle = true, throttle_ms = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -1839,7 +1918,8 @@ local RANGES = {
   { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
-  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE },
+  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE }, { 'uniq_for', 1, MAX_DURATION_MS },
+  { 'debounce', 1, MAX_DURATION_MS }, { 'throttle', 1, MAX_WHOLE }, { 'throttle_ms', 1, MAX_DURATION_MS },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -1916,6 +1996,17 @@ for i = 0, n - 1 do
           .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
       end
       given[options.number] = i
+    end
+    local modes = (options.uniq_for and 1 or 0) + (options.debounce and 1 or 0) + (options.throttle and 1 or 0)
+    if modes > 0 and not options.uniq then
+      return bad(i, 'uniq_for, debounce and throttle go with uniq (the key they work on)')
+    end
+    if modes > 1 then return bad(i, 'give one of uniq_for, debounce and throttle') end
+    if (options.throttle == nil) ~= (options.throttle_ms == nil) then
+      return bad(i, 'throttle (jobs) and throttle_ms (per how long) go together')
+    end
+    if options.debounce and (options.delay or options.at) then
+      return bad(i, 'debounce is the delay: give no delay or at with it')
     end
     if options.group and not GROUP.fits(options.group) then
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
@@ -2086,11 +2177,32 @@ for i = 0, n - 1 do
       local holder = redis.call('HGET', K.ticks, 'once\0' .. once)
       if holder and load(holder) then existing = holder end
     end
+    local debounce = options.debounce and number_of(options.debounce)
     if uniq and not existing then
-      local holder = redis.call('HGET', K.uniq, uniq)
-      if holder then
-        local held = load(holder)
-        if held and not final(held.state) then existing = holder end
+      if options.throttle then
+        -- At most `throttle` jobs of the key per window: beyond, the latest answers.
+        local window = DEDUP.throttle_window(uniq)
+        if window and window[2] >= number_of(options.throttle) then existing = window[3] end
+      else
+        local holder = redis.call('HGET', K.uniq, uniq)
+        local held = holder and load(holder)
+        if debounce then
+          -- The key's job has not started: it takes this input and waits its delay again.
+          if held and held.attempt == 0 and (held.state == 'scheduled' or held.state == 'queued') then
+            existing = holder
+            if held.state == 'queued' then GROUP.unready(holder, held) end
+            held.not_before_ms = NOW + debounce
+            make_scheduled(holder, held, NOW + debounce)
+            save(holder, held)
+            inputs[#inputs + 1] = holder
+            inputs[#inputs + 1] = input
+          end
+        elseif held and not final(held.state) then
+          existing = holder
+        elseif holder and DEDUP.window_open(uniq) then
+          -- Its job succeeded within the key's window (uniq_for).
+          existing = holder
+        end
       end
     end
     if existing then
@@ -2112,13 +2224,17 @@ for i = 0, n - 1 do
         failed_retention_ms = number_of(failed_retention),
         created_ms = NOW,
       }
-      local run_at = NOW + delay
+      local run_at = NOW + (debounce or delay)
       if at > run_at then run_at = at end
       -- Kept for good (a retry runs the job no earlier either).
       if run_at > NOW then record.not_before_ms = run_at end
-      if uniq then
+      if uniq and options.throttle then
+        DEDUP.throttled(uniq, number, number_of(options.throttle_ms))
+      elseif uniq then
         record.uniq = uniq
+        if options.uniq_for then record.uniq_for = number_of(options.uniq_for) end
         redis.call('HSET', K.uniq, uniq, number)
+        DEDUP.taken(uniq)
       end
       if once then
         -- Kept while the job is (forget_finished lets it go with the job).
@@ -2258,7 +2374,7 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29] } end
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_lease)
 local reply = (function()
@@ -2272,7 +2388,7 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -2462,7 +2578,7 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29] } end
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_complete)
 local reply = (function()
@@ -2474,7 +2590,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -2607,9 +2723,7 @@ for i = 0, n - 1 do
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
-      if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
-        redis.call('HDEL', K.uniq, others.uniq)
-      end
+      if others.uniq then DEDUP.ended(number, others.uniq, others.uniq_for, 'succeeded') end
       tell_dependents(number, others, 'succeeded')
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     end
@@ -2665,7 +2779,7 @@ return reply
 
 end }
 
-local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
+local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
 redis.register_function{ function_name = 'wg2_fail', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_fail)
 local reply = (function()
@@ -2678,7 +2792,7 @@ local reply = (function()
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2744,7 +2858,7 @@ return reply
 
 end }
 
-local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
+local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
 redis.register_function{ function_name = 'wg2_release', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_release)
 local reply = (function()
@@ -2753,7 +2867,7 @@ local reply = (function()
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2796,7 +2910,7 @@ return reply
 
 end }
 
-local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22] } end
+local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_cancel)
 local reply = (function()
@@ -2806,7 +2920,7 @@ local reply = (function()
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -2945,7 +3059,7 @@ return reply
 
 end }
 
-local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18] } end
+local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
 redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_resolve)
 local reply = (function()
@@ -2954,7 +3068,7 @@ local reply = (function()
 -- worker tells all it has in one call, so a fan-in's dependent is loaded and saved once per
 -- call, not once per dependency.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2..] triples, 1..MAX_TELLS_PER_CALL of them: a waiting job's number, the id of one
 --          of its dependencies ('G:N'), and that dependency's state: 'succeeded' (the job
@@ -4989,4 +5103,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '9b9b55013bb5f6478922321af585f1ae876357c6' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'c74b7b6849d0c2ca76b1f2d906fd9a9c5f8d2eb3' end, flags = { 'no-writes' } }

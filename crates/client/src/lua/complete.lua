@@ -6,7 +6,7 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -139,9 +139,7 @@ for i = 0, n - 1 do
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
-      if others.uniq and redis.call('HGET', K.uniq, others.uniq) == number then
-        redis.call('HDEL', K.uniq, others.uniq)
-      end
+      if others.uniq then DEDUP.ended(number, others.uniq, others.uniq_for, 'succeeded') end
       tell_dependents(number, others, 'succeeded')
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
     end

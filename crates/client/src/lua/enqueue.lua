@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -24,6 +24,17 @@
 --                     must not be in the past (none)
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
+--   uniq_for          ms (with uniq): once the job holding the key has succeeded, the key
+--                     goes on answering with it for this long (a dedup window: the same
+--                     work is not done twice within it)
+--   debounce          ms (with uniq): the job waits this long; enqueued again with the key
+--                     before it has started, that job takes the new input and waits this
+--                     long again (the last one within a quiet period runs); once it has
+--                     started, a new job is made
+--   throttle, throttle_ms
+--                     (with uniq, together) at most `throttle` jobs are made with the key
+--                     per `throttle_ms` (a window opened by the first); beyond, the latest
+--                     one made answers. The key does not join unfinished jobs then
 --   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
 --                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
 --                     ready jobs are leased round robin across their groups, each group
@@ -121,7 +132,8 @@ end
 local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
-  number = true, flow = true, batch = true, group = true,
+  number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
+  throttle = true, throttle_ms = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -133,7 +145,8 @@ local RANGES = {
   { 'priority', MIN_PRIORITY, MAX_PRIORITY }, { 'attempts', 0, MAX_ATTEMPTS }, { 'timeout', 0, MAX_DURATION_MS },
   { 'retention', 0, MAX_DURATION_MS }, { 'failed_retention', 0, MAX_DURATION_MS },
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
-  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE },
+  { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE }, { 'uniq_for', 1, MAX_DURATION_MS },
+  { 'debounce', 1, MAX_DURATION_MS }, { 'throttle', 1, MAX_WHOLE }, { 'throttle_ms', 1, MAX_DURATION_MS },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -210,6 +223,17 @@ for i = 0, n - 1 do
           .. RESERVATION_MS .. ' ms lapsed, or it was used): reserve numbers again')
       end
       given[options.number] = i
+    end
+    local modes = (options.uniq_for and 1 or 0) + (options.debounce and 1 or 0) + (options.throttle and 1 or 0)
+    if modes > 0 and not options.uniq then
+      return bad(i, 'uniq_for, debounce and throttle go with uniq (the key they work on)')
+    end
+    if modes > 1 then return bad(i, 'give one of uniq_for, debounce and throttle') end
+    if (options.throttle == nil) ~= (options.throttle_ms == nil) then
+      return bad(i, 'throttle (jobs) and throttle_ms (per how long) go together')
+    end
+    if options.debounce and (options.delay or options.at) then
+      return bad(i, 'debounce is the delay: give no delay or at with it')
     end
     if options.group and not GROUP.fits(options.group) then
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
@@ -380,11 +404,32 @@ for i = 0, n - 1 do
       local holder = redis.call('HGET', K.ticks, 'once\0' .. once)
       if holder and load(holder) then existing = holder end
     end
+    local debounce = options.debounce and number_of(options.debounce)
     if uniq and not existing then
-      local holder = redis.call('HGET', K.uniq, uniq)
-      if holder then
-        local held = load(holder)
-        if held and not final(held.state) then existing = holder end
+      if options.throttle then
+        -- At most `throttle` jobs of the key per window: beyond, the latest answers.
+        local window = DEDUP.throttle_window(uniq)
+        if window and window[2] >= number_of(options.throttle) then existing = window[3] end
+      else
+        local holder = redis.call('HGET', K.uniq, uniq)
+        local held = holder and load(holder)
+        if debounce then
+          -- The key's job has not started: it takes this input and waits its delay again.
+          if held and held.attempt == 0 and (held.state == 'scheduled' or held.state == 'queued') then
+            existing = holder
+            if held.state == 'queued' then GROUP.unready(holder, held) end
+            held.not_before_ms = NOW + debounce
+            make_scheduled(holder, held, NOW + debounce)
+            save(holder, held)
+            inputs[#inputs + 1] = holder
+            inputs[#inputs + 1] = input
+          end
+        elseif held and not final(held.state) then
+          existing = holder
+        elseif holder and DEDUP.window_open(uniq) then
+          -- Its job succeeded within the key's window (uniq_for).
+          existing = holder
+        end
       end
     end
     if existing then
@@ -406,13 +451,17 @@ for i = 0, n - 1 do
         failed_retention_ms = number_of(failed_retention),
         created_ms = NOW,
       }
-      local run_at = NOW + delay
+      local run_at = NOW + (debounce or delay)
       if at > run_at then run_at = at end
       -- Kept for good (a retry runs the job no earlier either).
       if run_at > NOW then record.not_before_ms = run_at end
-      if uniq then
+      if uniq and options.throttle then
+        DEDUP.throttled(uniq, number, number_of(options.throttle_ms))
+      elseif uniq then
         record.uniq = uniq
+        if options.uniq_for then record.uniq_for = number_of(options.uniq_for) end
         redis.call('HSET', K.uniq, uniq, number)
+        DEDUP.taken(uniq)
       end
       if once then
         -- Kept while the job is (forget_finished lets it go with the job).

@@ -891,6 +891,74 @@ local function release_dependencies(number, after)
   end
 end
 
+-- Keys kept past their job (`dedup`, KEY -> text; `dedup_exp`, KEY scored by when that
+-- ends): 'w|UNTIL', a uniq key whose job succeeded with `uniq_for`, still answering with
+-- that job (the key stays in `uniq`) until UNTIL; 't|UNTIL|COUNT|NUMBER', a throttle
+-- window: COUNT jobs made with the key since it opened, NUMBER the latest, until UNTIL.
+local DEDUP = {}
+
+-- Job `number` with uniq key `key` ended in `state`: the key is let go, or, for a job that
+-- succeeded with `uniq_for` ms, kept for that long (a window).
+function DEDUP.ended(number, key, uniq_for, state)
+  if redis.call('HGET', K.uniq, key) ~= tostring(number) then return end
+  if state == 'succeeded' and uniq_for and K.dedup then
+    redis.call('HSET', K.dedup, key, 'w|' .. int(NOW + uniq_for))
+    redis.call('ZADD', K.dedup_exp, int(NOW + uniq_for), key)
+  else
+    redis.call('HDEL', K.uniq, key)
+  end
+end
+
+-- Whether uniq key `key` is in the window of a job that succeeded with it.
+function DEDUP.window_open(key)
+  if not K.dedup then return false end
+  local until_ms = string.match(redis.call('HGET', K.dedup, key) or '', '^w|(%d+)$')
+  return until_ms ~= nil and tonumber(until_ms) > NOW
+end
+
+-- A new job takes uniq key `key`: a window it had ends.
+function DEDUP.taken(key)
+  if not K.dedup then return end
+  redis.call('HDEL', K.dedup, key)
+  redis.call('ZREM', K.dedup_exp, key)
+end
+
+-- The throttle window of `key` (nil when none is open): {until, count, number}.
+function DEDUP.throttle_window(key)
+  local until_ms, count, number = string.match(redis.call('HGET', K.dedup, key) or '', '^t|(%d+)|(%d+)|(%d+)$')
+  if not until_ms or tonumber(until_ms) <= NOW then return nil end
+  return { tonumber(until_ms), tonumber(count), number }
+end
+
+-- Job `number` was made with throttle key `key` (at most `limit` per `period` ms).
+function DEDUP.throttled(key, number, period)
+  local window = DEDUP.throttle_window(key)
+  if window then
+    redis.call('HSET', K.dedup, key, 't|' .. int(window[1]) .. '|' .. int(window[2] + 1) .. '|' .. number)
+  else
+    redis.call('HSET', K.dedup, key, 't|' .. int(NOW + period) .. '|1|' .. number)
+    redis.call('ZADD', K.dedup_exp, int(NOW + period), key)
+  end
+end
+
+-- Forgets the windows that are over (at most BATCH): a uniq key whose window ended leaves
+-- `uniq` (its job has ended: a new job taking the key ends the window first).
+function DEDUP.over()
+  if not K.dedup then return end
+  for _, key in ipairs(redis.call('ZRANGE', K.dedup_exp, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    redis.call('ZREM', K.dedup_exp, key)
+    local kind = string.sub(redis.call('HGET', K.dedup, key) or '', 1, 1)
+    redis.call('HDEL', K.dedup, key)
+    if kind == 'w' then
+      local holder = redis.call('HGET', K.uniq, key)
+      local held = holder and load(holder)
+      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled' then
+        redis.call('HDEL', K.uniq, key)
+      end
+    end
+  end
+end
+
 local function finish(number, record, state, err, from)
   -- A queued job of a group leaves its group's place; one holding its sequence's slot
   -- lets it go. (A leased job's slot went when it left `leased`: unlease.)
@@ -910,9 +978,7 @@ local function finish(number, record, state, err, from)
     redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
     stat_count('failed')
   end
-  if record.uniq and redis.call('HGET', K.uniq, record.uniq) == tostring(number) then
-    redis.call('HDEL', K.uniq, record.uniq)
-  end
+  if record.uniq then DEDUP.ended(number, record.uniq, record.uniq_for, state) end
   tell_dependents(number, record, state)
   save(number, record)
   release_dependencies(number, record.after)
@@ -1085,6 +1151,7 @@ local function forget_expired(keep)
     end
   end
   forget_finished(due)
+  DEDUP.over()
 end
 
 ---------------------------------------------------------------------------------------------
