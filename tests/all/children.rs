@@ -105,6 +105,51 @@ async fn a_parent_fans_out_to_100_children_and_combines_their_outputs() {
     );
 }
 
+/// The children of a job with a group join its group: a tenant's fan-out stays the
+/// tenant's, within its limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_join_their_parent_s_group() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let dir = plugins(
+        Some("[jobs]\nenqueue = [\"reverse\"]\nmax_children = 10\n"),
+        &["reverse"],
+    );
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(dir.path())
+        .start();
+    let chunks: Vec<String> = (0..3).map(|i| format!("chunk {i}")).collect();
+    let options = EnqueueOptions {
+        group: Some("acme".into()),
+        ..EnqueueOptions::default()
+    };
+    let id = client
+        .enqueue(
+            &function("split"),
+            &plan("reverse", &chunks, false),
+            &options,
+        )
+        .await
+        .unwrap();
+    let status = client.wait(&id, Some(WAIT), |_| {}).await.unwrap();
+    assert_eq!(
+        status.record.state,
+        JobState::Succeeded,
+        "{:?}",
+        status.record.error
+    );
+    assert_eq!(status.record.group_id.as_deref(), Some("acme"));
+    for child in &status.record.children {
+        let child = client.status(&child.parse().unwrap()).await.unwrap();
+        assert_eq!(
+            child.record.group_id.as_deref(),
+            Some("acme"),
+            "{}",
+            child.id
+        );
+    }
+}
+
 /// Without the grant the guest is told so and nothing is enqueued; past the cap, the
 /// children up to it are enqueued and the next is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

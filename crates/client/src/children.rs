@@ -28,16 +28,19 @@ impl Client {
             ..options
         };
         options.validate()?;
-        // A parent whose cancel was asked for, or that has ended, gets no new child.
-        match self.adopt(parent, "").await?.as_str() {
-            "running" => {}
-            status => {
-                return Err(QueueError::ParentGone(
-                    parent.clone(),
-                    parent_status(status),
-                ));
-            }
+        // A parent whose cancel was asked for, or that has ended, gets no new child. A child
+        // joins its parent's group (a tenant's fan-out stays the tenant's) unless given one.
+        let (status, group) = self.adopt_asking(parent).await?;
+        if status != "running" {
+            return Err(QueueError::ParentGone(
+                parent.clone(),
+                parent_status(&status),
+            ));
         }
+        let options = EnqueueOptions {
+            group: options.group.or((!group.is_empty()).then_some(group)),
+            ..options
+        };
         let enqueued = self
             .submit(function, &[(input, options)])
             .await?
@@ -64,6 +67,23 @@ impl Client {
 
     /// Asks `parent`'s record whether it may have children (`child` empty), or lists `child`
     /// in it; returns the parent's status as `adopt` answers it.
+    /// Asks whether `parent` may have a new child: its status (as `adopt` answers) and its
+    /// group (`""`: none).
+    async fn adopt_asking(&self, parent: &JobId) -> Result<(String, String)> {
+        let (_, status, group): (u64, String, String) =
+            scripts::on_function(&scripts::ADOPT, &parent.function)
+                .arg(parent.seq)
+                .arg("")
+                .arg("group")
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| match e.code() {
+                    Some("NOJOB") => QueueError::NoSuchJob(parent.clone()),
+                    _ => QueueError::Redis(e),
+                })?;
+        Ok((status, group))
+    }
+
     async fn adopt(&self, parent: &JobId, child: &str) -> Result<String> {
         let (_, status): (u64, String) = scripts::on_function(&scripts::ADOPT, &parent.function)
             .arg(parent.seq)

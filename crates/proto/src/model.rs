@@ -127,6 +127,9 @@ pub struct JobRecord {
     /// with the same key returns this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uniq: Option<String>,
+    /// The job's group (a tenant, customer or document key): see `EnqueueOptions::group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
     /// The job that enqueued this one as its child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
