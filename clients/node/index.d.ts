@@ -53,6 +53,24 @@ export interface EnqueueOptions {
    * their groups, each within its own limits (`configureGroup`).
    */
   group?: string;
+  /**
+   * With `uniq`: once the key's job has succeeded, the key goes on answering with it for
+   * this long, ms (1 ms..10 years): the same work is not done twice within the window.
+   * At most one of `uniqForMs`, `debounceMs` and `throttle`.
+   */
+  uniqForMs?: number;
+  /**
+   * With `uniq`: the job waits this long, ms (1 ms..10 years); enqueued again with the key
+   * before it has started, that job takes the new input and waits this long again (the last
+   * of a burst runs). Once it has started, a new job is made. Not with `delayMs` or `at`.
+   */
+  debounceMs?: number;
+  /**
+   * With `uniq`: at most `limit` jobs are made with the key per `intervalMs` (a window opened
+   * by the first); beyond, the latest made answers (`created` false). The key does not join
+   * unfinished jobs then.
+   */
+  throttle?: RateLimit;
 }
 
 /** One job of `enqueueMany`: its input, and its options beside it. */
@@ -64,7 +82,11 @@ export interface BatchItem extends EnqueueOptions {
 export interface Enqueued {
   /** `FUNCTION:N`. */
   id: string;
-  /** false: an unfinished job held the same uniq key, and that job's id is returned. */
+  /**
+   * false: the uniq key answered with another job, whose id is returned: an unfinished one,
+   * one within its `uniqForMs` window, one not started yet (`debounceMs`) or the latest made
+   * (`throttle`).
+   */
   created: boolean;
 }
 
@@ -291,11 +313,11 @@ export interface BatchOptions {
   onComplete?: BatchCallback | null;
 }
 
-/** One job of a batch: its function, its input, and `enqueue`'s options (but `uniq`: a batch's jobs are always new). */
+/** One job of a batch: its function, its input, and `enqueue`'s options (but `uniq` and the options on it: a batch's jobs are always new). */
 export interface BatchJob {
   function: string;
   input?: Input;
-  options?: Omit<EnqueueOptions, 'uniq'>;
+  options?: Omit<EnqueueOptions, 'uniq' | 'uniqForMs' | 'debounceMs' | 'throttle'>;
 }
 
 /** What `batch` wrote. */
@@ -349,7 +371,7 @@ export interface BatchCallbackInput {
   data: unknown;
 }
 
-/** A rate limit: at most `limit` leases per `intervalMs`, over all workers. */
+/** A rate limit: at most `limit` leases per `intervalMs`, over all workers (as `EnqueueOptions.throttle`: at most `limit` jobs made per `intervalMs`). */
 export interface RateLimit {
   /** 1 or more. */
   limit: number;

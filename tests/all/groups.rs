@@ -505,6 +505,14 @@ async fn groups_over_http_on_the_dashboard_and_in_the_metrics() {
     // The dashboard: the groups page, a pause and a resume.
     let cookie = sign_in(&server).await;
     let signed_in = [("cookie", cookie.as_str())];
+    let job_page = send(&server, "GET", "/ui/jobs/tenants:1", &signed_in, "").await;
+    assert!(
+        job_page
+            .body
+            .contains("<a href=\"/ui/functions/tenants/groups\">acme</a>"),
+        "{}",
+        job_page.body
+    );
     let page = send(
         &server,
         "GET",
@@ -594,7 +602,9 @@ async fn groups_from_the_cli() {
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         stdout(&out)
     };
-    run(&["enqueue", "resize", "--group", "acme", "a.jpg"]);
+    let id = run(&["enqueue", "resize", "--group", "acme", "a.jpg"]);
+    let shown = run(&["status", id.trim()]);
+    assert!(shown.contains("group     acme\n"), "{shown}");
     let bulk = wasmgear_with_stdin(
         &["bulk"],
         &env,

@@ -123,7 +123,8 @@ function batchDefinition(options) {
  * `enqueue` takes them), every one before anything is written, and returns them as `{fn,
  * input (bytes), named (enqueue's named options), after (parsed dependencies)}`. A batch's
  * jobs are always new: `uniq` is refused (a job joined to another by its key would leave
- * the batch waiting on one never written). Throws BadInputError naming the job (1-based).
+ * the batch waiting on one never written), and with it the options that work on it
+ * (`uniqForMs`, `debounceMs`, `throttle`). Throws BadInputError naming the job (1-based).
  */
 function batchJobs(jobs, maxInputBytes = LIMITS.MAX_INPUT_BYTES, nowMs = Date.now()) {
   if (!Array.isArray(jobs)) {

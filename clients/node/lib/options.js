@@ -25,7 +25,13 @@ const KNOWN = [
   'after',
   'onFailure',
   'group',
+  'uniqForMs',
+  'debounceMs',
+  'throttle',
 ];
+
+/** The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1). */
+const MAX_WHOLE = Number.MAX_SAFE_INTEGER;
 
 /** The failure policies of a dependency edge (PROTOCOL.md, "Dependencies", "Failure policies"). */
 const POLICIES = Object.freeze(['cancel', 'ignore', 'continue']);
@@ -100,6 +106,39 @@ function wholeMs(name, value, min, max, range) {
     throw bad(`${name} ${value} is out of range ${range}`);
   }
   return value;
+}
+
+/**
+ * The named options of `uniqForMs`, `debounceMs` and `throttle` ({limit, intervalMs}),
+ * checked as the Rust client's `check_dedup`: each with `uniq` (the key it works on), one at
+ * most, within bounds; `debounceMs` without `delayMs` or `at` (it is the job's delay).
+ */
+function dedupOptions(o, uniq, delayed, shown) {
+  const given = ['uniqForMs', 'debounceMs', 'throttle'].filter((name) => o[name] !== undefined && o[name] !== null);
+  if (given.length === 0) return [];
+  if (uniq === undefined) throw bad(`${given[0]} works on a uniq key: give uniq too`);
+  if (given.length > 1) {
+    throw bad(`give one of uniqForMs, debounceMs and throttle, not ${given.join(' and ')}`);
+  }
+  if (given[0] === 'uniqForMs') {
+    return ['uniq_for', String(wholeMs('uniqForMs', o.uniqForMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years'))];
+  }
+  if (given[0] === 'debounceMs') {
+    const ms = wholeMs('debounceMs', o.debounceMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years');
+    if (delayed) {
+      throw bad(`debounceMs is the job's delay: give no ${shown.delayMs} or ${shown.at} with it`);
+    }
+    return ['debounce', String(ms)];
+  }
+  const t = o.throttle;
+  if (typeof t !== 'object' || Array.isArray(t) || Object.keys(t).some((k) => !['limit', 'intervalMs'].includes(k))) {
+    throw bad(`throttle ${JSON.stringify(t) ?? String(t)} must be {limit, intervalMs}: at most limit jobs per intervalMs`);
+  }
+  if (typeof t.limit !== 'number' || !Number.isSafeInteger(t.limit) || t.limit < 1 || t.limit > MAX_WHOLE) {
+    throw bad(`throttle.limit ${JSON.stringify(t.limit) ?? String(t.limit)} is out of range 1..=${MAX_WHOLE}`);
+  }
+  const ms = wholeMs('throttle.intervalMs', t.intervalMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years');
+  return ['throttle', String(t.limit), 'throttle_ms', String(ms)];
 }
 
 /** The numeric priority of `priority` (a number or low, normal, high). */
@@ -285,6 +324,7 @@ function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
     }
   }
   if (group !== undefined) named.push('group', group);
+  named.push(...dedupOptions(o, uniq, delay !== 0 || at !== undefined, shown));
   return { named, after };
 }
 

@@ -125,6 +125,16 @@ async function everyCall(ca: Buffer): Promise<void> {
   // @ts-expect-error `at` is a Date
   await client.enqueue('echo', 'x', { at: Date.now() + 60000 });
   const created: boolean = one.created;
+  // Keys that outlive their job (each with uniq, one at most).
+  await client.enqueue('report', 'june', { uniq: 'report-06', uniqForMs: 3600000 });
+  await client.enqueue('reindex', 'doc 7', { uniq: 'doc-7', debounceMs: 5000 });
+  const perMinute: RateLimit = { limit: 2, intervalMs: 60000 };
+  await client.enqueue('notify', 'hi', { uniq: 'user-9', throttle: perMinute });
+  await client.enqueueMany('notify', [{ input: 'a', uniq: 'user-9', throttle: { limit: 2, intervalMs: 60000 } }]);
+  // @ts-expect-error a throttle is {limit, intervalMs}
+  await client.enqueue('notify', 'hi', { uniq: 'user-9', throttle: [2, 60000] });
+  // @ts-expect-error durations are ms numbers
+  await client.enqueue('reindex', 'doc 7', { uniq: 'doc-7', debounceMs: '5s' });
 
   const item: BatchItem = { input: 'with options', priority: 'low', tags: ['bulk'] };
   const many: Enqueued[] = await client.enqueueMany('echo', ['a', Buffer.from('b'), item, { input: 'c' }]);
@@ -352,6 +362,8 @@ async function batches(client: Client): Promise<void> {
   const job: BatchJob = { function: 'echo', input: Buffer.from('x'), options: { delayMs: 1000, after: ['fetch:7'] } };
   // @ts-expect-error a batch's jobs are always new: no uniq key
   const refused: BatchJob = { function: 'echo', options: { uniq: 'k' } };
+  // @ts-expect-error nor the options on a uniq key
+  const windowed: BatchJob = { function: 'echo', options: { uniqForMs: 1000 } };
   // @ts-expect-error options go in `options`
   const flat: BatchJob = { function: 'echo', priority: 3 };
   const added: string[] = await client.addToBatch(open, [job, { function: 'fail' }]);
@@ -381,7 +393,7 @@ async function batches(client: Client): Promise<void> {
     }
   }
   const most: number = LIMITS.MAX_BATCH_JOBS;
-  void [jobs, refused, flat, added, closed, counts, fields, callbacks, most];
+  void [jobs, refused, windowed, flat, added, closed, counts, fields, callbacks, most];
 }
 
 async function groups(client: Client): Promise<void> {

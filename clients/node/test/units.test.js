@@ -282,9 +282,9 @@ describe('protocol', () => {
     assert.deepEqual(call.keys, ['wg:{echo}:jobs', 'wg:{echo}:output', 'wg:{echo}:stats', 'wg:{echo}:events']);
     const enqueue = protocol.callOn('enqueue', 'f');
     assert.equal(enqueue.command, 'FCALL');
-    assert.equal(enqueue.keys.length, 31);
+    assert.equal(enqueue.keys.length, 33);
     assert.equal(enqueue.keys[24], 'wg:{f}:reserved');
-    assert.equal(enqueue.keys.at(-1), 'wg:{f}:group-wait');
+    assert.equal(enqueue.keys.at(-1), 'wg:{f}:dedup-exp');
     assert.equal(protocol.allEventsPattern(), 'wg:{*}:events');
     assert.equal(protocol.functionOfChannel('wg:{a.b}:events'), 'a.b');
     assert.equal(protocol.functionOfChannel('wg:{a}:work'), undefined);

@@ -13,12 +13,14 @@ repository), calling the same Redis Functions library the workers use (shipped i
 jobs (a flow) in one call; `batch` enqueues jobs of any functions with callbacks once they
 have all succeeded or all ended. A job's `group` (a tenant, customer or document key) makes
 the function's jobs leased round robin across groups; `configure`, `configure_group` and
-`groups` set and read the function's and each group's limits.
+`groups` set and read the function's and each group's limits. With a `uniq` key, `uniq_for`
+keeps answering with its succeeded job for a while, `debounce` lets the last of a burst run,
+and `throttle` makes at most so many jobs per period.
 """
 
 from .aio import AsyncClient, AsyncEventStream
 from .client import (At, BatchJob, CallbackSpec, Client, EventStream, FlowDocument, Input,
-                     JobOptions, Policy, Seconds)
+                     JobOptions, Policy, Seconds, Throttle)
 from .errors import (
     BadInput,
     Conflict,
@@ -96,6 +98,7 @@ __all__ = [
     "Seconds",
     "SubmittedBatch",
     "SubmittedFlow",
+    "Throttle",
     "Unreachable",
     "WaitTimeout",
     "WasmgearError",

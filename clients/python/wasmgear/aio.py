@@ -13,7 +13,7 @@ from redis import exceptions as rx
 
 from . import _core as core
 from .client import (At, BatchJob, CallbackSpec, FlowDocument, Input, JobOptions, Policy,
-                     Seconds, cluster_enabled, connection_kwargs, redact)
+                     Seconds, Throttle, cluster_enabled, connection_kwargs, redact)
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout
 from .models import (BatchStatus, CancelResult, Enqueued, Event, FlowStatus, FunctionConfig,
                      GroupConfig, GroupsOverview, Job, QueueInfo, SubmittedBatch,
@@ -406,11 +406,15 @@ class AsyncClient:
         after: Sequence[str] = (),
         on_failure: Optional[Mapping[str, Policy]] = None,
         group: Optional[str] = None,
+        uniq_for: Optional[Seconds] = None,
+        debounce: Optional[Seconds] = None,
+        throttle: Optional[Throttle] = None,
     ) -> Enqueued:
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
-                       on_failure=on_failure, group=group)
+                       on_failure=on_failure, group=group, uniq_for=uniq_for,
+                       debounce=debounce, throttle=throttle)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]

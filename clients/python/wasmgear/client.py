@@ -19,7 +19,7 @@ from . import _core as core
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
 from .models import (BatchStatus, Callback, CancelResult, Enqueued, Event, FlowStatus,
                      FunctionConfig, GroupConfig, GroupsOverview, Job, QueueInfo,
-                     SubmittedBatch, SubmittedFlow)
+                     RateLimit, SubmittedBatch, SubmittedFlow)
 
 log = logging.getLogger("wasmgear")
 
@@ -37,6 +37,9 @@ At = Union[datetime, int, float]
 #: it as failed, its error where its output would be) or `continue` (the job runs once
 #: every one of its dependencies has ended, whatever became of them).
 Policy = str
+#: A throttle (see `Client.enqueue`): at most `count` jobs per period (seconds or a
+#: timedelta), as a (count, period) pair or a RateLimit(limit, interval).
+Throttle = Union[Tuple[int, Seconds], RateLimit]
 #: A flow document (see `Client.submit_flow`): {"name": ..., "jobs": {NAME: {...}, ...}}.
 FlowDocument = Mapping[str, Any]
 
@@ -57,6 +60,9 @@ class JobOptions(TypedDict, total=False):
     after: Sequence[str]
     on_failure: Optional[Mapping[str, Policy]]
     group: Optional[str]
+    uniq_for: Optional[Seconds]
+    debounce: Optional[Seconds]
+    throttle: Optional[Throttle]
 
 
 #: A job of a batch (see `Client.batch`): (function, input), or (function, input, options)
@@ -485,18 +491,30 @@ class Client:
         after: Sequence[str] = (),
         on_failure: Optional[Mapping[str, Policy]] = None,
         group: Optional[str] = None,
+        uniq_for: Optional[Seconds] = None,
+        debounce: Optional[Seconds] = None,
+        throttle: Optional[Throttle] = None,
     ) -> Enqueued:
         """Enqueues one job of `function` and returns its id (and whether it is new: False
-        when an unfinished job held the same `uniq` key). `after` lists the jobs it waits
-        for; `on_failure` maps some of them to their policy (`cancel`, the default, `ignore`
-        or `continue`). `group` is the job's group (a tenant, customer or document key: 1 to
-        200 bytes of printable ASCII but space, '"', '\\' and '|'): the function's ready jobs
-        are leased round robin across their groups, each within its own limits (see
-        `configure_group`). Raises BadInput, having written nothing, for a bad option."""
+        when the `uniq` key answered with another job, whose id it is). `after` lists the
+        jobs it waits for; `on_failure` maps some of them to their policy (`cancel`, the
+        default, `ignore` or `continue`). `group` is the job's group (a tenant, customer or
+        document key: 1 to 200 bytes of printable ASCII but space, '"', '\\' and '|'): the
+        function's ready jobs are leased round robin across their groups, each within its
+        own limits (see `configure_group`).
+
+        With `uniq`, at most one of (each 1ms to 10 years): `uniq_for`, once the key's job
+        has succeeded, the key goes on answering with it for this long; `debounce`, the job
+        waits this long, and enqueued again with the key before it has started it takes the
+        new input and waits again (not with `delay` or `at`); `throttle` (count, period), at
+        most `count` jobs are made with the key per period, the latest made answering the
+        rest (the key does not join unfinished jobs then). Raises BadInput, having written
+        nothing, for a bad option."""
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
-                       on_failure=on_failure, group=group)
+                       on_failure=on_failure, group=group, uniq_for=uniq_for,
+                       debounce=debounce, throttle=throttle)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]

@@ -19,8 +19,10 @@ def ms_to_datetime(ms: Any) -> Optional[datetime]:
 
 @dataclass(frozen=True)
 class Enqueued:
-    """A job handed to `enqueue`: its id, and whether it is new (False when an unfinished job
-    of the function held the same uniq key; `id` is then that job's)."""
+    """A job handed to `enqueue`: its id, and whether it is new (False when the job's uniq
+    key answered with another job of the function: an unfinished one, one within its
+    `uniq_for` window, one not started yet (`debounce`) or the latest made (`throttle`);
+    `id` is then that job's)."""
 
     id: str
     created: bool

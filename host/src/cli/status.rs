@@ -40,6 +40,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     }
     println!("priority  {}", record.priority);
     println!("enqueued  {}", in_or_ago(record.created_ms));
+    if let Some(group) = &record.group_id {
+        println!("group     {group}");
+    }
     if let Some(parent) = &record.parent {
         println!("parent    {parent}");
     }

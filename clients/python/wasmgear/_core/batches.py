@@ -128,8 +128,8 @@ def batch_definition(name: Any, on_success: Any, on_complete: Any) -> str:
 
 def batch_jobs(jobs: Any) -> List[Tuple[str, JobSpec]]:
     """The jobs of a batch, each `(function, input)` or `(function, input, options)`
-    (`options` the keyword arguments of `enqueue`), checked; BadInput naming the first job
-    at fault (`job N: ...`), nothing written."""
+    (`options` the keyword arguments of `enqueue`, but `uniq`: a batch's jobs are always
+    new), checked; BadInput naming the first job at fault (`job N: ...`), nothing written."""
     if isinstance(jobs, (str, bytes, Mapping)):
         raise BadInput("give the batch's jobs as a list of (function, input) or "
                        "(function, input, options) tuples")
@@ -146,6 +146,10 @@ def batch_jobs(jobs: Any) -> List[Tuple[str, JobSpec]]:
             spec = job_spec(input, options)
         except BadInput as e:
             raise type(e)(f"job {i + 1}: {e}") from None
+        # A job whose key answered with another would leave its reserved number unwritten,
+        # and the batch waiting on it (uniq_for, debounce and throttle go with uniq).
+        if options.get("uniq") is not None:
+            raise BadInput(f"job {i + 1}: a batch's jobs are always new, so they take no uniq")
         checked.append((function, spec))
     most = limits().max_batch_jobs
     if len(checked) > most:

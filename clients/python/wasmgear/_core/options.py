@@ -25,7 +25,13 @@ OPTION_NAMES = (
     "after",
     "on_failure",
     "group",
+    "uniq_for",
+    "debounce",
+    "throttle",
 )
+
+#: The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1).
+MAX_WHOLE = 2**53 - 1
 
 #: The failure policies of a dependency edge (PROTOCOL.md, "Failure policies"): `cancel` (the
 #: default: the job is cancelled), `ignore` and `continue`, and the named option that sends
@@ -118,6 +124,47 @@ def _input_bytes(value: Any) -> bytes:
             f"input of {len(data)} bytes is larger than the limit of {limits().max_input_bytes} bytes"
         )
     return data
+
+
+def _window_ms(name: str, value: Any) -> int:
+    """A window of `uniq_for`, `debounce` or `throttle`, in ms: 1ms to 10 years."""
+    ms = _duration_ms(name, value)
+    if ms < 1:
+        raise BadInput(f"{name} {value!r} is out of range 1ms..=10 years")
+    return ms
+
+
+def _dedup(options: Mapping[str, Any], uniq: bool, delayed: bool) -> List[Tuple[str, str]]:
+    """The named options of `uniq_for`, `debounce` and `throttle`, checked as the Rust
+    client's `check_dedup`: each with `uniq` (the key it works on), one at most, within
+    bounds; `debounce` without a delay or time to run at (it is the job's delay)."""
+    given = [name for name in ("uniq_for", "debounce", "throttle")
+             if options.get(name) is not None]
+    if not given:
+        return []
+    if not uniq:
+        raise BadInput(f"{given[0]} works on a uniq key: give uniq too")
+    if len(given) > 1:
+        raise BadInput(f"give one of uniq_for, debounce and throttle, not "
+                       f"{' and '.join(given)}")
+    name = given[0]
+    value = options[name]
+    if name == "uniq_for":
+        return [("uniq_for", str(_window_ms("uniq_for", value)))]
+    if name == "debounce":
+        ms = _window_ms("debounce", value)
+        if delayed:
+            raise BadInput("debounce is the job's delay: give no delay or time to run at "
+                           "(at) with it")
+        return [("debounce", str(ms))]
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise BadInput(f"throttle {value!r} is not a throttle: give (jobs, period), the "
+                       "period in seconds or a timedelta (or a RateLimit)")
+    jobs, period = value
+    if not _is_int(jobs) or not 1 <= jobs <= MAX_WHOLE:
+        raise BadInput(f"throttle {value!r}: {jobs!r} jobs is not a whole number in "
+                       f"1..={MAX_WHOLE}")
+    return [("throttle", str(jobs)), ("throttle_ms", str(_window_ms("throttle period", period)))]
 
 
 def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = None) -> JobSpec:
@@ -267,6 +314,7 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
     group = options.get("group")
     if group is not None:
         named.append(("group", check_group(group)))
+    named += _dedup(options, uniq is not None, delay_ms > 0 or at_ms is not None)
     return JobSpec(data, tuple(named), tuple(ids), at_ms, tuple(tolerated))
 
 

@@ -20,10 +20,8 @@ from ..models import FunctionConfig, GroupConfig, GroupInfo, GroupsOverview, Rat
 from .base import Cmd, Gen, Protocol, check_function, text
 from .calls import ClientState, call
 from .operations import register
-from .options import _duration_ms, check_group
+from .options import MAX_WHOLE, _duration_ms, check_group
 
-#: The largest count a setting may hold (the library's MAX_WHOLE, 2^53 - 1).
-MAX_WHOLE = 2**53 - 1
 #: The most groups one `groups` call lists (crates/proto/src/limits.rs, MAX_GROUPS_LISTED;
 #: the manifest does not carry it).
 MAX_GROUPS_LISTED = 1000

@@ -148,6 +148,11 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
     html! {
         (row("attempt", html! { (record.attempt) " of " (record.max_attempts) }))
         (row("priority", html! { (record.priority) }))
+        @if let Some(group) = &record.group_id {
+            (row("group", html! {
+                a href={ "/ui/functions/" (encode(status.id.function.as_str())) "/groups" } { (group) }
+            }))
+        }
         (row("created", time(Some(record.created_ms), now)))
         @if record.run_at_ms.is_some() {
             (row("runs at", time(record.run_at_ms, now)))
