@@ -291,7 +291,8 @@ mod tests {
             "{lua}"
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 32);
+        assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 34);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value
