@@ -15,6 +15,7 @@ mod dashboard;
 mod dedup;
 mod dependencies;
 mod deploy;
+mod expiry;
 mod fairness;
 mod flows;
 mod gearman;

@@ -832,7 +832,8 @@ local NOTIFY = {}
 -- How long a finished job's record is kept (ms): the longer retention for a failed job.
 local function retention_of(record)
   local keep = record.retention_ms
-  if record.state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  local failed = record.state == 'failed' or record.state == 'expired'
+  if failed and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
   return keep
 end
 
@@ -987,7 +988,8 @@ function DEDUP.over()
     if kind == 'w' then
       local holder = redis.call('HGET', K.uniq, key)
       local held = holder and load(holder)
-      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled' then
+      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled'
+        or held.state == 'expired' then
         redis.call('HDEL', K.uniq, key)
       end
     end
@@ -1006,12 +1008,13 @@ local function finish(number, record, state, err, from)
   record.version = nil
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
   finished(number, state, retention_of(record), from)
-  if state == 'failed' then
+  if state == 'failed' or state == 'expired' then
+    -- (An expired job is in the failure group `expired`: listed, and retried, with them.)
     local group = (record.error and record.error.class) or 'unknown'
     record.group = group
     redis.call('ZADD', K.failed, 0, group .. '\0' .. pad(number))
     redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
-    stat_count('failed')
+    if state == 'failed' then stat_count('failed') end
   end
   if record.uniq then DEDUP.ended(number, record.uniq, record.uniq_for, state) end
   tell_dependents(number, record, state)
@@ -1024,7 +1027,7 @@ end
 local function unfinish(number, record)
   redis.call('ZREM', K.expires, number)
   uncount(record.state)
-  if record.state == 'failed' then
+  if record.state == 'failed' or record.state == 'expired' then
     local group = record.group or 'unknown'
     redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
     uncount('failed:' .. group)
@@ -1144,13 +1147,13 @@ local function forget_finished(numbers)
           redis.call('HDEL', K.ticks, 'once\0' .. record.once)
         end
         state = record.state
-        if state == 'failed' then
+        if state == 'failed' or state == 'expired' then
           local group = record.group or 'unknown'
           redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
           uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
         end
       end
-      if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
+      if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired' then
         uncounted[state] = (uncounted[state] or 0) + 1
       end
     end
@@ -1249,6 +1252,34 @@ end
 
 -- Jobs the call's reclaim made ready again (their worker stopped renewing their leases).
 local RECLAIMED = 0
+
+-- Expiry: a job enqueued with a deadline (`expires_ms` in its record; in `expiring`,
+-- scored by it, until it starts) that has not started by then ends `expired` (failure
+-- group `expired`) and never runs.
+local EXPIRY = {}
+
+-- Ends job `number` (its record), which has not started by its deadline, `expired`.
+function EXPIRY.expire(number, record)
+  redis.call('ZREM', K.expiring, number)
+  finish(number, record, 'expired', { class = 'expired',
+    message = 'not started by its deadline (' .. int(record.expires_ms or NOW) .. ' ms); it never ran' })
+end
+
+-- Ends the jobs whose deadline has passed before they started (at most BATCH per call).
+function EXPIRY.due()
+  if not K.expiring then return end
+  for _, number in ipairs(redis.call('ZRANGE', K.expiring, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    local record = load(number)
+    local waiting = record and record.attempt == 0
+      and (record.state == 'queued' or record.state == 'scheduled' or record.state == 'waiting')
+    if waiting then
+      EXPIRY.expire(number, record)
+    else
+      redis.call('ZREM', K.expiring, number)
+    end
+  end
+  if #SETTLE > 0 then settle() end
+end
 
 -- Whether the function's ready jobs are leased by the round of groups (some have a group).
 function GROUP.active()
@@ -1368,8 +1399,10 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   -- `quick` (jobs handed over at enqueue): no housekeeping and no wait_ms; the worker's next
   -- lease call does both.
   if not quick then
-    -- (1) Forget finished jobs whose retention is over.
+    -- (1) Forget finished jobs whose retention is over; expire the jobs whose deadline
+    -- passed before they started.
     forget_expired()
+    EXPIRY.due()
 
     -- (2) Promote scheduled jobs that are due.
     for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
@@ -1463,11 +1496,20 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
     -- One call per key for all the jobs (per thousand), not one per job.
     local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
-    local saves, leased, rated = {}, {}, {}
+    local saves, leased, rated, expired_now = {}, {}, {}, {}
     local lease_until = int(NOW + lease_ms)
     local default_timeout = int(default_timeout_ms)
     for i, number in ipairs(numbers) do
       local raw = raws[i]
+      -- A deadline: past, the job ends `expired` instead (after the ready set has lost the
+      -- numbers read); ahead, the job starts in time and leaves `expiring`.
+      local deadline = raw and K.expiring and string.match(raw, '"expires_ms":(%d+)')
+      if deadline and tonumber(deadline) <= NOW then
+        expired_now[#expired_now + 1] = number
+        raw = nil
+      elseif deadline then
+        redis.call('ZREM', K.expiring, number)
+      end
       if raw then
         local f = fields_of(raw)
         if f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"progress"', 1, true) then
@@ -1505,6 +1547,15 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       end
     end
     if #numbers > 0 and not grouped then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
+    for _, number in ipairs(expired_now) do
+      local record = load(number)
+      -- (Out of the ready sets already: finish leaves nothing behind.)
+      record.state = 'leaving'
+      EXPIRY.expire(number, record)
+      -- (Taken by the round, it took its group's slot.)
+      if grouped and record.group_id then GROUP.release(record.group_id) end
+    end
+    if #SETTLE > 0 then settle() end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end
@@ -1767,14 +1818,14 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33] } end
+local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33], expiring = keys[34] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -1808,6 +1859,9 @@ local reply = (function()
 --                     (with uniq, together) at most `throttle` jobs are made with the key
 --                     per `throttle_ms` (a window opened by the first); beyond, the latest
 --                     one made answers. The key does not join unfinished jobs then
+--   expires_in        ms: a job that has not started by then (from now, Redis' clock) ends
+--                     `expired` (failure group `expired`) and never runs
+--   expires_at        the same as a time, ms since the epoch (Redis' clock); not passed
 --   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
 --                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
 --                     ready jobs are leased round robin across their groups, each group
@@ -1866,7 +1920,9 @@ local reply = (function()
 --          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
-local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
+local function final(state)
+  return state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired'
+end
 
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
@@ -1906,7 +1962,7 @@ local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
   number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
-  throttle = true, throttle_ms = true,
+  throttle = true, throttle_ms = true, expires_in = true, expires_at = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -1920,6 +1976,7 @@ local RANGES = {
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
   { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE }, { 'uniq_for', 1, MAX_DURATION_MS },
   { 'debounce', 1, MAX_DURATION_MS }, { 'throttle', 1, MAX_WHOLE }, { 'throttle_ms', 1, MAX_DURATION_MS },
+  { 'expires_in', 1, MAX_DURATION_MS }, { 'expires_at', 1, MAX_WHOLE },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -2008,6 +2065,10 @@ for i = 0, n - 1 do
     if options.debounce and (options.delay or options.at) then
       return bad(i, 'debounce is the delay: give no delay or at with it')
     end
+    if options.expires_in and options.expires_at then return bad(i, 'give expires_in or expires_at, not both') end
+    if options.expires_at and tonumber(options.expires_at) <= NOW then
+      return conflict(i, string.format('expires_at %s has passed (the queue clock says %d)', options.expires_at, NOW))
+    end
     if options.group and not GROUP.fits(options.group) then
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
         .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
@@ -2035,7 +2096,8 @@ for i = 0, n - 1 do
         if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record and (record.state == 'failed' or record.state == 'cancelled') and not tolerated then
+        if record and (record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired')
+          and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -2122,7 +2184,7 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and delay <= 0 and at <= 0 then
+    and not options.parent and not options.expires_in and not options.expires_at and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies; a flow's or batch's
     -- too): its record is written out directly, the same fields the general path below
     -- gives it.
@@ -2243,6 +2305,13 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.group then record.group_id = options.group end
+      local deadline = options.expires_at and number_of(options.expires_at)
+        or options.expires_in and NOW + number_of(options.expires_in)
+      if deadline then
+        -- Until it starts (lease takes it out), or its deadline ends it `expired`.
+        record.expires_ms = deadline
+        redis.call('ZADD', K.expiring, int(deadline), number)
+      end
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
@@ -2272,6 +2341,7 @@ for i = 0, n - 1 do
             local dep_record = load(dep_number)
             -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
             local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+              or dep_record.state == 'expired'
             if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)
@@ -2374,7 +2444,7 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31] } end
+local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_lease)
 local reply = (function()
@@ -2388,7 +2458,7 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -2578,7 +2648,7 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31] } end
+local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_complete)
 local reply = (function()
@@ -2590,7 +2660,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -2779,7 +2849,7 @@ return reply
 
 end }
 
-local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
+local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_fail', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_fail)
 local reply = (function()
@@ -2792,7 +2862,7 @@ local reply = (function()
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2858,7 +2928,7 @@ return reply
 
 end }
 
-local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
+local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_release', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_release)
 local reply = (function()
@@ -2867,7 +2937,7 @@ local reply = (function()
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token
@@ -2910,7 +2980,7 @@ return reply
 
 end }
 
-local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24] } end
+local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24], expiring = keys[25] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_cancel)
 local reply = (function()
@@ -2920,7 +2990,7 @@ local reply = (function()
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -3039,7 +3109,8 @@ for i = 0, n - 1 do
     else
       states[#states + 1] = 'missing'
     end
-  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled' then
+  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+    or record.state == 'expired' then
     -- Held for the dependent until it has ended, as if it had waited (lib.lua,
     -- tell_dependents).
     if list_add(record, 'untold', dependent) then changed[number] = true end
@@ -3059,7 +3130,7 @@ return reply
 
 end }
 
-local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20] } end
+local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, keys_resolve)
 local reply = (function()
@@ -3068,7 +3139,7 @@ local reply = (function()
 -- worker tells all it has in one call, so a fan-in's dependent is loaded and saved once per
 -- call, not once per dependency.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2..] triples, 1..MAX_TELLS_PER_CALL of them: a waiting job's number, the id of one
 --          of its dependencies ('G:N'), and that dependency's state: 'succeeded' (the job
@@ -3401,7 +3472,8 @@ local function blocked(record)
       local dep_record = load(dep_number)
       local tolerated = tolerates(record, dep)
       if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled') and not tolerated then
+      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled' or dep_record.state == 'expired')
+        and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -3411,6 +3483,8 @@ end
 
 local function requeue(number, record)
   unfinish(number, record)
+  -- Run again now, its deadline is gone (an expired job would expire again at once).
+  record.expires_ms = nil
   if record.default_attempts or record.max_attempts == 0 then
     -- The serving plugin's default again, fixed by the next lease.
     record.max_attempts = 0
@@ -3430,6 +3504,7 @@ local function requeue(number, record)
       local dep_record = load(dep_number)
       -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
       local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+        or dep_record.state == 'expired'
       if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
@@ -3469,7 +3544,7 @@ if ARGV[2] == 'job' then
   local number = ARGV[3]
   local record = load(number)
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
-  if record.state == 'failed' or record.state == 'cancelled' then
+  if record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
@@ -3483,7 +3558,7 @@ else
     local number = tostring(tonumber(string.sub(member, #group + 2)))
     local record = load(number)
     -- A failed job has started (see `blocked`): it can always run again.
-    if record and record.state == 'failed' then
+    if record and (record.state == 'failed' or record.state == 'expired') then
       requeue(number, record)
       moved[#moved + 1] = tonumber(number)
     else
@@ -3794,6 +3869,7 @@ local raw = redis.call('HGET', K.jobs, number)
 if not raw then return false end
 local record = decode(raw)
 local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+  or record.state == 'expired'
 if record.state == 'succeeded' and record.worker then
   -- The attempt that succeeded, kept in the hot fields instead of the history.
   local history = record.history or {}
@@ -3864,7 +3940,7 @@ for i, number in ipairs(numbers) do
     local size = 0
     if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if state == 'failed' or state == 'cancelled' then
+    if state == 'failed' or state == 'cancelled' or state == 'expired' then
       record = record or (f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])) or {}
       if type(record.error) == 'table' then message = record.error.message or false end
     end
@@ -4995,18 +5071,19 @@ redis.register_function{ function_name = 'wg2_batch_done', callback = function(K
 -- KEYS[3]  wg:{batch:ID}:ended    hash
 --
 -- ARGV[1]  the job's id (G:N)
--- ARGV[2]  the state it ended in: succeeded, failed or cancelled
+-- ARGV[2]  the state it ended in: succeeded, failed, cancelled or expired (counted as failed)
 --
 -- Returns: the callbacks now due ('success', 'complete'; see batch_settle); none for a
 -- batch that is gone.
 
-local STATES = { succeeded = true, failed = true, cancelled = true }
-if not split_id(ARGV[1] or '') or not STATES[ARGV[2] or ''] then
-  return redis.error_reply('BADBATCH batch_done takes a job id and succeeded, failed or cancelled')
+local STATES = { succeeded = 'succeeded', failed = 'failed', cancelled = 'cancelled', expired = 'failed' }
+local counted = STATES[ARGV[2] or '']
+if not split_id(ARGV[1] or '') or not counted then
+  return redis.error_reply('BADBATCH batch_done takes a job id and succeeded, failed, cancelled or expired')
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
-if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+if redis.call('HSETNX', KEYS[3], ARGV[1], counted) == 1 then
+  redis.call('HINCRBY', KEYS[1], counted, 1)
   if redis.call('PTTL', KEYS[3]) < 0 then
     redis.call('PEXPIRE', KEYS[3], redis.call('PTTL', KEYS[1]))
   end
@@ -5109,4 +5186,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '8178fcb128b56c54e456e0cbacbcd9a626ad578d' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '0cbea4bb4372fd5a3a5987a44fa223fe4b0bd885' end, flags = { 'no-writes' } }

@@ -503,7 +503,7 @@ impl Client {
             JobState::Running => range(keys.leased(), limit).await?,
             JobState::Waiting => range(keys.waiting(), limit).await?,
             JobState::Failed => range(keys.failed(), limit).await?,
-            JobState::Succeeded | JobState::Cancelled => {
+            JobState::Succeeded | JobState::Cancelled | JobState::Expired => {
                 // Finished jobs share one set: read it in pages and keep those in `state`.
                 let mut found = Vec::new();
                 let mut offset = 0usize;

@@ -131,7 +131,9 @@ impl Client {
     pub async fn wait_ended(&self, id: &JobId, timeout: Duration) -> Result<JobStatus> {
         let status = self.wait(id, Some(timeout), |_| {}).await?;
         match status.record.state {
-            JobState::Succeeded | JobState::Failed | JobState::Cancelled => Ok(status),
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Expired => {
+                Ok(status)
+            }
             _ => Err(QueueError::WaitTimedOut(id.clone())),
         }
     }

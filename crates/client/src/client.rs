@@ -258,6 +258,12 @@ impl Client {
                 named.push(("throttle", n.to_string()));
                 named.push(("throttle_ms", ms(every).to_string()));
             }
+            if let Some(within) = options.expires_in {
+                named.push(("expires_in", ms(within).max(1).to_string()));
+            }
+            if let Some(at) = options.expires_at {
+                named.push(("expires_at", system_time_ms(at).to_string()));
+            }
             if let Some(placement) = placements.get(i) {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));
                 named.extend(placement.flow.map(|f| ("flow", f.to_string())));
@@ -336,7 +342,10 @@ impl Client {
                 "dependency {dependency} does not exist (never enqueued, or its retention is over)"
             )));
         };
-        if matches!(record.state, JobState::Failed | JobState::Cancelled) {
+        if matches!(
+            record.state,
+            JobState::Failed | JobState::Cancelled | JobState::Expired
+        ) {
             return Err(QueueError::Conflict(format!(
                 "dependency {dependency} has already {}, so the job could never run",
                 record.state

@@ -146,6 +146,11 @@ pub struct EnqueueOptions {
     /// With `uniq`: at most this many jobs are made with the key per this long; beyond, the
     /// latest one made is returned (and the key does not join unfinished jobs).
     pub throttle: Option<(u64, Duration)>,
+    /// A job that has not started this long after it was enqueued (queue clock) ends
+    /// `expired` and never runs: stale work is worse than none.
+    pub expires_in: Option<Duration>,
+    /// The same as a time (queue clock); must not have passed. Not with `expires_in`.
+    pub expires_at: Option<SystemTime>,
 }
 
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
@@ -178,6 +183,8 @@ impl Default for EnqueueOptions {
             uniq_for: None,
             debounce: None,
             throttle: None,
+            expires_in: None,
+            expires_at: None,
         }
     }
 }
@@ -222,6 +229,18 @@ impl EnqueueOptions {
             check_group(group)?;
         }
         self.check_dedup()?;
+        if self.expires_in.is_some() && self.expires_at.is_some() {
+            return bad("give expires_in or expires_at, not both".into());
+        }
+        if self
+            .expires_in
+            .is_some_and(|d| d < Duration::from_millis(1) || d > MAX_DURATION)
+        {
+            return bad("expires_in must be 1ms to 10 years".into());
+        }
+        if self.expires_at.is_some_and(|at| system_time_ms(at) == 0) {
+            return bad("expires_at is not after 1970".into());
+        }
         if self.tags.len() > MAX_TAGS {
             return bad(format!(
                 "{} tags are more than the limit of {MAX_TAGS}",

@@ -78,6 +78,7 @@ const ENDS: &[QueueKey] = &[
     GroupConfig,
     Dedup,
     DedupExp,
+    Expiring,
 ];
 /// `lease` and `complete`, which lease: housekeeping, reclaim, leasing, calls sent again.
 const LEASING: &[QueueKey] = &[
@@ -112,6 +113,7 @@ const LEASING: &[QueueKey] = &[
     GroupWait,
     Dedup,
     DedupExp,
+    Expiring,
 ];
 
 functions! {
@@ -121,6 +123,7 @@ functions! {
         Reserved, Groups, GroupReady, GroupRunning, GroupConfig, GroupRate, GroupWait,
     Dedup,
     DedupExp,
+    Expiring,
     ]), false;
     RESERVE = "reserve", Some(&[Seq, Stats, Events, Reserved]), false;
     LEASE = "lease", Some(LEASING), false;
@@ -135,6 +138,7 @@ functions! {
         GroupConfig,
     Dedup,
     DedupExp,
+    Expiring,
     ]), false;
     WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
     LINK = "link", Some(&[Jobs, Stats, Events, Reserved]), false;

@@ -79,6 +79,8 @@ pub enum QueueKey {
     Dedup,
     /// `dedup-exp`: those keys, by when they end.
     DedupExp,
+    /// `expiring`: jobs with a deadline to start by, by that deadline.
+    Expiring,
 }
 
 impl QueueKey {
@@ -133,6 +135,7 @@ impl QueueKey {
             QueueKey::GroupWait => "group-wait",
             QueueKey::Dedup => "dedup",
             QueueKey::DedupExp => "dedup-exp",
+            QueueKey::Expiring => "expiring",
         }
     }
 }
@@ -283,6 +286,11 @@ impl FunctionKeys {
     /// Sorted set: the keys of `dedup`, scored by when they end (ms).
     pub fn dedup_expiry(&self) -> String {
         self.key("dedup-exp")
+    }
+    /// Sorted set: jobs with a deadline to start by (`expires_ms`), scored by it, until they
+    /// start or it passes.
+    pub fn expiring(&self) -> String {
+        self.key("expiring")
     }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {

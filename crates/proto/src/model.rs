@@ -25,6 +25,8 @@ pub enum JobState {
     Failed,
     /// Cancelled before it finished.
     Cancelled,
+    /// Not started by its deadline (`expires_ms`): it never ran.
+    Expired,
 }
 
 impl JobState {
@@ -32,7 +34,7 @@ impl JobState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Expired
         )
     }
 
@@ -46,6 +48,7 @@ impl JobState {
             JobState::Succeeded => "succeeded",
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
+            JobState::Expired => "expired",
         }
     }
 }
@@ -62,6 +65,7 @@ impl std::str::FromStr for JobState {
             "succeeded" => JobState::Succeeded,
             "failed" => JobState::Failed,
             "cancelled" => JobState::Cancelled,
+            "expired" => JobState::Expired,
             _ => return Err(format!("{text:?} is not a job state")),
         })
     }

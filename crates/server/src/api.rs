@@ -84,6 +84,13 @@ pub(crate) struct JobRequest {
     /// With `uniq`: at most `limit` jobs with the key per `interval_ms`; beyond, the latest
     /// one made is answered.
     throttle: Option<crate::groups::RateLimit>,
+    /// A job that has not started this many ms from now ends `expired` and never runs.
+    #[schemars(range(min = 1, max = limits::MAX_DURATION_MS))]
+    expires_in_ms: Option<u64>,
+    /// The same as a time, ms since the epoch: not passed on the queue's clock, at most 10
+    /// years ahead (not with `expires_in_ms`).
+    #[schemars(range(min = 1, max = limits::MAX_AT_MS))]
+    expires_at_ms: Option<u64>,
     /// Labels to find the job by.
     #[serde(default)]
     #[schemars(length(max = limits::MAX_TAGS), inner(length(min = 1, max = limits::MAX_KEY_BYTES), regex(pattern = openapi::KEY_PATTERN)))]
@@ -119,6 +126,10 @@ impl JobRequest {
         options.uniq = self.uniq;
         options.uniq_for = self.uniq_for_ms.map(Duration::from_millis);
         options.debounce = self.debounce_ms.map(Duration::from_millis);
+        options.expires_in = self.expires_in_ms.map(Duration::from_millis);
+        options.expires_at = self
+            .expires_at_ms
+            .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms)));
         options.throttle = self
             .throttle
             .map(|t| (t.limit, Duration::from_millis(t.interval_ms)));
@@ -144,7 +155,9 @@ fn job_id_of(id: &str) -> ApiResult<JobId> {
 }
 
 /// The whole-number fields of a job request.
-const WHOLE_NUMBER_FIELDS: [&str; 9] = [
+const WHOLE_NUMBER_FIELDS: [&str; 11] = [
+    "expires_in_ms",
+    "expires_at_ms",
     "uniq_for_ms",
     "debounce_ms",
     "priority",

@@ -65,7 +65,8 @@ pub(crate) fn one_input_at_most(schema: &mut Schema) {
     schema.insert(
         "not".into(),
         json!({ "anyOf": [both("input", "input_base64"), both("input", "input_json"),
-                          both("input_base64", "input_json"), delay_and_at] }),
+                          both("input_base64", "input_json"), delay_and_at,
+                          both("expires_in_ms", "expires_at_ms")] }),
     );
 }
 
@@ -378,7 +379,14 @@ fn job_with_function(after_item: Value) -> Value {
         fields.remove("title");
     }
     if let Some(properties) = job["properties"].as_object_mut() {
-        for field in ["uniq", "uniq_for_ms", "debounce_ms", "throttle"] {
+        for field in [
+            "uniq",
+            "uniq_for_ms",
+            "debounce_ms",
+            "throttle",
+            "expires_in_ms",
+            "expires_at_ms",
+        ] {
             properties.remove(field);
         }
     }

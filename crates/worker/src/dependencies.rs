@@ -96,7 +96,8 @@ impl JobDependencies for Dependencies {
                     function: o.id.function.to_string(),
                     state: match o.state {
                         Some(JobState::Succeeded) => DependencyState::Succeeded,
-                        Some(JobState::Failed) => DependencyState::Failed,
+                        // (An expired dependency never ran: it failed to.)
+                        Some(JobState::Failed | JobState::Expired) => DependencyState::Failed,
                         Some(JobState::Cancelled) => DependencyState::Cancelled,
                         Some(_) => DependencyState::Unfinished,
                         None => DependencyState::Missing,

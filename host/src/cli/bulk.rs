@@ -21,7 +21,8 @@ pub struct BulkArgs {
     /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
     /// or "YYYY-MM-DDTHH:MM:SSZ"), "max_attempts", "timeout" ("60s"), "retention" ("25h"),
     /// "failed_retention" ("7d"), "uniq" (a key) with "uniq_for" ("10m"), "debounce" ("5s")
-    /// or "throttle" ("1/10s"), "group" (a key), "tags" and "after" (lists of job ids).
+    /// or "throttle" ("1/10s"), "expires_in" ("5m"), "group" (a key), "tags" and "after"
+    /// (lists of job ids).
     /// Every line is checked before any job is written. Prints one job id per line, in order.
     file: Option<PathBuf>,
 
@@ -63,6 +64,8 @@ struct Line {
     debounce: Option<String>,
     #[serde(default)]
     throttle: Option<String>,
+    #[serde(default)]
+    expires_in: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
@@ -122,6 +125,7 @@ impl Line {
         options.uniq = self.uniq;
         options.group = self.group;
         options.uniq_for = self.uniq_for.as_deref().map(parse_duration).transpose()?;
+        options.expires_in = self.expires_in.as_deref().map(parse_duration).transpose()?;
         options.debounce = self.debounce.as_deref().map(parse_duration).transpose()?;
         if let Some(rate) = &self.throttle {
             options.throttle = super::config::parse_rate("throttle", rate)?;

@@ -94,6 +94,15 @@ pub struct EnqueueArgs {
     #[arg(long, value_name = "N/INTERVAL", requires = "uniq")]
     throttle: Option<String>,
 
+    /// A job that has not started this long from now (e.g. 5m) ends `expired` and never
+    /// runs: for work that is worse late than never.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "expires_at")]
+    expires_in: Option<Duration>,
+
+    /// The same as a time: seconds since the Unix epoch or RFC 3339; must not have passed.
+    #[arg(long, value_parser = parse_time)]
+    expires_at: Option<SystemTime>,
+
     /// The job's group (a tenant, customer or document key): the function's jobs are run
     /// round robin across groups, each within its own limits (`wasmgear config F
     /// --group-concurrency N`; 1 runs a group's jobs one at a time, in order).
@@ -164,6 +173,8 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         group: args.group.clone(),
         uniq_for: args.uniq_for,
         debounce: args.debounce,
+        expires_in: args.expires_in,
+        expires_at: args.expires_at,
         throttle: match &args.throttle {
             Some(text) => super::config::parse_rate("--throttle", text)?,
             None => None,

@@ -57,13 +57,14 @@ pub(crate) fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
 }
 
 /// A job state, coloured when stdout is a colour terminal (console's rules: `NO_COLOR`,
-/// `CLICOLOR`, `CLICOLOR_FORCE`): green succeeded, red failed, yellow cancelled, cyan running.
+/// `CLICOLOR`, `CLICOLOR_FORCE`): green succeeded, red failed or expired, yellow cancelled,
+/// cyan running.
 pub(crate) fn paint_state(state: JobState) -> String {
     use JobState::*;
     let text = console::style(state.as_str());
     match state {
         Succeeded => text.green(),
-        Failed => text.red(),
+        Failed | Expired => text.red(),
         Cancelled => text.yellow(),
         Running => text.cyan(),
         Queued | Scheduled | Waiting => text,

@@ -231,7 +231,11 @@ impl Client {
         for job in &status.jobs {
             if matches!(
                 job.state,
-                Some(wasmgear_proto::JobState::Failed | wasmgear_proto::JobState::Cancelled)
+                Some(
+                    wasmgear_proto::JobState::Failed
+                        | wasmgear_proto::JobState::Cancelled
+                        | wasmgear_proto::JobState::Expired
+                )
             ) && self.retry(&job.id).await?
             {
                 retried.push(job.id.clone());

@@ -7,18 +7,19 @@
 -- KEYS[3]  wg:{batch:ID}:ended    hash
 --
 -- ARGV[1]  the job's id (G:N)
--- ARGV[2]  the state it ended in: succeeded, failed or cancelled
+-- ARGV[2]  the state it ended in: succeeded, failed, cancelled or expired (counted as failed)
 --
 -- Returns: the callbacks now due ('success', 'complete'; see batch_settle); none for a
 -- batch that is gone.
 
-local STATES = { succeeded = true, failed = true, cancelled = true }
-if not split_id(ARGV[1] or '') or not STATES[ARGV[2] or ''] then
-  return redis.error_reply('BADBATCH batch_done takes a job id and succeeded, failed or cancelled')
+local STATES = { succeeded = 'succeeded', failed = 'failed', cancelled = 'cancelled', expired = 'failed' }
+local counted = STATES[ARGV[2] or '']
+if not split_id(ARGV[1] or '') or not counted then
+  return redis.error_reply('BADBATCH batch_done takes a job id and succeeded, failed, cancelled or expired')
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
-if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+if redis.call('HSETNX', KEYS[3], ARGV[1], counted) == 1 then
+  redis.call('HINCRBY', KEYS[1], counted, 1)
   if redis.call('PTTL', KEYS[3]) < 0 then
     redis.call('PEXPIRE', KEYS[3], redis.call('PTTL', KEYS[1]))
   end

@@ -6,7 +6,7 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply

@@ -1,7 +1,7 @@
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -35,6 +35,9 @@
 --                     (with uniq, together) at most `throttle` jobs are made with the key
 --                     per `throttle_ms` (a window opened by the first); beyond, the latest
 --                     one made answers. The key does not join unfinished jobs then
+--   expires_in        ms: a job that has not started by then (from now, Redis' clock) ends
+--                     `expired` (failure group `expired`) and never runs
+--   expires_at        the same as a time, ms since the epoch (Redis' clock); not passed
 --   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
 --                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
 --                     ready jobs are leased round robin across their groups, each group
@@ -93,7 +96,9 @@
 --          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
-local function final(state) return state == 'succeeded' or state == 'failed' or state == 'cancelled' end
+local function final(state)
+  return state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired'
+end
 
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
@@ -133,7 +138,7 @@ local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
   number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
-  throttle = true, throttle_ms = true,
+  throttle = true, throttle_ms = true, expires_in = true, expires_at = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -147,6 +152,7 @@ local RANGES = {
   { 'delay', 0, MAX_DURATION_MS }, { 'at', 0, MAX_WHOLE }, { 'tick', 0, MAX_WHOLE },
   { 'number', 1, MAX_WHOLE }, { 'flow', 1, MAX_WHOLE }, { 'uniq_for', 1, MAX_DURATION_MS },
   { 'debounce', 1, MAX_DURATION_MS }, { 'throttle', 1, MAX_WHOLE }, { 'throttle_ms', 1, MAX_DURATION_MS },
+  { 'expires_in', 1, MAX_DURATION_MS }, { 'expires_at', 1, MAX_WHOLE },
 }
 local KEYED = { 'uniq', 'schedule', 'once' }
 local n_at = 3 + 2 * m
@@ -235,6 +241,10 @@ for i = 0, n - 1 do
     if options.debounce and (options.delay or options.at) then
       return bad(i, 'debounce is the delay: give no delay or at with it')
     end
+    if options.expires_in and options.expires_at then return bad(i, 'give expires_in or expires_at, not both') end
+    if options.expires_at and tonumber(options.expires_at) <= NOW then
+      return conflict(i, string.format('expires_at %s has passed (the queue clock says %d)', options.expires_at, NOW))
+    end
     if options.group and not GROUP.fits(options.group) then
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
         .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
@@ -262,7 +272,8 @@ for i = 0, n - 1 do
         if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record and (record.state == 'failed' or record.state == 'cancelled') and not tolerated then
+        if record and (record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired')
+          and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -349,7 +360,7 @@ for i = 0, n - 1 do
   local at = number_of(options.at or '0')
   local uniq = options.uniq
   if not uniq and not options.tag and not options.after and not options.schedule and not options.once
-    and not options.parent and delay <= 0 and at <= 0 then
+    and not options.parent and not options.expires_in and not options.expires_at and delay <= 0 and at <= 0 then
     -- The common job (ready now; no uniq key, tags or dependencies; a flow's or batch's
     -- too): its record is written out directly, the same fields the general path below
     -- gives it.
@@ -470,6 +481,13 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.group then record.group_id = options.group end
+      local deadline = options.expires_at and number_of(options.expires_at)
+        or options.expires_in and NOW + number_of(options.expires_in)
+      if deadline then
+        -- Until it starts (lease takes it out), or its deadline ends it `expired`.
+        record.expires_ms = deadline
+        redis.call('ZADD', K.expiring, int(deadline), number)
+      end
       if options.flow then record.flow = number_of(options.flow) end
       if options.batch then record.batch = options.batch end
       if options.policy then record.on_failure = options.policy end
@@ -499,6 +517,7 @@ for i = 0, n - 1 do
             local dep_record = load(dep_number)
             -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
             local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+              or dep_record.state == 'expired'
             if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)

@@ -7,7 +7,7 @@
 -- client asked for cancellation), keeping its error and attempt history. Jobs waiting on it
 -- are cancelled.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token

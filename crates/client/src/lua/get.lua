@@ -14,6 +14,7 @@ local raw = redis.call('HGET', K.jobs, number)
 if not raw then return false end
 local record = decode(raw)
 local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+  or record.state == 'expired'
 if record.state == 'succeeded' and record.worker then
   -- The attempt that succeeded, kept in the hot fields instead of the history.
   local history = record.history or {}

@@ -797,7 +797,8 @@ local NOTIFY = {}
 -- How long a finished job's record is kept (ms): the longer retention for a failed job.
 local function retention_of(record)
   local keep = record.retention_ms
-  if record.state == 'failed' and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
+  local failed = record.state == 'failed' or record.state == 'expired'
+  if failed and (record.failed_retention_ms or 0) > keep then keep = record.failed_retention_ms end
   return keep
 end
 
@@ -952,7 +953,8 @@ function DEDUP.over()
     if kind == 'w' then
       local holder = redis.call('HGET', K.uniq, key)
       local held = holder and load(holder)
-      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled' then
+      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled'
+        or held.state == 'expired' then
         redis.call('HDEL', K.uniq, key)
       end
     end
@@ -971,12 +973,13 @@ local function finish(number, record, state, err, from)
   record.version = nil
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
   finished(number, state, retention_of(record), from)
-  if state == 'failed' then
+  if state == 'failed' or state == 'expired' then
+    -- (An expired job is in the failure group `expired`: listed, and retried, with them.)
     local group = (record.error and record.error.class) or 'unknown'
     record.group = group
     redis.call('ZADD', K.failed, 0, group .. '\0' .. pad(number))
     redis.call('HINCRBY', K.counts, 'failed:' .. group, '1')
-    stat_count('failed')
+    if state == 'failed' then stat_count('failed') end
   end
   if record.uniq then DEDUP.ended(number, record.uniq, record.uniq_for, state) end
   tell_dependents(number, record, state)
@@ -989,7 +992,7 @@ end
 local function unfinish(number, record)
   redis.call('ZREM', K.expires, number)
   uncount(record.state)
-  if record.state == 'failed' then
+  if record.state == 'failed' or record.state == 'expired' then
     local group = record.group or 'unknown'
     redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
     uncount('failed:' .. group)
@@ -1109,13 +1112,13 @@ local function forget_finished(numbers)
           redis.call('HDEL', K.ticks, 'once\0' .. record.once)
         end
         state = record.state
-        if state == 'failed' then
+        if state == 'failed' or state == 'expired' then
           local group = record.group or 'unknown'
           redis.call('ZREM', K.failed, group .. '\0' .. pad(number))
           uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
         end
       end
-      if state == 'succeeded' or state == 'failed' or state == 'cancelled' then
+      if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired' then
         uncounted[state] = (uncounted[state] or 0) + 1
       end
     end
@@ -1214,6 +1217,34 @@ end
 
 -- Jobs the call's reclaim made ready again (their worker stopped renewing their leases).
 local RECLAIMED = 0
+
+-- Expiry: a job enqueued with a deadline (`expires_ms` in its record; in `expiring`,
+-- scored by it, until it starts) that has not started by then ends `expired` (failure
+-- group `expired`) and never runs.
+local EXPIRY = {}
+
+-- Ends job `number` (its record), which has not started by its deadline, `expired`.
+function EXPIRY.expire(number, record)
+  redis.call('ZREM', K.expiring, number)
+  finish(number, record, 'expired', { class = 'expired',
+    message = 'not started by its deadline (' .. int(record.expires_ms or NOW) .. ' ms); it never ran' })
+end
+
+-- Ends the jobs whose deadline has passed before they started (at most BATCH per call).
+function EXPIRY.due()
+  if not K.expiring then return end
+  for _, number in ipairs(redis.call('ZRANGE', K.expiring, '-inf', int(NOW), 'BYSCORE', 'LIMIT', '0', int(BATCH))) do
+    local record = load(number)
+    local waiting = record and record.attempt == 0
+      and (record.state == 'queued' or record.state == 'scheduled' or record.state == 'waiting')
+    if waiting then
+      EXPIRY.expire(number, record)
+    else
+      redis.call('ZREM', K.expiring, number)
+    end
+  end
+  if #SETTLE > 0 then settle() end
+end
 
 -- Whether the function's ready jobs are leased by the round of groups (some have a group).
 function GROUP.active()
@@ -1333,8 +1364,10 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
   -- `quick` (jobs handed over at enqueue): no housekeeping and no wait_ms; the worker's next
   -- lease call does both.
   if not quick then
-    -- (1) Forget finished jobs whose retention is over.
+    -- (1) Forget finished jobs whose retention is over; expire the jobs whose deadline
+    -- passed before they started.
     forget_expired()
+    EXPIRY.due()
 
     -- (2) Promote scheduled jobs that are due.
     for _, number in ipairs(redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', '0', int(BATCH))) do
@@ -1428,11 +1461,20 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
     end
     -- One call per key for all the jobs (per thousand), not one per job.
     local raws, inputs = hmget(K.jobs, numbers), hmget(K.input, numbers)
-    local saves, leased, rated = {}, {}, {}
+    local saves, leased, rated, expired_now = {}, {}, {}, {}
     local lease_until = int(NOW + lease_ms)
     local default_timeout = int(default_timeout_ms)
     for i, number in ipairs(numbers) do
       local raw = raws[i]
+      -- A deadline: past, the job ends `expired` instead (after the ready set has lost the
+      -- numbers read); ahead, the job starts in time and leaves `expiring`.
+      local deadline = raw and K.expiring and string.match(raw, '"expires_ms":(%d+)')
+      if deadline and tonumber(deadline) <= NOW then
+        expired_now[#expired_now + 1] = number
+        raw = nil
+      elseif deadline then
+        redis.call('ZREM', K.expiring, number)
+      end
       if raw then
         local f = fields_of(raw)
         if f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"progress"', 1, true) then
@@ -1470,6 +1512,15 @@ local function lease_jobs(worker, token_prefix, want, lease_ms, default_timeout_
       end
     end
     if #numbers > 0 and not grouped then redis.call('ZREMRANGEBYRANK', K.ready, '0', int(#numbers - 1)) end
+    for _, number in ipairs(expired_now) do
+      local record = load(number)
+      -- (Out of the ready sets already: finish leaves nothing behind.)
+      record.state = 'leaving'
+      EXPIRY.expire(number, record)
+      -- (Taken by the round, it took its group's slot.)
+      if grouped and record.group_id then GROUP.release(record.group_id) end
+    end
+    if #SETTLE > 0 then settle() end
     call_chunked('HSET', K.jobs, saves)
     call_chunked('ZADD', K.leased, leased)
     if leased_count > 0 then leased_numbers = table.concat(numbers, ',') end

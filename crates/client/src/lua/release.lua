@@ -3,7 +3,7 @@
 --
 -- A job whose cancellation was asked for is not handed back: it ends `cancelled`.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 -- ARGV[3]  lease token

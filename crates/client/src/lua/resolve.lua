@@ -3,7 +3,7 @@
 -- worker tells all it has in one call, so a fan-in's dependent is loaded and saved once per
 -- call, not once per dependency.
 --
--- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp
+-- KEYS: jobs logs ready scheduled leased waiting expires uniq failed counts stats config events work groups group_ready group_running group_config dedup dedup_exp expiring
 -- ARGV[1]  the function name
 -- ARGV[2..] triples, 1..MAX_TELLS_PER_CALL of them: a waiting job's number, the id of one
 --          of its dependencies ('G:N'), and that dependency's state: 'succeeded' (the job

@@ -39,7 +39,8 @@ local function blocked(record)
       local dep_record = load(dep_number)
       local tolerated = tolerates(record, dep)
       if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled') and not tolerated then
+      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled' or dep_record.state == 'expired')
+        and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -49,6 +50,8 @@ end
 
 local function requeue(number, record)
   unfinish(number, record)
+  -- Run again now, its deadline is gone (an expired job would expire again at once).
+  record.expires_ms = nil
   if record.default_attempts or record.max_attempts == 0 then
     -- The serving plugin's default again, fixed by the next lease.
     record.max_attempts = 0
@@ -68,6 +71,7 @@ local function requeue(number, record)
       local dep_record = load(dep_number)
       -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
       local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
+        or dep_record.state == 'expired'
       if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
@@ -107,7 +111,7 @@ if ARGV[2] == 'job' then
   local number = ARGV[3]
   local record = load(number)
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
-  if record.state == 'failed' or record.state == 'cancelled' then
+  if record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
@@ -121,7 +125,7 @@ else
     local number = tostring(tonumber(string.sub(member, #group + 2)))
     local record = load(number)
     -- A failed job has started (see `blocked`): it can always run again.
-    if record and record.state == 'failed' then
+    if record and (record.state == 'failed' or record.state == 'expired') then
       requeue(number, record)
       moved[#moved + 1] = tonumber(number)
     else

@@ -93,10 +93,12 @@ pub(super) async fn page(
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
     let unfinished = status.jobs.iter().any(|j| !j.ended());
-    let rerunnable = status
-        .jobs
-        .iter()
-        .any(|j| matches!(j.state, Some(JobState::Failed | JobState::Cancelled)));
+    let rerunnable = status.jobs.iter().any(|j| {
+        matches!(
+            j.state,
+            Some(JobState::Failed | JobState::Cancelled | JobState::Expired)
+        )
+    });
     let main = html! {
         h1 { "Flow " (id) " " q { (status.name) } }
         p { (status.jobs.len()) " jobs: " (counts.join(", ")) ", submitted " (time(Some(status.created_ms), now)) }

@@ -15,7 +15,7 @@ use crate::AppState;
 /// Jobs per page of a function's list.
 const PAGE: usize = 50;
 
-const STATES: [JobState; 7] = [
+const STATES: [JobState; 8] = [
     JobState::Queued,
     JobState::Scheduled,
     JobState::Running,
@@ -23,6 +23,7 @@ const STATES: [JobState; 7] = [
     JobState::Succeeded,
     JobState::Failed,
     JobState::Cancelled,
+    JobState::Expired,
 ];
 
 #[derive(Deserialize)]

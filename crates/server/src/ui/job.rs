@@ -118,7 +118,7 @@ fn actions(csrf: &str, id: &JobId, status: &JobStatus) -> Markup {
         @if !record.state.is_final() {
             (action(csrf, &format!("/ui/jobs/{job}/cancel"), "Cancel", &format!("Cancel job {id}?"), None))
         }
-        @if matches!(record.state, JobState::Failed | JobState::Cancelled) {
+        @if matches!(record.state, JobState::Failed | JobState::Cancelled | JobState::Expired) {
             (action(csrf, &format!("/ui/jobs/{job}/retry"), "Retry", &format!("Run job {id} again?"), None))
         }
         @if matches!(record.state, JobState::Queued | JobState::Scheduled | JobState::Waiting) {
