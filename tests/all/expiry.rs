@@ -62,7 +62,11 @@ pub(crate) async fn check_expiry(url: &str) {
         .unwrap();
     let leased = hand.take(&f, 10).await;
     let ids: Vec<_> = leased.iter().map(|l| l.info.id.clone()).collect();
-    assert_eq!(ids, [fresh.clone()], "an expired job was leased");
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&fresh),
+        "an expired job was leased"
+    );
     for id in [&stale, &stale_grouped] {
         let record = client.status(id).await.unwrap().record;
         assert_eq!(record.state, JobState::Expired, "{id}");

@@ -111,7 +111,7 @@ enum Command {
     /// Run a worker node: lease jobs and run each in a fresh instance of its plugin.
     Worker(worker::WorkerArgs),
     /// Enqueue a job and print its id (or, with --wait, its output).
-    Enqueue(enqueue::EnqueueArgs),
+    Enqueue(Box<enqueue::EnqueueArgs>),
     /// Enqueue many jobs from JSON lines (stdin or a file) and print their ids.
     Bulk(bulk::BulkArgs),
     /// Show a job's state, progress and result.
@@ -210,7 +210,7 @@ impl Cli {
         match self.command {
             Command::Worker(args) => worker::run(args).await,
             Command::Serve(args) => serve::run(args).await,
-            Command::Enqueue(args) => enqueue::run(args).await,
+            Command::Enqueue(args) => enqueue::run(*args).await,
             Command::Bulk(args) => bulk::run(args).await,
             Command::Status(args) => status::run(args).await,
             Command::Cancel(args) => cancel::run(args).await,
