@@ -10,7 +10,9 @@ export type JobState =
   | 'running'
   | 'succeeded'
   | 'failed'
-  | 'cancelled';
+  | 'cancelled'
+  /** Not started by its deadline (`expiresInMs`/`expiresAt`): it never ran. */
+  | 'expired';
 
 /** A job's input: bytes, or text (sent as UTF-8). */
 export type Input = Buffer | Uint8Array | string;
@@ -71,6 +73,14 @@ export interface EnqueueOptions {
    * unfinished jobs then.
    */
   throttle?: RateLimit;
+  /**
+   * A job not started within this many ms (1 ms..10 years, from now on Redis' clock) ends
+   * `expired` (error class `expired`) and never runs; `retry` runs it without the deadline.
+   * Not together with `expiresAt`.
+   */
+  expiresInMs?: number;
+  /** The same as a time (a Date or ms since the epoch); one Redis' clock has passed is refused (ConflictError). */
+  expiresAt?: Date | number;
 }
 
 /** One job of `enqueueMany`: its input, and its options beside it. */
@@ -119,7 +129,7 @@ export interface Job {
   function: string;
   number: number;
   state: JobState;
-  /** Whether the state is succeeded, failed or cancelled. */
+  /** Whether the state is succeeded, failed, cancelled or expired. */
   final: boolean;
   priority: number;
   /** Attempts started so far. */
@@ -151,6 +161,8 @@ export interface Job {
   startedAt: Date | null;
   finishedAt: Date | null;
   cancelRequestedAt: Date | null;
+  /** The deadline to start by (`expiresInMs`/`expiresAt`), null without one. */
+  expiresAt: Date | null;
   history: Attempt[];
   /** The record as the queue answered it (PROTOCOL.md, "The job record"). */
   record: Record<string, unknown>;
@@ -284,7 +296,7 @@ export interface FlowStatus {
   jobs: FlowJobStatus[];
   /** Whether every job has ended (or is gone). */
   ended: boolean;
-  /** How many jobs are in each state (only those with some), in the order waiting, scheduled, queued, running, succeeded, failed, cancelled, missing. */
+  /** How many jobs are in each state (only those with some), in the order waiting, scheduled, queued, running, succeeded, failed, cancelled, expired, missing. */
   counts: Partial<Record<JobState | 'missing', number>>;
   /** The names of the jobs no other job of the flow waits on (its results), in order. */
   sinks: string[];

@@ -23,8 +23,8 @@ const MAX_DEFINITION_BYTES = 65536;
 /** A callback's kind (`batch_close`, `batch_done`) → its field in the definition. */
 const CALLBACK_FIELDS = Object.freeze({ success: 'on_success', complete: 'on_complete' });
 
-/** The states a batch counts a job's end as (`batch_done`). */
-const ENDED = new Set(['succeeded', 'failed', 'cancelled']);
+/** The states a batch counts a job's end as (`batch_done`; `expired` is counted failed). */
+const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
 const OPTION_FIELDS = ['name', 'onSuccess', 'onComplete'];
 const CALLBACK_KEYS = ['function', 'data'];

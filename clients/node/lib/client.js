@@ -569,7 +569,7 @@ class Client {
     this.#registered.add(fn);
   }
 
-  /** Refuses a dependency that does not exist or has already failed or been cancelled. */
+  /** Refuses a dependency that does not exist or has already failed, been cancelled or expired. */
   async #checkDependency(dependency) {
     const found = await this.#get(dependency);
     if (!found) {
@@ -577,7 +577,7 @@ class Client {
         `invalid job option: dependency ${dependency.id} does not exist (never enqueued, or its retention is over)`,
       );
     }
-    if (found.record.state === 'failed' || found.record.state === 'cancelled') {
+    if (['failed', 'cancelled', 'expired'].includes(found.record.state)) {
       throw new ConflictError(
         `invalid job option: dependency ${dependency.id} has already ${found.record.state}, so the job could never run`,
       );
@@ -684,7 +684,7 @@ class Client {
   /**
    * Waits until job `id` (or every job of an array of ids) has ended. Resolves with the Job
    * (an array of Jobs for an array) when it succeeded (all did); rejects with
-   * JobFailedError when one failed, else WaitTimeoutError when a wait ran out of time, else
+   * JobFailedError when one failed or expired, else WaitTimeoutError when a wait ran out of time, else
    * JobCancelledError when one was cancelled (each error carries `results`: per id, its
    * final Job or its wait's error). `onProgress(progress, id)` hears each job's progress
    * reports in order, never one older than the last.
@@ -710,10 +710,11 @@ class Client {
     );
     if (other) throw other.reason;
     const finished = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
-    const failed = finished.find((job) => job.state === 'failed');
+    const failed = finished.find((job) => job.state === 'failed' || job.state === 'expired');
     if (failed) {
       const why = failed.error ? `: ${failed.error.class}: ${failed.error.message}` : '';
-      throw new JobFailedError(`job ${failed.id} failed${why}`, { job: failed, results });
+      const how = failed.state === 'expired' ? 'expired before it started' : 'failed';
+      throw new JobFailedError(`job ${failed.id} ${how}${why}`, { job: failed, results });
     }
     const timedOut = settled.find((s) => s.status === 'rejected');
     if (timedOut) {
@@ -903,8 +904,8 @@ class Client {
   }
 
   /**
-   * Runs job `id` again if it failed or was cancelled, with as many attempts as it first
-   * had. Resolves whether it was queued again (false: it had not ended so).
+   * Runs job `id` again if it failed, was cancelled or expired (without its deadline), with
+   * as many attempts as it first had. Resolves whether it was queued again (false: it had not ended so).
    */
   async retry(id) {
     return this.#guard(async () => {
@@ -1088,7 +1089,7 @@ class Client {
   }
 
   /**
-   * Runs flow `id`'s failed and cancelled jobs again, in the record's order (dependencies
+   * Runs flow `id`'s failed, cancelled and expired jobs again, in the record's order (dependencies
    * first: a job cancelled because its dependency failed waits for it again); succeeded jobs
    * keep their outputs. Resolves the ids of the jobs run again.
    */
@@ -1097,7 +1098,7 @@ class Client {
       const status = await this.#flowStatus(id);
       const retried = [];
       for (const job of status.jobs) {
-        if ((job.state === 'failed' || job.state === 'cancelled') && (await this.retry(job.id))) {
+        if (['failed', 'cancelled', 'expired'].includes(job.state) && (await this.retry(job.id))) {
           retried.push(job.id);
         }
       }

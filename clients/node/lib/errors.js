@@ -45,7 +45,7 @@ class UnreachableError extends WasmgearError {}
 UnreachableError.prototype.exitCode = 6;
 
 /**
- * A waited-for job ended `failed` (for several jobs: at least one did). `job` is the first
+ * A waited-for job ended `failed` or `expired` (for several jobs: at least one did). `job` is the first
  * such job; `results` holds, per id waited for, its final Job or the error of its wait.
  */
 class JobFailedError extends WasmgearError {

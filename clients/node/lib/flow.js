@@ -32,10 +32,11 @@ const STATE_ORDER = Object.freeze([
   'succeeded',
   'failed',
   'cancelled',
+  'expired',
   'missing',
 ]);
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+const FINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
 /** The fields of a flow document and of one of its jobs (the Rust `FlowDocument`'s). */
 const DOCUMENT_FIELDS = ['name', 'jobs'];

@@ -2,7 +2,7 @@
 
 /** Reading job records (what `wg2_get` answers) into `Job` objects. */
 
-const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled']);
+const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
 /** A time in ms since the epoch as a Date, or null. */
 function date(ms) {
@@ -71,6 +71,7 @@ function jobFrom(id, record, output) {
     startedAt: date(record.started_ms),
     finishedAt: date(record.finished_ms),
     cancelRequestedAt: date(record.cancel_requested_ms),
+    expiresAt: date(record.expires_ms),
     history: list(record.history).map((entry) => ({
       attempt: entry.attempt,
       worker: entry.worker ?? null,

@@ -28,6 +28,8 @@ const KNOWN = [
   'uniqForMs',
   'debounceMs',
   'throttle',
+  'expiresInMs',
+  'expiresAt',
 ];
 
 /** The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1). */
@@ -325,7 +327,35 @@ function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
   }
   if (group !== undefined) named.push('group', group);
   named.push(...dedupOptions(o, uniq, delay !== 0 || at !== undefined, shown));
+  named.push(...expiryOptions(o, shown));
   return { named, after };
+}
+
+/**
+ * The named option of `expiresInMs` (1ms..=10 years from now, by Redis' clock) or
+ * `expiresAt` (a Date or ms since the epoch, after 1970; one Redis' clock has passed is
+ * refused by the enqueue script, CONFLICT), one at most: a job not started by then ends
+ * `expired` and never runs. Sent after every other option, as the Rust client sends them.
+ */
+function expiryOptions(o, shown = SHOWN) {
+  const inName = shown.expiresInMs ?? 'expiresInMs';
+  const atName = shown.expiresAt ?? 'expiresAt';
+  const given = (v) => v !== undefined && v !== null;
+  if (given(o.expiresInMs) && given(o.expiresAt)) throw bad(`give ${inName} or ${atName}, not both`);
+  if (given(o.expiresInMs)) {
+    return ['expires_in', String(wholeMs(inName, o.expiresInMs, 1, LIMITS.MAX_DURATION_MS, '1ms..=10 years'))];
+  }
+  if (given(o.expiresAt)) {
+    let ms;
+    if (o.expiresAt instanceof Date) ms = o.expiresAt.getTime();
+    else if (typeof o.expiresAt === 'number') ms = o.expiresAt;
+    if (ms === undefined || !Number.isSafeInteger(ms)) {
+      throw bad(`${atName} must be a valid Date or whole ms since the epoch, not ${JSON.stringify(o.expiresAt)}`);
+    }
+    if (ms <= 0) throw bad(`${atName} (the time to start by) is not after 1970`);
+    return ['expires_at', String(ms)];
+  }
+  return [];
 }
 
 /**

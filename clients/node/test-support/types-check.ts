@@ -63,7 +63,7 @@ function exact<A, B>(proof: Equals<A, B>): void {
 }
 
 // The documented value sets.
-exact<JobState, 'queued' | 'scheduled' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'cancelled'>(true);
+exact<JobState, 'queued' | 'scheduled' | 'waiting' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired'>(true);
 exact<CancelOutcome['outcome'], 'cancelled' | 'stopping' | 'already-ended'>(true);
 exact<Input, Buffer | Uint8Array | string>(true);
 exact<OnFailure, 'cancel' | 'ignore' | 'continue'>(true);
@@ -133,6 +133,11 @@ async function everyCall(ca: Buffer): Promise<void> {
   await client.enqueueMany('notify', [{ input: 'a', uniq: 'user-9', throttle: { limit: 2, intervalMs: 60000 } }]);
   // @ts-expect-error a throttle is {limit, intervalMs}
   await client.enqueue('notify', 'hi', { uniq: 'user-9', throttle: [2, 60000] });
+  await client.enqueue('notify', 'hi', { expiresInMs: 60000 });
+  await client.enqueue('notify', 'hi', { expiresAt: new Date(Date.now() + 60000) });
+  await client.enqueue('notify', 'hi', { expiresAt: Date.now() + 60000 });
+  // @ts-expect-error expiresAt is a Date or ms
+  await client.enqueue('notify', 'hi', { expiresAt: '2030-01-01' });
   // @ts-expect-error durations are ms numbers
   await client.enqueue('reindex', 'doc 7', { uniq: 'doc-7', debounceMs: '5s' });
 

@@ -195,6 +195,10 @@ describe('wasmgear client', { timeout: 600000 }, () => {
       ['a missing dependency in the same function', 'nobody', 'x', { after: ['nobody:7'] }, /dependency nobody:7 does not exist/],
       ['a missing dependency in another function', 'nobody', 'x', { after: ['echo:99999999'] }, /dependency echo:99999999 does not exist/],
       ['an input that is not bytes', 'nobody', { a: 1 }, {}, /give a Buffer or a string/],
+      ['expiresInMs and expiresAt', 'nobody', 'x', { expiresInMs: 5, expiresAt: Date.now() + 60000 }, /give expiresInMs or expiresAt, not both/],
+      ['expiresInMs 0', 'nobody', 'x', { expiresInMs: 0 }, /expiresInMs 0 is out of range 1ms\.\.=10 years/],
+      ['expiresInMs over 10 years', 'nobody', 'x', { expiresInMs: 11 * 365 * 24 * 3600 * 1000 }, /expiresInMs [0-9]+ is out of range/],
+      ['expiresAt not a time', 'nobody', 'x', { expiresAt: 'soon' }, /expiresAt must be a valid Date or whole ms/],
     ];
     for (const [name, fn, input, options, message] of cases) {
       it(name, async () => {
@@ -389,6 +393,50 @@ describe('wasmgear client', { timeout: 600000 }, () => {
       assert.equal(error.results[1].state, 'failed');
       return true;
     });
+  });
+
+  it('ends a job not started by its deadline expired; retry runs it without the deadline', async () => {
+    // Expiry is applied by a lease of the function: paused, echo leases nothing, so the
+    // job is still queued past its deadline, and the first lease after resume ends it.
+    await client.configure('echo', { paused: true });
+    let id;
+    try {
+      ({ id } = await client.enqueue('echo', 'too late', { expiresInMs: 1 }));
+      // Still queued, or already ended by a lease call of the paused function; never started.
+      assert.ok(['queued', 'expired'].includes((await client.status(id)).state));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      await client.configure('echo', { paused: false });
+    }
+    await assert.rejects(client.wait(id, { timeoutMs: 60000 }), (error) => {
+      assert.ok(error instanceof JobFailedError, error.message);
+      assert.equal(error.exitCode, 1);
+      assert.equal(error.job.state, 'expired');
+      assert.equal(error.job.final, true);
+      assert.equal(error.job.error.class, 'expired');
+      assert.match(error.message, new RegExp(`job ${id} expired before it started: expired`));
+      return true;
+    });
+    // An expired dependency: the job could never run.
+    await assert.rejects(client.enqueue('echo', 'after it', { after: [id] }), (error) => {
+      assert.ok(error instanceof ConflictError, error.message);
+      assert.match(error.message, /has already expired/);
+      return true;
+    });
+    assert.equal(await client.retry(id), true);
+    const again = await client.wait(id, { timeoutMs: 60000 });
+    assert.equal(again.state, 'succeeded');
+    assert.equal(again.output.toString(), 'too late');
+    // A deadline ahead (a Date or ms) does not stop a job; one Redis' clock has passed is refused.
+    const inTime = await client.enqueue('echo', 'in time', { expiresAt: new Date(Date.now() + 3600000) });
+    assert.equal((await client.wait(inTime.id, { timeoutMs: 60000 })).output.toString(), 'in time');
+    const seq = await admin.get('wg:{echo}:seq');
+    await assert.rejects(client.enqueue('echo', 'x', { expiresAt: Date.now() - 60000 }), (error) => {
+      assert.ok(error instanceof ConflictError, error.message);
+      assert.match(error.message, /expires_at/);
+      return true;
+    });
+    assert.equal(await admin.get('wg:{echo}:seq'), seq);
   });
 
   it('joins an unfinished job with the same uniq key', async () => {

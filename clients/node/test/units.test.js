@@ -64,6 +64,26 @@ describe('options', () => {
     assert.ok(jobOptions({ uniq: 'é'.repeat(100) }).named.includes('é'.repeat(100)));
   });
 
+  it('sends the deadline to start by after every other option, and checks it', () => {
+    assert.deepEqual(
+      jobOptions({ uniq: 'k', throttle: { limit: 2, intervalMs: 1000 }, expiresInMs: 3000 }).named,
+      ['uniq', 'k', 'throttle', '2', 'throttle_ms', '1000', 'expires_in', '3000'],
+    );
+    const at = new Date(Date.UTC(2030, 0, 1));
+    assert.deepEqual(jobOptions({ priority: 1, expiresAt: at }).named, ['priority', '1', 'expires_at', '1893456000000']);
+    assert.deepEqual(jobOptions({ expiresAt: 1893456000500 }).named, ['expires_at', '1893456000500']);
+    assert.deepEqual(jobOptions({ expiresInMs: null, expiresAt: undefined }).named, []);
+    for (const [options, message] of [
+      [{ expiresInMs: 0 }, /expiresInMs 0 is out of range/],
+      [{ expiresInMs: 1.5 }, /expiresInMs 1.5 must be a whole number/],
+      [{ expiresInMs: 1, expiresAt: at }, /not both/],
+      [{ expiresAt: new Date(NaN) }, /expiresAt must be a valid Date/],
+      [{ expiresAt: -1 }, /expiresAt .* is not after 1970/],
+    ]) {
+      assert.throws(() => jobOptions(options), message);
+    }
+  });
+
   it('finds a time to run at too far ahead a conflict with the clock', () => {
     const far = new Date(Date.now() + 11 * 365 * 24 * 3600 * 1000);
     assert.throws(() => jobOptions({ at: far }), (error) => {
@@ -282,9 +302,9 @@ describe('protocol', () => {
     assert.deepEqual(call.keys, ['wg:{echo}:jobs', 'wg:{echo}:output', 'wg:{echo}:stats', 'wg:{echo}:events']);
     const enqueue = protocol.callOn('enqueue', 'f');
     assert.equal(enqueue.command, 'FCALL');
-    assert.equal(enqueue.keys.length, 33);
+    assert.equal(enqueue.keys.length, 34);
     assert.equal(enqueue.keys[24], 'wg:{f}:reserved');
-    assert.equal(enqueue.keys.at(-1), 'wg:{f}:dedup-exp');
+    assert.equal(enqueue.keys.at(-1), 'wg:{f}:expiring');
     assert.equal(protocol.allEventsPattern(), 'wg:{*}:events');
     assert.equal(protocol.functionOfChannel('wg:{a.b}:events'), 'a.b');
     assert.equal(protocol.functionOfChannel('wg:{a}:work'), undefined);
@@ -624,6 +644,11 @@ describe('flow documents', () => {
     assert.equal(status.jobs[2].error, 'failed on purpose');
     const done = flowStatus('3', record, record.jobs.map(() => ['cancelled', 0, 'stop']));
     assert.equal(done.ended, true);
+    const expired = flowStatus('3', record, [
+      ['expired', 0, 'late'], ['cancelled', 0, 'x'], ['succeeded', 0, null], ['failed', 0, 'y'],
+    ]);
+    assert.equal(expired.ended, true);
+    assert.deepEqual(Object.keys(expired.counts), ['succeeded', 'failed', 'cancelled', 'expired']);
     for (const corrupt of ['no bar', 'x|{}', '1|{"name":"d"}', '1|{"name":"d","jobs":[{"name":"a","id":"nope"}]}']) {
       assert.throws(() => parseFlowRecord('3', corrupt), /flow 3 has a corrupt record/, corrupt);
     }

@@ -489,3 +489,64 @@ def test_another_library_version_is_left_alone(bare) -> None:
         assert client.status(client.enqueue("echo", "x").id).state == "queued"
     finally:
         client.close()
+
+
+def test_a_job_not_started_by_its_deadline_ends_expired_and_can_be_retried(
+        client: wasmgear.Client) -> None:
+    """`expires_in`: the job is not leased by its deadline (its function is paused), so the
+    next lease of the function ends it `expired` (error class `expired`) without running
+    it; `wait` raises JobFailed for it; `retry` runs it without the deadline."""
+    client.configure("echo", paused=True)
+    try:
+        enqueued = client.enqueue("echo", "too late", expires_in=timedelta(milliseconds=1))
+        # Still queued, or already ended by a lease call of the paused function (its
+        # housekeeping runs even so); never started.
+        assert client.status(enqueued.id).state in ("queued", "expired")
+        time.sleep(0.05)
+    finally:
+        client.configure("echo", paused=False)
+    with pytest.raises(wasmgear.JobFailed) as caught:
+        client.wait(enqueued.id, timeout=60)
+    job = caught.value.job
+    assert job.state == "expired" and job.is_final
+    assert job.error is not None and job.error.class_ == "expired"
+    assert "expired" in str(caught.value)
+    assert client.wait(enqueued.id, timeout=5, check=False).state == "expired"
+    # A dependency that has expired cannot be waited for.
+    with pytest.raises(wasmgear.Conflict, match="expired"):
+        client.enqueue("echo", "after it", after=[enqueued.id])
+    assert client.retry(enqueued.id) is True
+    again = client.wait(enqueued.id, timeout=60)
+    assert again.state == "succeeded" and again.output == b"too late"
+    # A deadline far enough ahead does not stop the job.
+    later = client.enqueue("echo", "in time", expires_at=datetime.now(timezone.utc)
+                           + timedelta(hours=1))
+    assert client.wait(later.id, timeout=60).output == b"in time"
+
+
+def test_bad_expiry_options_are_refused_and_write_nothing(bare) -> None:
+    client = wasmgear.Client.from_url(bare.url)
+    try:
+        client.enqueue("echo", "first")
+        keys_before = sorted(bare.redis.keys("*"))
+        soon = datetime.now(timezone.utc) + timedelta(minutes=5)
+        cases = [
+            (dict(expires_in=5, expires_at=soon), "not both"),
+            (dict(expires_in=0), "expires_in"),
+            (dict(expires_in=-1), "expires_in"),
+            (dict(expires_in=timedelta(days=3700)), "expires_in"),
+            (dict(expires_at="tomorrow"), "expires_at"),
+            (dict(expires_at=0), "expires_at"),
+        ]
+        for options, expected in cases:
+            with pytest.raises(wasmgear.BadInput) as caught:
+                client.enqueue("echo", "x", **options)  # type: ignore[arg-type]
+            assert expected in str(caught.value), (expected, str(caught.value))
+            assert not isinstance(caught.value, wasmgear.Conflict)
+            assert sorted(bare.redis.keys("*")) == keys_before, f"{expected}: keys changed"
+        # A time Redis' clock has passed: the queue refuses it (Conflict), writing nothing.
+        with pytest.raises(wasmgear.Conflict, match="expires_at"):
+            client.enqueue("echo", "x", expires_at=time.time() - 60)
+        assert sorted(bare.redis.keys("*")) == keys_before
+    finally:
+        client.close()

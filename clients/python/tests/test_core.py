@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -30,9 +30,33 @@ def test_options_in_the_rust_clients_order() -> None:
     )
 
 
+def test_expiry_is_sent_after_the_other_options() -> None:
+    spec = core.job_spec(b"x", dict(uniq="k", throttle=(2, 1), expires_in=timedelta(seconds=3)))
+    assert spec.named == (("uniq", "k"), ("throttle", "2"), ("throttle_ms", "1000"),
+                          ("expires_in", "3000"))
+    at = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    spec = core.job_spec(b"x", dict(priority=1, expires_at=at))
+    assert spec.named == (("priority", "1"), ("expires_at", str(1893456000000)))
+    assert core.job_spec(b"x", dict(expires_at=1893456000.5)).named == (
+        ("expires_at", "1893456000500"),)
+
+
+def test_an_expired_job_is_final_and_raises_job_failed() -> None:
+    job = wasmgear.Job("f:1", "expired", 0, 0, 1, None, wasmgear.JobError("expired", "late"),
+                       None, None, None, None, None, [], None, [], [], [], [], False, {})
+    assert job.is_final
+    with pytest.raises(wasmgear.JobFailed, match=r"expired before it started \[expired\] late"):
+        core.outcome([job], False)
+
+
 @pytest.mark.parametrize(
     "options, named",
     [
+        ({"expires_in": 0}, "expires_in"),
+        ({"expires_in": timedelta(days=3700)}, "expires_in"),
+        ({"expires_in": 1, "expires_at": 2_000_000_000}, "not both"),
+        ({"expires_at": "soon"}, "expires_at"),
+        ({"expires_at": -5}, "expires_at"),
         ({"priority": True}, "priority"),
         ({"priority": 2.5}, "priority"),
         ({"attempts": "3"}, "attempts"),
@@ -329,9 +353,12 @@ def test_flow_status_counts_sinks_and_ended() -> None:
         wasmgear.FlowJobStatus("b", "f:2", [edge("a")], "missing", 0, None),
         wasmgear.FlowJobStatus("c", "f:3", [edge("a")], "waiting", 0, None),
         wasmgear.FlowJobStatus("d", "f:4", [edge("b"), edge("c", "continue")], "cancelled", 0, "x"),
+        wasmgear.FlowJobStatus("e", "f:5", [], "expired", 0, "late"),
     ])
-    assert status.counts == {"waiting": 1, "succeeded": 1, "cancelled": 1, "missing": 1}
-    assert [j.name for j in status.sinks] == ["d"]
+    assert status.counts == {"waiting": 1, "succeeded": 1, "cancelled": 1, "expired": 1,
+                             "missing": 1}
+    assert status.job("e").ended
+    assert [j.name for j in status.sinks] == ["d", "e"]
     assert not status.ended and status.job("b").ended and not status.job("c").ended
 
 

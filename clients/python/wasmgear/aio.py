@@ -409,12 +409,15 @@ class AsyncClient:
         uniq_for: Optional[Seconds] = None,
         debounce: Optional[Seconds] = None,
         throttle: Optional[Throttle] = None,
+        expires_in: Optional[Seconds] = None,
+        expires_at: Optional[At] = None,
     ) -> Enqueued:
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
                        on_failure=on_failure, group=group, uniq_for=uniq_for,
-                       debounce=debounce, throttle=throttle)
+                       debounce=debounce, throttle=throttle, expires_in=expires_in,
+                       expires_at=expires_at)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]

@@ -63,6 +63,8 @@ class JobOptions(TypedDict, total=False):
     uniq_for: Optional[Seconds]
     debounce: Optional[Seconds]
     throttle: Optional[Throttle]
+    expires_in: Optional[Seconds]
+    expires_at: Optional[At]
 
 
 #: A job of a batch (see `Client.batch`): (function, input), or (function, input, options)
@@ -494,6 +496,8 @@ class Client:
         uniq_for: Optional[Seconds] = None,
         debounce: Optional[Seconds] = None,
         throttle: Optional[Throttle] = None,
+        expires_in: Optional[Seconds] = None,
+        expires_at: Optional[At] = None,
     ) -> Enqueued:
         """Enqueues one job of `function` and returns its id (and whether it is new: False
         when the `uniq` key answered with another job, whose id it is). `after` lists the
@@ -508,13 +512,18 @@ class Client:
         waits this long, and enqueued again with the key before it has started it takes the
         new input and waits again (not with `delay` or `at`); `throttle` (count, period), at
         most `count` jobs are made with the key per period, the latest made answering the
-        rest (the key does not join unfinished jobs then). Raises BadInput, having written
-        nothing, for a bad option."""
+        rest (the key does not join unfinished jobs then).
+
+        `expires_in` (1ms to 10 years from now, by Redis' clock) or `expires_at` (a time, not
+        passed by Redis' clock, else Conflict), not both: a job not started by then ends
+        `expired` (error class `expired`) and never runs; `retry` runs it without the
+        deadline. Raises BadInput, having written nothing, for a bad option."""
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
                        on_failure=on_failure, group=group, uniq_for=uniq_for,
-                       debounce=debounce, throttle=throttle)
+                       debounce=debounce, throttle=throttle, expires_in=expires_in,
+                       expires_at=expires_at)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]

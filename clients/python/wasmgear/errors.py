@@ -54,8 +54,8 @@ class Unreachable(WasmgearError):
 
 
 class JobFailed(WasmgearError):
-    """`wait` saw a job end `failed` (CLI exit code 1). `job` is its final status (the first
-    failed one when several were waited for) and `jobs` every job waited for."""
+    """`wait` saw a job end `failed` or `expired` (CLI exit code 1). `job` is its final status
+    (the first failed one when several were waited for) and `jobs` every job waited for."""
 
     exit_code = 1
 

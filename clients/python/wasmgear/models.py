@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, NamedTuple, Optional
 
-FINAL_STATES = ("succeeded", "failed", "cancelled")
+FINAL_STATES = ("succeeded", "failed", "cancelled", "expired")
 
 
 def ms_to_datetime(ms: Any) -> Optional[datetime]:
@@ -43,7 +43,7 @@ class Progress:
 @dataclass(frozen=True)
 class JobError:
     """The last error of a job: its class (the failure group: `guest-error`, `trap`,
-    `timed-out`, `cancelled`, `dependency`...) and message."""
+    `timed-out`, `cancelled`, `dependency`, `expired`...) and message."""
 
     class_: str
     message: str
@@ -87,6 +87,8 @@ class Job:
     history: List[Attempt]
     cancel_requested: bool
     record: Dict[str, Any] = field(repr=False)
+    #: The deadline to start by (`expires_in`/`expires_at`), None without one.
+    expires: Optional[datetime] = None
 
     @property
     def function(self) -> str:
@@ -100,7 +102,7 @@ class Job:
 
     @property
     def is_final(self) -> bool:
-        """Whether the job has ended (succeeded, failed or cancelled)."""
+        """Whether the job has ended (succeeded, failed, cancelled or expired)."""
         return self.state in FINAL_STATES
 
     @property
@@ -238,7 +240,8 @@ class GroupsOverview:
 
 #: The order in which `FlowStatus.counts` lists the states (as the Rust client and the CLI).
 FLOW_STATE_ORDER = (
-    "waiting", "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "missing",
+    "waiting", "scheduled", "queued", "running", "succeeded", "failed", "cancelled", "expired",
+    "missing",
 )
 
 
@@ -303,7 +306,7 @@ class FlowStatus:
     @property
     def counts(self) -> Dict[str, int]:
         """How many jobs are in each state (`missing` for those not kept), in a fixed order:
-        waiting, scheduled, queued, running, succeeded, failed, cancelled, missing."""
+        waiting, scheduled, queued, running, succeeded, failed, cancelled, expired, missing."""
         counts: Dict[str, int] = {}
         for job in self.jobs:
             counts[job.state] = counts.get(job.state, 0) + 1

@@ -602,12 +602,12 @@ def cancel_flow(proto: Protocol, flow_id: Any) -> Gen[int]:
 
 
 def retry_flow(proto: Protocol, flow_id: Any) -> Gen[List[str]]:
-    """Runs flow `flow_id`'s failed and cancelled jobs again in the record's order,
+    """Runs flow `flow_id`'s failed, cancelled and expired jobs again in the record's order,
     dependencies first (a job cancelled because its dependency failed waits for it again);
     succeeded jobs keep their outputs. Returns the ids of the jobs run again."""
     status = yield from flow_status(proto, flow_id)
     retried = []
     for job in status.jobs:
-        if job.state in ("failed", "cancelled") and (yield from retry(proto, job.id)):
+        if job.state in ("failed", "cancelled", "expired") and (yield from retry(proto, job.id)):
             retried.append(job.id)
     return retried

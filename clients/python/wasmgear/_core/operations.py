@@ -98,7 +98,7 @@ def _check_dependency(proto: Protocol, dependency: str) -> Gen[None]:
         raise Conflict(
             f"dependency {dependency} does not exist (never enqueued, or its retention is over)"
         )
-    if job.state in ("failed", "cancelled"):
+    if job.state in ("failed", "cancelled", "expired"):
         raise Conflict(
             f"dependency {dependency} has already {job.state}, so the job could never run"
         )

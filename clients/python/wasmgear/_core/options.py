@@ -28,6 +28,8 @@ OPTION_NAMES = (
     "uniq_for",
     "debounce",
     "throttle",
+    "expires_in",
+    "expires_at",
 )
 
 #: The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1).
@@ -110,6 +112,41 @@ def check_group(group: Any) -> str:
                 "'\"', '\\' or '|'"
             )
     return group
+
+
+def _time_ms(name: str, value: Any) -> int:
+    """A time given as a datetime (a naive one is local time) or seconds since the Unix
+    epoch, in ms since the epoch."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return (value - _EPOCH) // _MS
+    if isinstance(value, datetime):
+        # A naive datetime is local time, as Python's datetime.timestamp() reads it.
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return int(value * 1000)
+    raise BadInput(
+        f"{name} {value!r} is not a time: give a datetime (or seconds since the Unix epoch)"
+    )
+
+
+def _expiry(options: Mapping[str, Any]) -> List[Tuple[str, str]]:
+    """The named option of `expires_in` (1ms to 10 years) or `expires_at` (after 1970; the
+    queue refuses one its clock has passed), one at most: a job not started by then ends
+    `expired` and never runs."""
+    expires_in, expires_at = options.get("expires_in"), options.get("expires_at")
+    if expires_in is not None and expires_at is not None:
+        raise BadInput("give expires_in or expires_at, not both")
+    if expires_in is not None:
+        ms = _duration_ms("expires_in", expires_in)
+        if ms < 1:
+            raise BadInput(f"expires_in {expires_in!r} is out of range 1ms..=10 years")
+        return [("expires_in", str(ms))]
+    if expires_at is not None:
+        ms = _time_ms("expires_at", expires_at)
+        if not 1 <= ms <= MAX_WHOLE:
+            raise BadInput(f"expires_at {expires_at!r} is not after 1970")
+        return [("expires_at", str(ms))]
+    return []
 
 
 def _input_bytes(value: Any) -> bytes:
@@ -237,17 +274,7 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
     if at is not None:
         if delay_ms > 0:
             raise BadInput("give a delay or a time to run at (at), not both")
-        if isinstance(at, datetime) and at.tzinfo is not None:
-            at_ms = (at - _EPOCH) // _MS
-        elif isinstance(at, datetime):
-            # A naive datetime is local time, as Python's datetime.timestamp() reads it.
-            at_ms = int(at.timestamp() * 1000)
-        elif isinstance(at, (int, float)) and not isinstance(at, bool):
-            at_ms = int(at * 1000)
-        else:
-            raise BadInput(
-                f"at {at!r} is not a time: give a datetime (or seconds since the Unix epoch)"
-            )
+        at_ms = _time_ms("at", at)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         if at_ms <= 0:
             raise BadInput(f"at {at!r}: the time to run at is not after 1970")
@@ -315,6 +342,7 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
     if group is not None:
         named.append(("group", check_group(group)))
     named += _dedup(options, uniq is not None, delay_ms > 0 or at_ms is not None)
+    named += _expiry(options)
     return JobSpec(data, tuple(named), tuple(ids), at_ms, tuple(tolerated))
 
 

@@ -68,6 +68,7 @@ def parse_record(job_id: str, raw: Any, output: Any) -> Job:
             dependents=_list(record.get("dependents")),
             history=history,
             cancel_requested=record.get("cancel_requested_ms") is not None,
+            expires=ms_to_datetime(record.get("expires_ms")),
             record=record,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:

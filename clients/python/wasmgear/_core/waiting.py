@@ -174,12 +174,14 @@ def wait(
 
 
 def outcome(jobs: List[Job], many: bool) -> None:
-    """Raises JobFailed when a job waited for failed (failed outranks cancelled, as in the
-    CLI), else JobCancelled when one was cancelled."""
-    failed = [job for job in jobs if job.state == "failed"]
+    """Raises JobFailed when a job waited for failed or expired (failed outranks cancelled,
+    as in the CLI), else JobCancelled when one was cancelled."""
+    failed = [job for job in jobs if job.state in ("failed", "expired")]
     if failed:
         job = failed[0]
         why = f" [{job.error.class_}] {job.error.message}" if job.error else ""
+        if job.state == "expired":
+            raise JobFailed(f"job {job.id} expired before it started{why}", job, jobs)
         raise JobFailed(f"job {job.id} failed after {job.attempt} attempt(s){why}", job, jobs)
     cancelled = [job for job in jobs if job.state == "cancelled"]
     if cancelled:

@@ -87,7 +87,7 @@ impl FlowStatus {
 }
 
 /// The states in the order counts are shown.
-const STATE_ORDER: [&str; 8] = [
+const STATE_ORDER: [&str; 9] = [
     "waiting",
     "scheduled",
     "queued",
@@ -95,6 +95,7 @@ const STATE_ORDER: [&str; 8] = [
     "succeeded",
     "failed",
     "cancelled",
+    "expired",
     "missing",
 ];
 
