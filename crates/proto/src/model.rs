@@ -131,6 +131,9 @@ pub struct JobRecord {
     /// with the same key returns this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uniq: Option<String>,
+    /// Its deadline (ms since the epoch): not started by then, it ends `expired`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
     /// The job's group (a tenant, customer or document key): see `EnqueueOptions::group`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,

@@ -40,6 +40,15 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     }
     println!("priority  {}", record.priority);
     println!("enqueued  {}", in_or_ago(record.created_ms));
+    if let Some(deadline) = record.expires_ms
+        && !record.state.is_final()
+        && record.started_ms.is_none()
+    {
+        println!(
+            "deadline  {} (not started by then, it expires)",
+            in_or_ago(deadline)
+        );
+    }
     if let Some(group) = &record.group_id {
         println!("group     {group}");
     }

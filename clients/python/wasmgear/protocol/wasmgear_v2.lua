@@ -1262,7 +1262,7 @@ local EXPIRY = {}
 function EXPIRY.expire(number, record)
   redis.call('ZREM', K.expiring, number)
   finish(number, record, 'expired', { class = 'expired',
-    message = 'not started by its deadline (' .. int(record.expires_ms or NOW) .. ' ms); it never ran' })
+    message = 'not started by its deadline (expires_in or expires_at); it never ran' })
 end
 
 -- Ends the jobs whose deadline has passed before they started (at most BATCH per call).
@@ -2113,6 +2113,8 @@ if at_arg ~= #ARGV + 1 then
 end
 
 forget_expired(depended)
+-- (Jobs past their deadline end `expired` here too, not only when workers lease.)
+EXPIRY.due()
 
 -- Records and inputs are written together at the end (flush), one call per key.
 begin_batch()
@@ -5186,4 +5188,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '0cbea4bb4372fd5a3a5987a44fa223fe4b0bd885' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'bbcbf5b29351c77f9bdede1b352ddce553ed1d88' end, flags = { 'no-writes' } }

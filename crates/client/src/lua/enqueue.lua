@@ -289,6 +289,8 @@ if at_arg ~= #ARGV + 1 then
 end
 
 forget_expired(depended)
+-- (Jobs past their deadline end `expired` here too, not only when workers lease.)
+EXPIRY.due()
 
 -- Records and inputs are written together at the end (flush), one call per key.
 begin_batch()

@@ -1227,7 +1227,7 @@ local EXPIRY = {}
 function EXPIRY.expire(number, record)
   redis.call('ZREM', K.expiring, number)
   finish(number, record, 'expired', { class = 'expired',
-    message = 'not started by its deadline (' .. int(record.expires_ms or NOW) .. ' ms); it never ran' })
+    message = 'not started by its deadline (expires_in or expires_at); it never ran' })
 end
 
 -- Ends the jobs whose deadline has passed before they started (at most BATCH per call).
