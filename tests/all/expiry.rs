@@ -23,6 +23,46 @@ fn deadline(ms: u64) -> EnqueueOptions {
 async fn a_job_not_started_by_its_deadline_expires_and_never_runs() {
     let redis = TestRedis::start();
     check_expiry(&redis.url()).await;
+    // More fall due at once than one call's housekeeping ends (100): the lease that takes
+    // the others past their deadline ends them instead of leasing them.
+    let client = redis.client().await;
+    let hand = Hand::connect(&redis.url(), "many").await;
+    let f = function("many-stale");
+    let jobs = vec![(&b""[..], deadline(1)); 150];
+    let ids = client.enqueue_many(&f, &jobs).await.unwrap();
+    let last = client
+        .status(&ids[149])
+        .await
+        .unwrap()
+        .record
+        .expires_ms
+        .unwrap();
+    let conn = redis.raw().await;
+    redis_clock_past(&conn, last).await;
+    assert!(
+        hand.take(&f, 200).await.is_empty(),
+        "a job past its deadline was leased"
+    );
+    for id in &ids {
+        assert_eq!(
+            client.status(id).await.unwrap().record.state,
+            JobState::Expired,
+            "{id}"
+        );
+    }
+}
+
+/// Waits until Redis' clock (`TIME`) is past `ms`.
+async fn redis_clock_past(conn: &redis::aio::MultiplexedConnection, ms: u64) {
+    eventually(WAIT, "Redis' clock to pass the deadline", || {
+        let mut conn = conn.clone();
+        async move {
+            let (secs, micros): (u64, u64) =
+                redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+            (secs * 1000 + micros / 1000 > ms).then_some(())
+        }
+    })
+    .await;
 }
 
 /// The checks of [`a_job_not_started_by_its_deadline_expires_and_never_runs`] on the Redis
@@ -54,8 +94,17 @@ pub(crate) async fn check_expiry(url: &str) {
         .configure(&f, &[Setting::GroupConcurrency(Some(1))])
         .await
         .unwrap();
-    // Past the deadline (the function paused all along), a lease call ends them.
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Past the deadline (the function paused all along), a lease call ends them: its
+    // housekeeping runs while the function is paused.
+    eventually(WAIT, "the jobs past their deadline to expire", || async {
+        hand.take(&f, 10).await;
+        let states = [
+            client.status(&stale).await.unwrap().record.state,
+            client.status(&stale_grouped).await.unwrap().record.state,
+        ];
+        (states == [JobState::Expired, JobState::Expired]).then_some(())
+    })
+    .await;
     client
         .configure(&f, &[Setting::Paused(false)])
         .await
@@ -132,7 +181,17 @@ async fn deadlines_from_the_cli_over_http_and_on_a_cluster() {
     let out = wasmgear(&["enqueue", "cli", "--expires-in", "100ms", "x"], &env);
     assert!(out.status.success(), "{}", stderr(&out));
     let id = stdout(&out).trim().to_string();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Until Redis' clock has passed the job's deadline (a lease before it would run it).
+    let deadline = redis
+        .client()
+        .await
+        .status(&id.parse().unwrap())
+        .await
+        .unwrap()
+        .record
+        .expires_ms
+        .unwrap();
+    redis_clock_past(&redis.raw().await, deadline).await;
     let hand = Hand::connect(&url, "hand").await;
     assert!(hand.take(&function("cli"), 10).await.is_empty());
     let shown = stdout(&wasmgear(&["status", &id], &env));

@@ -502,7 +502,8 @@ def test_a_job_not_started_by_its_deadline_ends_expired_and_can_be_retried(
         # Still queued, or already ended by a lease call of the paused function (its
         # housekeeping runs even so); never started.
         assert client.status(enqueued.id).state in ("queued", "expired")
-        time.sleep(0.05)
+        # The worker's lease calls of the paused function end it once its deadline passed.
+        wait_until(lambda: client.status(enqueued.id).state == "expired", 60, "the job to expire")
     finally:
         client.configure("echo", paused=False)
     with pytest.raises(wasmgear.JobFailed) as caught:
