@@ -22,12 +22,14 @@
 //! 9. flows: submitting a parent with 1,000 children, and running it end to end, against
 //!    BullMQ's FlowProducer;
 //! 10. groups: a drain over 10,000 groups against the same drain without groups, and how
-//!     many leases until the jobs of 99 small groups have all started beside one of 100,000.
+//!     many leases until the jobs of 99 small groups have all started beside one of 100,000;
+//! 11. replicas: enqueue and drain on a primary with one replica, with and without
+//!     `--min-replicas 1`.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! clients, ceiling, remote, cluster, steady, sources, flows, groups).
+//! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas).
 
 #[path = "peers/bullmq.rs"]
 mod bullmq;
@@ -50,6 +52,8 @@ mod node;
 mod queue;
 #[path = "peers/remote.rs"]
 mod remote;
+#[path = "peers/replicas.rs"]
+mod replicas;
 #[path = "peers/sources.rs"]
 mod sources;
 #[path = "peers/steady.rs"]
@@ -160,7 +164,7 @@ fn main() {
     let started = Instant::now();
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources, flows, groups) runs only those sections.
+    // remote, cluster, steady, sources, flows, groups, replicas) runs only those sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -214,6 +218,10 @@ fn main() {
             "[groups] fairness inside a function: a drain over 10,000 groups, and one big group beside 99 small"
         );
         rt.block_on(groups::groups(&plan, &url, &mut rows));
+    }
+    if runs("replicas") {
+        eprintln!("[replicas] what --min-replicas 1 costs: a primary with one replica");
+        rt.block_on(replicas::replicas(&plan, &mut rows));
     }
     if runs("sources") {
         eprintln!(

@@ -48,6 +48,8 @@ const REDIS_DOWN: Duration = Duration::from_secs(1);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_job_is_lost_or_run_twice_at_once_through_kills_and_partitions() {
+    // Dropped last: the reason of a failure ends the output, after the workers' logs.
+    let _last_words = wasmgear_testkit::last_words::LastWords::new();
     let redis = TestRedis::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let observer = Observer::start();
     let events = EventLog::default();

@@ -486,6 +486,20 @@ async fn every_page_and_the_queue_actions() {
     };
     let first = get("/ui/functions/waiting?state=queued".into()).await;
     assert_eq!(rows(&first), 50);
+    assert!(first.contains("Settings: none"), "{first}");
+    client
+        .configure(&waiting, &[wasmgear_client::Setting::MinReplicas(Some(2))])
+        .await
+        .unwrap();
+    let configured = get("/ui/functions/waiting?state=queued".into()).await;
+    assert!(
+        configured.contains("Settings: writes confirmed by 2 replicas"),
+        "{configured}"
+    );
+    client
+        .configure(&waiting, &[wasmgear_client::Setting::MinReplicas(None)])
+        .await
+        .unwrap();
     assert!(first.contains("rel=\"next\"") && !first.contains("rel=\"prev\""));
     let second = get("/ui/functions/waiting?state=queued&page=1".into()).await;
     assert_eq!(rows(&second), 10);

@@ -297,8 +297,8 @@ async fn lapsed_registrations_never_fail_an_enqueue() {
         let _: () = hset.query_async(&mut conn).await.unwrap();
     }
     let call = ["1", "call", "c1", "1", "0", "input"];
-    let first: (Vec<u64>, String, Vec<String>) = library.ok("enqueue", &call).await;
-    let again: (Vec<u64>, String, Vec<String>) = library.ok("enqueue", &call).await;
+    let first: (Vec<u64>, String, Vec<String>, u32) = library.ok("enqueue", &call).await;
+    let again: (Vec<u64>, String, Vec<String>, u32) = library.ok("enqueue", &call).await;
     assert_eq!(first, again);
     assert_eq!(first.0, [1]);
     assert_eq!(library.state(1).await, "queued");

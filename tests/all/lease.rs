@@ -281,7 +281,7 @@ async fn enqueue_takes_named_options() {
         }
         cmd
     };
-    let (numbers, created, links): (Vec<u64>, String, Vec<String>) = enqueue(
+    let (numbers, created, links, min_replicas): (Vec<u64>, String, Vec<String>, u32) = enqueue(
         "call-1",
         &[
             &["0", "plain"],
@@ -295,8 +295,8 @@ async fn enqueue_takes_named_options() {
     .await
     .unwrap();
     assert_eq!(
-        (numbers, created.as_str(), links.len()),
-        (vec![1, 2, 2], "110", 0)
+        (numbers, created.as_str(), links.len(), min_replicas),
+        (vec![1, 2, 2], "110", 0, 0)
     );
     let tagged = client
         .status(&wasmgear_proto::JobId {

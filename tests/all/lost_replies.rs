@@ -223,7 +223,7 @@ async fn a_report_sent_again_is_answered_as_the_first() {
         let library = library.clone();
         let (number, token) = one.clone();
         async move {
-            let (results, ..): (String, redis::Value, redis::Value, i64, i64) = library
+            let (results, ..): (String, redis::Value, redis::Value, i64, i64, u32) = library
                 .ok(
                     "complete",
                     &["1", "call", call, "1", &number, &token, output, "", "v1"],
@@ -266,7 +266,7 @@ async fn a_report_sent_again_is_answered_as_the_first() {
         first
     );
     // A token that never held the lease is still refused.
-    let (results, ..): (String, redis::Value, redis::Value, i64, i64) = library
+    let (results, ..): (String, redis::Value, redis::Value, i64, i64, u32) = library
         .ok("complete", &["0", "1", &one.0, "w/other:1:1", "x", "", ""])
         .await;
     assert_eq!(results, "x");

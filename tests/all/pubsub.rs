@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use wasmgear_client::connection::Endpoint;
 use wasmgear_client::subscriber::{Delivery, Subscriber, Subscription, Topic};
 use wasmgear_client::{EnqueueOptions, JobState};
 use wasmgear_proto::Event;
@@ -67,7 +68,9 @@ async fn publish(redis: &TestRedis, channel: &str, payload: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_subscriber_resubscribes_after_a_redis_restart() {
     let redis = TestRedis::start();
-    let subscriber = Subscriber::new(redis::Client::open(redis.url()).unwrap());
+    let subscriber = Subscriber::new(Endpoint::Direct(Box::new(
+        redis::Client::open(redis.url()).unwrap(),
+    )));
     let mut one = subscriber.open();
     let mut two = subscriber.open();
     one.subscribe(Topic::Channel("a".into())).await.unwrap();
@@ -117,7 +120,9 @@ async fn the_subscriber_resubscribes_after_a_redis_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_added_while_redis_is_down_is_subscribed_when_it_is_back() {
     let redis = TestRedis::start();
-    let subscriber = Subscriber::new(redis::Client::open(redis.url()).unwrap());
+    let subscriber = Subscriber::new(Endpoint::Direct(Box::new(
+        redis::Client::open(redis.url()).unwrap(),
+    )));
     let mut subscription = subscriber.open();
     redis.kill();
     let error = subscription
@@ -251,7 +256,9 @@ async fn the_events_of_one_call_come_together_and_each_is_read() {
     let client = redis.client().await;
     let echo = function("echo");
     let channel = FunctionKeys::new(&echo).events();
-    let subscriber = Subscriber::new(redis::Client::open(redis.url()).unwrap());
+    let subscriber = Subscriber::new(Endpoint::Direct(Box::new(
+        redis::Client::open(redis.url()).unwrap(),
+    )));
     let mut raw = subscriber.open();
     raw.subscribe(Topic::Channel(channel.clone()))
         .await

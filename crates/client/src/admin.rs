@@ -107,6 +107,9 @@ pub struct FunctionConfig {
     /// Each group's most leases per interval, unless the group has its own.
     #[serde(serialize_with = "rate_as_text")]
     pub group_rate_limit: Option<(u64, Duration)>,
+    /// How many replicas must confirm each enqueue of its jobs and each completion before
+    /// the call reports success (a client's or a worker's own setting may ask for more).
+    pub min_replicas: Option<u64>,
 }
 
 pub(crate) fn rate_as_text<S: serde::Serializer>(
@@ -134,6 +137,9 @@ pub enum Setting {
     GroupConcurrency(Option<u64>),
     /// Limit each group's leases per interval (`None`: no limit); a group's own overrides it.
     GroupRateLimit(Option<(u64, Duration)>),
+    /// Have each enqueue of its jobs and each completion confirmed by this many replicas
+    /// (`None`: none asked; see [`crate::replication`]).
+    MinReplicas(Option<u64>),
 }
 
 impl Client {
@@ -669,6 +675,15 @@ impl Client {
                         *rate,
                     )?;
                 }
+                Setting::MinReplicas(count) => {
+                    use wasmgear_proto::limits::MAX_MIN_REPLICAS;
+                    if count.is_some_and(|n| n == 0 || n > MAX_MIN_REPLICAS) {
+                        return Err(QueueError::BadOption(format!(
+                            "min_replicas must be 1 to {MAX_MIN_REPLICAS} (or none to ask for none)"
+                        )));
+                    }
+                    call.arg("min_replicas").arg(text(*count));
+                }
             }
         }
         self.register(function).await?;
@@ -716,6 +731,7 @@ fn read_config(all: &BTreeMap<String, String>) -> FunctionConfig {
         group_rate_limit: number("group_rate_limit")
             .zip(number("group_rate_interval_ms"))
             .map(|(n, ms)| (n, Duration::from_millis(ms))),
+        min_replicas: number("min_replicas"),
     }
 }
 

@@ -419,7 +419,7 @@ async fn enqueue_once(
         .arg(1)
         .option("once", once)
         .arg(input);
-    let (numbers, _, _): (Vec<u64>, String, Vec<String>) =
+    let (numbers, _, _, _): (Vec<u64>, String, Vec<String>, u32) =
         crate::connection::invoke_retrying("enqueue", conn, &call).await?;
     let _: i64 = redis::cmd("SADD")
         .arg(wasmgear_proto::keys::functions())

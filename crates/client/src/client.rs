@@ -8,6 +8,7 @@ use super::connection::{self, Connection};
 use super::options::{
     DEFAULT_FAILED_RETENTION, DEFAULT_RETENTION, EnqueueOptions, MAX_INPUT_BYTES, system_time_ms,
 };
+use super::replication::{self, MinReplicas};
 use super::subscriber::Subscriber;
 use super::watch::{Seen, Watches};
 use super::{QueueError, Result, links, scripts};
@@ -77,6 +78,7 @@ pub struct Client {
     pub(crate) subscriber: Subscriber,
     watches: Arc<Watches>,
     answered: scripts::Answered,
+    min_replicas: MinReplicas,
 }
 
 impl Client {
@@ -91,7 +93,21 @@ impl Client {
             max_input_bytes: MAX_INPUT_BYTES,
             registered: Arc::default(),
             answered: scripts::Answered::default(),
+            min_replicas: MinReplicas::default(),
         })
+    }
+
+    /// Has every write of jobs (enqueue, bulk, flows, batches) confirmed by `min` replicas
+    /// before it returns (see [`crate::replication`]); a function's own `min_replicas`
+    /// setting can ask for more.
+    pub fn with_min_replicas(mut self, min: MinReplicas) -> Self {
+        self.min_replicas = min;
+        self
+    }
+
+    /// How many replicas confirm this client's writes of jobs.
+    pub fn min_replicas(&self) -> MinReplicas {
+        self.min_replicas
     }
 
     /// Sets the largest input this client accepts (default [`MAX_INPUT_BYTES`]).
@@ -282,21 +298,31 @@ impl Client {
             call.arg(*input);
         }
         // Per job its number; one character per job, 1 if it is new; pairs of a job's
-        // position and a dependency in another function to link.
-        let (numbers, created, links): (Vec<u64>, Vec<u8>, Vec<String>) =
-            connection::invoke_retrying("enqueue", &self.conn, &call)
-                .await
-                .map_err(|e| {
-                    // The script refuses a batch (writing nothing) with `BADJOB job I: ...`,
-                    // or `CONFLICT job I: ...` when it is the queue's state that refuses it.
-                    match (e.code(), e.detail()) {
-                        (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
-                        (Some("CONFLICT"), Some(detail)) => {
-                            QueueError::Conflict(detail.to_string())
-                        }
-                        _ => QueueError::Redis(e),
-                    }
-                })?;
+        // position and a dependency in another function to link; the function's
+        // min_replicas.
+        type Reply = (Vec<u64>, Vec<u8>, Vec<String>, u32);
+        let what = || match jobs.len() {
+            1 => format!("the enqueue of a job of {function}"),
+            n => format!("the enqueue of {n} jobs of {function}"),
+        };
+        let (numbers, created, links, _) = replication::invoke_confirmed(
+            what,
+            &self.conn,
+            &call,
+            self.min_replicas,
+            |r: &Reply| r.3,
+        )
+        .await
+        .map_err(|e| {
+            // The script refuses a batch (writing nothing) with `BADJOB job I: ...`,
+            // or `CONFLICT job I: ...` when it is the queue's state that refuses it.
+            let QueueError::Redis(e) = e else { return e };
+            match (e.code(), e.detail()) {
+                (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
+                (Some("CONFLICT"), Some(detail)) => QueueError::Conflict(detail.to_string()),
+                _ => QueueError::Redis(e),
+            }
+        })?;
         self.answered.note(function, call_id);
         // Listed for operators once something was written (a refused batch leaves no trace).
         self.register(function).await?;

@@ -1,31 +1,70 @@
-//! One connection type for a single Redis server and for Redis Cluster.
+//! One connection type for a single Redis server, a replicated set behind Redis Sentinel,
+//! and Redis Cluster.
 //!
-//! The URL decides nothing: [`connect`] asks the server (`INFO cluster`) and, when it is
-//! part of a cluster, uses it as the seed of a cluster connection that routes each script to
-//! the node owning its keys' slot. Pub/sub always uses a plain connection to the seed node:
-//! in a cluster, `PUBLISH` reaches the subscribers of every node.
+//! A `redis://` URL decides nothing: [`connect`] asks the server (`INFO cluster`) and, when
+//! it is part of a cluster, uses it as the seed of a cluster connection that routes each
+//! script to the node owning its keys' slot. Pub/sub always uses a plain connection to the
+//! seed node: in a cluster, `PUBLISH` reaches the subscribers of every node. A
+//! `redis+sentinel://` URL names sentinels: commands and pub/sub go to the primary they
+//! name, and follow it when it moves ([`crate::sentinel`]).
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::sentinel::{Sentinel, SentinelConnection, SentinelUrl};
 use super::{QueueError, Result};
 
-/// A connection that reconnects by itself, to one server or to a cluster.
+/// A connection that reconnects by itself, to one server, to the primary of a replicated
+/// set, or to a cluster.
 #[derive(Clone)]
 pub enum Connection {
-    /// A single server (or a replica set's primary).
+    /// A single server (or a replica set's primary, named in the URL).
     Single(ConnectionManager),
+    /// The primary that Redis Sentinel names, followed when it moves.
+    Sentinel(SentinelConnection),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+}
+
+/// Where pub/sub connections go: the server (or a cluster's seed node), or the primary a
+/// sentinel names at the time.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// One server, or any node of a cluster.
+    Direct(Box<redis::Client>),
+    /// The primary of a replicated set, as its sentinels name it.
+    Sentinel(Arc<Sentinel>),
+}
+
+impl Endpoint {
+    /// A new pub/sub connection to the endpoint.
+    pub async fn pubsub(&self) -> redis::RedisResult<redis::aio::PubSub> {
+        let client = match self {
+            Endpoint::Direct(client) => (**client).clone(),
+            Endpoint::Sentinel(sentinel) => sentinel.primary_client(),
+        };
+        client.get_async_pubsub().await
+    }
+
+    /// For a sentinel's primary: changes each time the primary moves (a pub/sub connection
+    /// to the old one should be made again). `None` for a server that does not move.
+    pub fn moves(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match self {
+            Endpoint::Direct(_) => None,
+            Endpoint::Sentinel(sentinel) => Some(sentinel.moves()),
+        }
+    }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Sentinel(c) => c.req_packed_command(cmd),
             Connection::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -38,6 +77,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -45,6 +85,7 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(c) => c.get_db(),
+            Connection::Sentinel(c) => c.get_db(),
             Connection::Cluster(c) => c.get_db(),
         }
     }
@@ -115,10 +156,18 @@ where
         .await
 }
 
-/// Connects to the Redis at `url`: returns a client for the seed node (for pub/sub) and a
-/// connection for commands, cluster-aware when the server is part of a cluster.
-pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
+/// Connects to the Redis at `url`: returns where pub/sub connections go and a connection
+/// for commands, cluster-aware when the server is part of a cluster, following the primary
+/// when the URL names sentinels (`redis+sentinel://`).
+pub async fn connect(url: &str) -> Result<(Endpoint, Connection)> {
     let shown = redact(url);
+    if let Some(parsed) = SentinelUrl::parse(url) {
+        let parsed = parsed.map_err(|reason| QueueError::BadSentinelUrl {
+            url: shown.clone(),
+            reason,
+        })?;
+        return connect_sentinel(parsed, shown).await;
+    }
     let client = redis::Client::open(url).map_err(|source| QueueError::BadUrl {
         url: shown.clone(),
         source,
@@ -165,7 +214,26 @@ pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
                 .map_err(|e| unreachable(describe(&e)))?,
         )
     };
-    super::scripts::ensure_library(&mut connection)
+    load_library(&mut connection, &shown).await?;
+    Ok((Endpoint::Direct(Box::new(client)), connection))
+}
+
+/// Connects to the primary that the sentinels of `url` name (see [`connect`]).
+async fn connect_sentinel(url: SentinelUrl, shown: String) -> Result<(Endpoint, Connection)> {
+    let sentinel = Sentinel::connect(url)
+        .await
+        .map_err(|reason| QueueError::Unreachable {
+            url: shown.clone(),
+            reason: format!("no sentinel named a primary that answers as one: {reason}"),
+        })?;
+    let mut connection = Connection::Sentinel(SentinelConnection(sentinel.clone()));
+    load_library(&mut connection, &shown).await?;
+    Ok((Endpoint::Sentinel(sentinel), connection))
+}
+
+/// Loads this build's library where `connection` goes, unless it is there already.
+async fn load_library(connection: &mut Connection, shown: &str) -> Result<()> {
+    super::scripts::ensure_library(connection)
         .await
         .map_err(|e| {
             let text = e.to_string();
@@ -178,11 +246,10 @@ pub async fn connect(url: &str) -> Result<(redis::Client, Connection)> {
                 ""
             };
             QueueError::Library {
-                url: shown.clone(),
+                url: shown.to_string(),
                 reason: format!("{text}{hint}"),
             }
-        })?;
-    Ok((client, connection))
+        })
 }
 
 /// Why connecting failed, in words that say what to do.
@@ -214,6 +281,9 @@ fn describe(e: &redis::RedisError) -> String {
 /// `url` with its password (if any) replaced by `***`, for messages and logs. A user name
 /// alone (`redis://TOKEN@host`) is hidden too: Redis takes it for a password.
 pub fn redact(raw: &str) -> String {
+    if SentinelUrl::parse(raw).is_some() {
+        return redact_sentinel(raw);
+    }
     let Ok(mut parsed) = url::Url::parse(raw) else {
         return raw.to_string();
     };
@@ -229,6 +299,44 @@ pub fn redact(raw: &str) -> String {
         // A URL whose user part cannot be set has none to hide, but say nothing of it.
         Err(()) => "(a Redis URL)".to_string(),
     }
+}
+
+/// A sentinel URL with the nodes' password and the sentinels' (`sentinel_password`)
+/// replaced by `***` (its list of hosts is no URL the `url` crate reads).
+fn redact_sentinel(raw: &str) -> String {
+    let (scheme, rest) = raw.split_once("://").unwrap_or(("", raw));
+    let (before_query, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
+    };
+    let (authority, path) = match before_query.split_once('/') {
+        Some((authority, path)) => (authority, Some(path)),
+        None => (before_query, None),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{hosts}"),
+            None => format!("***@{hosts}"),
+        },
+        None => authority.to_string(),
+    };
+    let mut shown = format!("{scheme}://{authority}");
+    if let Some(path) = path {
+        shown.push('/');
+        shown.push_str(path);
+    }
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some(("sentinel_password", _)) => "sentinel_password=***".to_string(),
+                _ => pair.to_string(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&pairs.join("&"));
+    }
+    shown
 }
 
 /// Whether Redis answers `PING` on `conn` within `timeout`.
@@ -313,6 +421,18 @@ mod tests {
         );
         assert_eq!(redact("redis://token@host"), "redis://***@host");
         assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(
+            redact("redis+sentinel://:pw@h1:1,h2:2/jobs?db=1&sentinel_password=x"),
+            "redis+sentinel://:***@h1:1,h2:2/jobs?db=1&sentinel_password=***"
+        );
+        assert_eq!(
+            redact("rediss+sentinel://app:pw@h1/jobs"),
+            "rediss+sentinel://app:***@h1/jobs"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h1:1/jobs"),
+            "redis+sentinel://h1:1/jobs"
+        );
     }
 
     #[test]

@@ -21,8 +21,10 @@ pub mod groups;
 mod handoff;
 mod links;
 pub mod options;
+pub mod replication;
 pub mod schedule;
 mod scripts;
+pub mod sentinel;
 pub use scripts::{library, manifest, queue_keys};
 pub mod subscriber;
 mod watch;
@@ -34,6 +36,7 @@ pub use client::{CancelOutcome, Client, Enqueued, Service};
 pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, FlowSummary, SubmittedFlow};
 pub use groups::{GroupConfig, GroupInfo, GroupSetting, GroupsOverview};
 pub use options::{EnqueueOptions, Priority, Tick};
+pub use replication::MinReplicas;
 pub use worker_queue::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
@@ -73,6 +76,30 @@ pub enum QueueError {
         url: String,
         /// Why it was refused.
         source: redis::RedisError,
+    },
+    /// A `redis+sentinel://` URL does not parse.
+    #[error(
+        "invalid Redis Sentinel URL {url:?}: {reason} (expected redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[?db=N&sentinel_user=U&sentinel_password=P], or rediss+sentinel:// for TLS)"
+    )]
+    BadSentinelUrl {
+        /// The URL given, passwords redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A write asked to be confirmed by replicas (`min_replicas`), and fewer did in time.
+    #[error(
+        "{what} was written to the Redis primary, but only {confirmed} of the {wanted} replicas asked for confirmed it within {timeout_ms} ms, even when sent again: if the primary fails now it may be lost. Check the replicas (INFO replication on the primary); the write is safe to send again (enqueue with a uniq key to be sure of one copy)"
+    )]
+    NotReplicated {
+        /// The write.
+        what: String,
+        /// How many replicas were asked for.
+        wanted: u32,
+        /// How many confirmed it.
+        confirmed: u32,
+        /// How long they were waited for, ms.
+        timeout_ms: u64,
     },
     /// A function name or job id does not parse.
     #[error(transparent)]
@@ -201,6 +228,7 @@ impl QueueError {
     pub fn class(&self) -> ErrorClass {
         match self {
             QueueError::BadUrl { .. }
+            | QueueError::BadSentinelUrl { .. }
             | QueueError::BadOption(_)
             | QueueError::Name(_)
             | QueueError::DeployRefused(_)
@@ -212,7 +240,9 @@ impl QueueError {
             | QueueError::NoSuchFlow(_)
             | QueueError::NoSuchBatch(_) => ErrorClass::NotFound,
             QueueError::Conflict(_) => ErrorClass::Conflict,
-            QueueError::Unreachable { .. } => ErrorClass::Unreachable,
+            QueueError::Unreachable { .. } | QueueError::NotReplicated { .. } => {
+                ErrorClass::Unreachable
+            }
             QueueError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 ErrorClass::Unreachable
             }

@@ -466,6 +466,28 @@ impl FunctionCall {
             result => result,
         }
     }
+
+    /// Sends the call and, on the same connection right after it, `WAIT replicas
+    /// timeout_ms`: its reply and how many replicas confirmed the connection's writes.
+    pub(crate) async fn invoke_waiting<T: FromRedisValue>(
+        &self,
+        conn: &mut Connection,
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> redis::RedisResult<(T, u32)> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(self.cmd.clone())
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(timeout_ms);
+        match pipe.query_async(conn).await {
+            Err(e) if is_missing_function(&e) => {
+                load_library(conn).await?;
+                pipe.query_async(conn).await
+            }
+            result => result,
+        }
+    }
 }
 
 /// Prepares a call of `function` (one of the functions on a queue) on the keys of queue

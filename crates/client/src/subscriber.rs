@@ -22,7 +22,7 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::connection::CONNECT_TIMEOUT;
+use crate::connection::{CONNECT_TIMEOUT, Endpoint};
 
 /// How often an idle subscriber connection is pinged, to notice a connection that died
 /// without closing (a cut network, a host gone) rather than wait for TCP to give up.
@@ -96,9 +96,10 @@ pub struct Subscriber {
 
 impl Subscriber {
     /// Starts the subscriber task for the server of `redis` (in a cluster, any node: a
-    /// `PUBLISH` reaches the subscribers of every node). It connects when the first topic
-    /// is added. Must be called inside a tokio runtime.
-    pub fn new(redis: redis::Client) -> Self {
+    /// `PUBLISH` reaches the subscribers of every node; behind sentinels, the primary in
+    /// use, subscribed again when it moves). It connects when the first topic is added.
+    /// Must be called inside a tokio runtime.
+    pub fn new(redis: Endpoint) -> Self {
         let (commands, requests) = mpsc::unbounded_channel();
         let reconnects = Arc::new(AtomicU64::new(0));
         tokio::spawn(run(redis, requests, reconnects.clone()));
@@ -208,7 +209,7 @@ struct Live {
 
 /// The subscriber task's state.
 struct State {
-    redis: redis::Client,
+    redis: Endpoint,
     listeners: HashMap<u64, Listener>,
     /// Each topic subscribed, and how many additions hold it.
     topics: HashMap<Topic, usize>,
@@ -232,10 +233,11 @@ enum Step {
     Command(Option<Command>),
     Ping,
     Reconnect,
+    Moved,
 }
 
 async fn run(
-    redis: redis::Client,
+    redis: Endpoint,
     mut commands: mpsc::UnboundedReceiver<Command>,
     reconnects: Arc<AtomicU64>,
 ) {
@@ -253,6 +255,8 @@ async fn run(
     };
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Behind sentinels: the primary moved, and the connection to the old one goes.
+    let mut moves = state.redis.moves();
     loop {
         let wanted = !state.topics.is_empty();
         let step = match &mut state.live {
@@ -260,6 +264,7 @@ async fn run(
                 message = live.stream.next() => Step::Message(message),
                 command = commands.recv() => Step::Command(command),
                 _ = ping.tick() => Step::Ping,
+                Ok(()) = async { match &mut moves { Some(moves) => moves.changed().await, None => std::future::pending().await } } => Step::Moved,
             },
             None => tokio::select! {
                 _ = tokio::time::sleep_until(state.retry_at), if wanted => Step::Reconnect,
@@ -288,6 +293,7 @@ async fn run(
                     ping.reset();
                 }
             }
+            Step::Moved => state.lost("the Redis primary moved".into()),
         }
     }
 }
@@ -434,7 +440,7 @@ impl State {
         let attempt = async {
             let (mut sink, stream) = self
                 .redis
-                .get_async_pubsub()
+                .pubsub()
                 .await
                 .map_err(|e| e.to_string())?
                 .split();

@@ -168,6 +168,14 @@ pub const CONNECT_TIMEOUT_MS: u64 = 5000;
 /// (PROTOCOL.md, "Lost replies").
 pub const RESPONSE_TIMEOUT_MS: u64 = 10_000;
 
+/// The most replicas `min_replicas` may ask to confirm a write (a client's, a worker's or a
+/// function's setting).
+pub const MAX_MIN_REPLICAS: u64 = 16;
+
+/// How long a write that asks for replicas (`min_replicas`) waits for them to confirm it
+/// (`WAIT N timeout`) before it is reported as not replicated, ms.
+pub const MIN_REPLICAS_TIMEOUT_MS: u64 = 1000;
+
 /// How often a wait re-reads a job's record while it cannot hear events, ms.
 pub const WAIT_POLL_MS: u64 = 500;
 
@@ -220,6 +228,8 @@ pub fn for_clients() -> Vec<(&'static str, i64)> {
         ("wait_poll_ms", n(WAIT_POLL_MS)),
         ("wait_recheck_ms", n(WAIT_RECHECK_MS)),
         ("enqueue_batch", n(ENQUEUE_BATCH)),
+        ("max_min_replicas", n(MAX_MIN_REPLICAS)),
+        ("min_replicas_timeout_ms", n(MIN_REPLICAS_TIMEOUT_MS)),
     ]
 }
 
@@ -258,6 +268,7 @@ pub fn lua_constants() -> String {
         ("BATCH_CHECK_MS", BATCH_CHECK_MS),
         ("MAX_GROUPS_SCANNED", MAX_GROUPS_SCANNED),
         ("MAX_GROUPS_LISTED", MAX_GROUPS_LISTED),
+        ("MAX_MIN_REPLICAS", MAX_MIN_REPLICAS),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),
@@ -292,7 +303,8 @@ mod tests {
         );
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
         assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 34);
+        assert!(lua.contains("local MAX_MIN_REPLICAS = 16\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 35);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

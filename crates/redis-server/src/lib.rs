@@ -101,6 +101,11 @@ impl RedisServer {
         Err(last_error.expect("at least one try"))
     }
 
+    /// Its process id (of the current run: a restart changes it).
+    pub fn pid(&self) -> u32 {
+        self.child.locked().id()
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port

@@ -71,7 +71,13 @@ pub(crate) fn lease_status(held: i64) -> LeaseStatus {
 pub(crate) async fn connect_standalone(
     url: &str,
     protocol: &'static str,
-) -> Result<(redis::Client, wasmgear_client::connection::Connection), ConnectError> {
+) -> Result<
+    (
+        wasmgear_client::connection::Endpoint,
+        wasmgear_client::connection::Connection,
+    ),
+    ConnectError,
+> {
     use wasmgear_client::connection::{self, Connection};
     let (client, conn) = connection::connect(url).await?;
     if matches!(conn, Connection::Cluster(_)) {

@@ -90,6 +90,8 @@ pub struct ConnectOptions<'a> {
     pub backoff: RetryBackoff,
     /// Whether wasmgear's own queue keeps each function's jobs in strict order.
     pub strict_order: bool,
+    /// How many replicas confirm each completion on wasmgear's own queue.
+    pub min_replicas: wasmgear_client::MinReplicas,
 }
 
 impl SourceSpec {
@@ -171,7 +173,8 @@ pub(crate) async fn own_queue(
     Ok(WorkerQueue::connect(url, options.worker_id)
         .await?
         .with_backoff(options.backoff.base, options.backoff.max)
-        .with_strict_order(options.strict_order))
+        .with_strict_order(options.strict_order)
+        .with_min_replicas(options.min_replicas))
 }
 
 impl fmt::Display for SourceSpec {
@@ -364,6 +367,13 @@ fn parse_redis(head: &str, redis: Option<&str>) -> Result<Option<String>, SpecEr
         None => None,
         Some(url) => {
             let shown = format!("{head}@{}", wasmgear_client::connection::redact(url));
+            if let Some(sentinel) = wasmgear_client::sentinel::SentinelUrl::parse(url) {
+                sentinel.map_err(|reason| SpecError::BadUrl {
+                    spec: shown.clone(),
+                    reason,
+                })?;
+                return Ok(Some(url.to_string()));
+            }
             let parsed = url::Url::parse(url).map_err(|e| SpecError::BadUrl {
                 spec: shown.clone(),
                 reason: format!("{e}: expected e.g. {head}@redis://host:6379"),
@@ -372,7 +382,7 @@ fn parse_redis(head: &str, redis: Option<&str>) -> Result<Option<String>, SpecEr
                 return Err(SpecError::BadUrl {
                     spec: shown,
                     reason: format!(
-                        "{:?} is no Redis URL scheme (use redis:// or rediss://)",
+                        "{:?} is no Redis URL scheme (use redis://, rediss:// or redis+sentinel://)",
                         parsed.scheme()
                     ),
                 });
@@ -471,5 +481,23 @@ mod tests {
             .to_string();
         assert!(error.contains("redis://"), "{error}");
         assert!(!error.contains("secret"), "{error}");
+        // A sentinel URL is checked as one, its password hidden.
+        let error = "qless:jobs@redis+sentinel://:secret@h1:1,h2:2"
+            .parse::<SourceSpec>()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("/SERVICE"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
+    }
+
+    #[test]
+    fn a_spec_may_name_a_sentinel_url() {
+        let spec: SourceSpec = "qless:jobs@redis+sentinel://h1:26379,h2/queues?db=2"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            spec.redis(),
+            Some("redis+sentinel://h1:26379,h2/queues?db=2")
+        );
     }
 }

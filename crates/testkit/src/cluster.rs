@@ -1,6 +1,6 @@
-//! [`TestCluster`]: a local Redis Cluster of three masters, each a `redis-server` of the
-//! test's own, joined by `redis-cli --cluster create`; stopped when dropped, their logs
-//! printed if the test failed.
+//! [`TestCluster`]: a local Redis Cluster of three masters (and, when asked, a replica of
+//! each), each a `redis-server` of the test's own, joined by `redis-cli --cluster create`;
+//! stopped when dropped, their logs printed if the test failed.
 
 use std::process::Command;
 use std::time::Duration;
@@ -9,6 +9,9 @@ use wasmgear_redis_server::RedisServer;
 
 use crate::test_redis::start_with_second_port;
 use crate::wait::eventually_sync;
+
+/// Redis' own default `cluster-node-timeout`, ms.
+const NODE_TIMEOUT_DEFAULT_MS: u64 = 15_000;
 
 /// How long the nodes may take to agree that the cluster is whole.
 const CLUSTER_OK_WITHIN: Duration = Duration::from_secs(30);
@@ -23,9 +26,15 @@ impl TestCluster {
     /// Starts three `redis-server --cluster-enabled yes` and joins them with
     /// `redis-cli --cluster create`, then waits until every node reports `cluster_state:ok`.
     pub fn start() -> Self {
+        Self::start_with_replicas(0, NODE_TIMEOUT_DEFAULT_MS)
+    }
+
+    /// Three masters with `replicas` replicas each; a node counts as failed after
+    /// `node_timeout_ms` without an answer (then its replica is promoted).
+    pub fn start_with_replicas(replicas: usize, node_timeout_ms: u64) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut nodes = Vec::new();
-        for i in 0..3 {
+        for i in 0..3 * (1 + replicas) {
             // The cluster bus gets a free port of its own (port + 10000 may not exist).
             let (node, _bus_port) =
                 start_with_second_port(&dir.path().join(format!("node{i}")), |bus_port| {
@@ -33,6 +42,7 @@ impl TestCluster {
                     let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
                     args.extend(["nodes.conf".into(), "--cluster-port".into()]);
                     args.push(bus_port.to_string());
+                    args.extend(["--cluster-node-timeout".into(), node_timeout_ms.to_string()]);
                     args
                 });
             nodes.push(node);
@@ -45,6 +55,7 @@ impl TestCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
+            .args(["--cluster-replicas", &replicas.to_string()])
             .arg("--cluster-yes")
             .output()
             .expect("run redis-cli --cluster create");
@@ -59,6 +70,17 @@ impl TestCluster {
                 redis_cli(node.port(), &["cluster", "info"]).contains("cluster_state:ok")
             });
         }
+        // Replicas in sync with their masters (writes asking for a replica are confirmed).
+        let masters = cluster.masters(cluster.nodes[0].port());
+        for node in cluster
+            .nodes
+            .iter()
+            .filter(|n| !masters.contains(&n.port()))
+        {
+            eventually_sync(CLUSTER_OK_WITHIN, "every replica in sync", || {
+                redis_cli(node.port(), &["info", "replication"]).contains("master_link_status:up")
+            });
+        }
         cluster
     }
 
@@ -67,7 +89,37 @@ impl TestCluster {
         self.nodes[0].url()
     }
 
-    /// The URL of each node (each a primary).
+    /// The node listening on `port`, if it is one of this cluster's.
+    pub fn node_on(&self, port: u16) -> Option<&RedisServer> {
+        self.nodes.iter().find(|n| n.port() == port)
+    }
+
+    /// The ports of the nodes that are masters now, by `CLUSTER NODES` as `asked` sees it.
+    pub fn masters(&self, asked: u16) -> Vec<u16> {
+        redis_cli(asked, &["cluster", "nodes"])
+            .lines()
+            .filter(|l| l.contains("master") && !l.contains("fail"))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(1)?
+                    .split(['@', ':'])
+                    .nth(1)?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// Waits until every node but `except` reports `cluster_state:ok`.
+    pub fn wait_ok(&self, except: u16, within: Duration) {
+        for node in self.nodes.iter().filter(|n| n.port() != except) {
+            eventually_sync(within, "cluster_state:ok", || {
+                redis_cli(node.port(), &["cluster", "info"]).contains("cluster_state:ok")
+            });
+        }
+    }
+
+    /// The URL of each node (each a primary unless the cluster has replicas).
     pub fn node_urls(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.url()).collect()
     }

@@ -14,6 +14,7 @@
 //!
 //! - [`test_redis`]: [`TestRedis`], a `redis-server` of the test's own, and what tests read of it.
 //! - [`cluster`]: [`TestCluster`], three masters joined into a Redis Cluster.
+//! - [`sentinel`]: [`sentinel::TestReplicaSet`], a primary, its replicas and Redis Sentinels.
 //! - [`ports`]: [`ClosedPort`], a port that refuses connections, and [`free_port`].
 //! - [`clock`]: [`clock::ClockedRedis`], a `redis-server` whose wall clock a test moves.
 //! - [`gearmand`]: [`gearmand::Gearmand`], a real Gearman job server and its tools.
@@ -27,16 +28,19 @@
 //! - [`metrics`]: a worker's `/metrics`, parsed as Prometheus parses it.
 //! - [`cli`]: the `wasmgear` binary run to completion ([`wasmgear`]) and its output.
 //! - [`wait`]: bounded polling, [`eventually`] and [`eventually_sync`].
+//! - [`last_words`]: [`last_words::LastWords`], a failing test's reason repeated after its logs.
 
 pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod gearmand;
+pub mod last_words;
 pub mod metrics;
 pub mod plugins;
 pub mod ports;
 pub mod process;
 pub mod proxy;
+pub mod sentinel;
 pub mod test_redis;
 pub mod wait;
 pub mod worker;

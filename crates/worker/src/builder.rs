@@ -56,6 +56,7 @@ pub struct WorkerBuilder {
     config: WorkerConfig,
     backoff: (Duration, Duration),
     strict_order: bool,
+    min_replicas: wasmgear_client::MinReplicas,
     watch: bool,
 }
 
@@ -74,6 +75,7 @@ impl WorkerBuilder {
                 DEFAULT_BACKOFF_MAX,
             ),
             strict_order: false,
+            min_replicas: wasmgear_client::MinReplicas::default(),
             watch: true,
         }
     }
@@ -116,6 +118,13 @@ impl WorkerBuilder {
     /// at most `max`.
     pub fn retry_backoff(mut self, base: Duration, max: Duration) -> Self {
         self.backoff = (base, max);
+        self
+    }
+
+    /// Has each completion (and each schedule's enqueue) confirmed by `min` replicas before
+    /// it counts (see [`wasmgear_client::replication`]).
+    pub fn min_replicas(mut self, min: wasmgear_client::MinReplicas) -> Self {
+        self.min_replicas = min;
         self
     }
 
@@ -261,14 +270,16 @@ impl LoadedWorker {
     pub async fn connect(self, url: &str) -> Result<Worker, BuildError> {
         let mut this = self.load_deployed(url).await?;
         // Workers of wasmgear's own queue fire the recurring schedules.
-        this.scheduler = Some(match &this.deployed {
+        let scheduler = match &this.deployed {
             Some(client) => client.clone(),
             None => wasmgear_client::Client::connect(url).await?,
-        });
+        };
+        this.scheduler = Some(scheduler.with_min_replicas(this.builder.min_replicas));
         let queue = WorkerQueue::connect(url, this.id.clone())
             .await?
             .with_backoff(this.builder.backoff.0, this.builder.backoff.1)
-            .with_strict_order(this.builder.strict_order);
+            .with_strict_order(this.builder.strict_order)
+            .with_min_replicas(this.builder.min_replicas);
         tracing::info!(
             worker_id = this.id,
             redis = wasmgear_client::connection::redact(url),

@@ -5,12 +5,12 @@
 //! until every one of the 990 small-group jobs has been leased (round robin: 990 + 10, one
 //! job of the big group per turn of the round; the goal is 2,000).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmgear_client::{Client, EnqueueOptions, JobId, Setting, WorkerQueue};
 use wasmgear_proto::{AttemptNotes, FunctionName, LeaseRequest};
 
-use super::node::start_node;
+use super::node::{resume_and_drain as drain, start_node};
 use super::{Plan, Row, ms, row};
 
 /// Enqueues `n` no-op jobs of `f`, job `i` in group `group(i)` (`None`: no group), while
@@ -36,22 +36,6 @@ async fn enqueue_paused(
         ids.extend(client.enqueue_many(f, &jobs).await.unwrap());
     }
     ids
-}
-
-/// Resumes `f` and waits until none of its jobs is queued or running; the time it took.
-async fn drain(client: &Client, f: &FunctionName) -> Duration {
-    let started = Instant::now();
-    client
-        .configure(f, &[Setting::Paused(false)])
-        .await
-        .unwrap();
-    loop {
-        let queue = client.queue(f).await.unwrap();
-        if queue.queued == 0 && queue.running == 0 {
-            return started.elapsed();
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 pub(crate) async fn groups(plan: &Plan, url: &str, rows: &mut Vec<Row>) {

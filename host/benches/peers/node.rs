@@ -55,6 +55,7 @@ pub(crate) async fn start_source_node(
             redis: url,
             backoff: RetryBackoff::default(),
             strict_order: false,
+            min_replicas: Default::default(),
         })
         .await
         .unwrap();
@@ -74,6 +75,22 @@ impl Node {
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
+    }
+}
+
+/// Resumes `f` and waits until none of its jobs is queued or running; the time it took.
+pub(crate) async fn resume_and_drain(client: &Client, f: &FunctionName) -> Duration {
+    let started = Instant::now();
+    client
+        .configure(f, &[wasmgear_client::Setting::Paused(false)])
+        .await
+        .unwrap();
+    loop {
+        let queue = client.queue(f).await.unwrap();
+        if queue.queued == 0 && queue.running == 0 {
+            return started.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -37,6 +37,9 @@ struct RunArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The jobs, one JSON object per line: {"function": "resize", "input": "..."} with the
     /// options `wasmgear bulk` takes.
     file: Option<PathBuf>,
@@ -72,6 +75,9 @@ struct AddArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The batch's id.
     id: String,
 
@@ -101,7 +107,7 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<i32> {
         BatchCommand::Run(args) => run_batch(args).await,
         BatchCommand::Add(args) => {
             let jobs = read_lines(&read_file_or_stdin(args.file.as_deref())?)?;
-            let client = args.redis.client().await?;
+            let client = args.redis.writer(&args.replicas).await?;
             let ids = add(&client, &args.id, &jobs).await?;
             print_ids(None, &ids, args.json)
         }
@@ -143,7 +149,7 @@ async fn run_batch(args: RunArgs) -> anyhow::Result<i32> {
         on_complete: callback(&args.on_complete)?,
     };
     let jobs = read_lines(&read_file_or_stdin(args.file.as_deref())?)?;
-    let client = args.redis.client().await?;
+    let client = args.redis.writer(&args.replicas).await?;
     let id = client.open_batch(&spec).await?;
     let ids = add(&client, &id, &jobs).await?;
     if !args.open {

@@ -16,6 +16,9 @@ pub struct BulkArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// File of JSON lines to read; stdin when left out or `-`. Each line is one job:
     /// {"function": "resize", "input": "text"} or with "input_json": <any JSON value>,
     /// and optionally "priority" ("high" or a number), "delay" ("30s"), "at" (epoch seconds
@@ -143,7 +146,7 @@ impl Line {
 
 pub async fn run(args: BulkArgs) -> anyhow::Result<i32> {
     let text = read_file_or_stdin(args.file.as_deref())?;
-    enqueue_lines(&args.redis, &text, args.json).await
+    enqueue_lines(&args.redis, &args.replicas, &text, args.json).await
 }
 
 /// The text of `file`, or of stdin when it is `None` or `-`.
@@ -188,6 +191,7 @@ pub(crate) fn read_lines(
 /// writing any), and prints their ids, one per line.
 pub async fn enqueue_lines(
     redis: &super::RedisArgs,
+    replicas: &super::ReplicaArgs,
     text: &str,
     json: bool,
 ) -> anyhow::Result<i32> {
@@ -197,7 +201,7 @@ pub async fn enqueue_lines(
             "no jobs in the input: give one JSON object per line",
         ));
     }
-    let client = redis.client().await?;
+    let client = redis.writer(replicas).await?;
     let batch: Vec<_> = jobs
         .iter()
         .map(|(f, input, o)| (f.clone(), input.as_slice(), o.clone()))

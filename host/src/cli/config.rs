@@ -40,6 +40,12 @@ pub struct ConfigArgs {
     #[arg(long, conflicts_with = "group")]
     group_rate: Option<String>,
 
+    /// How many replicas must confirm each enqueue of the function's jobs and each
+    /// completion before the call reports success (producers and workers wait for them:
+    /// README, "High availability"), or `none`.
+    #[arg(long, conflicts_with = "group", value_name = "N")]
+    min_replicas: Option<String>,
+
     /// Show or change one group's own settings instead: --concurrency and --rate then set
     /// the group's (`none`: the function's --group-concurrency / --group-rate again).
     #[arg(long, value_name = "KEY")]
@@ -95,6 +101,10 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
             keep, "default", "--keep",
         )?));
     }
+    if let Some(count) = &args.min_replicas {
+        let count = optional_number(count, "none", "--min-replicas")?;
+        settings.push(Setting::MinReplicas(count));
+    }
     let client = args.redis.client().await?;
     if !args.new {
         client.check_function(&function).await?;
@@ -129,6 +139,10 @@ fn show(function: &FunctionName, config: &FunctionConfig) {
     }
     if let Some((n, interval)) = config.group_rate_limit {
         println!("group rate   {n} per {interval:?} per group");
+    }
+    match config.min_replicas {
+        Some(n) => println!("replicas     {n} must confirm each enqueue and completion"),
+        None => println!("replicas     none asked (a write is done once the primary has it)"),
     }
     match config.keep_finished {
         Some(keep) => println!("keep         {keep} finished jobs"),

@@ -17,6 +17,9 @@ pub struct EnqueueArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The function to run (the plugin FUNCTION.wasm serves it).
     #[arg(required_unless_present = "bulk")]
     function: Option<String>,
@@ -152,7 +155,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
         std::io::stdin()
             .read_to_string(&mut text)
             .context("cannot read the jobs from stdin")?;
-        return super::bulk::enqueue_lines(&args.redis, &text, false).await;
+        return super::bulk::enqueue_lines(&args.redis, &args.replicas, &text, false).await;
     }
     let function = FunctionName::new(args.function.clone().unwrap_or_default())?;
     let options = EnqueueOptions {
@@ -196,7 +199,7 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
     }
     options.validate()?;
     let input = read_input(&args)?;
-    let client = args.redis.client().await?;
+    let client = args.redis.writer(&args.replicas).await?;
     if args.require_worker && client.live_workers(&function).await? == 0 {
         anyhow::bail!(
             "no live worker serves function {function}: start `wasmgear worker` with a plugin for it \

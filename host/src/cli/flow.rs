@@ -39,6 +39,9 @@ struct SubmitArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The flow: {"name": "album", "jobs": {"a": {"function": "reverse", "input": "abc"},
     /// "c": {"function": "join", "after": ["a", {"job": "b", "on_failure": "ignore"}]}}}.
     /// A job takes the HTTP API's fields (input, input_base64, input_json, priority,
@@ -129,7 +132,7 @@ fn read_flow(file: &PathBuf) -> anyhow::Result<FlowDocument> {
 
 async fn submit(args: SubmitArgs) -> anyhow::Result<i32> {
     let flow = read_flow(&args.file)?.into_flow()?;
-    let client = args.redis.client().await?;
+    let client = args.redis.writer(&args.replicas).await?;
     let submitted = client.submit_flow(&flow).await?;
     if !args.wait {
         if args.json {

@@ -58,7 +58,9 @@ pub const REDIS_URL_FILE: &str = "redis.url";
 ///
 /// Every command takes the Redis URL from --redis or WASMGEAR_REDIS_URL:
 /// redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS (trusting the system's CAs or
-/// SSL_CERT_FILE), any node of a Redis Cluster. Commands that print data take --json (print
+/// SSL_CERT_FILE), any node of a Redis Cluster, or
+/// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[?db=N] for the primary
+/// Redis Sentinel names (followed through failovers). Commands that print data take --json (print
 /// JSON instead of text); a job's JSON is the HTTP API's (output in output_base64).
 /// Colour only on a terminal, never with NO_COLOR set.
 #[derive(Debug, Parser)]
@@ -72,7 +74,8 @@ pub struct Cli {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RedisArgs {
     /// Redis URL: redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://... for TLS, any node of
-    /// a cluster. Without it the CLI uses the embedded Redis started by `wasmgear worker` in
+    /// a cluster, or redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[?db=N]
+    /// (sentinels' own credentials: &sentinel_user=U&sentinel_password=P). Without it the CLI uses the embedded Redis started by `wasmgear worker` in
     /// the same WASMGEAR_HOME.
     #[arg(long = "redis", env = "WASMGEAR_REDIS_URL", hide_env_values = true)]
     pub url: Option<String>,
@@ -83,11 +86,46 @@ pub struct RedisArgs {
     pub home: PathBuf,
 }
 
+/// How many replicas confirm the writes of a command that writes jobs (enqueue, bulk, flow,
+/// batch, replay, serve; the worker for its completions).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplicaArgs {
+    /// How many replicas must confirm each write of jobs (a worker's: each completion)
+    /// before it is reported done: a job acknowledged then survives the loss of the
+    /// primary. 0 asks for none; a function's own setting (config --min-replicas) may ask
+    /// for more.
+    #[arg(
+        long,
+        env = "WASMGEAR_MIN_REPLICAS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub min_replicas: u32,
+
+    /// How long those replicas are waited for, per write.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub min_replicas_timeout: std::time::Duration,
+}
+
+impl ReplicaArgs {
+    /// How many replicas confirm writes (checked).
+    pub fn min_replicas(&self) -> anyhow::Result<wasmgear_client::MinReplicas> {
+        wasmgear_client::MinReplicas::new(self.min_replicas, self.min_replicas_timeout)
+            .map_err(|e| usage(format!("--min-replicas: {e}")))
+    }
+}
+
 impl RedisArgs {
     /// A queue client for the Redis these arguments name.
     pub async fn client(&self) -> anyhow::Result<wasmgear_client::Client> {
         let url = self.resolve()?;
         Ok(wasmgear_client::Client::connect(&url).await?)
+    }
+
+    /// A client whose writes of jobs `replicas` confirm (checked before connecting).
+    pub async fn writer(&self, replicas: &ReplicaArgs) -> anyhow::Result<wasmgear_client::Client> {
+        let min = replicas.min_replicas()?;
+        Ok(self.client().await?.with_min_replicas(min))
     }
 
     /// The Redis URL to use: the one given, else the embedded Redis' (from its URL file).

@@ -18,6 +18,9 @@ pub struct ReplayArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The job (`FUNCTION:N`).
     id: String,
 
@@ -55,7 +58,7 @@ pub struct ReplayArgs {
 
 pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
-    let client = args.redis.client().await?;
+    let client = args.redis.writer(&args.replicas).await?;
     let status = client.status(&id).await?;
     let Some(input) = client.input(&id).await? else {
         return Err(usage(format!(

@@ -15,6 +15,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// The address to listen on (port 0: any free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -69,7 +72,7 @@ fn auth(args: &ServeArgs) -> anyhow::Result<Auth> {
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let auth = auth(&args)?;
-    let client = args.redis.client().await?;
+    let client = args.redis.writer(&args.replicas).await?;
     if let Some(warning) = client.eviction_warning().await {
         tracing::warn!("{warning}");
     }

@@ -24,6 +24,9 @@ pub struct WorkerArgs {
     #[command(flatten)]
     redis: RedisArgs,
 
+    #[command(flatten)]
+    replicas: super::ReplicaArgs,
+
     /// Plugin directory: every FUNCTION.wasm in it serves jobs of FUNCTION. It may start
     /// empty (a volume synced after the start, a drop-in directory): the worker then serves
     /// nothing until plugins appear there (unless --no-watch).
@@ -177,6 +180,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         .config(config)
         .retry_backoff(args.retry_backoff, DEFAULT_BACKOFF_MAX)
         .strict_order(args.strict_order)
+        .min_replicas(args.replicas.min_replicas()?)
         .watch(!args.no_watch)
         .load()?;
     for problem in loaded.problems() {
@@ -262,6 +266,7 @@ async fn connect_sources(
         redis: url,
         backoff: RetryBackoff { base, max },
         strict_order: args.strict_order,
+        min_replicas: args.replicas.min_replicas()?,
     };
     Sources::connect(&args.sources, options)
         .await

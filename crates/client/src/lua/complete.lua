@@ -32,12 +32,14 @@
 -- it: the same report sent again (under another call id: the worker's retry after a lost
 -- reply) is answered as the first was and changes nothing.
 --
--- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
+-- Returns: {results, notify, leases, wait_ms, capped, min_replicas}: results is one letter per job, in
 --          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
 --          (stale: the token does not hold the job's lease) or m (missing: no such job)
 --          for one refused; notify lists dependents in other functions to tell (see
 --          lib.lua); leases, wait_ms and capped are as `lease` answers them (none, -1, 0
---          when the call leases nothing). Or the error reply `BADARGS complete: ...`,
+--          when the call leases nothing); min_replicas is the function's setting (0 when
+--          unset): the worker sends `WAIT max(its own, this) timeout` before it counts the
+--          results as stored. Or the error reply `BADARGS complete: ...`,
 --          having written nothing.
 -- Publishes: `finish` with the final state for each; `ready` for each dependent that may
 --            now run; `start` for each job leased.
@@ -93,7 +95,7 @@ end
 local replay = remembered(call_id)
 if replay then
   local leased, letters = string.match(replay, '^([^;]*);(.*)$')
-  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0 }
+  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0, tonumber(config('min_replicas')) or 0 }
 end
 
 local results, runs, outputs, numbers = {}, {}, {}, {}
@@ -187,4 +189,4 @@ end
 if call_id ~= '' then
   remember(call_id, (leased or '') .. ';' .. results)
 end
-return { results, NOTIFY, leases, wait_ms, capped }
+return { results, NOTIFY, leases, wait_ms, capped, tonumber(config('min_replicas')) or 0 }

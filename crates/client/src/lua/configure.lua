@@ -12,6 +12,9 @@
 --                           `configure_group`, overrides it); 1 makes each group a sequence
 --   group_rate_limit        each group's most leases per group_rate_interval_ms
 --   group_rate_interval_ms  the window of each group's rate limit, ms
+--   min_replicas      how many replicas must confirm an enqueue of the function's jobs, and
+--                     a worker's completion of them, before the call reports success
+--                     (producers and workers send `WAIT` after the write: see `enqueue`)
 --
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
@@ -20,7 +23,7 @@
 local RANGES = {
   concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
   keep_finished = { 1, MAX_WHOLE }, group_concurrency = { 1, MAX_WHOLE }, group_rate_limit = { 1, MAX_WHOLE },
-  group_rate_interval_ms = { 1, MAX_DURATION_MS },
+  group_rate_interval_ms = { 1, MAX_DURATION_MS }, min_replicas = { 1, MAX_MIN_REPLICAS },
 }
 if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
 for i = 2, #ARGV - 1, 2 do

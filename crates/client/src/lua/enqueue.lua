@@ -86,10 +86,13 @@
 -- the caller to link (`link` on their function, then `resolve` here when one has already
 -- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
--- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
---          character per job, '1' for a new job, '0' when its uniq key returned an
---          unfinished job; links, pairs of a job's position in the call (1-based) and a
---          dependency in another function the caller must link. Or, having written
+-- Returns: {numbers, created, links, min_replicas}: the jobs' numbers in the order given;
+--          created, one character per job, '1' for a new job, '0' when its uniq key
+--          returned an unfinished job; links, pairs of a job's position in the call
+--          (1-based) and a dependency in another function the caller must link;
+--          min_replicas, the function's setting (0 when unset): the caller sends
+--          `WAIT max(its own, this) timeout` on the same connection before it reports the
+--          jobs enqueued (PROTOCOL.md, "High availability"). Or, having written
 --          nothing, the error reply `BADJOB job I: ...` (`BADJOB call: ...` for the call's
 --          own options) for a call that could never be carried out, or `CONFLICT job I: ...`
 --          for one the queue's state refuses now: a time to run at that its clock has
@@ -125,7 +128,7 @@ local replay = remembered(call_id)
 if replay then
   -- Remembered as 'N,N,...;CREATED;POSITION,DEPENDENCY,...'.
   local numbers, created, links = string.match(replay, '^([^;]*);([^;]*);(.*)$')
-  local reply = { {}, created or '', {} }
+  local reply = { {}, created or '', {}, tonumber(config('min_replicas')) or 0 }
   for number in string.gmatch(numbers or '', '[^,]+') do reply[1][#reply[1] + 1] = number end
   for item in string.gmatch(links or '', '[^,]+') do reply[3][#reply[3] + 1] = item end
   return reply
@@ -576,4 +579,4 @@ end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
-return { numbers, created, links }
+return { numbers, created, links, tonumber(config('min_replicas')) or 0 }

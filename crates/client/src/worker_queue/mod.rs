@@ -73,6 +73,8 @@ pub struct WorkerQueue {
     worker_id: String,
     next_function: AtomicUsize,
     strict_order: bool,
+    /// How many replicas must confirm a completion (see [`WorkerQueue::with_min_replicas`]).
+    min_replicas: crate::replication::MinReplicas,
     backoff_base: Duration,
     backoff_max: Duration,
     work_arrived: Arc<Notify>,
@@ -119,6 +121,7 @@ impl WorkerQueue {
             worker_id,
             next_function: AtomicUsize::new(0),
             strict_order: false,
+            min_replicas: crate::replication::MinReplicas::default(),
             backoff_base: DEFAULT_BACKOFF_BASE,
             backoff_max: DEFAULT_BACKOFF_MAX,
             work_arrived: Arc::new(Notify::new()),
@@ -141,6 +144,15 @@ impl WorkerQueue {
     pub fn with_backoff(mut self, base: Duration, max: Duration) -> Self {
         self.backoff_base = base;
         self.backoff_max = max.max(base);
+        self
+    }
+
+    /// Has every completion confirmed by `min` replicas before it counts (see
+    /// [`crate::replication`]); a function's own `min_replicas` setting can ask for more.
+    /// A completion they fall short of is reported as failed, and the worker sends it
+    /// again.
+    pub fn with_min_replicas(mut self, min: crate::replication::MinReplicas) -> Self {
+        self.min_replicas = min;
         self
     }
 

@@ -14,6 +14,7 @@ use wasmgear_proto::{
 
 use super::*;
 use crate::connection::{self, Connection};
+use crate::replication::{self, MinReplicas};
 use crate::{QueueError, Result, links, scripts};
 use wasmgear_proto::sync::Locked;
 
@@ -80,6 +81,8 @@ pub(super) struct Completer {
     pub(super) worker_id: String,
     pub(super) hints: Hints,
     pub(super) answered: scripts::Answered,
+    /// How many replicas must confirm a completion before it counts.
+    pub(super) min_replicas: MinReplicas,
 }
 
 /// The most `complete` calls on their way at once: a second is sent while the first is
@@ -173,19 +176,65 @@ impl Completer {
             .map_or(0, |hint| hint.events);
         let now = tokio::time::Instant::now();
         let sent = std::time::Instant::now();
-        // Per job (code, state); the dependents to tell; the leases; wait_ms; capped.
-        type Reply = (Vec<u8>, Vec<String>, LeaseRows, i64, i64);
-        let reply: redis::RedisResult<Reply> =
-            connection::invoke_retrying("complete", &self.conn, &call).await;
-        let (results, notify, LeaseRows(rows), wait_ms, capped) = match reply {
-            Ok(reply) => reply,
-            Err(e) => {
-                for p in group {
-                    let _ = p.reply.send(Err(e.clone()));
+        // Per job (code, state); the dependents to tell; the leases; wait_ms; capped; the
+        // function's min_replicas.
+        type Reply = (Vec<u8>, Vec<String>, LeaseRows, i64, i64, u32);
+        let min = self.min_replicas;
+        let reply: redis::RedisResult<(Reply, u32)> = if min.count() > 0 {
+            connection::retrying("complete", || {
+                let mut conn = self.conn.clone();
+                let timeout_ms = min.timeout().as_millis() as u64;
+                let call = &call;
+                async move {
+                    call.invoke_waiting(&mut conn, min.count(), timeout_ms.max(1))
+                        .await
                 }
-                return;
-            }
+            })
+            .await
+        } else {
+            connection::invoke_retrying("complete", &self.conn, &call)
+                .await
+                .map(|reply| (reply, 0))
         };
+        let ((results, notify, LeaseRows(rows), wait_ms, capped, function_min), replicas) =
+            match reply {
+                Ok(reply) => reply,
+                Err(e) => {
+                    for p in group {
+                        let _ = p.reply.send(Err(e.clone()));
+                    }
+                    return;
+                }
+            };
+        // Confirmed by as many replicas as the worker and the function ask for, or reported
+        // as not stored (the worker sends it again: answered as the first time, then
+        // confirmed again), its leases handed back.
+        let wanted = min.count().max(function_min);
+        let replicas = if wanted > replicas {
+            let key = wasmgear_proto::keys::FunctionKeys::new(function).jobs();
+            replication::confirm(&self.conn, &key, wanted, min)
+                .await
+                .unwrap_or(replicas)
+        } else {
+            replicas
+        };
+        if replicas < wanted {
+            let error = redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "replicas fell short of confirming the completion",
+                format!(
+                    "{replicas} of {wanted} confirmed within {} ms",
+                    min.timeout().as_millis()
+                ),
+            ));
+            for row in rows {
+                release_lease(&self.conn, &lease_of(function, row, sent, ttl)).await;
+            }
+            for p in group {
+                let _ = p.reply.send(Err(error.clone()));
+            }
+            return;
+        }
         self.answered.note(function, call_id);
         if want > 0 && rows.is_empty() {
             // Nothing next: the worker's next `lease` asks, and so waits registered for the
@@ -355,6 +404,7 @@ impl WorkerQueue {
                 worker_id: self.worker_id.clone(),
                 hints: self.hints.clone(),
                 answered: self.answered.clone(),
+                min_replicas: self.min_replicas,
             };
             let task = tokio::spawn(send_completions(completer, receiver));
             (sender, AbortOnDropHandle::new(task))

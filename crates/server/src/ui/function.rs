@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
-use wasmgear_client::{FunctionName, JobId, JobState, JobStatus};
+use wasmgear_client::{FunctionConfig, FunctionName, JobId, JobState, JobStatus};
 
 use super::error::UiError;
 use super::layout::{Nav, Page, encode, progress_bar, state_badge, time};
@@ -32,6 +32,32 @@ pub(super) struct ListQuery {
     tag: Option<String>,
     id: Option<String>,
     page: Option<usize>,
+}
+
+/// The function's settings in one line (`wasmgear config F` shows and changes them).
+fn settings_of(config: &FunctionConfig) -> String {
+    let mut parts = Vec::new();
+    if config.paused {
+        parts.push("paused".to_string());
+    }
+    if let Some(cap) = config.concurrency {
+        parts.push(format!("at most {cap} running at once"));
+    }
+    if let Some((n, every)) = config.rate_limit {
+        parts.push(format!("at most {n} started per {every:?}"));
+    }
+    if let Some(cap) = config.group_concurrency {
+        parts.push(format!("at most {cap} of each group at once"));
+    }
+    match config.min_replicas {
+        Some(1) => parts.push("writes confirmed by 1 replica".into()),
+        Some(n) => parts.push(format!("writes confirmed by {n} replicas")),
+        None => {}
+    }
+    if parts.is_empty() {
+        return "Settings: none (wasmgear config sets them)".into();
+    }
+    format!("Settings: {}", parts.join(", "))
 }
 
 /// The function named in a path, or the page saying why it is no function name.
@@ -89,6 +115,7 @@ pub(super) async fn page(
             shown.push((id, status));
         }
     }
+    let settings = settings_of(&state.client.config(&function).await?);
     let f = encode(function.as_str());
     let now = wasmgear_proto::units::now_ms();
     let heading = match tag {
@@ -101,6 +128,7 @@ pub(super) async fn page(
     };
     let main = html! {
         h1 { (function.as_str()) }
+        p class="settings" { (settings) }
         p { a href={ "/ui/functions/" (f) "/stats" } { "Statistics" } " · " a href={ "/ui/functions/" (f) "/groups" } { "Groups" } }
         nav class="tabs" aria-label="Jobs by state" {
             @for s in STATES {
