@@ -405,6 +405,11 @@ export interface FunctionSettings {
   groupConcurrency?: number | null;
   /** Each group's most leases per interval, unless the group has its own. */
   groupRateLimit?: RateLimit | null;
+  /**
+   * How many replicas must confirm each enqueue of its jobs (and each completion) before the
+   * call reports success, 1..16 (a client's own `minReplicas` may ask for more); null asks for none.
+   */
+  minReplicas?: number | null;
 }
 
 /** A function's settings, shared by all workers (null where it has none: the default applies). */
@@ -415,6 +420,8 @@ export interface FunctionConfig {
   keepFinished: number | null;
   groupConcurrency: number | null;
   groupRateLimit: RateLimit | null;
+  /** The replicas that must confirm each enqueue of its jobs and each completion (null: none asked). */
+  minReplicas: number | null;
 }
 
 /** Changes to a group's own settings (`configureGroup`): a setting left out is not changed, `null` clears it (the function's default applies again). */
@@ -476,13 +483,27 @@ export interface ConnectOptions {
   commandTimeoutMs?: number;
   /** The largest input accepted, bytes (default 16 MiB). */
   maxInputBytes?: number;
-  /** With a rediss:// URL: Node's TLS options, e.g. `{ca}` for a private certificate authority. */
+  /** With a rediss:// (or rediss+sentinel://) URL: Node's TLS options, e.g. `{ca}` for a private certificate authority. */
   tls?: import('node:tls').ConnectionOptions;
+  /**
+   * How many replicas must confirm each write of jobs (enqueue, enqueueMany, flows, batches)
+   * before it resolves, 0..16 (default 0: none; a function's own `minReplicas` setting may
+   * ask for more): `WAIT` after the write, which is sent again (same call id: written once)
+   * while they fall short, 3 sends in all; then NotReplicatedError.
+   */
+  minReplicas?: number;
+  /** How long the replicas are waited for per send, ms (>= 1, less than `commandTimeoutMs`; default 1000, or just under a shorter `commandTimeoutMs`). */
+  minReplicasTimeoutMs?: number;
 }
 
 export class Client {
   private constructor();
-  /** Connects to `redis://[USER:PASSWORD@]HOST:PORT[/DB]` (`rediss://` for TLS) and loads the protocol library if needed. */
+  /**
+   * Connects to `redis://[USER:PASSWORD@]HOST:PORT[/DB]` (`rediss://` for TLS), or to the
+   * primary Redis Sentinel names, followed when it moves:
+   * `redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[?db=N&sentinel_user=U&sentinel_password=P]`
+   * (`rediss+sentinel://` for TLS); loads the protocol library if needed.
+   */
   static connect(url: string, opts?: ConnectOptions): Promise<Client>;
   /** Whether the server is a Redis Cluster. */
   readonly isCluster: boolean;
@@ -572,6 +593,10 @@ export const LIMITS: Readonly<{
   WAIT_RECHECK_MS: number;
   /** The most jobs one `enqueue` call of `enqueueMany` carries. */
   ENQUEUE_BATCH: number;
+  /** The most replicas `minReplicas` may ask for. */
+  MAX_MIN_REPLICAS: number;
+  /** The default of `minReplicasTimeoutMs`. */
+  MIN_REPLICAS_TIMEOUT_MS: number;
 }>;
 
 /** Splits a job id `FUNCTION:N`; throws BadInputError when it is not one. */
@@ -629,4 +654,21 @@ export class WaitTimeoutError extends WasmgearError {
   readonly results?: Array<Job | WasmgearError>;
   /** For `waitFlow`: the flow. */
   readonly flow?: number;
+}
+/**
+ * A write of jobs asked to be confirmed by replicas (`minReplicas`, the client's or the
+ * function's, whichever is more), and fewer confirmed it within `timeoutMs`, even when sent
+ * again (exit code 6, as for Redis out of reach). The primary has it, written once; if the
+ * primary fails now it may be lost. It is safe to send again.
+ */
+export class NotReplicatedError extends WasmgearError {
+  readonly exitCode: 6;
+  /** The write: `the enqueue of a job of F`, `the enqueue of N jobs of F`. */
+  readonly what: string;
+  /** How many replicas were asked for. */
+  readonly wanted: number;
+  /** How many confirmed it. */
+  readonly confirmed: number;
+  /** How long they were waited for (per send), ms. */
+  readonly timeoutMs: number;
 }

@@ -29,3 +29,4 @@ module.exports.UnreachableError = errors.UnreachableError;
 module.exports.JobFailedError = errors.JobFailedError;
 module.exports.JobCancelledError = errors.JobCancelledError;
 module.exports.WaitTimeoutError = errors.WaitTimeoutError;
+module.exports.NotReplicatedError = errors.NotReplicatedError;

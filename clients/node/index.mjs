@@ -19,6 +19,7 @@ export const {
   JobFailedError,
   JobCancelledError,
   WaitTimeoutError,
+  NotReplicatedError,
 } = wasmgear;
 
 export default wasmgear;

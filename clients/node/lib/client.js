@@ -8,6 +8,9 @@ const { checkFunction, isFunction, parseJobId } = require('./names');
 const { LIMITS, jobOptions, inputBytes } = require('./options');
 // ioredis' own error classes (its index exports only ReplyError).
 const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
+// The class of ioredis' errors for a command aborted by a closed connection (the parent of
+// MaxRetriesPerRequestError, from redis-errors, which ioredis does not export).
+const AbortError = Object.getPrototypeOf(MaxRetriesPerRequestError);
 const { default: ClusterAllFailedError } = require('ioredis/built/errors/ClusterAllFailedError');
 const { jobFrom, progressOf } = require('./job');
 const {
@@ -36,6 +39,8 @@ const {
 } = require('./batch');
 const { settingsArgs, groupArgs, groupsArgs, readConfig, groupConfig, groupsOverview } = require('./settings');
 const { Subscriber } = require('./subscriber');
+const { isSentinelUrl, parseSentinelUrl, redactSentinel, sentinelOptions, findPrimary } = require('./sentinel');
+const { minReplicasOf, enqueueSetting, enqueueWhat, invokeConfirmed } = require('./replication');
 const {
   WasmgearError,
   BadInputError,
@@ -74,8 +79,12 @@ const CONNECT = Symbol('Client.connect');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The URL with its password (or a lone user name, which Redis takes for one) hidden. */
+/**
+ * The URL with its password (or a lone user name, which Redis takes for one) hidden; a
+ * sentinel URL's nodes' password and `sentinel_password` too.
+ */
 function redact(raw) {
+  if (isSentinelUrl(raw)) return redactSentinel(raw);
   try {
     const url = new URL(raw);
     if (url.password) url.password = '***';
@@ -97,15 +106,15 @@ function replyCode(error) {
 /**
  * Whether a failed command may succeed when sent again (connection trouble, not an answer),
  * decided by the error's class and code: an error reply only when its code says the server
- * is busy for now; ioredis' errors for the retries it gave up and the cluster slots it could
- * not read; Node's socket errors by their code; and the plain `Error`s ioredis rejects a
+ * is busy for now; ioredis' errors for the retries it gave up, a command aborted by a
+ * closed connection and the cluster slots it could not read; Node's socket errors by their code; and the plain `Error`s ioredis rejects a
  * command with when its connection closed, its reply timed out or no node was ready (never
  * a `TypeError` or another subclass, which are mistakes, not trouble on the way).
  */
 function isTransient(error) {
   if (!(error instanceof Error) || error instanceof WasmgearError) return false;
   if (error instanceof Redis.ReplyError) return TRANSIENT_REPLIES.has(replyCode(error));
-  if (error instanceof MaxRetriesPerRequestError || error instanceof ClusterAllFailedError) return true;
+  if (error instanceof AbortError || error instanceof ClusterAllFailedError) return true;
   if (typeof error.code === 'string') return NETWORK_CODES.has(error.code);
   return Object.getPrototypeOf(error) === Error.prototype;
 }
@@ -199,8 +208,12 @@ function within(promise, ms, error) {
 class Client {
   #redis;
   #isCluster;
+  /** Whether the connections follow the primary that Redis Sentinel names. */
+  #sentinel;
   #url;
   #maxInputBytes;
+  /** `{count, timeoutMs}`: the replicas that must confirm each write of jobs (lib/replication.js). */
+  #minReplicas;
   /** Functions this client has listed in the directory. */
   #registered = new Set();
   /** function -> call ids answered since the previous call on it (sent as `acked`). */
@@ -213,8 +226,10 @@ class Client {
     if (token !== CONNECT) throw new TypeError('use Client.connect(url) to make a Client');
     this.#redis = state.redis;
     this.#isCluster = state.isCluster;
+    this.#sentinel = state.sentinel;
     this.#url = state.url;
     this.#maxInputBytes = state.maxInputBytes;
+    this.#minReplicas = state.minReplicas;
     this.#subscriber = new Subscriber(state.subscriberConnection);
   }
 
@@ -226,7 +241,10 @@ class Client {
   /**
    * Connects to the Redis at `url` (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`, `rediss://`
    * for TLS), asks it whether it is part of a Redis Cluster (`INFO cluster`; or say so with
-   * `{cluster: true}`), and loads the wasmgear Functions library if it is not loaded.
+   * `{cluster: true}`), and loads the wasmgear Functions library if it is not loaded. A
+   * `redis+sentinel://` URL (`rediss+sentinel://` for TLS) names the sentinels of a
+   * replicated set and its service (lib/sentinel.js): the commands and the pub/sub
+   * connection go to the primary they name, and follow it when it moves.
    */
   static async connect(url, opts = {}) {
     if (typeof url !== 'string') {
@@ -234,19 +252,35 @@ class Client {
         'invalid Redis URL: give a string redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS',
       );
     }
-    let parsed;
-    try {
-      parsed = new URL(url);
-    } catch {
-      parsed = null;
+    // Refused before anything connects when it does not parse.
+    const sentinel = parseSentinelUrl(url);
+    let parsed = null;
+    if (!sentinel) {
+      try {
+        parsed = new URL(url);
+      } catch {
+        parsed = null;
+      }
+      if (!parsed || !['redis:', 'rediss:'].includes(parsed.protocol) || !parsed.hostname) {
+        throw new BadInputError(
+          `invalid Redis URL ${JSON.stringify(redact(url))}: expected ` +
+            'redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS ' +
+            '(or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE for Redis Sentinel)',
+        );
+      }
     }
-    if (!parsed || !['redis:', 'rediss:'].includes(parsed.protocol) || !parsed.hostname) {
-      throw new BadInputError(
-        `invalid Redis URL ${JSON.stringify(redact(url))}: expected ` +
-          'redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS',
-      );
+    if (opts === null || typeof opts !== 'object') {
+      throw new BadInputError('invalid connect options: give an object');
     }
-    const known = ['cluster', 'connectTimeoutMs', 'commandTimeoutMs', 'maxInputBytes', 'tls'];
+    const known = [
+      'cluster',
+      'connectTimeoutMs',
+      'commandTimeoutMs',
+      'maxInputBytes',
+      'tls',
+      'minReplicas',
+      'minReplicasTimeoutMs',
+    ];
     for (const name of Object.keys(opts)) {
       if (!known.includes(name)) {
         throw new BadInputError(
@@ -254,11 +288,17 @@ class Client {
         );
       }
     }
+    const tlsUrl = sentinel ? sentinel.tls : parsed.protocol === 'rediss:';
     if (opts.tls !== undefined && (typeof opts.tls !== 'object' || opts.tls === null)) {
       throw new BadInputError('invalid connect option tls: give an object of TLS options (e.g. {ca})');
     }
-    if (opts.tls !== undefined && parsed.protocol !== 'rediss:') {
-      throw new BadInputError('invalid connect option tls: it needs a rediss:// URL');
+    if (opts.tls !== undefined && !tlsUrl) {
+      throw new BadInputError('invalid connect option tls: it needs a rediss:// (or rediss+sentinel://) URL');
+    }
+    if (sentinel && opts.cluster) {
+      throw new BadInputError(
+        'invalid connect option cluster: a redis+sentinel:// URL names a replicated set, not a Redis Cluster',
+      );
     }
     for (const name of ['connectTimeoutMs', 'commandTimeoutMs', 'maxInputBytes']) {
       const value = opts[name];
@@ -270,6 +310,7 @@ class Client {
     const connectTimeout = opts.connectTimeoutMs ?? LIMITS.CONNECT_TIMEOUT_MS;
     const commandTimeout = opts.commandTimeoutMs ?? LIMITS.RESPONSE_TIMEOUT_MS;
     const maxInputBytes = opts.maxInputBytes ?? LIMITS.MAX_INPUT_BYTES;
+    const minReplicas = minReplicasOf(opts.minReplicas, opts.minReplicasTimeoutMs, commandTimeout);
     protocol.load();
     const options = {
       lazyConnect: true,
@@ -278,15 +319,27 @@ class Client {
       maxRetriesPerRequest: 2,
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
     };
-    if (opts.tls) options.tls = opts.tls;
     const unreachable = (reason) => new UnreachableError(`cannot reach Redis at ${shown}: ${reason}`);
-    const seed = new Redis(url, options);
+    let seed;
+    if (sentinel) {
+      // The sentinels asked first, each in turn, so that a failure says what each answered.
+      try {
+        await findPrimary(sentinel, opts.tls);
+      } catch (error) {
+        throw unreachable(`no sentinel named a primary that answers as one: ${error.message}`);
+      }
+      seed = new Redis(sentinelOptions(sentinel, options, opts.tls));
+    } else {
+      if (opts.tls) options.tls = opts.tls;
+      seed = new Redis(url, options);
+    }
     // ioredis says why a connection failed in an 'error' event; `connect()` only rejects
     // with "Connection is closed".
     let why = null;
-    seed.on('error', (error) => {
+    const noteWhy = (error) => {
       why = why || error;
-    });
+    };
+    seed.on('error', noteWhy);
     let info;
     try {
       await within(seed.connect(), connectTimeout + 1000, () =>
@@ -298,11 +351,14 @@ class Client {
       if (error instanceof WasmgearError) throw error;
       throw unreachable(describe(why || error));
     }
+    // Later errors show as failed calls (and are sent again where that is safe).
+    seed.off('error', noteWhy);
+    seed.on('error', () => {});
     if (!String(info).includes('cluster_enabled:')) {
       seed.disconnect();
       throw unreachable('it answered, but not like Redis (no cluster section in INFO)');
     }
-    const isCluster = opts.cluster ?? /^cluster_enabled:1\s*$/m.test(String(info));
+    const isCluster = !sentinel && (opts.cluster ?? /^cluster_enabled:1\s*$/m.test(String(info)));
     let redis = seed;
     if (isCluster) {
       seed.disconnect();
@@ -332,11 +388,21 @@ class Client {
         throw unreachable(describe(error));
       }
     }
-    // Pub/sub goes over a plain connection to the node given: in a cluster, PUBLISH reaches
-    // the subscribers of every node.
-    const subscriberConnection = () =>
-      new Redis(url, { ...options, lazyConnect: false, autoResubscribe: false });
-    const client = new Client(CONNECT, { redis, isCluster, url: shown, maxInputBytes, subscriberConnection });
+    // Pub/sub goes over a plain connection to the node given (in a cluster, PUBLISH reaches
+    // the subscribers of every node), or to the primary the sentinels name (followed when
+    // it moves: the subscriber subscribes again once the connection is back).
+    const subscriberConnection = sentinel
+      ? () => new Redis(sentinelOptions(sentinel, { ...options, lazyConnect: false, autoResubscribe: false }, opts.tls))
+      : () => new Redis(url, { ...options, lazyConnect: false, autoResubscribe: false });
+    const client = new Client(CONNECT, {
+      redis,
+      isCluster,
+      sentinel: sentinel !== null,
+      url: shown,
+      maxInputBytes,
+      minReplicas,
+      subscriberConnection,
+    });
     try {
       await client.#ensureLibrary();
     } catch (error) {
@@ -396,14 +462,60 @@ class Client {
 
   /** Sends `command argv...`; once more after loading the library if it was not there. */
   async #invoke(command, argv, buffers = false) {
-    const send = () =>
-      buffers ? this.#redis.callBuffer(command, ...argv) : this.#redis.call(command, ...argv);
-    try {
-      return await send();
-    } catch (error) {
-      if (!isMissingFunction(error)) throw error;
-      await this.#loadLibrary();
-      return send();
+    return this.#sending(() =>
+      buffers ? this.#redis.callBuffer(command, ...argv) : this.#redis.call(command, ...argv),
+    );
+  }
+
+  /**
+   * `FCALL wg2_NAME` on function `fn`'s keys and, on the same connection right after it,
+   * `WAIT wanted timeoutMs` (one pipeline; on a cluster, to the node of the keys): resolves
+   * `[reply, replicas]`, the call's reply and how many replicas confirmed the connection's
+   * writes. Rejects with the call's error, else the WAIT's (a command aborted by a closed
+   * connection: the pair is sent again by `#retrying`, the call with its call id).
+   */
+  async #fcallWaiting(name, fn, args, wanted, timeoutMs) {
+    const call = protocol.callOn(name, fn);
+    const argv = [call.name, call.keys.length, ...call.keys, fn, ...args];
+    return this.#sending(async () => {
+      const replies = await this.#redis
+        .pipeline()
+        .call(call.command, ...argv)
+        .call('WAIT', String(wanted), String(timeoutMs))
+        .exec();
+      if (!Array.isArray(replies) || replies.length !== 2) {
+        throw new WasmgearError(`a call with its WAIT answered ${JSON.stringify(replies)}, not 2 replies`);
+      }
+      const [[callError, reply], [waitError, replicas]] = replies;
+      if (callError) throw callError;
+      if (waitError) throw waitError;
+      return [reply, Number(replicas)];
+    });
+  }
+
+  /**
+   * Runs `send()` (one command, or a pipeline); once more after loading the library if the
+   * server answers that a function is not loaded (flushed, restarted, or a new primary
+   * without it). Behind Redis Sentinel, sends it again (backing off, RETRIES times at most)
+   * while a node that is no primary now answers `READONLY`: a command so refused did
+   * nothing, and the connection is on its way to the new primary (lib/sentinel.js).
+   */
+  async #sending(send) {
+    let loaded = false;
+    let pause = 50;
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await send();
+      } catch (error) {
+        if (isMissingFunction(error) && !loaded) {
+          loaded = true;
+          await this.#loadLibrary();
+          continue;
+        }
+        if (!this.#sentinel || replyCode(error) !== 'READONLY' || attempt >= RETRIES || this.#closed) throw error;
+        await sleep(pause + Math.random() * pause);
+        pause = Math.min(pause * 2, 2000);
+      }
     }
   }
 
@@ -507,9 +619,12 @@ class Client {
   }
 
   /**
-   * One `wg2_enqueue` call of `jobs` (`{named, input}` each). Resolves the jobs
-   * (`{id, created}`) and the links to make: `[dependent id, parsed dependency]` pairs.
-   * A refusal names the job as `label(position)` does (1-based).
+   * One `wg2_enqueue` call of `jobs` (`{named, input}` each), confirmed by the replicas the
+   * client or the function asks for (lib/replication.js: with its WAIT, sent again with its
+   * call id while they fall short; NotReplicatedError after 3 sends). Every write of jobs
+   * goes through here: `enqueue`, `enqueueMany`, flows, batches and their callbacks.
+   * Resolves the jobs (`{id, created}`) and the links to make: `[dependent id, parsed
+   * dependency]` pairs. A refusal names the job as `label(position)` does (1-based).
    */
   async #enqueueCall(fn, jobs, label) {
     const callId = crypto.randomBytes(12).toString('hex');
@@ -521,8 +636,15 @@ class Client {
     for (const job of jobs) args.push(String(job.named.length / 2), ...job.named, job.input);
     let reply;
     try {
-      // The same call id: a call whose reply was lost is answered, not applied twice.
-      reply = await this.#retrying(() => this.#fcall('enqueue', fn, args));
+      // The same call id: a call whose reply was lost (or whose replicas fell short) is
+      // answered, not applied twice.
+      reply = await invokeConfirmed(
+        () => enqueueWhat(fn, jobs.length),
+        this.#minReplicas,
+        () => this.#retrying(() => this.#fcall('enqueue', fn, args)),
+        (wanted, timeoutMs) => this.#retrying(() => this.#fcallWaiting('enqueue', fn, args, wanted, timeoutMs)),
+        enqueueSetting,
+      );
     } catch (error) {
       this.#answered.set(fn, [...acked, ...(this.#answered.get(fn) || [])]);
       const refused = /^(BADJOB|CONFLICT) job (\d+): (.*)$/s.exec(String(error.message));
@@ -548,6 +670,7 @@ class Client {
     this.#answered.set(fn, answered);
     // Listed for operators once something was written (a refused call leaves no trace).
     await this.#register(fn);
+    // The function's own min_replicas (the 4th element) was used above.
     const [numbers, created, links] = reply;
     const enqueued = numbers.map((number, i) => ({
       id: `${fn}:${number}`,
@@ -1426,8 +1549,11 @@ class Client {
    * most of its jobs running at once; `rateLimit`: `{limit, intervalMs}`, the most leases
    * per interval; `keepFinished`: the most finished jobs kept; `groupConcurrency` and
    * `groupRateLimit`: the limits of each of its groups, unless a group has its own
-   * (`configureGroup`; a group concurrency of 1 makes each group a sequence). A bad value
-   * (0 among them: pause instead) is refused with BadInputError, nothing written.
+   * (`configureGroup`; a group concurrency of 1 makes each group a sequence);
+   * `minReplicas` (1 to 16): how many replicas must confirm each enqueue of its jobs (and
+   * each completion, by the workers), whatever a client asks for. A bad value (0 among them:
+   * pause instead; for `minReplicas`, null asks for none) is refused with BadInputError,
+   * nothing written.
    */
   async configure(fn, settings = {}) {
     return this.#guard(async () => {
@@ -1480,8 +1606,11 @@ class Client {
     try {
       await this.#redis.quit();
     } catch {
-      this.#redis.disconnect();
+      // Closed anyway below.
     }
+    // Ends what QUIT leaves: a reconnection under way, and the sentinel connections of
+    // ioredis' failover detector.
+    this.#redis.disconnect();
   }
 }
 

@@ -81,6 +81,25 @@ class WaitTimeoutError extends WasmgearError {
 }
 WaitTimeoutError.prototype.exitCode = 4;
 
+/**
+ * A write of jobs asked to be confirmed by replicas (the connect option `minReplicas`, or
+ * the function's own `minReplicas` setting, whichever asks for more), and fewer confirmed it
+ * within `timeoutMs`, even when it was sent again (with its call id: written once). The
+ * primary has it; if the primary fails now it may be lost. `what` names the write, `wanted`
+ * the replicas asked for, `confirmed` how many did. The exit code is the CLI's for Redis
+ * out of reach (6): the write is safe to send again.
+ */
+class NotReplicatedError extends WasmgearError {
+  constructor(message, options = {}) {
+    super(message, options);
+    this.what = options.what;
+    this.wanted = options.wanted;
+    this.confirmed = options.confirmed;
+    this.timeoutMs = options.timeoutMs;
+  }
+}
+NotReplicatedError.prototype.exitCode = 6;
+
 module.exports = {
   WasmgearError,
   BadInputError,
@@ -90,4 +109,5 @@ module.exports = {
   JobFailedError,
   JobCancelledError,
   WaitTimeoutError,
+  NotReplicatedError,
 };

@@ -8,8 +8,9 @@
  * lib/client.js does the calls.
  *
  * A function's settings are shared by all workers: `paused`, `concurrency`, `rateLimit`,
- * `keepFinished`, and the default limits of each of its groups, `groupConcurrency` and
- * `groupRateLimit`. A job enqueued with a `group` (a tenant, customer or document key) is
+ * `keepFinished`, the default limits of each of its groups, `groupConcurrency` and
+ * `groupRateLimit`, and `minReplicas` (how many replicas must confirm each enqueue of its
+ * jobs and each completion; a client's or a worker's own setting may ask for more). A job enqueued with a `group` (a tenant, customer or document key) is
  * leased round robin with the other groups' jobs, each group within its own limits (set with
  * `configureGroup`, over the function's defaults), and may be paused on its own. A setting
  * left out (undefined) is not changed; `null` clears it (the default applies again).
@@ -23,7 +24,15 @@ const MAX_WHOLE = Number.MAX_SAFE_INTEGER;
 /** The most groups one `groups` call lists (crates/proto/src/limits.rs; not in the manifest). */
 const MAX_GROUPS_LISTED = 1000;
 
-const SETTINGS = ['paused', 'concurrency', 'rateLimit', 'keepFinished', 'groupConcurrency', 'groupRateLimit'];
+const SETTINGS = [
+  'paused',
+  'concurrency',
+  'rateLimit',
+  'keepFinished',
+  'groupConcurrency',
+  'groupRateLimit',
+  'minReplicas',
+];
 const GROUP_SETTINGS = ['concurrency', 'rateLimit', 'paused'];
 const GROUPS_OPTIONS = ['limit', 'group'];
 
@@ -109,7 +118,24 @@ function settingsArgs(settings) {
   if (s.groupRateLimit !== undefined) {
     args.push(...rate('group_rate_limit', 'group_rate_interval_ms', 'groupRateLimit', s.groupRateLimit, refuse));
   }
+  if (s.minReplicas !== undefined) args.push('min_replicas', replicas(s.minReplicas, refuse));
   return args;
+}
+
+/** The `min_replicas` setting as sent: 1 to LIMITS.MAX_MIN_REPLICAS ('' clears it: none asked). */
+function replicas(value, refuse) {
+  if (value === null) return '';
+  if (
+    typeof value !== 'number' ||
+    !Number.isSafeInteger(value) ||
+    value < 1 ||
+    value > LIMITS.MAX_MIN_REPLICAS
+  ) {
+    throw refuse(
+      `minReplicas ${shown(value)} must be 1 to ${LIMITS.MAX_MIN_REPLICAS} (or null to ask for none)`,
+    );
+  }
+  return String(value);
 }
 
 /** The group key and the SETTING VALUE pairs of `configure_group`, checked. */
@@ -178,6 +204,7 @@ function readConfig(reply) {
     keepFinished: number(all.keep_finished),
     groupConcurrency: number(all.group_concurrency),
     groupRateLimit: rateOf(all.group_rate_limit, all.group_rate_interval_ms),
+    minReplicas: number(all.min_replicas),
   };
 }
 

@@ -276,8 +276,11 @@ class Subscriber {
       try {
         await conn.quit();
       } catch {
-        conn.disconnect();
+        // Closed anyway below.
       }
+      // Ends what QUIT leaves: a reconnection under way, the failover detector's sentinel
+      // connections.
+      conn.disconnect();
     }
   }
 }

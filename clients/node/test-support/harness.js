@@ -86,6 +86,26 @@ async function stop(proc) {
   clearTimeout(timer);
 }
 
+/** Waits until the server at `url` (started as `proc`) answers PING; throws at once if it exits. */
+async function answersPing(url, proc, what) {
+  let exited = false;
+  await until(`${what} to answer PING`, async () => {
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
+      exited = true;
+      return true;
+    }
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      return (await probe.ping()) === 'PONG';
+    } finally {
+      probe.disconnect();
+    }
+  });
+  if (exited) throw new Error(`${what} exited: ${proc.output.text}`);
+}
+
 /** Starts redis-server on a free port, answering PING. */
 async function startRedis(
   extra = [],
@@ -102,23 +122,109 @@ async function startRedis(
     ...extra,
   ]);
   const url = `redis://127.0.0.1:${port}`;
-  await until(`redis-server on port ${port} to answer PING`, async () => {
-    if (proc.child.exitCode !== null) throw new Error(`redis-server exited: ${proc.output.text}`);
-    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      return (await probe.ping()) === 'PONG';
-    } finally {
-      probe.disconnect();
-    }
-  });
+  try {
+    await answersPing(url, proc, `redis-server on port ${port}`);
+  } catch (error) {
+    await stop(proc);
+    throw error;
+  }
   return {
     url,
     port,
     dir,
     /** Resolves when the server has exited (e.g. after SHUTDOWN), keeping its directory. */
     exited: proc.exited,
+    async stop() {
+      await stop(proc);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs `command args...` on a connection of its own to `url` (no retries); resolves its reply. */
+async function ask(url, ...command) {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    return await redis.call(...command);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A field of the server at `url`'s `INFO section` (`connected_slaves`...), as text, or undefined. */
+async function infoField(url, section, field) {
+  const text = String(await ask(url, 'INFO', section));
+  const line = text.split(/\r?\n/).find((l) => l.startsWith(`${field}:`));
+  return line === undefined ? undefined : line.slice(field.length + 1).trim();
+}
+
+/** Waits until the server at `url` counts `n` connected replicas (INFO replication). */
+async function replicasConnected(url, n, timeoutMs = 20000) {
+  await until(
+    `${url} to show connected_slaves:${n}`,
+    async () => (await infoField(url, 'replication', 'connected_slaves')) === String(n),
+    { timeoutMs, everyMs: 50 },
+  );
+}
+
+/**
+ * Starts a replica of the redis-server on `primaryPort` (`--replicaof`, and the `extra`
+ * arguments), and waits until it is in sync (`master_link_status:up`).
+ */
+async function startReplica(primaryPort, extra = []) {
+  const replica = await startRedis(['--replicaof', '127.0.0.1', String(primaryPort), ...extra]);
+  try {
+    await until(
+      `the replica on port ${replica.port} to be in sync`,
+      async () => (await infoField(replica.url, 'replication', 'master_link_status')) === 'up',
+      { timeoutMs: 20000, everyMs: 50 },
+    );
+  } catch (error) {
+    await replica.stop();
+    throw error;
+  }
+  return replica;
+}
+
+/**
+ * Starts a Redis Sentinel (`redis-server CONF --sentinel`, the configuration in a writable
+ * file of its own directory) on a free port, watching the primary on `primaryPort` as
+ * `service` with a quorum of 1, answering PING. `password`: the sentinel's own
+ * (`requirepass`); `primaryPassword`: the one it gives the nodes (`auth-pass`).
+ */
+async function startSentinel(primaryPort, service, { password, primaryPassword } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-sentinel-'));
+  const port = await freePort();
+  const conf = path.join(dir, 'sentinel.conf');
+  fs.writeFileSync(
+    conf,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${service} 127.0.0.1 ${primaryPort} 1`,
+      `sentinel down-after-milliseconds ${service} 1000`,
+      `sentinel failover-timeout ${service} 5000`,
+      ...(primaryPassword === undefined ? [] : [`sentinel auth-pass ${service} ${JSON.stringify(primaryPassword)}`]),
+      ...(password === undefined ? [] : [`requirepass ${JSON.stringify(password)}`]),
+      '',
+    ].join('\n'),
+  );
+  const proc = launch('redis-server', [conf, '--sentinel']);
+  const url = password === undefined ? `redis://127.0.0.1:${port}` : `redis://:${password}@127.0.0.1:${port}`;
+  try {
+    await answersPing(url, proc, `the sentinel on port ${port}`);
+  } catch (error) {
+    await stop(proc);
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    url,
+    port,
+    output: proc.output,
     async stop() {
       await stop(proc);
       fs.rmSync(dir, { recursive: true, force: true });
@@ -273,4 +379,20 @@ function cli(args) {
   return run(BIN, args);
 }
 
-module.exports = { REPO, BIN, pluginsDir, freePort, until, startRedis, startTlsRedis, startCluster, startWorker, cli };
+module.exports = {
+  REPO,
+  BIN,
+  pluginsDir,
+  freePort,
+  until,
+  ask,
+  infoField,
+  replicasConnected,
+  startRedis,
+  startReplica,
+  startSentinel,
+  startTlsRedis,
+  startCluster,
+  startWorker,
+  cli,
+};

@@ -15,6 +15,7 @@ import {
   JobFailedError,
   JobCancelledError,
   WaitTimeoutError,
+  NotReplicatedError,
 } from '..';
 import type {
   JobState,
@@ -213,6 +214,10 @@ async function everyCall(ca: Buffer): Promise<void> {
     } else if (error instanceof BadInputError || error instanceof UnreachableError) {
       const code: 2 | 6 = error.exitCode;
       void code;
+    } else if (error instanceof NotReplicatedError) {
+      const six: 6 = error.exitCode;
+      const counts: [string, number, number, number] = [error.what, error.wanted, error.confirmed, error.timeoutMs];
+      void [six, counts];
     } else if (error instanceof WasmgearError) {
       const text: string = `${error.name}: ${error.message} (exit ${error.exitCode})`;
       void text;
@@ -266,6 +271,8 @@ function helpers(): void {
     LIMITS.DEFAULT_FAILED_RETENTION_MS,
     LIMITS.ENQUEUE_BATCH,
     LIMITS.RESPONSE_TIMEOUT_MS,
+    LIMITS.MAX_MIN_REPLICAS,
+    LIMITS.MIN_REPLICAS_TIMEOUT_MS,
   ];
   const parsed: { id: string; function: string; number: number } = parseJobId('echo:42');
   const name: string = checkFunction('echo');
@@ -447,4 +454,29 @@ async function groups(client: Client): Promise<void> {
   void [numbers, rates, paused, fields, counts, job, batchJob, item];
 }
 
-void [quickStart, everyCall, helpers, flows, batches, groups];
+async function replicated(): Promise<void> {
+  // README.md's High availability section, as it is written there.
+  const client = await Client.connect('redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/jobs', {
+    minReplicas: 1,
+    minReplicasTimeoutMs: 500,
+  });
+  try {
+    await client.enqueue('echo', 'kept if the primary fails');
+  } catch (error) {
+    if (error instanceof NotReplicatedError) console.log(error.wanted, error.confirmed); // written; sent again is safe
+    else throw error;
+  }
+  await client.configure('echo', { minReplicas: 2 }); // every client's enqueues of echo
+  const options: ConnectOptions = { minReplicas: 0, tls: {} };
+  await Client.connect('rediss+sentinel://app:secret@[::1]:5000/jobs?db=1&sentinel_password=watch', options);
+  // @ts-expect-error minReplicas is a number
+  await Client.connect('redis://127.0.0.1:6379', { minReplicas: '1' });
+  const read: FunctionConfig = await client.config('echo');
+  const count: number | null = read.minReplicas;
+  const cleared: FunctionSettings = { minReplicas: null };
+  await client.configure('echo', cleared);
+  await client.close();
+  void count;
+}
+
+void [quickStart, everyCall, helpers, flows, batches, groups, replicated];

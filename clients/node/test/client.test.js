@@ -503,9 +503,10 @@ describe('wasmgear client', { timeout: 600000 }, () => {
   it('sends an enqueue whose reply is late again with the same call id: one job', async () => {
     // A server of its own, so that only this client's calls are counted.
     const own = await startRedis();
-    const impatient = await Client.connect(own.url, { commandTimeoutMs: 100 });
     const owner = new Redis(own.url);
+    let impatient;
     try {
+      impatient = await Client.connect(own.url, { commandTimeoutMs: 100 });
       await owner.config('RESETSTAT');
       // Redis holds every command for 400 ms: the first sends time out, and all of them
       // are carried out once the pause ends.
@@ -519,7 +520,7 @@ describe('wasmgear client', { timeout: 600000 }, () => {
       assert.equal(await owner.hlen('wg:{resent}:jobs'), 1);
     } finally {
       owner.disconnect();
-      await impatient.close();
+      if (impatient) await impatient.close();
       await own.stop();
     }
   });

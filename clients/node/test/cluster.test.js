@@ -8,7 +8,7 @@ const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
 
-const { Client, BadInputError } = require('..');
+const { Client, BadInputError, NotReplicatedError } = require('..');
 const { startCluster, startWorker, until } = require('../test-support/harness');
 const manifest = require('../protocol/manifest.json');
 
@@ -139,5 +139,24 @@ describe('wasmgear client on Redis Cluster', { timeout: 300000 }, () => {
     assert.deepEqual([status.failedIds, status.cancelledIds, status.onSuccess], [[jobs[2]], [jobs[3]], null]);
     const input = JSON.parse((await client.wait(status.onComplete, { timeoutMs: 120000 })).output.toString());
     assert.deepEqual([input.batch, input.callback, input.total, input.data], [id, 'complete', 4, [1]]);
+  });
+
+  it("asks the node of the function's keys for its replicas (none here): NotReplicatedError, each job written once", async () => {
+    const asking = await Client.connect(cluster.url, { minReplicas: 1, minReplicasTimeoutMs: 100 });
+    try {
+      const scheduled = async (fn) => (await client.queues()).find((q) => q.function === fn).scheduled;
+      // echo and count live on different nodes: FCALL and WAIT go together to each's.
+      for (const fn of ['echo', 'count']) {
+        const held = await scheduled(fn);
+        await assert.rejects(asking.enqueue(fn, '2 10', { delayMs: 3600000 }), (error) => {
+          assert.ok(error instanceof NotReplicatedError, `${error.name}: ${error.message}`);
+          assert.deepEqual([error.what, error.wanted, error.confirmed, error.timeoutMs], [`the enqueue of a job of ${fn}`, 1, 0, 100]);
+          return true;
+        });
+        assert.equal(await scheduled(fn), held + 1, fn);
+      }
+    } finally {
+      await asking.close();
+    }
   });
 });

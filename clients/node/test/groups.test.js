@@ -243,7 +243,13 @@ describe('groups', { timeout: 600000 }, () => {
 
     it("reads the function's group defaults back", async () => {
       const none = {
-        paused: false, concurrency: null, rateLimit: null, keepFinished: null, groupConcurrency: null, groupRateLimit: null,
+        paused: false,
+        concurrency: null,
+        rateLimit: null,
+        keepFinished: null,
+        groupConcurrency: null,
+        groupRateLimit: null,
+        minReplicas: null,
       };
       assert.deepEqual(await own.config('defaults'), none);
       const settings = await own.configure('defaults', { groupConcurrency: 2, groupRateLimit: { limit: 5, intervalMs: 2000 } });
@@ -269,8 +275,14 @@ describe('groups', { timeout: 600000 }, () => {
         keepFinished: 100,
         groupConcurrency: 2,
         groupRateLimit: { limit: 5, intervalMs: 2000 },
+        minReplicas: null,
       });
       assert.deepEqual(await own.configure('defaults'), again);
+      // The replicas each enqueue of its jobs must be confirmed by, kept as `min_replicas`.
+      assert.equal((await own.configure('defaults', { minReplicas: 2 })).minReplicas, 2);
+      assert.equal(await admin.hget('wg:{defaults}:config', 'min_replicas'), '2');
+      assert.equal((await own.configure('defaults', { minReplicas: null })).minReplicas, null);
+      assert.equal(await admin.hexists('wg:{defaults}:config', 'min_replicas'), 0);
       const cleared = await own.configure('defaults', { groupConcurrency: null, groupRateLimit: null });
       assert.deepEqual([cleared.groupConcurrency, cleared.groupRateLimit, cleared.concurrency], [null, null, 3]);
       assert.deepEqual(await own.configure('defaults', { concurrency: null, rateLimit: null, keepFinished: null }), none);

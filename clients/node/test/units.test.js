@@ -224,6 +224,9 @@ describe('groups', () => {
     assert.deepEqual(settingsArgs({ paused: false, groupRateLimit: { limit: 1, intervalMs: 1 } }), [
       'paused', '', 'group_rate_limit', '1', 'group_rate_interval_ms', '1',
     ]);
+    assert.deepEqual(settingsArgs({ minReplicas: 2, keepFinished: 5 }), ['keep_finished', '5', 'min_replicas', '2']);
+    assert.deepEqual(settingsArgs({ minReplicas: LIMITS.MAX_MIN_REPLICAS }), ['min_replicas', '16']);
+    assert.deepEqual(settingsArgs({ minReplicas: null }), ['min_replicas', '']);
     assert.deepEqual(groupArgs('g', { concurrency: 1, rateLimit: null, paused: false }), [
       'g', 'paused', '', 'concurrency', '1', 'rate_limit', '', 'rate_interval_ms', '',
     ]);
@@ -243,6 +246,11 @@ describe('groups', () => {
       [() => settingsArgs({ group_concurrency: 1 }), /unknown setting "group_concurrency"/],
       [() => settingsArgs('x'), /the settings must be an object/],
       [() => settingsArgs({ paused: 1 }), /paused 1 must be true or false/],
+      [() => settingsArgs({ minReplicas: 0 }), /^invalid setting: minReplicas 0 must be 1 to 16 \(or null to ask for none\)$/],
+      [() => settingsArgs({ minReplicas: 17 }), /minReplicas 17 must be 1 to 16/],
+      [() => settingsArgs({ minReplicas: 1.5 }), /minReplicas 1.5 must be 1 to 16/],
+      [() => settingsArgs({ minReplicas: '2' }), /minReplicas "2" must be 1 to 16/],
+      [() => settingsArgs({ min_replicas: 2 }), /unknown setting "min_replicas"/],
       [() => groupArgs('g', { concurrency: 0 }), /^invalid group setting: a concurrency of 0 would stop group "g"; pause it instead$/],
       [() => groupArgs('g', { keepFinished: 3 }), /unknown setting "keepFinished"/],
       [() => groupsArgs({ limit: 0 }), /^invalid groups option: list 1 to 1000 groups, not 0$/],
@@ -254,10 +262,19 @@ describe('groups', () => {
 
   it('reads the settings and the groups as the queue answers them', () => {
     assert.deepEqual(readConfig({}), {
-      paused: false, concurrency: null, rateLimit: null, keepFinished: null, groupConcurrency: null, groupRateLimit: null,
+      paused: false,
+      concurrency: null,
+      rateLimit: null,
+      keepFinished: null,
+      groupConcurrency: null,
+      groupRateLimit: null,
+      minReplicas: null,
     });
     assert.deepEqual(
-      readConfig(['paused', '1', 'group_concurrency', '2', 'group_rate_limit', '5', 'group_rate_interval_ms', '2000', 'rate_limit', '3']),
+      readConfig([
+        'paused', '1', 'group_concurrency', '2', 'group_rate_limit', '5', 'group_rate_interval_ms', '2000', 'rate_limit', '3',
+        'min_replicas', '2',
+      ]),
       {
         paused: true,
         concurrency: null,
@@ -265,6 +282,7 @@ describe('groups', () => {
         keepFinished: null,
         groupConcurrency: 2,
         groupRateLimit: { limit: 5, intervalMs: 2000 },
+        minReplicas: 2,
       },
     );
     assert.deepEqual(groupConfig(''), { concurrency: null, rateLimit: null, paused: false });
@@ -431,8 +449,10 @@ describe('which failures are sent again', () => {
     const coded = (code) => Object.assign(new Error('whatever it says'), { code });
     // Passing trouble: ioredis' plain errors of a closed connection or a timed-out reply, its
     // error for retries it gave up, a socket error code, a reply saying the server is busy.
+    const AbortError = Object.getPrototypeOf(MaxRetriesPerRequestError);
     for (const error of [new Error('Connection is closed.'), new Error('Command timed out'),
-      new MaxRetriesPerRequestError(2), coded('ECONNRESET'), coded('ETIMEDOUT'),
+      new MaxRetriesPerRequestError(2), new AbortError('Command aborted due to connection close'),
+      coded('ECONNRESET'), coded('ETIMEDOUT'),
       reply('LOADING Redis is loading the dataset'), reply('TRYAGAIN later'), reply('CLUSTERDOWN')]) {
       assert.equal(isTransient(error), true, `${error.constructor.name}: ${error.message}`);
     }
@@ -784,5 +804,209 @@ describe('batches', () => {
     assert.match(callbackInput(status, 'complete', definition.on_complete).toString(), /"data":null/);
     const ended = parseBatch('ab', [['def', 'not json', 'open', '1', 'ended_ms', '5', 'success', 'on_ok:1'], [], []]).status;
     assert.deepEqual([ended.name, ended.open, ended.total, ended.endedAt, ended.onSuccess], ['', true, 0, new Date(5), 'on_ok:1']);
+  });
+});
+
+describe('Redis Sentinel URLs', () => {
+  const { parseSentinelUrl, DEFAULT_SENTINEL_PORT } = require('../lib/sentinel');
+  const { redact } = require('../lib/client');
+  const { Client } = require('..');
+
+  const EXPECTED =
+    '(expected redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE' +
+    '[?db=N&sentinel_user=U&sentinel_password=P], or rediss+sentinel:// for TLS)';
+
+  it('reads the sentinels, the service, the database, TLS and both sets of credentials', () => {
+    assert.equal(parseSentinelUrl('redis://127.0.0.1:6379'), null);
+    assert.equal(DEFAULT_SENTINEL_PORT, 26379);
+    assert.deepEqual(parseSentinelUrl('redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2,[::1]:5000/jobs?db=2'), {
+      sentinels: [
+        { host: '10.0.0.1', port: 26379 },
+        { host: '10.0.0.2', port: 26379 },
+        { host: '::1', port: 5000 },
+      ],
+      service: 'jobs',
+      db: 2,
+      tls: false,
+      username: undefined,
+      password: 's3cret',
+      sentinelUsername: undefined,
+      sentinelPassword: undefined,
+    });
+    const tls = parseSentinelUrl('rediss+sentinel://app:p%3Ass@h:1/s/?sentinel_user=watch&sentinel_password=p%40ss%20word+2');
+    assert.equal(tls.tls, true);
+    assert.equal(tls.service, 's');
+    assert.deepEqual([tls.username, tls.password], ['app', 'p:ss']);
+    assert.deepEqual([tls.sentinelUsername, tls.sentinelPassword], ['watch', 'p@ss word 2']);
+    assert.deepEqual(parseSentinelUrl('redis+sentinel://[::1]/s').sentinels, [{ host: '::1', port: 26379 }]);
+  });
+
+  it('refuses a URL that does not parse, saying why as the Rust client does, passwords hidden', () => {
+    for (const [url, reason] of [
+      ['redis+sentinel://h:1', 'the path must be the name the sentinels know the set by (/SERVICE, as in `sentinel monitor SERVICE HOST PORT QUORUM`)'],
+      ['redis+sentinel://h:1/', 'the path must be the name the sentinels know the set by (/SERVICE'],
+      ['redis+sentinel://h:1/a/b', 'the path must be the name the sentinels know the set by (/SERVICE'],
+      ['redis+sentinel://h:x/s', '"h:x" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel://h:0/s', '"h:0" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel://h:65536/s', '"h:65536" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel://h:1,,h:2/s', '"" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel:///s', '"" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel://[::1/s', '"[::1" is not a sentinel address (HOST:PORT)'],
+      ['redis+sentinel://h:1/s?db=-1', 'db must be a whole number >= 0, not "-1"'],
+      ['redis+sentinel://h:1/s?db=x', 'db must be a whole number >= 0, not "x"'],
+      ['redis+sentinel://h:1/s?master=x', 'unknown parameter "master" (known: db, sentinel_user, sentinel_password)'],
+    ]) {
+      assert.throws(() => parseSentinelUrl(url), (error) => {
+        assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
+        assert.equal(error.exitCode, 2);
+        assert.ok(error.message.startsWith(`invalid Redis Sentinel URL ${JSON.stringify(url)}: ${reason}`), error.message);
+        assert.ok(error.message.endsWith(EXPECTED), error.message);
+        return true;
+      }, url);
+    }
+    assert.throws(
+      () => parseSentinelUrl('redis+sentinel://app:pw@h:1/s?sentinel_password=zz&db=-2'),
+      (error) => {
+        assert.equal(
+          error.message,
+          'invalid Redis Sentinel URL "redis+sentinel://app:***@h:1/s?sentinel_password=***&db=-2": ' +
+            `db must be a whole number >= 0, not "-2" ${EXPECTED}`,
+        );
+        return true;
+      },
+    );
+  });
+
+  it('hides the passwords wherever the URL is shown', () => {
+    assert.equal(
+      redact('redis+sentinel://:pw@h1:1,h2:2/jobs?db=1&sentinel_password=x'),
+      'redis+sentinel://:***@h1:1,h2:2/jobs?db=1&sentinel_password=***',
+    );
+    assert.equal(redact('rediss+sentinel://app:pw@h1/jobs'), 'rediss+sentinel://app:***@h1/jobs');
+    assert.equal(redact('redis+sentinel://token@h1/jobs'), 'redis+sentinel://***@h1/jobs');
+    assert.equal(redact('redis+sentinel://:p/w@h1/jobs'), 'redis+sentinel://:***@h1/jobs');
+    assert.equal(redact('redis+sentinel://h1:1/jobs'), 'redis+sentinel://h1:1/jobs');
+    assert.equal(redact('redis://:s3cret@host:1/2'), 'redis://:***@host:1/2');
+    assert.equal(redact('redis://127.0.0.1:6379/0'), 'redis://127.0.0.1:6379/0');
+  });
+
+  it('Client.connect refuses a bad sentinel URL and options before connecting', async () => {
+    // Nothing listens on port 1: refused before any connection is tried (BadInputError, not unreachable).
+    await assert.rejects(Client.connect('redis+sentinel://:secret@127.0.0.1:1/svc?master=1'), (error) => {
+      assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
+      assert.match(error.message, /^invalid Redis Sentinel URL "redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:1\/svc\?master=1": unknown parameter "master"/);
+      assert.ok(!error.message.includes('secret'));
+      return true;
+    });
+    await assert.rejects(
+      Client.connect('redis+sentinel://127.0.0.1:1/svc', { cluster: true }),
+      /^BadInputError: invalid connect option cluster: a redis\+sentinel:\/\/ URL names a replicated set, not a Redis Cluster$/,
+    );
+    await assert.rejects(
+      Client.connect('redis+sentinel://127.0.0.1:1/svc', { tls: {} }),
+      /invalid connect option tls: it needs a rediss:\/\/ \(or rediss\+sentinel:\/\/\) URL/,
+    );
+    await assert.rejects(Client.connect('redis+sentinal://127.0.0.1:1/svc'), /invalid Redis URL .*redis\+sentinel:\/\//);
+  });
+});
+
+describe('replicas (minReplicas)', () => {
+  const { minReplicasOf, enqueueSetting, enqueueWhat, invokeConfirmed, CONFIRM_ATTEMPTS } = require('../lib/replication');
+  const { Client, NotReplicatedError, WasmgearError } = require('..');
+
+  it('checks minReplicas (0..16) and its timeout (>= 1 ms, under the command timeout) before connecting', async () => {
+    assert.deepEqual({ ...minReplicasOf(undefined, undefined) }, { count: 0, timeoutMs: LIMITS.MIN_REPLICAS_TIMEOUT_MS });
+    assert.equal(LIMITS.MIN_REPLICAS_TIMEOUT_MS, 1000);
+    assert.equal(LIMITS.MAX_MIN_REPLICAS, 16);
+    assert.deepEqual({ ...minReplicasOf(16, 1) }, { count: 16, timeoutMs: 1 });
+    // The default, under a shorter command timeout: just under it.
+    assert.deepEqual({ ...minReplicasOf(1, undefined, 100) }, { count: 1, timeoutMs: 99 });
+    assert.deepEqual({ ...minReplicasOf(0, null, 1) }, { count: 0, timeoutMs: 1 });
+    for (const [opts, message] of [
+      [{ minReplicas: 17 }, /^invalid connect option minReplicas: 17 is not a whole number 0 to 16 /],
+      [{ minReplicas: -1 }, /minReplicas: -1 is not a whole number 0 to 16/],
+      [{ minReplicas: 1.5 }, /minReplicas: 1.5 is not a whole number 0 to 16/],
+      [{ minReplicas: '1' }, /minReplicas: "1" is not a whole number 0 to 16/],
+      [{ minReplicasTimeoutMs: 0 }, /^invalid connect option minReplicasTimeoutMs: 0 is not a whole number of ms >= 1 \(WAIT with 0 waits forever\)$/],
+      [{ minReplicasTimeoutMs: 2.5 }, /minReplicasTimeoutMs: 2.5 is not a whole number of ms >= 1/],
+      [{ minReplicasTimeoutMs: 10000 }, /minReplicasTimeoutMs: 10000 ms is not less than the command timeout \(10000 ms\)/],
+      [{ minReplicasTimeoutMs: 600, commandTimeoutMs: 500 }, /600 ms is not less than the command timeout \(500 ms\)/],
+      [{ minReplica: 1 }, /unknown connect option "minReplica" \(known: .*minReplicas, minReplicasTimeoutMs\)/],
+    ]) {
+      // Nothing listens on port 1: refused before any connection is tried.
+      await assert.rejects(Client.connect('redis://127.0.0.1:1', opts), (error) => {
+        assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
+        assert.match(error.message, message);
+        return true;
+      }, JSON.stringify(opts));
+    }
+  });
+
+  it('reads the function setting from the enqueue reply, and names the write', () => {
+    assert.equal(enqueueSetting([[1], '1', [], 2]), 2);
+    assert.equal(enqueueSetting([[1], '1', [], 0]), 0);
+    assert.equal(enqueueSetting([[1], '1', []]), 0, 'a library without the setting');
+    assert.equal(enqueueWhat('echo', 1), 'the enqueue of a job of echo');
+    assert.equal(enqueueWhat('echo', 3), 'the enqueue of 3 jobs of echo');
+  });
+
+  /**
+   * A write whose WAITs answer `answers` in turn and whose function asks for `setting`:
+   * what `invokeConfirmed` made of it, and the sends (`plain`, or the replicas a WAIT asked for).
+   */
+  const confirm = async (count, setting, answers) => {
+    const sends = [];
+    const reply = ['numbers', 'created', [], setting];
+    const result = invokeConfirmed(
+      () => 'the enqueue of a job of f',
+      { count, timeoutMs: 200 },
+      async () => {
+        sends.push('plain');
+        return reply;
+      },
+      async (wanted, timeoutMs) => {
+        assert.equal(timeoutMs, 200);
+        sends.push(wanted);
+        return [reply, answers.shift()];
+      },
+      enqueueSetting,
+    ).then((value) => ({ value }), (error) => ({ error }));
+    return { ...(await result), sends };
+  };
+
+  it('sends the write with its WAIT, again while the replicas fall short, 3 sends in all', async () => {
+    assert.equal(CONFIRM_ATTEMPTS, 3);
+    // Nothing asked: one plain send.
+    assert.deepEqual((await confirm(0, 0, [])).sends, ['plain']);
+    // Confirmed at once.
+    const once = await confirm(1, 0, [1]);
+    assert.deepEqual([once.sends, once.value[3]], [[1], 0]);
+    // Short once, then confirmed: the same call sent again.
+    assert.deepEqual((await confirm(2, 0, [1, 2])).sends, [2, 2]);
+    // The function asks for more than the client: sent again, asking for that.
+    assert.deepEqual((await confirm(1, 2, [1, 2])).sends, [1, 2]);
+    // The client asks for none, the function for 1: sent again with its WAIT.
+    assert.deepEqual((await confirm(0, 1, [1])).sends, ['plain', 1]);
+    // Short every time: NotReplicatedError after 3 sends.
+    const short = await confirm(2, 0, [1, 0, 1]);
+    assert.deepEqual(short.sends, [2, 2, 2]);
+    assert.ok(short.error instanceof NotReplicatedError);
+    assert.ok(short.error instanceof WasmgearError);
+    assert.equal(short.error.exitCode, 6);
+    assert.deepEqual(
+      [short.error.what, short.error.wanted, short.error.confirmed, short.error.timeoutMs],
+      ['the enqueue of a job of f', 2, 1, 200],
+    );
+    assert.equal(
+      short.error.message,
+      'the enqueue of a job of f was written to the Redis primary, but only 1 of the 2 replicas asked for ' +
+        'confirmed it within 200 ms, even when sent again: if the primary fails now it may be lost. ' +
+        'Check the replicas (INFO replication on the primary); the write is safe to send again ' +
+        '(enqueue with a uniq key to be sure of one copy)',
+    );
+    // The function's setting alone, never met: the plain send counts among the 3.
+    const unmet = await confirm(0, 1, [0, 0]);
+    assert.deepEqual(unmet.sends, ['plain', 1, 1]);
+    assert.deepEqual([unmet.error.wanted, unmet.error.confirmed], [1, 0]);
   });
 });
