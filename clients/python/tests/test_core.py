@@ -443,3 +443,196 @@ def test_batch_status_reads_batch_get() -> None:
         created_ms=1700000000000, ended_ms=None)
     assert not status.ended and status.created is not None and status.ended_at is None
     assert core.batches.parse_batch("ab", [[], [], []]) == (None, {})
+
+
+# --- Redis Sentinel URLs and min_replicas ------------------------------------------------
+
+EXPECTED_SENTINEL = ("(expected redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE"
+                     "[?db=N&sentinel_user=U&sentinel_password=P], or rediss+sentinel:// for TLS)")
+
+
+def test_sentinel_urls_parse_as_the_rust_clients() -> None:
+    assert core.parse_sentinel_url("redis://127.0.0.1:6379") is None
+    url = core.parse_sentinel_url(
+        "redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2,[::1]:5000/jobs?db=2")
+    assert url is not None
+    assert url.sentinels == [("10.0.0.1", 26379), ("10.0.0.2", core.DEFAULT_SENTINEL_PORT),
+                             ("::1", 5000)]
+    assert (url.service, url.db, url.tls) == ("jobs", 2, False)
+    assert (url.username, url.password) == (None, "s3cret")
+    assert (url.sentinel_user, url.sentinel_password) == (None, None)
+    tls = core.parse_sentinel_url(
+        "rediss+sentinel://app:p%40ss@h:1/s/?sentinel_user=watch&sentinel_password=p%40ss%20word")
+    assert tls is not None and tls.tls and tls.service == "s"
+    assert (tls.username, tls.password) == ("app", "p@ss")
+    assert (tls.sentinel_user, tls.sentinel_password) == ("watch", "p@ss word")
+    # Passwords stay out of what is shown.
+    assert "s3cret" not in repr(url) and "p@ss" not in repr(tls)
+
+
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("redis+sentinel://h:1", "the path must be the name the sentinels know the set by "
+                                 "(/SERVICE, as in `sentinel monitor SERVICE HOST PORT QUORUM`)"),
+        ("redis+sentinel://h:1/", "the path must be the name the sentinels know the set by"),
+        ("redis+sentinel://h:1/a/b", "the path must be the name the sentinels know the set by"),
+        ("redis+sentinel://h:x/s", '"h:x" is not a sentinel address (HOST:PORT)'),
+        ("redis+sentinel://h:0/s", '"h:0" is not a sentinel address (HOST:PORT)'),
+        ("redis+sentinel://h:65536/s", '"h:65536" is not a sentinel address (HOST:PORT)'),
+        ("redis+sentinel://h:1,,h:2/s", '"" is not a sentinel address (HOST:PORT)'),
+        ("redis+sentinel://[::1/s", '"[::1" is not a sentinel address (HOST:PORT)'),
+        ("redis+sentinel://h:1/s?db=-1", 'db must be a whole number >= 0, not "-1"'),
+        ("redis+sentinel://h:1/s?db=x", 'db must be a whole number >= 0, not "x"'),
+        ("redis+sentinel://h:1/s?master=x",
+         'unknown parameter "master" (known: db, sentinel_user, sentinel_password)'),
+    ],
+)
+def test_a_bad_sentinel_url_says_what_is_wrong_before_connecting(url: str, reason: str) -> None:
+    with pytest.raises(wasmgear.BadInput) as caught:
+        wasmgear.Client.from_url(url)
+    message = str(caught.value)
+    assert message.startswith(f'invalid Redis Sentinel URL "{url}": {reason}'), message
+    assert message.endswith(EXPECTED_SENTINEL), message
+
+
+def test_a_bad_sentinel_url_hides_its_passwords() -> None:
+    with pytest.raises(wasmgear.BadInput) as caught:
+        wasmgear.Client.from_url(
+            "redis+sentinel://app:n0de-secret@h:1/s?sentinel_password=s3ntinel-secret&master=x")
+    message = str(caught.value)
+    assert message.startswith('invalid Redis Sentinel URL "redis+sentinel://app:***@h:1/s?'
+                              'sentinel_password=***&master=x": unknown parameter "master"')
+    assert "secret" not in message
+
+
+def test_sentinel_passwords_are_redacted_as_the_rust_client_does() -> None:
+    from wasmgear.client import redact
+
+    assert (redact("redis+sentinel://:pw@h1:1,h2:2/jobs?db=1&sentinel_password=x")
+            == "redis+sentinel://:***@h1:1,h2:2/jobs?db=1&sentinel_password=***")
+    assert redact("rediss+sentinel://app:pw@h1/jobs") == "rediss+sentinel://app:***@h1/jobs"
+    assert redact("redis+sentinel://token@h1/jobs") == "redis+sentinel://***@h1/jobs"
+    assert redact("redis+sentinel://h1:1/jobs") == "redis+sentinel://h1:1/jobs"
+    assert (redact("redis+sentinel://[::1]:5000/jobs?sentinel_user=u&sentinel_password=a%40b")
+            == "redis+sentinel://[::1]:5000/jobs?sentinel_user=u&sentinel_password=***")
+    # Plain URLs as before.
+    assert redact("redis://:s3cret@host:1/2") == "redis://:***@host:1/2"
+
+
+def test_no_primary_found_is_unreachable_naming_each_sentinel() -> None:
+    error = core.no_primary(["sentinel 127.0.0.1:1: connection refused (x)",
+                             'sentinel h:2 does not know the service "svc"'])
+    mapped = core.map_error(error, "redis+sentinel://127.0.0.1:1,h:2/svc")
+    assert isinstance(mapped, wasmgear.Unreachable)
+    assert str(mapped) == (
+        "cannot reach Redis at redis+sentinel://127.0.0.1:1,h:2/svc: no sentinel named a "
+        "primary that answers as one: sentinel 127.0.0.1:1: connection refused (x); "
+        'sentinel h:2 does not know the service "svc"')
+    assert core.is_transient(error)
+
+
+@pytest.mark.parametrize(
+    "count, timeout, says",
+    [
+        (17, None, "min_replicas must be 0 to 16, not 17"),
+        (-1, None, "min_replicas must be 0 to 16, not -1"),
+        (True, None, "min_replicas must be 0 to 16, not True"),
+        ("1", None, "min_replicas must be 0 to 16, not '1'"),
+        (1, 0, "the min_replicas timeout must be at least 1 ms (WAIT with 0 waits forever)"),
+        (1, -0.5, "at least 1 ms"),
+        (1, timedelta(0), "at least 1 ms"),
+        (1, 10, "the min_replicas timeout must be under 10 s"),
+        (1, "1s", "is not a number of seconds or a timedelta"),
+    ],
+)
+def test_min_replicas_are_checked_before_connecting(count: object, timeout: object,
+                                                    says: str) -> None:
+    # A port nothing listens on: the check comes first.
+    with pytest.raises(wasmgear.BadInput, match=re.escape(says)):
+        wasmgear.Client.from_url("redis://127.0.0.1:1", min_replicas=count,  # type: ignore[arg-type]
+                                 min_replicas_timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_min_replicas_within_bounds() -> None:
+    assert core.min_replicas(0) == core.MinReplicas(0, 1000)
+    assert core.min_replicas(16, 0.2) == core.MinReplicas(16, 200)
+    assert core.min_replicas(2, timedelta(milliseconds=1500)).timeout == 1.5
+    # Under 1 ms is 1 ms (as the Rust client).
+    assert core.min_replicas(1, 0.0001).timeout_ms == 1
+    assert core.limits().max_min_replicas == 16
+
+
+def test_the_functions_min_replicas_setting_is_checked() -> None:
+    def args(value: object) -> list:
+        return core.settings_args(paused=None, concurrency=core.KEEP, rate_limit=core.KEEP,
+                                  keep_finished=core.KEEP, group_concurrency=core.KEEP,
+                                  group_rate_limit=core.KEEP, min_replicas=value)
+
+    assert args(core.KEEP) == []
+    assert args(1) == ["min_replicas", "1"]
+    assert args(16) == ["min_replicas", "16"]
+    assert args(None) == ["min_replicas", ""]
+    for bad in (0, 17, True, "2"):
+        with pytest.raises(wasmgear.BadInput,
+                           match=r"min_replicas must be 1 to 16 \(or None to ask for none\)"):
+            args(bad)
+    from wasmgear._core.settings import read_config
+
+    assert read_config({"min_replicas": b"2"}).min_replicas == 2
+    assert read_config({}).min_replicas is None
+
+
+def test_not_replicated_says_what_was_written_as_the_rust_client() -> None:
+    error = wasmgear.NotReplicated("the enqueue of 3 jobs of f", 2, 1, 250)
+    assert isinstance(error, wasmgear.WasmgearError) and error.exit_code == 6
+    assert (error.wanted, error.confirmed, error.timeout_ms) == (2, 1, 250)
+    assert str(error) == (
+        "the enqueue of 3 jobs of f was written to the Redis primary, but only 1 of the 2 "
+        "replicas asked for confirmed it within 250 ms, even when sent again: if the primary "
+        "fails now it may be lost. Check the replicas (INFO replication on the primary); the "
+        "write is safe to send again (enqueue with a uniq key to be sure of one copy)")
+
+
+def _drive_confirmed(min: "core.MinReplicas", setting: int, waits: list) -> list:
+    """Runs invoke_confirmed against scripted replies: each send answers the enqueue reply
+    (with the function's `setting`) and, with a WAIT, the next of `waits`. Returns what was
+    sent (each Pinned's commands' names and WAIT's arguments)."""
+    cmd = core.Cmd(("FCALL", "wg2_enqueue", 1, "k", "f"))
+    gen = core.invoke_confirmed(cmd, lambda: "the enqueue of a job of f", min,
+                                core.reply_setting)
+    sent: list = []
+    reply = None
+    try:
+        while True:
+            op = gen.send(reply)
+            assert isinstance(op, core.Pinned)
+            sent.append([c.args[0] if c.args[0] != "WAIT" else c.args for c in op.cmds])
+            reply = [[[b"1"], b"1", [], setting]]
+            if len(op.cmds) == 2:
+                reply.append(waits.pop(0))
+    except StopIteration as stop:
+        sent.append(("done", stop.value[3]))
+    return sent
+
+
+def test_writes_are_confirmed_as_invoke_confirmed_does() -> None:
+    plain = core.MinReplicas(0, 1000)
+    # Nothing asked: one plain send.
+    assert _drive_confirmed(plain, 0, []) == [["FCALL"], ("done", 0)]
+    # The client asks for 1: the call and its WAIT together.
+    assert _drive_confirmed(core.MinReplicas(1, 200), 0, [1]) == [
+        ["FCALL", ("WAIT", 1, 200)], ("done", 0)]
+    # The function asks for 2 though the client asks for none: the same call again, waited.
+    assert _drive_confirmed(plain, 2, [2]) == [
+        ["FCALL"], ["FCALL", ("WAIT", 2, 1000)], ("done", 2)]
+    # The function asks for more than the client: WAIT for the client's, then the most.
+    assert _drive_confirmed(core.MinReplicas(1, 50), 3, [1, 3]) == [
+        ["FCALL", ("WAIT", 1, 50)], ["FCALL", ("WAIT", 3, 50)], ("done", 3)]
+    # Short three times: NotReplicated, with what the last WAIT confirmed.
+    with pytest.raises(wasmgear.NotReplicated) as caught:
+        _drive_confirmed(core.MinReplicas(2, 100), 0, [0, 1, 1])
+    assert (caught.value.wanted, caught.value.confirmed, caught.value.timeout_ms) == (2, 1, 100)
+    with pytest.raises(wasmgear.NotReplicated) as caught:
+        _drive_confirmed(plain, 1, [0, 0])
+    assert (caught.value.wanted, caught.value.confirmed) == (1, 0)

@@ -15,7 +15,9 @@ have all succeeded or all ended. A job's `group` (a tenant, customer or document
 the function's jobs leased round robin across groups; `configure`, `configure_group` and
 `groups` set and read the function's and each group's limits. With a `uniq` key, `uniq_for`
 keeps answering with its succeeded job for a while, `debounce` lets the last of a burst run,
-and `throttle` makes at most so many jobs per period.
+and `throttle` makes at most so many jobs per period. A `redis+sentinel://` URL follows the
+primary of a replicated set through its sentinels; `min_replicas` has every write of jobs
+confirmed by replicas (else NotReplicated).
 """
 
 from .aio import AsyncClient, AsyncEventStream
@@ -27,6 +29,7 @@ from .errors import (
     JobCancelled,
     JobFailed,
     NotFound,
+    NotReplicated,
     ProtocolError,
     Unreachable,
     WaitTimeout,
@@ -90,6 +93,7 @@ __all__ = [
     "JobOptions",
     "KEEP",
     "NotFound",
+    "NotReplicated",
     "Policy",
     "Progress",
     "ProtocolError",

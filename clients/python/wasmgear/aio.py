@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Dict, Mapping, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Awaitable, Callable, Dict, Mapping, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
 
 import redis.asyncio as aredis
 from redis import exceptions as rx
+from redis.asyncio.sentinel import Sentinel
 
 from . import _core as core
 from .client import (At, BatchJob, CallbackSpec, FlowDocument, Input, JobOptions, Policy,
-                     Seconds, Throttle, cluster_enabled, connection_kwargs, redact)
-from .errors import BadInput, NotFound, Unreachable, WaitTimeout
+                     Seconds, Throttle, cluster_enabled, connection_kwargs, node_kwargs, redact,
+                     sentinel_kwargs)
+from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
 from .models import (BatchStatus, CancelResult, Enqueued, Event, FlowStatus, FunctionConfig,
                      GroupConfig, GroupsOverview, Job, QueueInfo, SubmittedBatch,
                      SubmittedFlow)
@@ -41,13 +43,146 @@ async def _aclose(thing: Any) -> None:
     await closer()
 
 
+class _Sentinels(Sentinel):
+    """redis-py's asyncio Sentinel, saying when no sentinel names a primary what each one
+    answered (see the sync client's)."""
+
+    async def discover_master(self, service_name: str) -> Tuple[str, int]:
+        problems: List[str] = []
+        for i, sentinel in enumerate(self.sentinels):
+            at = core.sentinel_label(sentinel)
+            try:
+                masters = await sentinel.sentinel_masters()
+            except rx.RedisError as e:
+                problems.append(f"{at}: {core.describe_sentinel_error(e)}")
+                continue
+            found, problem = core.named_primary(
+                at, service_name, masters,
+                lambda state: self.check_master_state(state, service_name))
+            if found is None:
+                problems.append(problem)
+                continue
+            self.sentinels[0], self.sentinels[i] = sentinel, self.sentinels[0]
+            return found
+        raise core.no_primary(problems)
+
+
+class _PrimaryWatch:
+    """Behind sentinels, the periodic check of which node is the primary (see the sync
+    client's): idle command connections and a pub/sub connection follow a move."""
+
+    def __init__(self, service: str, pool: Any) -> None:
+        self._service = service
+        self._pool = pool
+        self._asked = time.monotonic()
+        self._task: Optional["asyncio.Task[Any]"] = None
+
+    async def primary(self) -> Optional[Tuple[str, int]]:
+        """The primary the sentinels name now (None when none does); the pool follows it."""
+        before = self._pool.master_address
+        try:
+            named = await self._pool.get_master_address()
+        except rx.RedisError:
+            return None  # no sentinel answers now: keep what works
+        if before is not None and tuple(before) != tuple(named):
+            log.warning("the Redis primary moved from %s to %s (service %s); following it",
+                        _address(before), _address(named), self._service)
+        return str(named[0]), int(named[1])
+
+    async def moved(self, pubsub: Any) -> bool:
+        """Whether `pubsub`'s connection is on another node than the primary named now."""
+        conn = getattr(pubsub, "connection", None)
+        host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+        if not host or port is None:
+            return False
+        named = await self.primary()
+        return named is not None and named != (str(host), int(port))
+
+    def follow_soon(self) -> None:
+        """Asks (`primary`) in a task of its own, unless it was asked within CHECK_EVERY."""
+        now = time.monotonic()
+        busy = self._task is not None and not self._task.done()
+        if busy or now - self._asked < core.CHECK_EVERY:
+            return
+        self._asked = now
+        self._task = asyncio.ensure_future(self.primary())
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - it is being dropped
+                pass
+
+
+def _address(address: Any) -> str:
+    return f"{core.bracketed(str(address[0]))}:{address[1]}"
+
+
+class _Held:
+    """The connections one operation holds for its writes of jobs (core.Pinned; see the
+    sync client's): one of the pool, or per node of a cluster, given back when it ends."""
+
+    def __init__(self, client: "AsyncClient") -> None:
+        self._client = client
+        self._held: Dict[str, Tuple[Any, Callable[[Any], Awaitable[None]]]] = {}
+
+    async def send(self, op: core.Pinned) -> List[Any]:
+        name, take, give_back = self._client._pool_for(op.key())
+        if name not in self._held:
+            self._held[name] = (await take(), give_back)
+        conn, give_back = self._held[name]
+        try:
+            await conn.send_packed_command(conn.pack_commands([cmd.args for cmd in op.cmds]))
+            replies: List[Any] = []
+            for _ in op.cmds:
+                try:
+                    replies.append(await conn.read_response())
+                except rx.ResponseError as e:
+                    replies.append(e)
+        except BaseException:
+            # A broken connection goes back to the pool, closed; the next send takes another
+            # (behind sentinels, the pool asks them for the primary as it connects it).
+            del self._held[name]
+            try:
+                await conn.disconnect()
+            finally:
+                await give_back(conn)
+            raise
+        for reply in replies:
+            if isinstance(reply, rx.AskError) and self._client.cluster:
+                # The slot moved: read the slots again, and take the new node's connection.
+                self._held.pop(name)
+                await give_back(conn)
+                await self._client._conn.nodes_manager.initialize()
+            if isinstance(reply, rx.ResponseError):
+                raise reply
+        return replies
+
+    async def release(self) -> None:
+        held, self._held = self._held, {}
+        for conn, give_back in held.values():
+            await give_back(conn)
+
+
+async def _take(pool: Any) -> Any:
+    """A connection from a redis-py pool (redis-py before 5.3 wants a command name)."""
+    try:
+        return await pool.get_connection()
+    except TypeError:
+        return await pool.get_connection("FCALL")
+
+
 class _Listener:
     """The client's one pub/sub connection, shared by all its waits (see the sync client's
     listener): a task subscribes the channels the waits need and routes each event."""
 
-    def __init__(self, proto: core.Protocol, make_redis: Callable[[], aredis.Redis]) -> None:
+    def __init__(self, proto: core.Protocol, make_redis: Callable[[], aredis.Redis],
+                 watch: Optional[_PrimaryWatch] = None) -> None:
         self._router: core.Router["asyncio.Queue[Any]"] = core.Router(proto)
         self._make_redis = make_redis
+        self._watch = watch
         self._changed = asyncio.Event()
         self._confirmed: Set[str] = set()
         self._hearing: Set[int] = set()
@@ -114,6 +249,7 @@ class _Listener:
 
     async def _run(self) -> None:
         pubsub: Any = None
+        checked = time.monotonic()
         try:
             while not self._closed:
                 todo, self._todo = self._todo, []
@@ -141,6 +277,11 @@ class _Listener:
                     message = await pubsub.get_message(timeout=0.05)
                     if message is not None:
                         self._handle(message)
+                    if (self._watch is not None
+                            and time.monotonic() - checked >= core.CHECK_EVERY):
+                        checked = time.monotonic()
+                        if await self._watch.moved(pubsub):
+                            raise rx.ConnectionError("the Redis primary moved")
                 except Exception as e:  # noqa: BLE001 - whatever broke, reconnect; waits poll meanwhile
                     was_lost, self._lost = self._lost, True
                     self._confirmed.clear()
@@ -195,6 +336,7 @@ class AsyncEventStream:
         self._buffer: List[Event] = []
         self._pubsub: Any = None
         self._closed = False
+        self._checked = time.monotonic()
 
     async def start(self) -> "AsyncEventStream":
         """Subscribes (waiting for Redis' confirmation), if not done yet."""
@@ -236,6 +378,11 @@ class AsyncEventStream:
                 if self._pubsub is None:
                     await self._subscribe()
                 message = await self._pubsub.get_message(timeout=left)
+                watch = self._client._watch
+                if watch is not None and time.monotonic() - self._checked >= core.CHECK_EVERY:
+                    self._checked = time.monotonic()
+                    if await watch.moved(self._pubsub):
+                        raise rx.ConnectionError("the Redis primary moved")
             except (rx.ConnectionError, rx.TimeoutError, OSError, Unreachable) as e:
                 if self._pubsub is not None:
                     log.warning("lost the connection to Redis (%s): events are missed until it is back", e)
@@ -284,19 +431,40 @@ class AsyncClient:
     as `Client`, awaited. Close it with `await client.aclose()` (or `async with`)."""
 
     def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], aredis.Redis],
-                 cluster: bool) -> None:
+                 cluster: bool, *, min_replicas: Optional[core.MinReplicas] = None,
+                 watch: Optional[_PrimaryWatch] = None,
+                 sentinels: Optional[_Sentinels] = None) -> None:
         self._conn = conn
         self._url = redact(url)
         self._make_pubsub_redis = make_pubsub_redis
         self._proto = core.protocol()
-        self._state = core.ClientState()
-        self._listener = _Listener(self._proto, make_pubsub_redis)
+        self._state = core.ClientState(min_replicas)
+        self._watch = watch
+        self._sentinels = sentinels
+        self._listener = _Listener(self._proto, make_pubsub_redis, watch)
         self.cluster = cluster
 
+    @property
+    def min_replicas(self) -> int:
+        """How many replicas confirm this client's writes of jobs (see `Client`)."""
+        return self._state.min_replicas.count
+
+    @property
+    def min_replicas_timeout(self) -> float:
+        """How long each write of jobs waits for its replicas, in seconds, per send."""
+        return self._state.min_replicas.timeout
+
     @classmethod
-    async def from_url(cls, url: str, *, cluster: Optional[bool] = None,
+    async def from_url(cls, url: str, *, cluster: Optional[bool] = None, min_replicas: int = 0,
+                       min_replicas_timeout: Optional[Seconds] = None,
                        **redis_kwargs: Any) -> "AsyncClient":
-        """Connects as `Client.from_url` does (awaited)."""
+        """Connects as `Client.from_url` does (awaited): a redis:// or rediss:// URL, or a
+        redis+sentinel:// (rediss+sentinel://) URL naming the sentinels of a replicated
+        set; `min_replicas` and `min_replicas_timeout` as there."""
+        replicas = core.min_replicas(min_replicas, min_replicas_timeout)
+        parsed = core.parse_sentinel_url(url) if core.is_sentinel_url(url) else None
+        if parsed is not None:
+            return await cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs)
         kwargs = {**connection_kwargs(), **redis_kwargs}
         shown = redact(url)
         seed = open_plain(url, kwargs)
@@ -311,7 +479,8 @@ class AsyncClient:
                 await _aclose(seed)  # pub/sub opens its own connections to the seed node
             else:
                 conn = seed
-            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster))
+            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster),
+                         min_replicas=replicas)
             await client._ensure_library()
         except Unreachable as e:
             await _aclose(seed)
@@ -321,11 +490,42 @@ class AsyncClient:
             raise core.map_error(e, shown) from None
         return client
 
+    @classmethod
+    async def _from_sentinels(cls, url: str, parsed: core.SentinelUrl,
+                              cluster: Optional[bool], replicas: core.MinReplicas,
+                              redis_kwargs: Dict[str, Any]) -> "AsyncClient":
+        """Connects to the primary the sentinels of `parsed` name (see `Client.from_url`)."""
+        shown = redact(url)
+        if cluster:
+            raise BadInput(f"{shown} names sentinels of a replicated set, not a Redis "
+                           "Cluster: leave cluster unset")
+        kwargs = node_kwargs(parsed, {**connection_kwargs(), **redis_kwargs})
+        # redis-py leaves Sentinel.__init__ unannotated (the only untyped call here).
+        sentinels = _Sentinels(  # type: ignore[no-untyped-call]
+            parsed.sentinels, sentinel_kwargs=sentinel_kwargs(parsed, redis_kwargs))
+        conn = sentinels.master_for(parsed.service, **kwargs)
+        watch = _PrimaryWatch(parsed.service, conn.connection_pool)
+
+        def make_pubsub_redis() -> aredis.Redis:
+            made: aredis.Redis = sentinels.master_for(parsed.service, **kwargs)
+            return made
+
+        client = cls(conn, url, make_pubsub_redis, False, min_replicas=replicas, watch=watch,
+                     sentinels=sentinels)
+        try:
+            await client._ensure_library()
+        except (rx.RedisError, OSError, WasmgearError) as e:
+            await client.aclose()
+            raise core.map_error(e, shown) from None
+        return client
+
     # --- running the shared operations ---
 
-    async def _execute(self, op: Any, receive: Any) -> Any:
+    async def _execute(self, op: Any, receive: Any, held: _Held) -> Any:
         if isinstance(op, core.Cmd):
             return await self._conn.execute_command(*op.args)
+        if isinstance(op, core.Pinned):
+            return await held.send(op)
         if isinstance(op, core.LoadLibrary):
             return await self._load_library()
         if isinstance(op, core.Sleep):
@@ -338,6 +538,9 @@ class AsyncClient:
     async def _drive(self, gen: core.Gen[T], receive: Any = None) -> T:
         reply: Any = None
         error: Optional[BaseException] = None
+        held = _Held(self)
+        if self._watch is not None:
+            self._watch.follow_soon()
         try:
             while True:
                 try:
@@ -347,13 +550,36 @@ class AsyncClient:
                     return value
                 reply, error = None, None
                 try:
-                    reply = await self._execute(op, receive)
+                    reply = await self._execute(op, receive, held)
                 except rx.RedisError as e:
                     error = e
         except (rx.RedisError, OSError) as e:
             raise core.map_error(e, self._url) from None
         finally:
             gen.close()
+            await held.release()
+
+    def _pool_for(self, key: Optional[str]) -> Tuple[
+            str, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]]:
+        """Where a Pinned send with first key `key` takes its connection: a name, how to
+        take one and how to give it back (the server's pool, or the primary's behind
+        sentinels; in a cluster, the node that holds the key's slot)."""
+        if not self.cluster:
+            pool = self._conn.connection_pool
+
+            async def give_back(conn: Any) -> None:
+                await pool.release(conn)
+
+            return "", lambda: _take(pool), give_back
+        node = self._conn.get_node_from_key(key) if key else self._conn.get_default_node()
+
+        async def take() -> Any:
+            return node.acquire_connection()
+
+        async def give_back_to_node(conn: Any) -> None:
+            node.release(conn)
+
+        return str(node.name), take, give_back_to_node
 
     def _nodes(self) -> List[Any]:
         return list(self._conn.get_primaries()) if self.cluster else [None]
@@ -461,11 +687,13 @@ class AsyncClient:
         keep_finished: core.Count = core.KEEP,
         group_concurrency: core.Count = core.KEEP,
         group_rate_limit: core.Rate = core.KEEP,
+        min_replicas: core.Count = core.KEEP,
     ) -> FunctionConfig:
         args = core.settings_args(paused=paused, concurrency=concurrency,
                                   rate_limit=rate_limit, keep_finished=keep_finished,
                                   group_concurrency=group_concurrency,
-                                  group_rate_limit=group_rate_limit)
+                                  group_rate_limit=group_rate_limit,
+                                  min_replicas=min_replicas)
         return await self._drive(core.configure(self._proto, self._state, function, args))
 
     async def configure_group(
@@ -583,8 +811,13 @@ class AsyncClient:
         return AsyncEventStream(self, function)
 
     async def aclose(self) -> None:
+        if self._watch is not None:
+            await self._watch.close()
         await self._listener.close()
         await _aclose(self._conn)
+        if self._sentinels is not None:
+            for sentinel in self._sentinels.sentinels:
+                await _aclose(sentinel)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -14,6 +14,7 @@ import redis
 from redis import exceptions as rx
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from . import _core as core
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
@@ -75,7 +76,10 @@ CallbackSpec = Union[Callback, Mapping[str, Any]]
 
 
 def redact(url: str) -> str:
-    """`url` with its password (or a lone user name, which Redis takes for one) hidden."""
+    """`url` with its password (or a lone user name, which Redis takes for one) hidden; a
+    Sentinel URL's nodes' password and `sentinel_password` too."""
+    if core.is_sentinel_url(url):
+        return core.redact_sentinel(url)
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -119,15 +123,192 @@ def cluster_enabled(info: Any) -> bool:
     raise Unreachable("it answered, but not like Redis (no cluster section in INFO)")
 
 
+def sentinel_kwargs(parsed: core.SentinelUrl, redis_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """redis-py settings for the connections to the sentinels (shared by both clients): their
+    own user and password, TLS as the URL says (with the `ssl_*` settings given for the
+    nodes), and ASK_TIMEOUT to answer before the next sentinel is asked."""
+    kwargs: Dict[str, Any] = {
+        "socket_timeout": core.ASK_TIMEOUT,
+        "socket_connect_timeout": core.ASK_TIMEOUT,
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": False,
+    }
+    if parsed.tls:
+        kwargs["ssl"] = True
+        kwargs.update({k: v for k, v in redis_kwargs.items() if k.startswith("ssl_")})
+    if parsed.sentinel_user is not None:
+        kwargs["username"] = parsed.sentinel_user
+    if parsed.sentinel_password is not None:
+        kwargs["password"] = parsed.sentinel_password
+    return kwargs
+
+
+def node_kwargs(parsed: core.SentinelUrl, kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """redis-py settings for the connections to the primary: `kwargs`, with the URL's
+    database, user, password and TLS."""
+    out = dict(kwargs)
+    out["db"] = parsed.db
+    if parsed.tls:
+        out["ssl"] = True
+    if parsed.username is not None:
+        out["username"] = parsed.username
+    if parsed.password is not None:
+        out["password"] = parsed.password
+    return out
+
+
+class _Sentinels(Sentinel):
+    """redis-py's Sentinel, asking each sentinel in turn for the primary and saying, when
+    none names one, what each answered (as the Rust client's `find_primary`)."""
+
+    def discover_master(self, service_name: str) -> Tuple[str, int]:
+        problems: List[str] = []
+        for i, sentinel in enumerate(self.sentinels):
+            at = core.sentinel_label(sentinel)
+            try:
+                masters = sentinel.sentinel_masters()
+            except rx.RedisError as e:
+                problems.append(f"{at}: {core.describe_sentinel_error(e)}")
+                continue
+            check: Any = self.check_master_state  # (unannotated in redis-py)
+            found, problem = core.named_primary(
+                at, service_name, masters, lambda state: bool(check(state, service_name)))
+            if found is None:
+                problems.append(problem)
+                continue
+            # The sentinel that answered is asked first next time.
+            self.sentinels[0], self.sentinels[i] = sentinel, self.sentinels[0]
+            return found
+        raise core.no_primary(problems)
+
+
+def _address(address: Any) -> str:
+    return f"{core.bracketed(str(address[0]))}:{address[1]}"
+
+
+class _PrimaryWatch:
+    """Behind sentinels, the Rust client's periodic check (sentinel.rs, CHECK_EVERY): which
+    node do they name as the primary? When it moved, the command connections idle in
+    redis-py's pool (`pool`) are closed, so that the next command connects to the new one,
+    and a pub/sub connection still on the old one (a demoted primary keeps its clients) is
+    made again. Commands that meet the move first (connection lost, READONLY) ask at once."""
+
+    def __init__(self, service: str, pool: Any) -> None:
+        self._service = service
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._asked = time.monotonic()
+        self._busy = False
+        self._closed = False
+
+    def primary(self) -> Optional[Tuple[str, int]]:
+        """The primary the sentinels name now (None when none does); the pool follows it."""
+        before = self._pool.master_address
+        try:
+            named = self._pool.get_master_address()
+        except rx.RedisError:
+            return None  # no sentinel answers now: keep what works
+        if before is not None and tuple(before) != tuple(named):
+            log.warning("the Redis primary moved from %s to %s (service %s); following it",
+                        _address(before), _address(named), self._service)
+        return str(named[0]), int(named[1])
+
+    def moved(self, pubsub: Any) -> bool:
+        """Whether `pubsub`'s connection is on another node than the primary named now."""
+        conn = getattr(pubsub, "connection", None)
+        host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+        if not host or port is None:
+            return False
+        named = self.primary()
+        return named is not None and named != (str(host), int(port))
+
+    def follow_soon(self) -> None:
+        """Asks (`primary`) in the background, unless it was asked within CHECK_EVERY."""
+        with self._lock:
+            now = time.monotonic()
+            if self._closed or self._busy or now - self._asked < core.CHECK_EVERY:
+                return
+            self._busy, self._asked = True, now
+        threading.Thread(target=self._follow, name="wasmgear-sentinel", daemon=True).start()
+
+    def _follow(self) -> None:
+        try:
+            self.primary()
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+class _Held:
+    """The connections one operation holds for its writes of jobs (core.Pinned): taken from
+    the pool on first use (in a cluster, one per node), given back when it ends. A `WAIT`
+    sent on one counts every write the operation made there."""
+
+    def __init__(self, client: "Client") -> None:
+        self._client = client
+        self._held: Dict[str, Tuple[Any, Any]] = {}
+
+    def send(self, op: core.Pinned) -> List[Any]:
+        name, pool = self._client._pool_for(op.key())
+        if name not in self._held:
+            self._held[name] = (pool, _take(pool))
+        pool, conn = self._held[name]
+        try:
+            conn.send_packed_command(conn.pack_commands([cmd.args for cmd in op.cmds]))
+            replies: List[Any] = []
+            for _ in op.cmds:
+                try:
+                    replies.append(conn.read_response())
+                except rx.ResponseError as e:
+                    replies.append(e)
+        except BaseException:
+            # A broken connection goes back to the pool, closed; the next send takes another
+            # (behind sentinels, the pool asks them for the primary as it connects it).
+            del self._held[name]
+            try:
+                conn.disconnect()
+            finally:
+                pool.release(conn)
+            raise
+        for reply in replies:
+            if isinstance(reply, rx.AskError) and self._client.cluster:
+                # The slot moved: read the slots again, and take the new node's connection.
+                self._held.pop(name)
+                pool.release(conn)
+                self._client._conn.nodes_manager.initialize()
+            if isinstance(reply, rx.ResponseError):
+                raise reply
+        return replies
+
+    def release(self) -> None:
+        held, self._held = self._held, {}
+        for pool, conn in held.values():
+            pool.release(conn)
+
+
+def _take(pool: Any) -> Any:
+    """A connection from a redis-py pool (redis-py before 5.3 wants a command name)."""
+    try:
+        return pool.get_connection()
+    except TypeError:
+        return pool.get_connection("FCALL")
+
+
 class _Listener:
     """The client's one pub/sub connection, shared by all its waits: a thread subscribes the
     channels the waits need (core.Router) and hands each event to the waits of its job.
     When the connection drops it tells the waits (LOST), reconnects, subscribes again and
     tells them (RESUBSCRIBED), so they re-read what they may have missed."""
 
-    def __init__(self, proto: core.Protocol, make_redis: Callable[[], redis.Redis]) -> None:
+    def __init__(self, proto: core.Protocol, make_redis: Callable[[], redis.Redis],
+                 watch: Optional[_PrimaryWatch] = None) -> None:
         self._router: core.Router["queue.Queue[Any]"] = core.Router(proto)
         self._make_redis = make_redis
+        self._watch = watch
         self._cond = threading.Condition()
         self._confirmed: Set[str] = set()
         self._hearing: Set[int] = set()
@@ -196,6 +377,7 @@ class _Listener:
 
     def _run(self) -> None:
         pubsub: Any = None
+        checked = time.monotonic()
         while True:
             with self._cond:
                 if self._closed:
@@ -212,6 +394,9 @@ class _Listener:
                     pubsub = self._make_redis().pubsub()  # type: ignore[no-untyped-call]
                     if channels:
                         pubsub.subscribe(*channels)
+                        conn = pubsub.connection
+                        log.debug("subscribing to %d channels on %s:%s", len(channels),
+                                  getattr(conn, "host", "?"), getattr(conn, "port", "?"))
                     todo = []  # every channel needed now is subscribed above
                     if not channels:
                         continue
@@ -223,6 +408,10 @@ class _Listener:
                 message = pubsub.get_message(timeout=0.05)
                 if message is not None:
                     self._handle(message)
+                if self._watch is not None and time.monotonic() - checked >= core.CHECK_EVERY:
+                    checked = time.monotonic()
+                    if self._watch.moved(pubsub):
+                        raise rx.ConnectionError("the Redis primary moved")
             except Exception as e:  # noqa: BLE001 - whatever broke, reconnect; waits poll meanwhile
                 with self._cond:
                     was_lost, self._lost = self._lost, True
@@ -231,6 +420,8 @@ class _Listener:
                 if not was_lost:
                     log.warning("lost the events connection (%s); reconnecting", e)
                     self._broadcast(core.LOST)
+                else:
+                    log.debug("the events connection is still lost (%s)", e)
                 try:
                     if pubsub is not None:
                         pubsub.close()
@@ -283,6 +474,7 @@ class EventStream:
         self._buffer: List[Event] = []
         self._pubsub: Any = None
         self._closed = False
+        self._checked = time.monotonic()
         self._subscribe()
 
     def _subscribe(self) -> None:
@@ -321,6 +513,11 @@ class EventStream:
                     self._subscribe()
                     log.info("listening to events again (those published meanwhile were missed)")
                 message = self._pubsub.get_message(timeout=left)
+                watch = self._client._watch
+                if watch is not None and time.monotonic() - self._checked >= core.CHECK_EVERY:
+                    self._checked = time.monotonic()
+                    if watch.moved(self._pubsub):
+                        raise rx.ConnectionError("the Redis primary moved")
             except (rx.ConnectionError, rx.TimeoutError, OSError, Unreachable) as e:
                 if self._pubsub is not None:
                     log.warning("lost the connection to Redis (%s): events are missed until it is back", e)
@@ -368,21 +565,53 @@ class Client:
     it as a context manager."""
 
     def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], redis.Redis],
-                 cluster: bool) -> None:
+                 cluster: bool, *, min_replicas: Optional[core.MinReplicas] = None,
+                 watch: Optional[_PrimaryWatch] = None,
+                 sentinels: Optional[_Sentinels] = None) -> None:
         self._conn = conn
         self._url = redact(url)
         self._make_pubsub_redis = make_pubsub_redis
         self._proto = core.protocol()
-        self._state = core.ClientState()
-        self._listener = _Listener(self._proto, make_pubsub_redis)
+        self._state = core.ClientState(min_replicas)
+        self._watch = watch
+        self._sentinels = sentinels
+        self._listener = _Listener(self._proto, make_pubsub_redis, watch)
         self.cluster = cluster
 
+    @property
+    def min_replicas(self) -> int:
+        """How many replicas confirm this client's writes of jobs (0: none asked; a
+        function's own `min_replicas` setting may ask for more)."""
+        return self._state.min_replicas.count
+
+    @property
+    def min_replicas_timeout(self) -> float:
+        """How long each write of jobs waits for its replicas, in seconds, per send."""
+        return self._state.min_replicas.timeout
+
     @classmethod
-    def from_url(cls, url: str, *, cluster: Optional[bool] = None, **redis_kwargs: Any) -> "Client":
+    def from_url(cls, url: str, *, cluster: Optional[bool] = None, min_replicas: int = 0,
+                 min_replicas_timeout: Optional[Seconds] = None,
+                 **redis_kwargs: Any) -> "Client":
         """Connects to the Redis at `url` (redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://
         for TLS). Asks the server (`INFO cluster`) whether it is part of a Redis Cluster, and
         then routes each call by its keys (`cluster=True`/`False` decides instead). Loads the
-        wasmgear library unless it is there. Extra keyword arguments go to redis-py."""
+        wasmgear library unless it is there. Extra keyword arguments go to redis-py.
+
+        A Redis Sentinel URL, redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]
+        /SERVICE[?db=N&sentinel_user=U&sentinel_password=P] (rediss+sentinel:// for TLS;
+        port 26379 by default; USER:PASSWORD are the nodes'), asks the sentinels for the
+        primary: commands and pub/sub go there, and follow it when it moves.
+
+        `min_replicas` (0 to 16): every write of jobs (enqueue, enqueue_many, flows,
+        batches) is confirmed by that many replicas (`WAIT`, at most `min_replicas_timeout`
+        seconds per send, 1 s by default) before it returns, else NotReplicated; a
+        function's own `min_replicas` setting (`configure`) can ask for more. Bad values
+        raise BadInput before anything is sent."""
+        replicas = core.min_replicas(min_replicas, min_replicas_timeout)
+        parsed = core.parse_sentinel_url(url) if core.is_sentinel_url(url) else None
+        if parsed is not None:
+            return cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs)
         kwargs = {**connection_kwargs(), **redis_kwargs}
         shown = redact(url)
         seed = open_plain(url, kwargs)
@@ -396,7 +625,8 @@ class Client:
                 seed.close()  # pub/sub opens its own connections to the seed node
             else:
                 conn = seed
-            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster))
+            client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster),
+                         min_replicas=replicas)
             client._ensure_library()
         except Unreachable as e:
             seed.close()
@@ -406,11 +636,43 @@ class Client:
             raise core.map_error(e, shown) from None
         return client
 
+    @classmethod
+    def _from_sentinels(cls, url: str, parsed: core.SentinelUrl, cluster: Optional[bool],
+                        replicas: core.MinReplicas, redis_kwargs: Dict[str, Any]) -> "Client":
+        """Connects to the primary the sentinels of `parsed` name (see `from_url`)."""
+        shown = redact(url)
+        if cluster:
+            raise BadInput(f"{shown} names sentinels of a replicated set, not a Redis "
+                           "Cluster: leave cluster unset")
+        kwargs = node_kwargs(parsed, {**connection_kwargs(), **redis_kwargs})
+        # redis-py leaves the sync Sentinel unannotated (the untyped calls here).
+        sentinels = _Sentinels(  # type: ignore[no-untyped-call]
+            parsed.sentinels, sentinel_kwargs=sentinel_kwargs(parsed, redis_kwargs))
+        conn: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+            parsed.service, **kwargs)
+        watch = _PrimaryWatch(parsed.service, conn.connection_pool)
+
+        def make_pubsub_redis() -> redis.Redis:
+            made: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+                parsed.service, **kwargs)
+            return made
+
+        client = cls(conn, url, make_pubsub_redis, False, min_replicas=replicas, watch=watch,
+                     sentinels=sentinels)
+        try:
+            client._ensure_library()
+        except (rx.RedisError, OSError, WasmgearError) as e:
+            client.close()
+            raise core.map_error(e, shown) from None
+        return client
+
     # --- running the shared operations ---
 
-    def _execute(self, op: Any, receive: Optional[Callable[[float], Any]]) -> Any:
+    def _execute(self, op: Any, receive: Optional[Callable[[float], Any]], held: _Held) -> Any:
         if isinstance(op, core.Cmd):
             return self._conn.execute_command(*op.args)
+        if isinstance(op, core.Pinned):
+            return held.send(op)
         if isinstance(op, core.LoadLibrary):
             return self._load_library()
         if isinstance(op, core.Sleep):
@@ -423,6 +685,9 @@ class Client:
     def _drive(self, gen: core.Gen[T], receive: Optional[Callable[[float], Any]] = None) -> T:
         reply: Any = None
         error: Optional[BaseException] = None
+        held = _Held(self)
+        if self._watch is not None:
+            self._watch.follow_soon()
         try:
             while True:
                 try:
@@ -432,7 +697,7 @@ class Client:
                     return value
                 reply, error = None, None
                 try:
-                    reply = self._execute(op, receive)
+                    reply = self._execute(op, receive, held)
                 except rx.RedisError as e:
                     error = e
         except rx.RedisError as e:
@@ -441,6 +706,16 @@ class Client:
             raise core.map_error(e, self._url) from None
         finally:
             gen.close()
+            held.release()
+
+    def _pool_for(self, key: Optional[str]) -> Tuple[str, Any]:
+        """The pool a Pinned send with first key `key` takes its connection from, and its
+        name: the server's (or the primary's, behind sentinels), or in a cluster the pool
+        of the node that holds the key's slot."""
+        if not self.cluster:
+            return "", self._conn.connection_pool
+        node = self._conn.get_node_from_key(key) if key else self._conn.get_default_node()
+        return str(node.name), self._conn.get_redis_connection(node).connection_pool
 
     def _nodes(self) -> List[Any]:
         return list(self._conn.get_primaries()) if self.cluster else [None]
@@ -580,6 +855,7 @@ class Client:
         keep_finished: core.Count = core.KEEP,
         group_concurrency: core.Count = core.KEEP,
         group_rate_limit: core.Rate = core.KEEP,
+        min_replicas: core.Count = core.KEEP,
     ) -> FunctionConfig:
         """Changes `function`'s settings, shared by all workers (idle workers see the change
         at once), and returns them afterwards. A setting left out is not changed; None
@@ -588,12 +864,16 @@ class Client:
         interval), the interval in seconds or a timedelta; `keep_finished`: the most
         finished jobs kept. `group_concurrency` and `group_rate_limit` are the limits of
         each of its groups, unless a group has its own (`configure_group`); a group
-        concurrency of 1 makes each group a sequence. Raises BadInput, having written
-        nothing, for a bad value (0 is refused: pause instead)."""
+        concurrency of 1 makes each group a sequence. `min_replicas` (1 to 16): every
+        client's enqueue of its jobs, and every worker's completion of them, is confirmed
+        by that many replicas (a client's own `min_replicas` may ask for more). Raises
+        BadInput, having written nothing, for a bad value (0 is refused: pause instead, or
+        None to ask for no replicas)."""
         args = core.settings_args(paused=paused, concurrency=concurrency,
                                   rate_limit=rate_limit, keep_finished=keep_finished,
                                   group_concurrency=group_concurrency,
-                                  group_rate_limit=group_rate_limit)
+                                  group_rate_limit=group_rate_limit,
+                                  min_replicas=min_replicas)
         return self._drive(core.configure(self._proto, self._state, function, args))
 
     def configure_group(
@@ -770,8 +1050,13 @@ class Client:
             raise core.map_error(e, self._url) from None
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self._listener.close()
         self._conn.close()
+        if self._sentinels is not None:
+            for sentinel in self._sentinels.sentinels:
+                sentinel.close()
 
     def __enter__(self) -> "Client":
         return self

@@ -53,6 +53,37 @@ class Unreachable(WasmgearError):
         self.enqueued: List["Enqueued"] = list(enqueued or [])
 
 
+class NotReplicated(WasmgearError):
+    """A write of jobs asked to be confirmed by replicas (the client's `min_replicas`, or the
+    function's own setting, whichever is more) reached the primary, but fewer replicas
+    confirmed it within the timeout, even when sent again with its call id (CLI exit code 6,
+    as for Unreachable). If the primary fails now the write may be lost; it is safe to send
+    again (with a `uniq` key to be sure of one copy).
+
+    `wanted` replicas were asked for, `confirmed` did, each send waited `timeout_ms`;
+    `enqueued` lists the jobs written (those of earlier calls of a bulk enqueue, and this
+    call's, which are on the primary)."""
+
+    exit_code = 6
+
+    def __init__(self, what: str, wanted: int, confirmed: int, timeout_ms: int,
+                 enqueued: Optional[Sequence["Enqueued"]] = None) -> None:
+        super().__init__(
+            f"{what} was written to the Redis primary, but only {confirmed} of the {wanted} "
+            f"replicas asked for confirmed it within {timeout_ms} ms, even when sent again: if "
+            "the primary fails now it may be lost. Check the replicas (INFO replication on the "
+            "primary); the write is safe to send again (enqueue with a uniq key to be sure of "
+            "one copy)"
+        )
+        self.what = what
+        self.wanted = wanted
+        self.confirmed = confirmed
+        self.timeout_ms = timeout_ms
+        self.enqueued: List["Enqueued"] = list(enqueued or [])
+        #: The write's last reply (what the script answered), if any.
+        self.reply: Any = None
+
+
 class JobFailed(WasmgearError):
     """`wait` saw a job end `failed` or `expired` (CLI exit code 1). `job` is its final status
     (the first failed one when several were waited for) and `jobs` every job waited for."""

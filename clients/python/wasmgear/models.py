@@ -191,6 +191,10 @@ class FunctionConfig:
     group_concurrency: Optional[int] = None
     #: Each group's most leases per interval.
     group_rate_limit: Optional[RateLimit] = None
+    #: How many replicas must confirm each enqueue of its jobs (and each completion, by the
+    #: workers) before the call reports success; a client's own `min_replicas` may ask for
+    #: more.
+    min_replicas: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
   function names and job ids.
 - `options`: one job's input and options, checked.
 - `calls`: errors, sending a call again, loading the library, a client's memory.
+- `replication`: a write of jobs confirmed by replicas (`min_replicas`, `WAIT`).
+- `sentinel`: `redis+sentinel://` URLs read and redacted, what sentinels answer judged.
 - `records`: a job's record and published events, parsed.
 - `operations`: enqueue, status, logs, cancel, retry, queues.
 - `settings`: a function's settings (`configure`, `config`) and its groups
@@ -90,7 +92,9 @@ from .base import (
     Gen,
     Limits,
     LoadLibrary,
+    MinReplicas,
     Op,
+    Pinned,
     Protocol,
     Receive,
     Sleep,
@@ -101,9 +105,44 @@ from .base import (
     text,
 )
 from .records import parse_event, parse_message, parse_record
+from .replication import CONFIRM_ATTEMPTS, invoke_confirmed, min_replicas, reply_setting
+from .sentinel import (
+    ASK_TIMEOUT,
+    CHECK_EVERY,
+    DEFAULT_SENTINEL_PORT,
+    NoPrimaryFound,
+    SentinelUrl,
+    bracketed,
+    describe_sentinel_error,
+    is_sentinel_url,
+    named_primary,
+    no_primary,
+    parse_sentinel_url,
+    redact_sentinel,
+    sentinel_label,
+)
 from .waiting import ProgressCallback, Router, normalize_ids, outcome, timeout_seconds, wait
 
 __all__ = [
+    "ASK_TIMEOUT",
+    "CHECK_EVERY",
+    "CONFIRM_ATTEMPTS",
+    "DEFAULT_SENTINEL_PORT",
+    "MinReplicas",
+    "NoPrimaryFound",
+    "Pinned",
+    "SentinelUrl",
+    "bracketed",
+    "describe_sentinel_error",
+    "invoke_confirmed",
+    "is_sentinel_url",
+    "min_replicas",
+    "named_primary",
+    "no_primary",
+    "parse_sentinel_url",
+    "redact_sentinel",
+    "reply_setting",
+    "sentinel_label",
     "KEEP",
     "LOST",
     "MAX_GROUPS_LISTED",

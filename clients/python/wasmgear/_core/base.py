@@ -47,11 +47,29 @@ class Receive:
     timeout: float
 
 
+@dataclass(frozen=True)
+class Pinned:
+    """Send `cmds` in one round trip (a pipeline, not a transaction) on the connection the
+    operation holds for its writes of jobs, the same for every Pinned of the operation (in
+    a cluster, one per node: the node of the first command's first key), so that a `WAIT`
+    among them counts every write the operation made there. The answer is the list of
+    replies; the first error reply is raised."""
+
+    cmds: Tuple[Cmd, ...]
+
+    def key(self) -> Optional[str]:
+        """The first key of the first command (`FCALL NAME NUMKEYS KEY...`), or None."""
+        args = self.cmds[0].args if self.cmds else ()
+        if len(args) > 3 and str(args[0]).upper() in ("FCALL", "FCALL_RO") and int(args[2]) > 0:
+            return str(args[3])
+        return None
+
+
 #: Signals a wait receives besides events.
 LOST = "lost"
 RESUBSCRIBED = "resubscribed"
 
-Op = Union[Cmd, LoadLibrary, Sleep, Receive]
+Op = Union[Cmd, Pinned, LoadLibrary, Sleep, Receive]
 Gen = Generator[Op, Any, T]
 
 
@@ -92,6 +110,10 @@ class Limits:
     wait_recheck_ms: int
     #: The most jobs one `enqueue` call carries; `enqueue_many` sends bigger batches in several.
     enqueue_batch: int
+    #: The most replicas a client or a function may ask to confirm a write of jobs.
+    max_min_replicas: int
+    #: How long those replicas are waited for by default, per send.
+    min_replicas_timeout_ms: int
 
     @classmethod
     def from_manifest(cls, raw: Any) -> "Limits":
@@ -132,6 +154,20 @@ class Limits:
     def wait_recheck(self) -> float:
         """How often a wait re-reads the records while it hears events (a safety net)."""
         return self.wait_recheck_ms / 1000
+
+
+@dataclass(frozen=True)
+class MinReplicas:
+    """How many replicas must confirm a write of jobs before it is reported done (0: none
+    asked), and how long they are waited for, in ms, per send (see `replication`)."""
+
+    count: int
+    timeout_ms: int
+
+    @property
+    def timeout(self) -> float:
+        """The timeout in seconds."""
+        return self.timeout_ms / 1000
 
 
 # --- The protocol files -----------------------------------------------------------------

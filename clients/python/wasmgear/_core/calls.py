@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Union
 
 from redis import exceptions as rx
 
 from ..errors import BadInput, Conflict, NotFound, ProtocolError, Unreachable, WasmgearError
-from .base import Cmd, Gen, LoadLibrary, Sleep, log
+from .base import Cmd, Gen, LoadLibrary, MinReplicas, Pinned, Sleep, limits, log
+from .sentinel import NoPrimaryFound, wants_password
 
 #: How often an `enqueue` that failed in a way that may pass is sent again (same call id).
 RETRIES = 6
@@ -21,15 +22,17 @@ def is_transient(error: BaseException) -> bool:
     out, or the server is loading (not a script's error reply, not a refused password)."""
     if isinstance(error, rx.AuthenticationError):
         return False
+    # MOVED/ASK reach a caller only from a Pinned send in a cluster (its driver has read the
+    # slots again); redis-py follows them for the other calls.
     return isinstance(error, (rx.ConnectionError, rx.TimeoutError, rx.TryAgainError,
-                              rx.ClusterDownError))
+                              rx.ClusterDownError, rx.AskError))
 
 
 def describe_connect_error(url: str, error: BaseException) -> str:
     """Why connecting failed, in words that say what to do."""
     message = str(error)
     lower = message.lower()
-    if "noauth" in lower or "authentication required" in lower:
+    if wants_password(error):
         return (f"cannot reach Redis at {url}: the server wants a password: give it in the URL "
                 "(redis://:PASSWORD@HOST:PORT or redis://USER:PASSWORD@HOST:PORT)")
     if "wrongpass" in lower or "invalid password" in lower or isinstance(error, rx.AuthenticationError):
@@ -45,6 +48,9 @@ def map_error(error: BaseException, url: str = "") -> WasmgearError:
     if isinstance(error, WasmgearError):
         return error
     message = str(error)
+    if isinstance(error, NoPrimaryFound):
+        return Unreachable(f"cannot reach Redis at {url or 'the server'}: no sentinel named a "
+                           f"primary that answers as one: {message}")
     if isinstance(error, (rx.ConnectionError, rx.TimeoutError, rx.AuthenticationError, OSError)):
         return Unreachable(describe_connect_error(url or "the server", error))
     if isinstance(error, rx.ResponseError):
@@ -69,9 +75,10 @@ def backoff(attempt: int) -> float:
 # --- Calls ------------------------------------------------------------------------------
 
 
-def call(cmd: Cmd) -> Gen[Any]:
-    """Sends `cmd`; answered `Function not found` (a server flushed or restarted without the
-    library), loads the library and sends it once more."""
+def call(cmd: Union[Cmd, Pinned]) -> Gen[Any]:
+    """Sends `cmd` (a command, or commands Pinned to the operation's own connection);
+    answered `Function not found` (a server flushed or restarted without the library), loads
+    the library and sends it once more."""
     try:
         return (yield cmd)
     except rx.ResponseError as e:
@@ -81,7 +88,7 @@ def call(cmd: Cmd) -> Gen[Any]:
     return (yield cmd)
 
 
-def call_retrying(cmd: Cmd) -> Gen[Any]:
+def call_retrying(cmd: Union[Cmd, Pinned]) -> Gen[Any]:
     """Sends `cmd`, which is safe to send twice (it carries a call id), again while it fails
     in a way that may pass, up to RETRIES times (PROTOCOL.md, "Lost replies")."""
     attempt = 0
@@ -92,8 +99,9 @@ def call_retrying(cmd: Cmd) -> Gen[Any]:
             if attempt >= RETRIES or not is_transient(e):
                 raise
             pause = backoff(attempt)
+            first = cmd.cmds[0] if isinstance(cmd, Pinned) else cmd
             log.warning("%s failed (%s); sending it again in %.0f ms with the same call id",
-                        cmd.args[1], e, pause * 1000)
+                        first.args[1], e, pause * 1000)
         yield Sleep(pause)
         attempt += 1
 
@@ -101,9 +109,11 @@ def call_retrying(cmd: Cmd) -> Gen[Any]:
 class ClientState:
     """What one client remembers between calls: the functions it has listed in the
     directory, and per function the ids of `enqueue` calls answered since its previous one
-    (sent as `acked`, so the server forgets them at once)."""
+    (sent as `acked`, so the server forgets them at once). `min_replicas` is how many
+    replicas must confirm its writes of jobs (see `replication`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_replicas: Optional[MinReplicas] = None) -> None:
+        self.min_replicas = min_replicas or MinReplicas(0, limits().min_replicas_timeout_ms)
         self.lock = threading.Lock()
         self.registered: Set[str] = set()
         self.answered: Dict[str, List[str]] = {}

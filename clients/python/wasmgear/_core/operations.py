@@ -9,12 +9,13 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
-from ..errors import BadInput, Conflict, NotFound, ProtocolError, Unreachable
+from ..errors import BadInput, Conflict, NotFound, NotReplicated, ProtocolError, Unreachable
 from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
-from .calls import ClientState, call, call_retrying, map_error
+from .calls import ClientState, call, map_error
 from .options import JobSpec
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
 from .records import _list, parse_record
+from .replication import invoke_confirmed, reply_setting
 
 _JOB_IN_BATCH_RE = re.compile(r"^job (\d+):")
 
@@ -168,7 +169,9 @@ def enqueue_call(
     start: int = 0, done: Sequence[Enqueued] = (),
 ) -> Gen[Tuple[List[Enqueued], List[Tuple[str, str]]]]:
     """Writes `chunk` (checked jobs of `function`) in one atomic `enqueue` call with a fresh
-    call id, sent again with the same id when its reply may have been lost. Returns the jobs,
+    call id, sent again with the same id when its reply may have been lost, and has it
+    confirmed by the replicas `state.min_replicas` (or the function's own setting) asks for
+    (NotReplicated when they fall short: see `replication.invoke_confirmed`). Returns the jobs,
     and the links to dependencies in other functions the caller must make (dependent,
     dependency). `start` is the position of the chunk's first job in a bulk enqueue and
     `done` what earlier calls of it wrote (for the errors)."""
@@ -183,8 +186,22 @@ def enqueue_call(
         for name, value in spec.named:
             args += [name, value]
         args.append(spec.input)
+    if len(chunk) == 1:
+        what = f"the enqueue of a job of {function}"
+    else:
+        what = f"the enqueue of {len(chunk)} jobs of {function}"
     try:
-        reply = yield from call_retrying(proto.fcall("enqueue", function, *args))
+        reply = yield from invoke_confirmed(proto.fcall("enqueue", function, *args),
+                                            lambda: what, state.min_replicas, reply_setting)
+    except NotReplicated as e:
+        # Written, but not confirmed by enough replicas: say which jobs were written.
+        state.note_answered(function, call_id)
+        if e.reply is not None:
+            e.enqueued = list(done) + _enqueued(function, chunk, e.reply)[0]
+            yield from register(proto, state, function)
+        else:
+            e.enqueued = list(done)
+        raise
     except rx.ResponseError as e:
         state.give_back(function, acked)
         error = map_error(e)
@@ -202,6 +219,15 @@ def enqueue_call(
             error.enqueued = list(done)
         raise error from None
     state.note_answered(function, call_id)
+    enqueued, to_link = _enqueued(function, chunk, reply)
+    yield from register(proto, state, function)
+    return enqueued, to_link
+
+
+def _enqueued(function: str, chunk: Sequence[JobSpec],
+              reply: Any) -> Tuple[List[Enqueued], List[Tuple[str, str]]]:
+    """The jobs an `enqueue` reply names (`{numbers, created, links, min_replicas}`), and the
+    links to dependencies in other functions it asks for (dependent, dependency)."""
     numbers, created, links = reply[0] or [], text(reply[1] or ""), reply[2] or []
     enqueued = [
         Enqueued(f"{function}:{int(number)}", created[i : i + 1] == "1")
@@ -211,7 +237,6 @@ def enqueue_call(
         raise ProtocolError(
             f"enqueue answered {len(enqueued)} job numbers for {len(chunk)} jobs", reply
         )
-    yield from register(proto, state, function)
     links = [text(x) for x in links]
     to_link: List[Tuple[str, str]] = []
     for k in range(0, len(links) - 1, 2):

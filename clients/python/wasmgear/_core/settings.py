@@ -2,12 +2,13 @@
 admin.rs, `Client::configure` and `config`; groups.rs, `configure_group` and `groups`).
 
 A function's settings are shared by all workers: `paused`, `concurrency`, `rate_limit`,
-`keep_finished`, and the default limits of each of its groups, `group_concurrency` and
-`group_rate_limit`. A job enqueued with a `group` (a tenant, customer or document key) is
-leased round robin with the other groups' jobs, each group within its own limits (set with
-`configure_group`, over the function's defaults) and paused on its own if need be. Every
-value is checked before anything is sent; a setting given as None is cleared (the default
-applies again), one left out (KEEP) is not changed."""
+`keep_finished`, the default limits of each of its groups, `group_concurrency` and
+`group_rate_limit`, and `min_replicas` (how many replicas confirm each write of its jobs).
+A job enqueued with a `group` (a tenant, customer or document key) is leased round robin
+with the other groups' jobs, each group within its own limits (set with `configure_group`,
+over the function's defaults) and paused on its own if need be. Every value is checked
+before anything is sent; a setting given as None is cleared (the default applies again),
+one left out (KEEP) is not changed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..errors import BadInput, ProtocolError
 from ..models import FunctionConfig, GroupConfig, GroupInfo, GroupsOverview, RateLimit
-from .base import Cmd, Gen, Protocol, check_function, text
+from .base import Cmd, Gen, Protocol, check_function, limits, text
 from .calls import ClientState, call
 from .operations import register
 from .options import MAX_WHOLE, _duration_ms, check_group
@@ -80,9 +81,21 @@ def _paused(value: Any) -> str:
     return "1" if value else ""
 
 
+def _min_replicas(value: Any) -> str:
+    """The function's `min_replicas` as sent ('' clears it): 1 to the manifest's
+    `max_min_replicas`, or None."""
+    if value is None:
+        return ""
+    most = limits().max_min_replicas
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+        raise BadInput(f"min_replicas must be 1 to {most} (or None to ask for none), "
+                       f"not {value!r}")
+    return str(value)
+
+
 def settings_args(*, paused: Optional[bool], concurrency: Any, rate_limit: Any,
                   keep_finished: Any, group_concurrency: Any,
-                  group_rate_limit: Any) -> List[str]:
+                  group_rate_limit: Any, min_replicas: Any = KEEP) -> List[str]:
     """The SETTING VALUE pairs of `configure` for the settings given (not KEEP; `paused`
     None is left as it is), checked as the Rust client checks them."""
     args: List[str] = []
@@ -105,6 +118,8 @@ def settings_args(*, paused: Optional[bool], concurrency: Any, rate_limit: Any,
             "instead")]
     if group_rate_limit is not KEEP:
         args += _rate("group_rate_limit", "group_rate_interval_ms", group_rate_limit)
+    if min_replicas is not KEEP:
+        args += ["min_replicas", _min_replicas(min_replicas)]
     return args
 
 
@@ -151,6 +166,7 @@ def read_config(all: Mapping[str, Any]) -> FunctionConfig:
         keep_finished=number("keep_finished"),
         group_concurrency=number("group_concurrency"),
         group_rate_limit=_rate_of(number("group_rate_limit"), number("group_rate_interval_ms")),
+        min_replicas=number("min_replicas"),
     )
 
 

@@ -31,6 +31,7 @@ local BATCH_RETENTION_MS = 604800000
 local BATCH_CHECK_MS = 60000
 local MAX_GROUPS_SCANNED = 100000
 local MAX_GROUPS_LISTED = 1000
+local MAX_MIN_REPLICAS = 16
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -1198,9 +1199,15 @@ end
 -- gets the first reply instead of a second application.
 
 -- The stored reply of call `id` ('' for a call without an id), or nil.
+-- A call answered again is kept a while longer, which is a write: a `WAIT` the caller sends
+-- after it, on a new connection (its first one dropped), then waits for everything the
+-- primary wrote before, the first answer's writes among them (`WAIT` counts from a
+-- connection's last write).
 local function remembered(id)
   if id == '' then return nil end
-  return redis.call('HGET', K.calls, id)
+  local reply = redis.call('HGET', K.calls, id)
+  if reply then redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id) end
+  return reply
 end
 
 -- Stores `reply` (a string) as the reply of call `id`, and forgets replies past their time.
@@ -1910,10 +1917,13 @@ local reply = (function()
 -- the caller to link (`link` on their function, then `resolve` here when one has already
 -- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
--- Returns: {numbers, created, links}: the jobs' numbers in the order given; created, one
---          character per job, '1' for a new job, '0' when its uniq key returned an
---          unfinished job; links, pairs of a job's position in the call (1-based) and a
---          dependency in another function the caller must link. Or, having written
+-- Returns: {numbers, created, links, min_replicas}: the jobs' numbers in the order given;
+--          created, one character per job, '1' for a new job, '0' when its uniq key
+--          returned an unfinished job; links, pairs of a job's position in the call
+--          (1-based) and a dependency in another function the caller must link;
+--          min_replicas, the function's setting (0 when unset): the caller sends
+--          `WAIT max(its own, this) timeout` on the same connection before it reports the
+--          jobs enqueued (PROTOCOL.md, "High availability"). Or, having written
 --          nothing, the error reply `BADJOB job I: ...` (`BADJOB call: ...` for the call's
 --          own options) for a call that could never be carried out, or `CONFLICT job I: ...`
 --          for one the queue's state refuses now: a time to run at that its clock has
@@ -1949,7 +1959,7 @@ local replay = remembered(call_id)
 if replay then
   -- Remembered as 'N,N,...;CREATED;POSITION,DEPENDENCY,...'.
   local numbers, created, links = string.match(replay, '^([^;]*);([^;]*);(.*)$')
-  local reply = { {}, created or '', {} }
+  local reply = { {}, created or '', {}, tonumber(config('min_replicas')) or 0 }
   for number in string.gmatch(numbers or '', '[^,]+') do reply[1][#reply[1] + 1] = number end
   for item in string.gmatch(links or '', '[^,]+') do reply[3][#reply[3] + 1] = item end
   return reply
@@ -2400,7 +2410,7 @@ end
 forget_replies(call.acked)
 created = table.concat(created)
 remember(call_id, table.concat(numbers, ',') .. ';' .. created .. ';' .. table.concat(links, ','))
-return { numbers, created, links }
+return { numbers, created, links, tonumber(config('min_replicas')) or 0 }
 
 end)()
 end_call()
@@ -2688,12 +2698,14 @@ local reply = (function()
 -- it: the same report sent again (under another call id: the worker's retry after a lost
 -- reply) is answered as the first was and changes nothing.
 --
--- Returns: {results, notify, leases, wait_ms, capped}: results is one letter per job, in
+-- Returns: {results, notify, leases, wait_ms, capped, min_replicas}: results is one letter per job, in
 --          order: s (succeeded) or c (cancelled, as above) for an accepted result, x
 --          (stale: the token does not hold the job's lease) or m (missing: no such job)
 --          for one refused; notify lists dependents in other functions to tell (see
 --          lib.lua); leases, wait_ms and capped are as `lease` answers them (none, -1, 0
---          when the call leases nothing). Or the error reply `BADARGS complete: ...`,
+--          when the call leases nothing); min_replicas is the function's setting (0 when
+--          unset): the worker sends `WAIT max(its own, this) timeout` before it counts the
+--          results as stored. Or the error reply `BADARGS complete: ...`,
 --          having written nothing.
 -- Publishes: `finish` with the final state for each; `ready` for each dependent that may
 --            now run; `start` for each job leased.
@@ -2749,7 +2761,7 @@ end
 local replay = remembered(call_id)
 if replay then
   local leased, letters = string.match(replay, '^([^;]*);(.*)$')
-  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0 }
+  return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0, tonumber(config('min_replicas')) or 0 }
 end
 
 local results, runs, outputs, numbers = {}, {}, {}, {}
@@ -2843,7 +2855,7 @@ end
 if call_id ~= '' then
   remember(call_id, (leased or '') .. ';' .. results)
 end
-return { results, NOTIFY, leases, wait_ms, capped }
+return { results, NOTIFY, leases, wait_ms, capped, tonumber(config('min_replicas')) or 0 }
 
 end)()
 end_call()
@@ -3594,6 +3606,9 @@ local reply = (function()
 --                           `configure_group`, overrides it); 1 makes each group a sequence
 --   group_rate_limit        each group's most leases per group_rate_interval_ms
 --   group_rate_interval_ms  the window of each group's rate limit, ms
+--   min_replicas      how many replicas must confirm an enqueue of the function's jobs, and
+--                     a worker's completion of them, before the call reports success
+--                     (producers and workers send `WAIT` after the write: see `enqueue`)
 --
 -- Returns: the settings afterwards, as a flat list of setting, value.
 -- Publishes: `config`, so idle workers look again at once.
@@ -3602,7 +3617,7 @@ local reply = (function()
 local RANGES = {
   concurrency = { 1, MAX_WHOLE }, rate_limit = { 1, MAX_WHOLE }, rate_interval_ms = { 1, MAX_DURATION_MS },
   keep_finished = { 1, MAX_WHOLE }, group_concurrency = { 1, MAX_WHOLE }, group_rate_limit = { 1, MAX_WHOLE },
-  group_rate_interval_ms = { 1, MAX_DURATION_MS },
+  group_rate_interval_ms = { 1, MAX_DURATION_MS }, min_replicas = { 1, MAX_MIN_REPLICAS },
 }
 if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings come in SETTING VALUE pairs') end
 for i = 2, #ARGV - 1, 2 do
@@ -5188,4 +5203,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'bbcbf5b29351c77f9bdede1b352ddce553ed1d88' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '1fe57a5e17982559f57ec2c6f5504674ade9d5a6' end, flags = { 'no-writes' } }
