@@ -627,8 +627,14 @@ async fn apply(
                         "enqueue sent again answered {again:?}, first {first:?}"
                     ));
                 }
-                if library.dump().await != before {
-                    return Err("enqueue sent again changed the queue".into());
+                let after = library.dump().await;
+                if after != before {
+                    let changed: Vec<&String> = after
+                        .iter()
+                        .filter(|entry| !before.contains(entry))
+                        .map(|(key, _)| key)
+                        .collect();
+                    return Err(format!("enqueue sent again changed the queue: {changed:?}"));
                 }
             }
         }

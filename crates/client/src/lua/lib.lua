@@ -1163,9 +1163,15 @@ end
 -- gets the first reply instead of a second application.
 
 -- The stored reply of call `id` ('' for a call without an id), or nil.
+-- A call answered again is kept a while longer, which is a write: a `WAIT` the caller sends
+-- after it, on a new connection (its first one dropped), then waits for everything the
+-- primary wrote before, the first answer's writes among them (`WAIT` counts from a
+-- connection's last write).
 local function remembered(id)
   if id == '' then return nil end
-  return redis.call('HGET', K.calls, id)
+  local reply = redis.call('HGET', K.calls, id)
+  if reply then redis.call('ZADD', K.calls_exp, int(NOW + CALL_MEMORY_MS), id) end
+  return reply
 end
 
 -- Stores `reply` (a string) as the reply of call `id`, and forgets replies past their time.
