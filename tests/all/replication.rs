@@ -162,3 +162,30 @@ async fn writes_wait_for_the_replicas_asked_for() {
         "refused calls wrote nothing"
     );
 }
+
+/// The HTTP API's writes wait for the replicas `serve --min-replicas` asks for: with none
+/// there, an enqueue is refused with 503 and says why (the job is on the primary, once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_api_waits_for_the_replicas_serve_asks_for() {
+    use crate::http_api::{Server, TOKEN, post};
+    let redis = wasmgear_testkit::TestRedis::start();
+    let server = Server::start(
+        &redis,
+        &["--min-replicas", "1", "--min-replicas-timeout", "100ms"],
+        &[("WASMGEAR_API_TOKEN", TOKEN)],
+    );
+    let refused = post(
+        &server,
+        "/v1/functions/echo/jobs",
+        serde_json::json!({ "input": "hello" }),
+    )
+    .await;
+    let body = String::from_utf8_lossy(&refused.body).into_owned();
+    assert_eq!(refused.status, 503, "{body}");
+    assert!(body.contains("0 of the 1 replicas asked for"), "{body}");
+    let jobs = cli(
+        redis.port(),
+        &["hlen", &FunctionKeys::new(&function("echo")).jobs()],
+    );
+    assert_eq!(jobs.trim(), "1", "written once");
+}
