@@ -529,3 +529,50 @@ async fn a_cluster_master_lost_under_load_loses_no_acknowledged_job() {
         promoted_after.as_millis()
     );
 }
+
+/// Nodes and sentinels that want passwords: the URL's user part is the nodes', the
+/// `sentinel_password` parameter the sentinels'; either missing is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_and_nodes_with_passwords() {
+    let set = TestReplicaSet::start_with_passwords(1, 1, Some(("n0de-pw", "s3ntinel-pw")));
+    let sentinels = set.url();
+    let sentinels = sentinels.trim_start_matches("redis+sentinel://");
+    let url = format!("redis+sentinel://:n0de-pw@{sentinels}?sentinel_password=s3ntinel-pw");
+    let client = Client::connect(&url)
+        .await
+        .expect("connect with both passwords");
+    let id = client
+        .enqueue(
+            &function("echo"),
+            b"behind passwords",
+            &EnqueueOptions::default(),
+        )
+        .await
+        .expect("enqueue");
+    assert_eq!(
+        client.status(&id).await.unwrap().record.state,
+        JobState::Queued
+    );
+
+    let no_sentinel_password = format!("redis+sentinel://:n0de-pw@{sentinels}");
+    let error = Client::connect(&no_sentinel_password)
+        .await
+        .err()
+        .expect("refused");
+    let text = error.to_string();
+    assert!(text.contains("sentinel_password"), "{text}");
+    assert!(!text.contains("n0de-pw"), "a password shown: {text}");
+
+    let wrong_node_password =
+        format!("redis+sentinel://:wrong@{sentinels}?sentinel_password=s3ntinel-pw");
+    let text = Client::connect(&wrong_node_password)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(text.contains("refused"), "{text}");
+    assert!(
+        !text.contains("s3ntinel-pw") && !text.contains("wrong"),
+        "a password shown: {text}"
+    );
+}

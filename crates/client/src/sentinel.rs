@@ -453,8 +453,11 @@ fn describe(error: &redis::RedisError) -> String {
                 sentinels' as ?sentinel_password=... (and ?sentinel_user=...)"
             .into();
     }
-    if text.contains("WRONGPASS") {
-        return "the user or password was refused".into();
+    if text.contains("WRONGPASS") || matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
+    {
+        return "the user or password was refused (the nodes' is the URL's USER:PASSWORD@, the \
+                sentinels' its ?sentinel_password=...)"
+            .into();
     }
     text
 }

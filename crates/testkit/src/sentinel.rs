@@ -26,6 +26,8 @@ pub struct TestReplicaSet {
     nodes: Vec<RedisServer>,
     sentinels: Vec<Sentinel>,
     dir: tempfile::TempDir,
+    /// The nodes' password, if they want one.
+    password: Option<String>,
 }
 
 /// One `redis-server --sentinel` (or `redis-sentinel`), killed with its process group.
@@ -33,6 +35,8 @@ struct Sentinel {
     port: u16,
     dir: PathBuf,
     process: ProcessGroup,
+    /// Its own password, if it wants one.
+    password: Option<String>,
 }
 
 impl TestReplicaSet {
@@ -40,19 +44,30 @@ impl TestReplicaSet {
     /// majority of them), then waits until every replica is in sync and every sentinel
     /// knows every replica and every other sentinel (so that a failover can be agreed on).
     pub fn start(replicas: usize, sentinels: usize) -> Self {
+        Self::start_with_passwords(replicas, sentinels, None)
+    }
+
+    /// Like [`start`](Self::start), with `passwords` (the nodes', the sentinels') required.
+    pub fn start_with_passwords(
+        replicas: usize,
+        sentinels: usize,
+        passwords: Option<(&str, &str)>,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        let mut auth: Vec<&str> = Vec::new();
+        if let Some((node, _)) = passwords {
+            auth.extend(["--requirepass", node, "--masterauth", node]);
+        }
         let mut nodes = Vec::new();
         let primary =
-            RedisServer::start(&dir.path().join("node0"), 0, &[]).expect("start the primary");
+            RedisServer::start(&dir.path().join("node0"), 0, &auth).expect("start the primary");
         let primary_port = primary.port().to_string();
         nodes.push(primary);
         for i in 1..=replicas {
-            let replica = RedisServer::start(
-                &dir.path().join(format!("node{i}")),
-                0,
-                &["--replicaof", "127.0.0.1", &primary_port],
-            )
-            .expect("start a replica");
+            let mut args = vec!["--replicaof", "127.0.0.1", &primary_port];
+            args.extend(&auth);
+            let replica = RedisServer::start(&dir.path().join(format!("node{i}")), 0, &args)
+                .expect("start a replica");
             nodes.push(replica);
         }
         let quorum = sentinels / 2 + 1;
@@ -62,6 +77,7 @@ impl TestReplicaSet {
                     &dir.path().join(format!("sentinel{i}")),
                     nodes[0].port(),
                     quorum,
+                    passwords,
                 )
             })
             .collect();
@@ -69,6 +85,7 @@ impl TestReplicaSet {
             nodes,
             sentinels,
             dir,
+            password: passwords.map(|(node, _)| node.to_string()),
         };
         set.wait_whole(0);
         set
@@ -80,7 +97,7 @@ impl TestReplicaSet {
         let port = self.nodes[primary].port();
         let replicas = self.nodes.len() - 1;
         eventually_sync(WHOLE_WITHIN, "every replica in sync", || {
-            let info = cli(port, &["info", "replication"]);
+            let info = self.node_cli(port, &["info", "replication"]);
             info.contains("role:master")
                 && info
                     .lines()
@@ -94,9 +111,9 @@ impl TestReplicaSet {
                 "every sentinel knows the set and the other sentinels",
                 || {
                     sentinel.primary_port() == Some(port)
-                        && count_entries(&cli(sentinel.port, &["sentinel", "replicas", SERVICE]))
+                        && count_entries(&sentinel.cli(&["sentinel", "replicas", SERVICE]))
                             == replicas
-                        && count_entries(&cli(sentinel.port, &["sentinel", "sentinels", SERVICE]))
+                        && count_entries(&sentinel.cli(&["sentinel", "sentinels", SERVICE]))
                             == self.sentinels.len() - 1
                 },
             );
@@ -116,6 +133,18 @@ impl TestReplicaSet {
     /// The data node `i` (0 was started as the primary).
     pub fn node(&self, i: usize) -> &RedisServer {
         &self.nodes[i]
+    }
+
+    /// `redis-cli` against the data node on `port`, with the nodes' password.
+    pub fn node_cli(&self, port: u16, args: &[&str]) -> String {
+        match &self.password {
+            Some(password) => {
+                let mut all = vec!["--no-auth-warning", "-a", password.as_str()];
+                all.extend(args);
+                cli(port, &all)
+            }
+            None => cli(port, args),
+        }
     }
 
     /// The port of sentinel `i`.
@@ -146,7 +175,7 @@ impl TestReplicaSet {
                 return false;
             };
             let agreed = port != old_port && named.iter().all(|p| *p == Some(port));
-            if agreed && cli(port, &["role"]).starts_with("master") {
+            if agreed && self.node_cli(port, &["role"]).starts_with("master") {
                 new = self.nodes.iter().position(|n| n.port() == port);
             }
             new.is_some()
@@ -160,7 +189,7 @@ impl TestReplicaSet {
         let port = self.nodes[i].port();
         let primary_port = self.nodes[primary].port().to_string();
         eventually_sync(within, "the old primary to be a replica in sync", || {
-            let info = cli(port, &["info", "replication"]);
+            let info = self.node_cli(port, &["info", "replication"]);
             info.contains("role:slave")
                 && info.contains(&format!("master_port:{primary_port}"))
                 && info.contains("master_link_status:up")
@@ -209,7 +238,12 @@ impl Drop for TestReplicaSet {
 impl Sentinel {
     /// Starts a sentinel in `dir` watching the primary at `primary_port`, and waits until
     /// it answers.
-    fn start(dir: &Path, primary_port: u16, quorum: usize) -> Self {
+    fn start(
+        dir: &Path,
+        primary_port: u16,
+        quorum: usize,
+        passwords: Option<(&str, &str)>,
+    ) -> Self {
         std::fs::create_dir_all(dir).expect("sentinel dir");
         let port = free_port();
         let down = DOWN_AFTER.as_millis();
@@ -222,6 +256,14 @@ impl Sentinel {
              sentinel parallel-syncs {SERVICE} 2\n",
             dir = dir.display()
         );
+        let config = match passwords {
+            Some((node, sentinel)) => format!(
+                "{config}sentinel auth-pass {SERVICE} {node}\nrequirepass {sentinel}\n\
+                 sentinel sentinel-pass {sentinel}\n"
+            ),
+            None => config,
+        };
+        let password = passwords.map(|(_, sentinel)| sentinel.to_string());
         let file = dir.join("sentinel.conf");
         std::fs::write(&file, config).expect("write sentinel.conf");
         // Debian's redis-sentinel where installed; the same program as redis-server.
@@ -243,16 +285,29 @@ impl Sentinel {
             port,
             dir: dir.to_path_buf(),
             process,
+            password,
         };
         eventually_sync(WHOLE_WITHIN, "a sentinel to answer", || {
-            cli(port, &["ping"]).trim() == "PONG"
+            sentinel.cli(&["ping"]).trim() == "PONG"
         });
         sentinel
     }
 
+    /// `redis-cli` against this sentinel, with its password.
+    fn cli(&self, args: &[&str]) -> String {
+        match &self.password {
+            Some(password) => {
+                let mut all = vec!["--no-auth-warning", "-a", password.as_str()];
+                all.extend(args);
+                cli(self.port, &all)
+            }
+            None => cli(self.port, args),
+        }
+    }
+
     /// The port of the primary this sentinel names, if it answers.
     fn primary_port(&self) -> Option<u16> {
-        let answer = cli(self.port, &["sentinel", "get-master-addr-by-name", SERVICE]);
+        let answer = self.cli(&["sentinel", "get-master-addr-by-name", SERVICE]);
         answer.lines().nth(1)?.trim().parse().ok()
     }
 }
