@@ -394,10 +394,10 @@ fn job_with_function(after_item: Value) -> Value {
         "description": "the function that runs the job" });
     job["required"] = json!(["function"]);
     job["properties"]["after"] = json!({ "type": "array", "maxItems": limits::MAX_DEPENDENCIES,
-        "description": "the jobs it waits on; on_failure is cancel (the default), ignore or continue",
+        "description": "the jobs it waits on; on_failure is cancel (the default, also when null), ignore or continue",
         "items": { "anyOf": [after_item.clone(), { "type": "object", "additionalProperties": false,
             "required": ["job"], "properties": { "job": after_item,
-                "on_failure": { "enum": ["cancel", "ignore", "continue"] } } }] } });
+                "on_failure": { "enum": ["cancel", "ignore", "continue", null] } } }] } });
     job
 }
 
