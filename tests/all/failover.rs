@@ -21,9 +21,9 @@ use wasmgear_testkit::sentinel::{TestReplicaSet, cli};
 use wasmgear_testkit::{WorkerProcess, artifact, eventually, eventually_sync, function};
 
 /// Jobs are enqueued in waves, one every `WAVE_EVERY`.
-const WAVES: usize = 60;
+const WAVES: usize = 40;
 const WAVE_EVERY: Duration = Duration::from_millis(150);
-const PER_WAVE: usize = 100;
+const PER_WAVE: usize = 60;
 /// The wave at which the replicas are frozen; the primary is SIGKILLed [`FROZEN`] later,
 /// and the replicas thawed [`FROZEN`] after that (well before the sentinels would count
 /// them down).

@@ -285,7 +285,7 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
         .start();
     // Long enough for the worker to pop it again while the first run goes on, also on a
     // loaded machine (it polls every second).
-    let jid = put(&redis, "slow", "count", r#""1 10000""#, &[]);
+    let jid = put(&redis, "slow", "count", r#""1 20000""#, &[]);
     let running = job_in_state(&redis, &jid, "running").await;
     // The worker renews a lock first within a second of starting the job, and a renewal
     // after the lock was expired here would keep it: wait for that first renewal (the lock
