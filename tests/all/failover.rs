@@ -24,9 +24,9 @@ use wasmgear_testkit::{WorkerProcess, artifact, eventually, eventually_sync, fun
 const WAVES: usize = 40;
 const WAVE_EVERY: Duration = Duration::from_millis(150);
 const PER_WAVE: usize = 60;
-/// The wave at which the replicas are frozen; the primary is SIGKILLed [`FROZEN`] later,
-/// and the replicas thawed [`FROZEN`] after that (well before the sentinels would count
-/// them down).
+/// The wave at which the replicas are frozen; the primary is SIGKILLed once it has taken
+/// writes for at least [`FROZEN`] without them, and the replicas thawed right after (well
+/// before the sentinels would count them down).
 const FREEZE_WAVE: usize = 12;
 const FROZEN: Duration = Duration::from_millis(300);
 /// Waves of the cluster test (each of six calls, one per function).
@@ -156,10 +156,16 @@ async fn run_through_failover(min_replicas: u32) -> Run {
                 signal("STOP", &replicas);
                 // Frozen replicas cannot connect again: nothing more reaches them.
                 cli(primary_port, &["client", "kill", "type", "replica"]);
-                std::thread::sleep(FROZEN);
+                // The primary goes on acknowledging writes its replicas never see: it dies
+                // once it has taken writes for at least FROZEN.
+                let cut_at = Instant::now();
+                let offset = || repl_offset(primary_port);
+                let before = offset();
+                eventually_sync(FAILOVER_WITHIN, "writes the replicas never see", || {
+                    cut_at.elapsed() >= FROZEN && offset() > before
+                });
                 signal("KILL", &[primary_pid]);
                 let _ = killed_tx.send((Instant::now(), now_ms(), old));
-                std::thread::sleep(FROZEN);
                 signal("CONT", &replicas);
             }));
         }
@@ -303,6 +309,15 @@ async fn every_worker_live(client: &Client, f: &wasmgear_client::FunctionName, n
         || async { (client.live_workers(f).await.ok()? == n as u64).then_some(()) },
     )
     .await;
+}
+
+/// The primary on `port`'s replication offset (`master_repl_offset`): it grows with each
+/// write.
+fn repl_offset(port: u16) -> u64 {
+    cli(port, &["info", "replication"])
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("master_repl_offset:")?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Sends `signal` (STOP, CONT, KILL) to the processes `pids`.
