@@ -112,7 +112,24 @@ async fn worker_metrics_move_with_jobs_and_plugins() {
         .unwrap();
     client.wait(&id, WAIT, |_| {}).await.unwrap();
 
-    let after = Scrape::parse(&get_at(&address, "/metrics").await);
+    // A job's end is visible to the client as soon as Redis has it; the worker counts it once
+    // the report's reply is back (its `state` label is the queue's answer), a moment later.
+    let after = eventually(
+        Duration::from_secs(30),
+        "the worker to count the four jobs' ends",
+        || async {
+            let scrape = Scrape::parse(&get_at(&address, "/metrics").await);
+            let failed = [
+                ("function", "fail"),
+                ("state", "failed"),
+                ("error_class", "guest-error"),
+            ];
+            let counted = scrape.value("wasmgear_jobs_finished_total", &failed) == Some(1.0)
+                && scrape.value("wasmgear_running_jobs", &[]) == Some(0.0);
+            counted.then_some(scrape)
+        },
+    )
+    .await;
     let echo = [("function", "echo")];
     assert_eq!(after.of("wasmgear_jobs_started_total", &echo), 3.0);
     assert_eq!(
