@@ -1,18 +1,27 @@
-//! The `wasmgear` binary: parses the command line, sets up logging, runs the command.
+//! The `wasmgear` binary: parses the command line, sets up logging (and span export when the
+//! `OTEL_*` variables ask for it), runs the command.
+
+use std::time::Duration;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+
+/// The longest an exiting command waits for its last spans to be sent.
+const SPANS_AT_EXIT: Duration = Duration::from_secs(5);
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(console::colors_enabled_stderr())
-        .init();
     let cli = wasmgear::cli::Cli::parse();
+    let telemetry = match wasmgear::cli::otel::install(cli.service_name()) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(wasmgear::cli::exit::USAGE);
+        }
+    };
+    // The trace the command continues (TRACEPARENT): current while it runs, so that the jobs
+    // it enqueues carry it (through the client's `send` span when spans are exported).
+    let _continued = wasmgear::cli::otel::parent_from_env()
+        .map(|parent| wasmgear_client::propagation::context_for(&parent).attach());
     let code = match cli.run().await {
         Ok(code) => code,
         Err(error) => {
@@ -20,5 +29,8 @@ async fn main() {
             wasmgear::cli::exit_code(&error)
         }
     };
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown(SPANS_AT_EXIT).await;
+    }
     std::process::exit(code);
 }

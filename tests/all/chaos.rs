@@ -12,7 +12,6 @@
 //! events again (no event can slip through unseen).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -424,16 +423,9 @@ impl Observer {
 
 /// Reads one request, records its beat, answers 200.
 fn answer(mut stream: TcpStream, beats: &Mutex<Vec<Beat>>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut request = Vec::new();
-    let mut buf = [0u8; 2048];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => request.extend_from_slice(&buf[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&request);
+    let Some(text) = wasmgear_testkit::http_peer::read_head(&mut stream) else {
+        return;
+    };
     let path = text.split(' ').nth(1).unwrap_or_default();
     let mut parts = path.strip_prefix("/beat/").unwrap_or_default().split('/');
     if let (Some(job), Some(run), Some(at)) = (parts.next(), parts.next(), parts.next())
@@ -445,7 +437,7 @@ fn answer(mut stream: TcpStream, beats: &Mutex<Vec<Beat>>) {
             at_ms,
         });
     }
-    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    wasmgear_testkit::http_peer::answer_ok(&mut stream);
 }
 
 /// The events published on one channel.

@@ -49,5 +49,6 @@ mod sandbox;
 mod schedule;
 mod sources;
 mod structure;
+mod traces;
 mod worker_process;
 mod worqr;

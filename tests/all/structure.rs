@@ -62,6 +62,24 @@ fn the_http_api_never_compiles_wasmtime() {
     );
 }
 
+/// Span export is its own concern: the telemetry crate compiles no wasmtime, talks to no
+/// Redis and knows nothing of the queue.
+#[test]
+fn telemetry_compiles_no_wasmtime_and_talks_to_no_redis() {
+    assert_free_of(
+        "wasmgear-telemetry",
+        &[
+            "wasmtime",
+            "cranelift",
+            "redis",
+            "wasmgear-proto",
+            "wasmgear-client",
+            "wasmgear-runtime",
+            "wasmgear-worker",
+        ],
+    );
+}
+
 /// The queues people already run are served without wasmtime: a job source needs only the
 /// `JobSource` trait (`wasmgear-source`), not the worker that runs the jobs.
 #[test]
@@ -191,7 +209,7 @@ fn the_client_starts_no_redis_server() {
 }
 
 /// Which crates of ours each crate of ours may use (normal dependencies, direct or not).
-const ALLOWED: [(&str, &[&str]); 11] = [
+const ALLOWED: [(&str, &[&str]); 12] = [
     (
         "wasmgear",
         &[
@@ -204,6 +222,7 @@ const ALLOWED: [(&str, &[&str]); 11] = [
             "wasmgear-runtime",
             "wasmgear-proto",
             "wasmgear-redis-server",
+            "wasmgear-telemetry",
         ],
     ),
     (
@@ -217,12 +236,19 @@ const ALLOWED: [(&str, &[&str]); 11] = [
             "wasmgear-source",
             "wasmgear-runtime",
             "wasmgear-proto",
+            "wasmgear-telemetry",
         ],
     ),
     (
         "wasmgear-server",
-        &["wasmgear-client", "wasmgear-source", "wasmgear-proto"],
+        &[
+            "wasmgear-client",
+            "wasmgear-source",
+            "wasmgear-proto",
+            "wasmgear-telemetry",
+        ],
     ),
+    ("wasmgear-telemetry", &[]),
     ("wasmgear-authoring", &["wasmgear-proto"]),
     ("wasmgear-client", &["wasmgear-source", "wasmgear-proto"]),
     ("wasmgear-source", &["wasmgear-proto"]),
@@ -239,6 +265,7 @@ const ALLOWED: [(&str, &[&str]); 11] = [
             "wasmgear-proto",
             "wasmgear-redis-server",
             "wasmgear-test-artifacts",
+            "wasmgear-telemetry",
         ],
     ),
 ];

@@ -40,6 +40,25 @@ pub struct Callback {
     pub data: Option<Value>,
 }
 
+/// A batch's definition as stored: its spec, and the trace context it was opened in (its
+/// callbacks carry it).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredSpec {
+    #[serde(flatten)]
+    spec: BatchSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<String>,
+}
+
+impl StoredSpec {
+    fn trace(&self) -> Option<wasmgear_proto::TraceContext> {
+        let parent = self.trace.as_deref()?;
+        wasmgear_proto::TraceContext::new(parent, self.tracestate.as_deref()).ok()
+    }
+}
+
 /// What a batch is: its name and its callbacks.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchSpec {
@@ -112,7 +131,13 @@ impl Client {
     /// [`Client::close_batch`]. Returns its id.
     pub async fn open_batch(&self, spec: &BatchSpec) -> Result<String> {
         let id = wasmgear_proto::sync::random_hex(8);
-        let def = serde_json::to_string(spec)
+        let opened_in = crate::propagation::current();
+        let stored = StoredSpec {
+            spec: spec.clone(),
+            trace: opened_in.as_ref().map(|t| t.traceparent().to_string()),
+            tracestate: opened_in.and_then(|t| t.tracestate().map(str::to_string)),
+        };
+        let def = serde_json::to_string(&stored)
             .map_err(|e| QueueError::BadOption(format!("the batch does not write as JSON: {e}")))?;
         let _: u64 = scripts::BATCH_OPEN
             .with_keys(&BatchKeys::all(&id))
@@ -294,7 +319,7 @@ async fn read_with_spec(
     conn: &Connection,
     id: &str,
     unended: bool,
-) -> Result<(Option<(BatchStatus, BatchSpec)>, Vec<String>)> {
+) -> Result<(Option<(BatchStatus, StoredSpec)>, Vec<String>)> {
     let (fields, unsuccessful, left): (Vec<String>, Vec<String>, Vec<String>) = scripts::BATCH_GET
         .with_keys(&BatchKeys::all(id))
         .arg(if unended { "1" } else { "0" })
@@ -308,7 +333,7 @@ async fn read_with_spec(
         .map(|pair| (pair[0].as_str(), pair[1].as_str()))
         .collect();
     let number = |name: &str| map.get(name).and_then(|v| v.parse::<u64>().ok());
-    let def: BatchSpec = map
+    let def: StoredSpec = map
         .get("def")
         .and_then(|d| serde_json::from_str(d).ok())
         .unwrap_or_default();
@@ -327,7 +352,7 @@ async fn read_with_spec(
     );
     let status = BatchStatus {
         id: id.to_string(),
-        name: def.name.clone(),
+        name: def.spec.name.clone(),
         open: map.get("open") == Some(&"1"),
         total,
         pending: total.saturating_sub(succeeded + failed + cancelled),
@@ -370,8 +395,8 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
     };
     for kind in kinds {
         let callback = match kind.as_str() {
-            "success" => def.on_success.as_ref(),
-            "complete" => def.on_complete.as_ref(),
+            "success" => def.spec.on_success.as_ref(),
+            "complete" => def.spec.on_complete.as_ref(),
             _ => None,
         };
         let Some(callback) = callback else { continue };
@@ -392,6 +417,7 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
             &callback.function,
             &format!("batch:{id}:{kind}"),
             input.to_string().as_bytes(),
+            def.trace().as_ref(),
         )
         .await?;
         let _: i64 = scripts::BATCH_FIRED
@@ -405,20 +431,28 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
 }
 
 /// Enqueues one job of `function` with `input` and the `once` key `once` (enqueued again,
-/// the call returns the first job).
+/// the call returns the first job), in `trace` if given.
 async fn enqueue_once(
     conn: &Connection,
     function: &FunctionName,
     once: &str,
     input: &[u8],
+    trace: Option<&wasmgear_proto::TraceContext>,
 ) -> Result<JobId> {
     let mut call = scripts::on_function(&scripts::ENQUEUE, function);
+    let mut options = vec![("once", once.to_string())];
+    if let Some(trace) = trace {
+        options.push(("trace", trace.traceparent().to_string()));
+        options.extend(trace.tracestate().map(|s| ("tracestate", s.to_string())));
+    }
     call.arg(1)
         .option("call", wasmgear_proto::sync::random_hex(12))
         .arg(1)
-        .arg(1)
-        .option("once", once)
-        .arg(input);
+        .arg(options.len());
+    for (name, value) in &options {
+        call.option(name, value);
+    }
+    call.arg(input);
     let (numbers, _, _, _): (Vec<u64>, String, Vec<String>, u32) =
         crate::connection::invoke_retrying("enqueue", conn, &call).await?;
     let _: i64 = redis::cmd("SADD")

@@ -11,7 +11,7 @@ use super::options::{
 use super::replication::{self, MinReplicas};
 use super::subscriber::Subscriber;
 use super::watch::{Seen, Watches};
-use super::{QueueError, Result, links, scripts};
+use super::{QueueError, Result, links, propagation, scripts};
 use wasmgear_proto::keys::{self, FunctionKeys, WorkerListKeys};
 use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 use wasmgear_proto::{Event, LiveWorker};
@@ -189,6 +189,24 @@ impl Client {
         if jobs.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
+        let span = propagation::producer_span(function, jobs.len());
+        let trace = propagation::context_of(&span);
+        tracing::Instrument::instrument(
+            self.send_jobs(function, jobs, placements, trace.as_ref()),
+            span,
+        )
+        .await
+    }
+
+    /// Writes checked jobs (see [`Client::write_jobs`]), those that name no trace context
+    /// carrying `trace`.
+    async fn send_jobs(
+        &self,
+        function: &FunctionName,
+        jobs: &[(&[u8], EnqueueOptions)],
+        placements: &[Placement],
+        trace: Option<&wasmgear_proto::TraceContext>,
+    ) -> Result<(Vec<Enqueued>, Vec<(JobId, JobId)>)> {
         // Dependencies in this function are checked by the script; the others here (but a
         // flow's, whose jobs are written in any order, and those whose failure is
         // tolerated).
@@ -279,6 +297,10 @@ impl Client {
             }
             if let Some(at) = options.expires_at {
                 named.push(("expires_at", system_time_ms(at).to_string()));
+            }
+            if let Some(trace) = options.trace.as_ref().or(trace) {
+                named.push(("trace", trace.traceparent().to_string()));
+                named.extend(trace.tracestate().map(|s| ("tracestate", s.to_string())));
             }
             if let Some(placement) = placements.get(i) {
                 named.extend(placement.number.map(|n| ("number", n.to_string())));

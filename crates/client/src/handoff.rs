@@ -22,9 +22,20 @@ use wasmgear_proto::recent::Recent;
 /// are still waited for; its slots are free after that.
 pub(crate) const LAPSE_GRACE: Duration = Duration::from_secs(1);
 
-/// One leased job as a lease row holds it: number, attempt, max attempts, timeout (ms),
-/// enqueue time (ms), token, input.
-pub(crate) type LeaseRow = (u64, u32, u32, u64, u64, String, Vec<u8>);
+/// One leased job as a lease row holds it, with its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseRow {
+    pub(crate) seq: u64,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) timeout_ms: u64,
+    /// When the job was enqueued (ms, queue clock).
+    pub(crate) created_ms: u64,
+    pub(crate) token: String,
+    /// The trace context the job was enqueued with, if any.
+    pub(crate) trace: Option<wasmgear_proto::TraceContext>,
+    pub(crate) input: Vec<u8>,
+}
 
 /// A registration this worker made (or whose hand-off may still be on its way).
 #[derive(Debug, Clone)]
@@ -203,11 +214,11 @@ impl HandOffs {
         now: Instant,
     ) -> Arrival {
         // (A token is unique within its function only.)
-        if !self.seen.insert(&format!("{function}\0{}", row.5)) {
+        if !self.seen.insert(&format!("{function}\0{}", row.token)) {
             return Arrival::Duplicate;
         }
         self.prune(now);
-        let Some(call_id) = call_id_of(&row.5).map(str::to_string) else {
+        let Some(call_id) = call_id_of(&row.token).map(str::to_string) else {
             return Arrival::Unexpected(function, row);
         };
         let key = (function.clone(), call_id);
@@ -289,7 +300,16 @@ mod tests {
     }
 
     fn row(token: &str) -> LeaseRow {
-        (1, 1, 3, 1000, 0, token.to_string(), Vec::new())
+        LeaseRow {
+            seq: 1,
+            attempt: 1,
+            max_attempts: 3,
+            timeout_ms: 1000,
+            created_ms: 0,
+            token: token.to_string(),
+            trace: None,
+            input: Vec::new(),
+        }
     }
 
     const TTL: Duration = Duration::from_secs(4);
@@ -413,7 +433,11 @@ mod tests {
             Arrival::Queued
         ));
         assert_eq!(handoffs.next_lapse(now), None);
-        let tokens: Vec<String> = handoffs.stop().into_iter().map(|job| job.row.5).collect();
+        let tokens: Vec<String> = handoffs
+            .stop()
+            .into_iter()
+            .map(|job| job.row.token)
+            .collect();
         assert_eq!(tokens, ["w/c:10:1", "w/c:11:1"]);
     }
 

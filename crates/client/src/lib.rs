@@ -21,6 +21,7 @@ pub mod groups;
 mod handoff;
 mod links;
 pub mod options;
+pub mod propagation;
 pub mod replication;
 pub mod schedule;
 mod scripts;
@@ -40,7 +41,7 @@ pub use replication::MinReplicas;
 pub use worker_queue::WorkerQueue;
 
 pub use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
-pub use wasmgear_proto::{FunctionName, JobId, OnFailure, Progress};
+pub use wasmgear_proto::{FunctionName, JobId, OnFailure, Progress, TraceContext};
 
 use wasmgear_proto::NameError;
 

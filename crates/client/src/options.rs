@@ -151,6 +151,10 @@ pub struct EnqueueOptions {
     pub expires_in: Option<Duration>,
     /// The same as a time (queue clock); must not have passed. Not with `expires_in`.
     pub expires_at: Option<SystemTime>,
+    /// The W3C trace context the job carries to its worker, whose spans for it join that
+    /// trace. `None`: the client's own `send` span's when `tracing-opentelemetry` exports
+    /// it, else the current OpenTelemetry context's, else none.
+    pub trace: Option<wasmgear_proto::TraceContext>,
 }
 
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
@@ -185,6 +189,7 @@ impl Default for EnqueueOptions {
             throttle: None,
             expires_in: None,
             expires_at: None,
+            trace: None,
         }
     }
 }

@@ -116,6 +116,13 @@ impl Client {
             )));
         }
         job_options(&def, 0)?.validate()?;
+        // Ticks link to the trace the schedule was added in.
+        let added_in = crate::propagation::current();
+        let def = ScheduleDef {
+            trace: added_in.as_ref().map(|t| t.traceparent().to_string()),
+            tracestate: added_in.and_then(|t| t.tracestate().map(str::to_string)),
+            ..def
+        };
         let now = self.redis_now_ms().await?;
         let next = match def.paused {
             true => None,
@@ -393,11 +400,14 @@ impl Client {
             .map_err(bad)?;
         let function = FunctionName::new(&def.function)?;
         let enqueued = match firing.and_then(|f| f.fire) {
-            Some(at) => self
-                .submit(&function, &[(input, job_options(&def, at)?)])
-                .await?
-                .into_iter()
-                .next(),
+            Some(at) => {
+                let options = job_options(&def, at)?;
+                let tick = crate::propagation::tick_span(&def);
+                tracing::Instrument::instrument(self.submit(&function, &[(input, options)]), tick)
+                    .await?
+                    .into_iter()
+                    .next()
+            }
             None => None,
         };
         // A schedule that never ticks again is left where it is (listed, never due again

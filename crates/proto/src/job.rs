@@ -189,6 +189,9 @@ pub struct JobInfo {
     pub enqueued_at_ms: u64,
     /// How long the job may run, in ms.
     pub timeout_ms: u64,
+    /// The trace the job runs in: its producer's context as the queue stored it, or (on a
+    /// worker that exports spans) the context of the attempt's own span.
+    pub trace: Option<crate::TraceContext>,
 }
 
 /// The class of a failure: what kind of thing went wrong. Failed jobs are grouped by it.

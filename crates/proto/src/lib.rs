@@ -11,6 +11,7 @@
 //! - [`limits`]: numbers the scripts and the Rust side share (jobs kept, log size, days).
 //! - [`recent`]: a bounded set of names seen recently (lease tokens started).
 //! - [`schedule`]: recurring jobs: when they tick, which tick to fire.
+//! - [`trace`]: the W3C trace context a job carries from its producer to its worker.
 //! - [`units`]: durations and times as people write them, and back.
 //! - [`worker`]: what workers advertise in the worker list.
 
@@ -23,10 +24,12 @@ pub mod model;
 pub mod recent;
 pub mod schedule;
 pub mod sync;
+pub mod trace;
 pub mod units;
 pub mod worker;
 
 pub use event::{Event, FunctionEvent};
 pub use job::*;
 pub use model::{JobRecord, JobState, JobStatus, OnFailure};
+pub use trace::TraceContext;
 pub use worker::{LiveWorker, WorkerAd};

@@ -192,6 +192,10 @@ pub const MAX_BULK_JOBS: u64 = 10_000;
 /// How long a long poll of the HTTP API waits when the request names no timeout, ms.
 pub const DEFAULT_WAIT_MS: u64 = 30_000;
 
+/// The longest `tracestate` a job carries, in bytes (the W3C trace context's recommended
+/// bound).
+pub const MAX_TRACESTATE_BYTES: u64 = 512;
+
 /// The longest a long poll of the HTTP API may wait, ms (proxies commonly cut idle requests
 /// at a minute).
 pub const MAX_WAIT_MS: u64 = 300_000;
@@ -230,6 +234,7 @@ pub fn for_clients() -> Vec<(&'static str, i64)> {
         ("enqueue_batch", n(ENQUEUE_BATCH)),
         ("max_min_replicas", n(MAX_MIN_REPLICAS)),
         ("min_replicas_timeout_ms", n(MIN_REPLICAS_TIMEOUT_MS)),
+        ("max_tracestate_bytes", n(MAX_TRACESTATE_BYTES)),
     ]
 }
 
@@ -269,6 +274,7 @@ pub fn lua_constants() -> String {
         ("MAX_GROUPS_SCANNED", MAX_GROUPS_SCANNED),
         ("MAX_GROUPS_LISTED", MAX_GROUPS_LISTED),
         ("MAX_MIN_REPLICAS", MAX_MIN_REPLICAS),
+        ("MAX_TRACESTATE_BYTES", MAX_TRACESTATE_BYTES),
     ];
     let signed = [
         ("MIN_PRIORITY", MIN_PRIORITY),
@@ -304,7 +310,7 @@ mod tests {
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
         assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
         assert!(lua.contains("local MAX_MIN_REPLICAS = 16\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 35);
+        assert_eq!(lua.lines().count(), 36);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

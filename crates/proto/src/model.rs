@@ -137,6 +137,13 @@ pub struct JobRecord {
     /// The job's group (a tenant, customer or document key): see `EnqueueOptions::group`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_id: Option<String>,
+    /// The W3C traceparent of the span the job was enqueued in (its worker's spans join that
+    /// trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// The W3C tracestate that came with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// The job that enqueued this one as its child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,

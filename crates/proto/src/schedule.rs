@@ -252,6 +252,13 @@ pub struct ScheduleDef {
     /// When it was added, ms (Redis' clock).
     #[serde(default)]
     pub created_ms: u64,
+    /// The W3C traceparent of the span it was added in (set by `schedule_add`): each tick
+    /// starts a trace of its own, linked to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// The W3C tracestate that came with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// Why a schedule's due tick could not fire, as `wg:{schedules}:errors` holds it until the

@@ -1,4 +1,6 @@
-//! Outgoing HTTP (`wasi:http`) for jobs, to the hosts a plugin's manifest lists and no others.
+//! Outgoing HTTP (`wasi:http`) for jobs, to the hosts a plugin's manifest lists and no others,
+//! each request carrying the job's trace context (`traceparent`, `tracestate`) so that the
+//! services a job calls join its trace.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,20 +9,48 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::output::JobLog;
-use wasmgear_proto::LogLevel;
+use wasmgear_proto::{LogLevel, TraceContext};
 
 /// Lets a request through only if its authority is on the plugin's allow list: an entry
 /// `host` allows any port of that host, `host:port` that port only.
 pub(crate) struct HttpGate {
     allow: Arc<Vec<String>>,
     log: Option<Arc<JobLog>>,
+    trace: Option<TraceContext>,
 }
 
 impl HttpGate {
     /// A gate letting through the hosts in `allow` (none if empty); denials are written to
     /// `log`.
     pub(crate) fn new(allow: Arc<Vec<String>>, log: Option<Arc<JobLog>>) -> Self {
-        HttpGate { allow, log }
+        HttpGate {
+            allow,
+            log,
+            trace: None,
+        }
+    }
+
+    /// The gate adds `trace` to each request it lets through, as the W3C `traceparent` and
+    /// `tracestate` headers (unless the guest gave its own `traceparent`).
+    pub(crate) fn with_trace(self, trace: Option<TraceContext>) -> Self {
+        HttpGate { trace, ..self }
+    }
+
+    /// Adds the trace context's headers to `request`, unless it names a trace already.
+    fn add_trace(&self, request: &mut http::Request<WasiBody>) {
+        let Some(trace) = &self.trace else { return };
+        let headers = request.headers_mut();
+        if headers.contains_key("traceparent") {
+            return;
+        }
+        // (Both are checked ASCII: they always make header values.)
+        if let Ok(value) = http::HeaderValue::from_str(trace.traceparent()) {
+            headers.insert("traceparent", value);
+            headers.remove("tracestate");
+            if let Some(Ok(state)) = trace.tracestate().map(http::HeaderValue::from_str) {
+                headers.insert("tracestate", state);
+            }
+        }
     }
 
     fn allows(&self, host: &str, port: Option<u16>) -> bool {
@@ -45,7 +75,7 @@ type Sent = Result<
 impl WasiHttpHooks for HttpGate {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Box<dyn Future<Output = Sent> + Send> {
@@ -66,6 +96,7 @@ impl WasiHttpHooks for HttpGate {
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         drop(fut);
+        self.add_trace(&mut request);
         Box::new(async move {
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((

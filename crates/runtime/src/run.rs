@@ -242,7 +242,8 @@ impl Runtime {
             cancel: cancel.clone(),
             config: plugin.config.clone(),
             http: WasiHttpCtx::new(),
-            http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone())),
+            http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone()))
+                .with_trace(job.trace.clone()),
             children,
             child_calls: 0,
             unkeyed_children: std::collections::HashMap::new(),

@@ -18,6 +18,7 @@ mod groups;
 mod health;
 mod metrics;
 mod openapi;
+mod trace;
 mod ui;
 
 use std::net::SocketAddr;
@@ -171,6 +172,7 @@ fn app(
         .merge(guarded)
         .merge(ui::routes(state.clone()))
         .fallback(|| async { ApiError::route_not_found() })
+        .layer(middleware::from_fn(trace::continue_trace))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::count,

@@ -238,6 +238,7 @@ impl GearMonkey {
                         max_attempts: request.default_max_attempts,
                         enqueued_at_ms: wasmgear_proto::units::now_ms(),
                         timeout_ms: request.default_timeout_ms,
+                        trace: None,
                     },
                     input: redis::from_redis_value_ref(input)?,
                     token,

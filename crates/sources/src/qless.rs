@@ -290,6 +290,7 @@ impl Inner {
                     max_attempts: retries + 1,
                     enqueued_at_ms: wasmgear_proto::units::now_ms(),
                     timeout_ms: request.default_timeout_ms,
+                    trace: None,
                 },
                 input: input_of(data),
                 token,

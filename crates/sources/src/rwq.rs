@@ -178,6 +178,7 @@ impl WorkQueue {
                 max_attempts: request.default_max_attempts,
                 enqueued_at_ms: wasmgear_proto::units::now_ms(),
                 timeout_ms: request.default_timeout_ms,
+                trace: None,
             },
             input,
             token: format!("{session}|{id}"),

@@ -34,8 +34,10 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod gearmand;
+pub mod http_peer;
 pub mod last_words;
 pub mod metrics;
+pub mod otlp;
 pub mod plugins;
 pub mod ports;
 pub mod process;
@@ -48,6 +50,7 @@ pub mod worker_process;
 
 pub use cli::{bin, json, stderr, stdout, wasmgear, wasmgear_with_stdin};
 pub use cluster::TestCluster;
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use plugins::{artifact, function, plugin_copies, plugin_dir};
 pub use ports::{ClosedPort, free_port};
 pub use test_redis::{TestRedis, command_calls};

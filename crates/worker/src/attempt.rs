@@ -43,6 +43,7 @@ impl JobHooks for Reporter {
 
     fn instantiated(&self, took: Duration) {
         self.metrics.instantiated(took);
+        crate::spans::event("instance ready", "took_us", took.as_micros() as u64);
     }
 
     fn memory(&self, peak_bytes: usize) {
@@ -57,14 +58,21 @@ impl JobHooks for Reporter {
         self.dependencies.clone()
     }
 
+    /// Keeps the line in the attempt's log and passes it to `tracing` (the worker's log, and
+    /// an event of the attempt's span when spans are exported) while the log has room: past
+    /// [`MAX_ATTEMPT_LOG_BYTES`], one line says the rest was dropped.
     fn log(&self, level: LogLevel, message: String) {
         {
             let mut lines = self.lines.locked();
             let line = format!("{:<5} {message}\n", format!("{level:?}").to_uppercase());
             if lines.len() + line.len() + ATTEMPT_LOG_FULL.len() <= MAX_ATTEMPT_LOG_BYTES {
                 lines.push_str(&line);
-            } else if !lines.ends_with(ATTEMPT_LOG_FULL) {
-                lines.push_str(ATTEMPT_LOG_FULL);
+            } else {
+                if !lines.ends_with(ATTEMPT_LOG_FULL) {
+                    lines.push_str(ATTEMPT_LOG_FULL);
+                    tracing::warn!(target: "wasmgear::guest", "{}", ATTEMPT_LOG_FULL.trim_end());
+                }
+                return;
             }
         }
         match level {
@@ -153,8 +161,7 @@ impl<S: JobSource> Node<S> {
             let limited = plugin
                 .as_ref()
                 .is_some_and(|p| p.free_slots() != usize::MAX);
-            let span =
-                tracing::info_span!("job", job_id = %lease.info.id, attempt = lease.info.attempt);
+            let span = crate::spans::attempt_span(&lease, self.source.worker_id());
             let started = tokio::time::Instant::now();
             let run = self.run_attempt(lease, plugin).instrument(span.clone());
             tokio::pin!(run);
@@ -238,6 +245,12 @@ impl<S: JobSource> Node<S> {
         let waited = wasmgear_proto::units::now_ms().saturating_sub(lease.info.enqueued_at_ms);
         let measured = self.metrics.function(&id.function);
         measured.started(lease.info.attempt, waited);
+        // (The span this runs in is the attempt's.)
+        let trace = crate::spans::passed_on(&tracing::Span::current(), &lease);
+        crate::spans::event("left the queue", "wait_ms", waited);
+        if let Some(version) = &plugin_version {
+            crate::spans::record_version(version);
+        }
         let started = std::time::Instant::now();
         // A cancel the source heard before the job got here (it was leased, held in its slot
         // or on its way) counts: the job never starts. (Registered as running first, so that
@@ -266,6 +279,7 @@ impl<S: JobSource> Node<S> {
                         Arc::new(children::Children::new(
                             client.clone(),
                             lease.info.id.clone(),
+                            trace.clone(),
                         )) as Arc<dyn wasmgear_runtime::ChildJobs>
                     }),
                     dependencies: self.children.as_ref().map(|client| {
@@ -277,9 +291,14 @@ impl<S: JobSource> Node<S> {
                         )) as Arc<dyn wasmgear_runtime::JobDependencies>
                     }),
                 });
-                let run =
-                    self.runtime
-                        .run(&plugin, &lease.info, &lease.input, hooks, cancel.clone());
+                let info = wasmgear_proto::JobInfo {
+                    trace: trace.clone(),
+                    ..lease.info.clone()
+                };
+                let run = self
+                    .runtime
+                    .run(&plugin, &info, &lease.input, hooks, cancel.clone())
+                    .instrument(crate::spans::run_span());
                 let mut run = std::pin::pin!(run);
                 // A job that ends at its first poll without reporting progress needs no
                 // keeper (its lease is fresh): no heartbeat timers are set for it.

@@ -5,24 +5,31 @@ use std::time::Duration;
 
 use wasmgear_client::{Client, EnqueueOptions, JobState, Priority, QueueError};
 
-use wasmgear_proto::JobId;
+use wasmgear_proto::{JobId, TraceContext};
 use wasmgear_runtime::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest};
 
 /// The children of one running job.
 pub(crate) struct Children {
     client: Client,
     parent: JobId,
+    /// The trace context the parent's attempt passes on: its children join that trace.
+    trace: Option<TraceContext>,
 }
 
 impl Children {
-    pub(crate) fn new(client: Client, parent: JobId) -> Self {
-        Children { client, parent }
+    pub(crate) fn new(client: Client, parent: JobId, trace: Option<TraceContext>) -> Self {
+        Children {
+            client,
+            parent,
+            trace,
+        }
     }
 }
 
 impl ChildJobs for Children {
     fn enqueue(&self, request: ChildRequest) -> ChildFuture<Result<String, String>> {
         let (client, parent) = (self.client.clone(), self.parent.clone());
+        let trace = self.trace.clone();
         Box::pin(async move {
             let priority = match request.priority {
                 Some(p) => Priority::new(p).map_err(|e| e.to_string())?,
@@ -32,6 +39,7 @@ impl ChildJobs for Children {
                 priority,
                 max_attempts: request.max_attempts,
                 timeout: request.timeout,
+                trace,
                 ..EnqueueOptions::default()
             };
             let enqueued = client

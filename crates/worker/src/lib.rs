@@ -18,6 +18,7 @@ pub mod metrics;
 mod node;
 pub mod plugins;
 pub mod scheduler;
+mod spans;
 mod upkeep;
 
 use std::time::Duration;

@@ -404,6 +404,26 @@ async fn scrape<S: JobSource>(State(served): State<Served<S>>) -> Response {
         "How often the connection to the queue came back after it was lost",
         reconnects,
     );
+    if let Some(spans) = wasmgear_telemetry::span_counts() {
+        let counted = Family::<Labels, Counter>::default();
+        for (result, count) in [
+            ("exported", spans.exported()),
+            ("dropped", spans.dropped()),
+            ("failed", spans.failed()),
+        ] {
+            counted
+                .get_or_create(&vec![("result", result.to_string())])
+                .inc_by(count);
+        }
+        now.register(
+            "trace_spans",
+            "Spans this process exported over OTLP (only when the OTEL_* variables ask for it), \
+             by result: exported, dropped (the queue to the collector was full: it is slow or \
+             down; jobs never wait for it), failed (the collector refused them or did not \
+             answer in time)",
+            counted,
+        );
+    }
     if let Some(bytes) = resident_memory_bytes() {
         now.register(
             "resident_memory_bytes",

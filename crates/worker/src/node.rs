@@ -507,6 +507,7 @@ impl<S: JobSource> Node<S> {
         };
         self.metrics
             .job_finished(&lease.info.id.function, state, class);
+        crate::spans::record_outcome(state, (class != "none").then_some(class));
         log_report(result, &outcome, handed_back);
         leased.into_inner().unwrap_or_else(|e| e.into_inner())
     }

@@ -119,6 +119,7 @@ fn take(state: &mut State, max: usize, ttl: Duration) -> Vec<Lease> {
                 max_attempts: 1,
                 enqueued_at_ms: 0,
                 timeout_ms: 3_600_000,
+                trace: None,
             },
             input,
             token: format!("token-{seq}"),

@@ -27,6 +27,7 @@ pub fn job_info(function: &str) -> JobInfo {
         max_attempts: 1,
         enqueued_at_ms: 0,
         timeout_ms: 60_000,
+        trace: None,
     }
 }
 

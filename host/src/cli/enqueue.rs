@@ -182,6 +182,8 @@ pub async fn run(args: EnqueueArgs) -> anyhow::Result<i32> {
             Some(text) => super::config::parse_rate("--throttle", text)?,
             None => None,
         },
+        // (TRACEPARENT reaches the job as the current context: main.rs.)
+        trace: None,
     };
     let mut options = options;
     for (ids, policy) in [

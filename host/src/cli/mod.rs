@@ -17,6 +17,7 @@ mod flow;
 mod groups;
 mod jobs;
 mod logs;
+pub mod otel;
 mod output;
 mod plugins;
 mod priority;
@@ -243,6 +244,15 @@ enum Command {
 }
 
 impl Cli {
+    /// The name the process's spans are exported under (unless `OTEL_SERVICE_NAME` says).
+    pub fn service_name(&self) -> &'static str {
+        match self.command {
+            Command::Worker(_) => "wasmgear-worker",
+            Command::Serve(_) => "wasmgear-serve",
+            _ => "wasmgear-cli",
+        }
+    }
+
     /// Runs the chosen subcommand; returns the process exit code.
     pub async fn run(self) -> anyhow::Result<i32> {
         match self.command {

@@ -120,6 +120,7 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         max_attempts: record.max_attempts,
         enqueued_at_ms: record.created_ms,
         timeout_ms: record.timeout_ms,
+        trace: None,
     };
     let code = super::run::run_here(&runtime, &plugin, &info, &input).await?;
     if args.requeue {

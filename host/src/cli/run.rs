@@ -134,6 +134,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         max_attempts: 1,
         enqueued_at_ms: wasmgear_proto::units::now_ms(),
         timeout_ms: timeout.as_millis() as u64,
+        trace: None,
     };
     run_here(&runtime, &plugin, &info, &input).await
 }

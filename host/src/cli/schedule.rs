@@ -203,6 +203,9 @@ async fn add(args: AddArgs) -> anyhow::Result<i32> {
         tags: args.tags.clone(),
         group: args.group.clone(),
         created_ms: 0,
+        // (The context the command runs in: schedule_add notes it.)
+        trace: None,
+        tracestate: None,
     };
     let client = args.redis.client().await?;
     let schedule = client.schedule_add(def, &input, args.replace).await?;

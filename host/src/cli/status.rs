@@ -52,6 +52,9 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
     if let Some(group) = &record.group_id {
         println!("group     {group}");
     }
+    if let Some(trace) = &record.trace {
+        println!("trace     {}", trace_line(trace));
+    }
     if let Some(parent) = &record.parent {
         println!("parent    {parent}");
     }
@@ -132,5 +135,19 @@ pub(super) fn print_failure(status: &JobStatus) {
             status.id, record.state, record.attempt, error.class, error.message
         ),
         None => eprintln!("job {} {}", status.id, record.state),
+    }
+}
+
+/// A job's traceparent as `status` shows it: the trace id (what a tracing UI searches by),
+/// then the span the job was enqueued in.
+fn trace_line(traceparent: &str) -> String {
+    match wasmgear_client::TraceContext::new(traceparent, None) {
+        Ok(trace) => format!(
+            "{} (enqueued in span {}{})",
+            trace.trace_id(),
+            trace.span_id(),
+            if trace.sampled() { "" } else { ", not sampled" }
+        ),
+        Err(_) => traceparent.to_string(),
     }
 }

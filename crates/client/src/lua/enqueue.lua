@@ -43,6 +43,12 @@
 --                     ready jobs are leased round robin across their groups, each group
 --                     within its own limits (lib.lua, "Groups"; none: the jobs without a
 --                     group, one group of their own)
+--   trace             the W3C traceparent of the span the job was made in
+--                     (00-TRACEID-SPANID-FLAGS, lower-case hex): kept with the job and
+--                     given to each worker that leases it (lease rows), so that the
+--                     worker's spans join that trace (none)
+--   tracestate        the W3C tracestate that came with it (with trace; at most
+--                     MAX_TRACESTATE_BYTES bytes of printable ASCII)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat): if
 --                     it fails, is cancelled or is gone, this job is cancelled
@@ -141,7 +147,8 @@ local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
   number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
-  throttle = true, throttle_ms = true, expires_in = true, expires_at = true,
+  throttle = true, throttle_ms = true, expires_in = true, expires_at = true, trace = true,
+  tracestate = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -252,6 +259,12 @@ for i = 0, n - 1 do
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
         .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
     end
+    if options.trace and not TRACE.fits(options.trace) then
+      return bad(i, 'trace ' .. options.trace .. ' is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case)')
+    end
+    if options.tracestate and not (options.trace and TRACE.fits_state(options.tracestate)) then
+      return bad(i, 'tracestate goes with trace, and is at most ' .. MAX_TRACESTATE_BYTES .. ' bytes of printable ASCII')
+    end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
@@ -339,12 +352,14 @@ end
 -- The other fields of a common job (a record's JSON part): its flow, batch, dependents and
 -- group ('' when it has none).
 local function placement(options)
-  if not (options.flow or options.batch or options.dependent or options.group) then return '' end
+  if not (options.flow or options.batch or options.dependent or options.group or options.trace) then return '' end
   return cjson.encode({
     flow = options.flow and number_of(options.flow),
     batch = options.batch,
     dependents = options.dependent and distinct(options.dependent),
     group_id = options.group,
+    trace = options.trace,
+    tracestate = options.tracestate,
   })
 end
 
@@ -486,6 +501,7 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.group then record.group_id = options.group end
+      if options.trace then record.trace, record.tracestate = options.trace, options.tracestate end
       local deadline = options.expires_at and number_of(options.expires_at)
         or options.expires_in and NOW + number_of(options.expires_in)
       if deadline then

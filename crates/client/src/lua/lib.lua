@@ -1200,10 +1200,22 @@ end
 
 
 -- A lease as `lease` answers it: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN',
--- from the leased record's fields (one string rather than six replies per job).
+-- from the leased record's fields (one string rather than six replies per job), then
+-- '|TRACEPARENT' for a job enqueued with a trace context, and '|TRACESTATE' after it when
+-- it has one (last: it may hold '|').
 local function lease_row(number, f)
-  return number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
+  local row = number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
     .. f[R_CREATED] .. '|' .. f[R_TOKEN]
+  local others = f[R_OTHERS]
+  if others == '' then return row end
+  -- (A traceparent is lower-case hex and '-': cjson writes it as it is.)
+  local trace = string.match(others, '"trace":"([%x%-]+)"')
+  if not trace then return row end
+  row = row .. '|' .. trace
+  if string.find(others, '"tracestate":', 1, true) then
+    row = row .. '|' .. (cjson.decode(others).tracestate or '')
+  end
+  return row
 end
 
 -- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
@@ -1629,6 +1641,23 @@ end
 -- a call runs before its first write.
 
 -- (Numbers are read with whole(), near the top: `whole(text)` is a whole number >= 0.)
+
+-- W3C trace contexts kept with jobs (enqueue's `trace` and `tracestate`).
+local TRACE = {}
+
+-- Whether `s` is a traceparent of version 00: 00-TRACEID-SPANID-FLAGS in lower-case hex,
+-- the ids not all zeros (the producers send it in this form).
+function TRACE.fits(s)
+  if type(s) ~= 'string' or #s ~= 55 then return false end
+  local trace_id, span_id = string.match(s, '^00%-([0-9a-f]+)%-([0-9a-f]+)%-[0-9a-f][0-9a-f]$')
+  return trace_id ~= nil and #trace_id == 32 and #span_id == 16
+    and string.find(trace_id, '[^0]') ~= nil and string.find(span_id, '[^0]') ~= nil
+end
+
+-- Whether `s` can be a tracestate: 1 to MAX_TRACESTATE_BYTES bytes of printable ASCII.
+function TRACE.fits_state(s)
+  return type(s) == 'string' and #s >= 1 and #s <= MAX_TRACESTATE_BYTES and not string.find(s, '[^ -~]')
+end
 
 -- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
 -- '_', '-' or '.'.

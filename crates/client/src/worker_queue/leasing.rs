@@ -13,7 +13,8 @@ use crate::{Result, links, scripts};
 use wasmgear_proto::sync::Locked;
 
 /// The leases of a `lease` or `complete` reply: per job, one string
-/// `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN`, then its input.
+/// `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN[|TRACEPARENT[|TRACESTATE]]`, then
+/// its input.
 pub(super) struct LeaseRows(pub(super) Vec<LeaseRow>);
 
 impl redis::FromRedisValue for LeaseRows {
@@ -21,7 +22,7 @@ impl redis::FromRedisValue for LeaseRows {
         let items: Vec<Vec<u8>> = redis::FromRedisValue::from_redis_value(value)?;
         let bad = |row: &[u8]| {
             redis::ParsingError::from(format!(
-                "a lease row is not NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN: {:?}",
+                "a lease row is not NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN[|TRACEPARENT[|TRACESTATE]]: {:?}",
                 String::from_utf8_lossy(row)
             ))
         };
@@ -42,43 +43,50 @@ pub(super) fn lease_of(
     sent: std::time::Instant,
     ttl: Duration,
 ) -> Lease {
-    let (seq, attempt, max_attempts, timeout_ms, created_ms, token, input) = row;
     Lease {
         info: JobInfo {
             id: JobId {
                 function: function.clone(),
-                seq,
+                seq: row.seq,
             },
-            attempt,
-            max_attempts,
-            enqueued_at_ms: created_ms,
-            timeout_ms,
+            attempt: row.attempt,
+            max_attempts: row.max_attempts,
+            enqueued_at_ms: row.created_ms,
+            timeout_ms: row.timeout_ms,
+            trace: row.trace,
         },
-        input,
-        token,
+        input: row.input,
+        token: row.token,
         expires: sent + ttl,
         ttl,
     }
 }
 
-/// Reads one lease row, `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN`, with the
-/// job's `input`.
+/// Reads one lease row,
+/// `NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN[|TRACEPARENT[|TRACESTATE]]`, with
+/// the job's `input`. A trace context the queue holds but this build cannot read (the
+/// queue checked it when it was enqueued) is left out rather than the lease refused.
 pub(super) fn lease_row(row: &[u8], input: Vec<u8>) -> Option<LeaseRow> {
     let text = std::str::from_utf8(row).ok()?;
-    let mut fields = text.splitn(6, '|');
+    // (The tracestate, last, may itself hold '|'.)
+    let mut fields = text.splitn(8, '|');
     let mut number = || fields.next().and_then(|f| f.parse::<u64>().ok());
     let (seq, attempt, max_attempts, timeout_ms, created_ms) =
         (number()?, number()?, number()?, number()?, number()?);
     let token = fields.next().filter(|t| !t.is_empty())?;
-    Some((
+    let trace = fields
+        .next()
+        .and_then(|parent| wasmgear_proto::TraceContext::new(parent, fields.next()).ok());
+    Some(LeaseRow {
         seq,
-        u32::try_from(attempt).ok()?,
-        u32::try_from(max_attempts).ok()?,
+        attempt: u32::try_from(attempt).ok()?,
+        max_attempts: u32::try_from(max_attempts).ok()?,
         timeout_ms,
         created_ms,
-        token.to_string(),
+        token: token.to_string(),
+        trace,
         input,
-    ))
+    })
 }
 
 /// How long an idle worker stays registered to be handed jobs (lease.lua, ARGV[9]) after a

@@ -450,18 +450,36 @@ mod tests {
         let (function, count, row) =
             super::handed_job(b"lease echo 2 7|1|3|1000|123|w/ab:7:1\nin\nput").unwrap();
         assert_eq!((function.as_str(), count), ("echo", 2));
+        let expected = crate::handoff::LeaseRow {
+            seq: 7,
+            attempt: 1,
+            max_attempts: 3,
+            timeout_ms: 1000,
+            created_ms: 123,
+            token: "w/ab:7:1".to_string(),
+            trace: None,
+            input: b"in\nput".to_vec(),
+        };
+        assert_eq!(row, expected);
+        // A traced job's row carries its traceparent, then its tracestate (which may hold
+        // '|' and spaces); one this build cannot read is left out, the lease kept.
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let message = format!("lease echo 2 7|1|3|1000|123|w/ab:7:1|{parent}|a=1 | b=2\nin\nput");
+        let (_, _, traced) = super::handed_job(message.as_bytes()).unwrap();
+        let trace = traced.trace.clone().unwrap();
         assert_eq!(
-            row,
-            (
-                7,
-                1,
-                3,
-                1000,
-                123,
-                "w/ab:7:1".to_string(),
-                b"in\nput".to_vec()
-            )
+            (trace.traceparent(), trace.tracestate()),
+            (parent, Some("a=1 | b=2"))
         );
+        assert_eq!(
+            crate::handoff::LeaseRow {
+                trace: None,
+                ..traced
+            },
+            expected
+        );
+        let unreadable = b"lease echo 2 7|1|3|1000|123|w/ab:7:1|00-zz\nin\nput";
+        assert_eq!(super::handed_job(unreadable).unwrap().2, expected);
         for bad in [
             &b"work"[..],
             b"lease echo 1 7|1|3|1000|123|w/ab:7:1",

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use maud::{Markup, html};
-use wasmgear_client::{JobId, JobState, JobStatus};
+use wasmgear_client::{JobId, JobState, JobStatus, TraceContext};
 
 use super::error::UiError;
 use super::layout::{
@@ -151,6 +151,11 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
         @if let Some(group) = &record.group_id {
             (row("group", html! {
                 a href={ "/ui/functions/" (encode(status.id.function.as_str())) "/groups" } { (group) }
+            }))
+        }
+        @if let Some(trace) = record.trace.as_deref().and_then(|t| TraceContext::new(t, None).ok()) {
+            (row("trace", html! {
+                code { (trace.trace_id()) } " (enqueued in span " code { (trace.span_id()) } ")"
             }))
         }
         (row("created", time(Some(record.created_ms), now)))

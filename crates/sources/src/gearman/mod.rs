@@ -453,6 +453,7 @@ impl Gearman {
                 max_attempts: 1,
                 enqueued_at_ms: wasmgear_proto::units::now_ms(),
                 timeout_ms: request.default_timeout_ms,
+                trace: None,
             },
             input: job.argument,
             token,
