@@ -3,18 +3,22 @@ plugins (echo, count, fail). No mocks.
 
 WASMGEAR_BIN overrides the worker binary (default: the repository's target/debug/wasmgear);
 WASMGEAR_PLUGINS the directory of built plugins (default: target/plugins/wasm32-wasip2/debug,
-else .../release, whichever has echo.wasm).
+else .../release, whichever has echo.wasm); WASMGEAR_OTLP_RECEIVER the OTLP receiver the
+tracing tests export the worker's spans to (default: target/debug/otlp-receiver).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
-from typing import Awaitable, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 import pytest
 import redis
@@ -201,6 +205,74 @@ class Worker:
     def stop(self) -> None:
         end(self.process, 20)
         self.log.close()
+
+
+class OtlpReceiver:
+    """The real OTLP receiver (crates/testkit's `otlp-receiver`): it takes spans over
+    OTLP/HTTP and gRPC and lists them as JSON at `GET /spans`. Its first line says its ports;
+    it stops when its standard input closes."""
+
+    def __init__(self) -> None:
+        path = Path(os.environ.get("WASMGEAR_OTLP_RECEIVER")
+                    or REPO / "target" / "debug" / "otlp-receiver")
+        if not path.is_file():
+            pytest.fail(f"the OTLP receiver {path} is missing: build it (cargo build -p "
+                        "wasmgear-testkit --bin otlp-receiver) or set WASMGEAR_OTLP_RECEIVER")
+        self.process = spawn([str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert self.process.stdout is not None
+            ready, _, _ = select.select([self.process.stdout], [], [], 30)
+            if not ready:
+                raise AssertionError("the OTLP receiver said nothing within 30 s")
+            words = self.process.stdout.readline().decode().split()
+            if len(words) != 4 or words[0] != "http" or words[2] != "grpc":
+                raise AssertionError(f"the OTLP receiver's first line is {' '.join(words)!r}")
+            self.http_port, self.grpc_port = int(words[1]), int(words[3])
+        except BaseException:
+            self.stop()
+            raise
+        #: What a process exporting here over OTLP/HTTP is given.
+        self.endpoint = f"http://127.0.0.1:{self.http_port}"
+
+    def spans(self) -> List[Dict[str, Any]]:
+        """Every span received so far."""
+        with urllib.request.urlopen(f"{self.endpoint}/spans", timeout=10) as answer:
+            listed: List[Dict[str, Any]] = json.loads(answer.read())
+        return listed
+
+    def process_spans(self, job_id: str, timeout: float = 60) -> List[Dict[str, Any]]:
+        """The worker's `process FUNCTION` spans (kind consumer) of job `job_id`, waiting
+        (at most `timeout` seconds) until there is one."""
+        function = job_id.rpartition(":")[0]
+
+        def found() -> List[Dict[str, Any]]:
+            return [s for s in self.spans()
+                    if s["name"] == f"process {function}" and s["kind"] == "consumer"
+                    and s["attributes"].get("messaging.message.id") == job_id]
+
+        spans: List[Dict[str, Any]] = wait_until(
+            found, timeout, f"the worker's process span of {job_id}", every=0.05)
+        return spans
+
+    def stop(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+        end(self.process, 10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def otlp_env(receiver: OtlpReceiver) -> Dict[str, str]:
+    """What makes a worker export its spans to `receiver` (OTLP/HTTP, protobuf), a batch
+    every 50 ms."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
 
 
 @pytest.fixture(scope="session")

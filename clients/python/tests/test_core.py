@@ -636,3 +636,68 @@ def test_writes_are_confirmed_as_invoke_confirmed_does() -> None:
     with pytest.raises(wasmgear.NotReplicated) as caught:
         _drive_confirmed(plain, 1, [0, 0])
     assert (caught.value.wanted, caught.value.confirmed) == (1, 0)
+
+
+# --- Trace contexts (crates/proto/src/trace.rs's cases) ---------------------------------------
+
+_PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+_PARENT_REFUSED = ("is not a W3C traceparent: give 00-<32 hex trace id>-<16 hex span id>-<2 "
+                   "hex flags>, in lower case, the ids not all zeros")
+
+
+def test_a_valid_trace_context_is_kept_as_the_named_options() -> None:
+    assert core.check_trace(_PARENT, "rojo=00f067aa0ba902b7") == (
+        ("trace", _PARENT), ("tracestate", "rojo=00f067aa0ba902b7"))
+    # Trimmed of spaces and tabs; a blank tracestate is none; no traceparent, no context.
+    assert core.check_trace(f" \t{_PARENT} ", " ") == (("trace", _PARENT),)
+    assert core.check_trace(_PARENT.replace("-01", "-00"), None) == (
+        ("trace", _PARENT.replace("-01", "-00")),)
+    assert core.check_trace(None, None) == () == core.check_trace(None, " ")
+    # A later version's first four fields are kept as version 00.
+    later = "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what-comes-next"
+    assert core.check_trace(later) == (
+        ("trace", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09"),)
+    # The longest tracestate, every printable character.
+    longest = "k=" + "v" * 510
+    assert core.check_trace(_PARENT, longest)[1] == ("tracestate", longest)
+    printable = "".join(chr(c) for c in range(0x21, 0x7F))
+    assert core.check_trace(_PARENT, printable)[1] == ("tracestate", printable)
+    # As job options: after the others, the Rust client's order.
+    spec = core.job_spec("x", {"group": "g", "traceparent": _PARENT, "tracestate": "a=b"})
+    assert spec.named == (("group", "g"), ("trace", _PARENT), ("tracestate", "a=b"))
+
+
+def test_what_is_not_a_trace_context_is_refused_with_the_rust_client_s_sentence() -> None:
+    for bad in [
+        "",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more",
+        "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0é",
+        "0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
+    ]:
+        with pytest.raises(wasmgear.BadInput) as refused:
+            core.check_trace(bad)
+        # Rust's {:?} of the value as given (its first 80 characters).
+        assert str(refused.value) == f"traceparent {core.flows.quoted(bad[:80])} {_PARENT_REFUSED}"
+    with pytest.raises(wasmgear.BadInput) as refused:
+        core.check_trace(" 00-\"x\"\t\u0301" + "y" * 100)
+    assert str(refused.value) == ('traceparent " 00-\\"x\\"\\t\\u{301}' + "y" * 71 + '" '
+                                  + _PARENT_REFUSED)
+    for bad_state in ("k=" + "v" * 511, "k=v\nx", "k=\x7f", "k=é"):
+        with pytest.raises(wasmgear.BadInput) as refused:
+            core.check_trace(_PARENT, bad_state)
+        assert str(refused.value) == (
+            "tracestate is not a W3C tracestate: give at most 512 bytes of printable ASCII "
+            "(key=value members separated by commas)")
+    with pytest.raises(wasmgear.BadInput, match="tracestate goes with a traceparent"):
+        core.check_trace(None, "k=v")
+    with pytest.raises(wasmgear.BadInput, match="traceparent 42 is not a string"):
+        core.job_spec("x", {"traceparent": 42})
+    assert core.limits().max_tracestate_bytes == 512

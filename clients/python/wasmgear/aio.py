@@ -637,13 +637,16 @@ class AsyncClient:
         throttle: Optional[Throttle] = None,
         expires_in: Optional[Seconds] = None,
         expires_at: Optional[At] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Enqueued:
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
                        on_failure=on_failure, group=group, uniq_for=uniq_for,
                        debounce=debounce, throttle=throttle, expires_in=expires_in,
-                       expires_at=expires_at)
+                       expires_at=expires_at, traceparent=traceparent,
+                       tracestate=tracestate)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return (await self._drive(core.enqueue(self._proto, self._state, function, specs)))[0]
@@ -717,8 +720,10 @@ class AsyncClient:
 
     # --- flows (see Client for each method) ---
 
-    async def submit_flow(self, document: FlowDocument) -> SubmittedFlow:
-        return await self._drive(core.submit_flow(self._proto, self._state, document))
+    async def submit_flow(self, document: FlowDocument, *, traceparent: Optional[str] = None,
+                          tracestate: Optional[str] = None) -> SubmittedFlow:
+        trace = core.check_trace(traceparent, tracestate)
+        return await self._drive(core.submit_flow(self._proto, self._state, document, trace))
 
     async def flow(self, id: int) -> FlowStatus:
         return await self._drive(core.flow_status(self._proto, id))

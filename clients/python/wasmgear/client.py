@@ -66,6 +66,8 @@ class JobOptions(TypedDict, total=False):
     throttle: Optional[Throttle]
     expires_in: Optional[Seconds]
     expires_at: Optional[At]
+    traceparent: Optional[str]
+    tracestate: Optional[str]
 
 
 #: A job of a batch (see `Client.batch`): (function, input), or (function, input, options)
@@ -773,6 +775,8 @@ class Client:
         throttle: Optional[Throttle] = None,
         expires_in: Optional[Seconds] = None,
         expires_at: Optional[At] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Enqueued:
         """Enqueues one job of `function` and returns its id (and whether it is new: False
         when the `uniq` key answered with another job, whose id it is). `after` lists the
@@ -792,13 +796,23 @@ class Client:
         `expires_in` (1ms to 10 years from now, by Redis' clock) or `expires_at` (a time, not
         passed by Redis' clock, else Conflict), not both: a job not started by then ends
         `expired` (error class `expired`) and never runs; `retry` runs it without the
-        deadline. Raises BadInput, having written nothing, for a bad option."""
+        deadline.
+
+        `traceparent` (a W3C traceparent, `00-TRACEID-SPANID-FLAGS` in lower-case hex) and
+        `tracestate` (with it; at most 512 bytes of printable ASCII) are the trace context the
+        job carries: a worker that exports spans makes its span of each attempt a child of
+        that span. Without them, when the OpenTelemetry API is installed, the job carries
+        the context of the `send FUNCTION` span (kind producer) the client opens in the
+        current context around the call, else the current span's, else none.
+
+        Raises BadInput, having written nothing, for a bad option."""
         options = dict(priority=priority, delay=delay, at=at, attempts=attempts,
                        timeout=timeout, retention=retention,
                        failed_retention=failed_retention, uniq=uniq, tags=tags, after=after,
                        on_failure=on_failure, group=group, uniq_for=uniq_for,
                        debounce=debounce, throttle=throttle, expires_in=expires_in,
-                       expires_at=expires_at)
+                       expires_at=expires_at, traceparent=traceparent,
+                       tracestate=tracestate)
         core.check_function(function)
         specs = [core.job_spec(input, options)]
         return self._drive(core.enqueue(self._proto, self._state, function, specs))[0]
@@ -906,7 +920,8 @@ class Client:
 
     # --- flows ---
 
-    def submit_flow(self, document: FlowDocument) -> SubmittedFlow:
+    def submit_flow(self, document: FlowDocument, *, traceparent: Optional[str] = None,
+                    tracestate: Optional[str] = None) -> SubmittedFlow:
         """Submits a flow: named jobs of any functions and the edges between them, given as
         the flow document the HTTP API and the CLI read::
 
@@ -922,8 +937,11 @@ class Client:
         jobs outside it, each a string or {"job": ..., "on_failure": "cancel" | "ignore" |
         "continue"}. The whole graph is checked first (names, unknown jobs, cycles, at most
         10,000 jobs, every job's options): BadInput, with nothing written, names what is
-        wrong. Returns the flow's id and each job's id by name."""
-        return self._drive(core.submit_flow(self._proto, self._state, document))
+        wrong. `traceparent` and `tracestate` are the trace context every job of the flow
+        carries (as `enqueue`'s; without them, each write's send span's). Returns the flow's
+        id and each job's id by name."""
+        trace = core.check_trace(traceparent, tracestate)
+        return self._drive(core.submit_flow(self._proto, self._state, document, trace))
 
     def flow(self, id: int) -> FlowStatus:
         """Flow `id` and how each of its jobs stands (NotFound when there is no such flow)."""

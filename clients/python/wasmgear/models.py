@@ -89,6 +89,10 @@ class Job:
     record: Dict[str, Any] = field(repr=False)
     #: The deadline to start by (`expires_in`/`expires_at`), None without one.
     expires: Optional[datetime] = None
+    #: The W3C traceparent of the span the job was enqueued in (None: it carries no trace
+    #: context), and the tracestate that came with it.
+    trace: Optional[str] = None
+    tracestate: Optional[str] = None
 
     @property
     def function(self) -> str:

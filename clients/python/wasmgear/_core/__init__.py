@@ -10,6 +10,8 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `base`: the shipped protocol files, their `Limits`, the requests a generator yields,
   function names and job ids.
 - `options`: one job's input and options, checked.
+- `propagation`: the W3C trace context a job carries, checked, or taken from the send span
+  opened around each `enqueue` call when the OpenTelemetry API is there.
 - `calls`: errors, sending a call again, loading the library, a client's memory.
 - `replication`: a write of jobs confirmed by replicas (`min_replicas`, `WAIT`).
 - `sentinel`: `redis+sentinel://` URLs read and redacted, what sentinels answer judged.
@@ -50,6 +52,8 @@ from .operations import (
     retry,
     status,
 )
+from . import propagation
+from .propagation import check_trace
 from .options import OPTION_NAMES, POLICIES, JobSpec, check_group, job_spec, job_specs
 from .settings import (
     KEEP,
@@ -183,6 +187,7 @@ __all__ = [
     "cancel_one",
     "check_batch_id",
     "check_function",
+    "check_trace",
     "check_group",
     "close_batch",
     "config",
@@ -211,6 +216,7 @@ __all__ = [
     "parse_job_id",
     "parse_message",
     "parse_record",
+    "propagation",
     "protocol",
     "queues",
     "read_flow",

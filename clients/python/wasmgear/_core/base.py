@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass, fields
 from importlib import resources
 from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
@@ -114,6 +115,8 @@ class Limits:
     max_min_replicas: int
     #: How long those replicas are waited for by default, per send.
     min_replicas_timeout_ms: int
+    #: The longest W3C `tracestate` a job carries, in bytes.
+    max_tracestate_bytes: int
 
     @classmethod
     def from_manifest(cls, raw: Any) -> "Limits":
@@ -287,3 +290,28 @@ def text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
+
+
+def quoted(value: str) -> str:
+    """`value` as Rust's `{:?}` writes a string (double quotes, `\\"`, `\\n`, `\\u{1}`...),
+    so that the sentences are the Rust client's, word for word."""
+    out = ['"']
+    for c in value:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\0":
+            out.append("\\0")
+        elif (c != " " and not c.isprintable()) or unicodedata.category(c) in ("Mn", "Me"):
+            out.append("\\u{%x}" % ord(c))
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)

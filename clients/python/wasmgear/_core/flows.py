@@ -33,7 +33,7 @@ from redis import exceptions as rx
 
 from ..errors import BadInput, Conflict, NotFound, ProtocolError, WasmgearError
 from ..models import FlowEdge, FlowJobStatus, FlowStatus, SubmittedFlow, ms_to_datetime
-from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
+from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, quoted, text
 from .calls import ClientState, call, map_error
 from .operations import cancel, enqueue_call, link, retry
 from .options import POLICIES, JobSpec, job_spec
@@ -51,31 +51,6 @@ REFUSED = (("uniq", "uniq"), ("once", "once"), ("tick", "a schedule's tick"),
 OUTCOMES_PER_CALL = 1000
 _JOB_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def quoted(value: str) -> str:
-    """`value` as Rust's `{:?}` writes a string (double quotes, `\\"`, `\\n`, `\\u{1}`...),
-    so that the sentences are the Rust client's, word for word."""
-    out = ['"']
-    for c in value:
-        if c == '"':
-            out.append('\\"')
-        elif c == "\\":
-            out.append("\\\\")
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\0":
-            out.append("\\0")
-        elif (c != " " and not c.isprintable()) or unicodedata.category(c) in ("Mn", "Me"):
-            out.append("\\u{%x}" % ord(c))
-        else:
-            out.append(c)
-    out.append('"')
-    return "".join(out)
 
 
 def _shown(value: Any) -> str:
@@ -409,13 +384,15 @@ def _iso(ms: int) -> str:
     return "" if when is None else when.isoformat()
 
 
-def submit_flow(proto: Protocol, state: ClientState, document: Any) -> Gen[SubmittedFlow]:
+def submit_flow(proto: Protocol, state: ClientState, document: Any,
+                trace: Tuple[Tuple[str, str], ...] = ()) -> Gen[SubmittedFlow]:
     """Checks the flow of `document` whole (nothing is written when it is refused), then
     reserves each function's numbers, records the flow, writes each function's jobs in one
     atomic call and links the edges across functions. A failure after the first write
     (Redis lost halfway) cancels what was written, as far as it can: a job left waiting on
     one never written is cancelled by the links' safety net once the reservation of its
-    number lapses (10 minutes)."""
+    number lapses (10 minutes). `trace` (a checked trace context's named options, see
+    `propagation.check_trace`) is carried by every job; without one, each call's own."""
     flow = read_flow(document)
     order, specs = check_flow(flow)
     jobs = flow.jobs
@@ -452,7 +429,8 @@ def submit_flow(proto: Protocol, state: ClientState, document: Any) -> Gen[Submi
         raise map_error(e) from None
     flow_id = int(reply[0])
     try:
-        yield from _write_flow(proto, state, flow, flow_id, groups, specs, ids, position)
+        yield from _write_flow(proto, state, flow, flow_id, groups, specs, ids, position,
+                               trace)
     except (WasmgearError, rx.RedisError, OSError) as error:
         log.warning("the submit of flow %d failed halfway (%s); cancelling what was written",
                     flow_id, error)
@@ -476,6 +454,7 @@ def _stored_job(job: FlowJob, job_id: str) -> Dict[str, Any]:
 def _write_flow(
     proto: Protocol, state: ClientState, flow: Flow, flow_id: int, groups: Mapping[str, List[int]],
     specs: Sequence[JobSpec], ids: Sequence[str], position: Mapping[str, int],
+    trace: Tuple[Tuple[str, str], ...] = (),
 ) -> Gen[None]:
     """Writes the flow's jobs (one call per function), then links those waiting on jobs of
     other functions."""
@@ -495,8 +474,8 @@ def _write_flow(
             options["after"], options["on_failure"] = after, policies
             spec = job_spec(job.input, options) if job.after else specs[i]
             number = ids[i].rpartition(":")[2]
-            chunk.append(replace(spec, named=spec.named + (("number", number),
-                                                           ("flow", str(flow_id)))))
+            chunk.append(replace(spec, named=spec.named + trace + (
+                ("number", number), ("flow", str(flow_id)))))
         _, links = yield from enqueue_call(proto, state, function, chunk)
         to_link.extend(links)
     for dependent, dependency in to_link:

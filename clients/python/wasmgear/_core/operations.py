@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 import secrets
+from dataclasses import replace
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
 from ..errors import BadInput, Conflict, NotFound, NotReplicated, ProtocolError, Unreachable
 from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
+from . import propagation
 from .calls import ClientState, call, map_error
 from .options import JobSpec
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
@@ -174,7 +176,22 @@ def enqueue_call(
     (NotReplicated when they fall short: see `replication.invoke_confirmed`). Returns the jobs,
     and the links to dependencies in other functions the caller must make (dependent,
     dependency). `start` is the position of the chunk's first job in a bulk enqueue and
-    `done` what earlier calls of it wrote (for the errors)."""
+    `done` what earlier calls of it wrote (for the errors).
+
+    The call is made in its `send FUNCTION` span when the OpenTelemetry API is there (see
+    `propagation.producer`), and the jobs that name no trace context carry its context."""
+    with propagation.producer(function, len(chunk)) as carried:
+        if carried:
+            chunk = [spec if propagation.names_trace(spec.named)
+                     else replace(spec, named=spec.named + carried) for spec in chunk]
+        return (yield from _send_call(proto, state, function, chunk, start, done))
+
+
+def _send_call(
+    proto: Protocol, state: ClientState, function: str, chunk: Sequence[JobSpec],
+    start: int, done: Sequence[Enqueued],
+) -> Gen[Tuple[List[Enqueued], List[Tuple[str, str]]]]:
+    """`enqueue_call` within its span."""
     call_id = secrets.token_hex(12)
     acked = state.take_answered(function)
     args: List[Any] = [1 + len(acked), "call", call_id]

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import BadInput, Conflict
+from . import propagation
 from .base import limits, parse_job_id
 
 OPTION_NAMES = (
@@ -30,6 +31,8 @@ OPTION_NAMES = (
     "throttle",
     "expires_in",
     "expires_at",
+    "traceparent",
+    "tracestate",
 )
 
 #: The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1).
@@ -343,6 +346,8 @@ def job_spec(input: Any, options: Mapping[str, Any], now_ms: Optional[int] = Non
         named.append(("group", check_group(group)))
     named += _dedup(options, uniq is not None, delay_ms > 0 or at_ms is not None)
     named += _expiry(options)
+    # The job's own trace context; without one, the enqueue's (see `propagation`).
+    named += propagation.check_trace(options.get("traceparent"), options.get("tracestate"))
     return JobSpec(data, tuple(named), tuple(ids), at_ms, tuple(tolerated))
 
 

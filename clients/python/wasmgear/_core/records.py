@@ -69,10 +69,16 @@ def parse_record(job_id: str, raw: Any, output: Any) -> Job:
             history=history,
             cancel_requested=record.get("cancel_requested_ms") is not None,
             expires=ms_to_datetime(record.get("expires_ms")),
+            trace=_text_or_none(record.get("trace")),
+            tracestate=_text_or_none(record.get("tracestate")),
             record=record,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ProtocolError(f"the record of job {job_id} cannot be read: {e}", raw) from e
+
+
+def _text_or_none(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
 
 
 def _list(value: Any) -> List[str]:
