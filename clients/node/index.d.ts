@@ -81,6 +81,16 @@ export interface EnqueueOptions {
   expiresInMs?: number;
   /** The same as a time (a Date or ms since the epoch); one Redis' clock has passed is refused (ConflictError). */
   expiresAt?: Date | number;
+  /**
+   * The W3C trace context the job carries (`00-<32 hex trace id>-<16 hex span id>-<2 hex
+   * flags>`, lower case, the ids not all zeros; a later version is kept as version 00): each
+   * attempt's `process FUNCTION` span of a worker that exports spans is its child. Default:
+   * the client's `send FUNCTION` span's when `@opentelemetry/api` is installed, else the
+   * active context's, else none (README, "Tracing (OpenTelemetry)").
+   */
+  traceparent?: string;
+  /** The W3C tracestate that goes with `traceparent` (only with it): at most 512 bytes of printable ASCII. */
+  tracestate?: string;
 }
 
 /** One job of `enqueueMany`: its input, and its options beside it. */
@@ -121,6 +131,15 @@ export interface Attempt {
   message: string | null;
   /** The content hash prefix of the plugin that ran it. */
   version: string | null;
+}
+
+/** A job's record as the queue answered it (PROTOCOL.md, "The job record"), by the protocol's field names. */
+export interface JobRecord {
+  /** The W3C traceparent the job carries (version 00), when it carries one. */
+  trace?: string;
+  /** The W3C tracestate that came with it, if any. */
+  tracestate?: string;
+  [field: string]: unknown;
 }
 
 /** Everything known about a job (the record `wg2_get` answers, and its output). */
@@ -165,7 +184,7 @@ export interface Job {
   expiresAt: Date | null;
   history: Attempt[];
   /** The record as the queue answered it (PROTOCOL.md, "The job record"). */
-  record: Record<string, unknown>;
+  record: JobRecord;
 }
 
 export interface WaitOptions {
@@ -247,6 +266,10 @@ export interface FlowJobDocument {
   group?: string;
   /** The jobs it waits on. */
   after?: FlowAfter[];
+  /** The trace context it carries (see `EnqueueOptions.traceparent`); default: the client's. */
+  traceparent?: string;
+  /** The tracestate that goes with `traceparent` (only with it). */
+  tracestate?: string;
 }
 
 /** A flow: named jobs (1 to 200 letters, digits, `_`, `-`, `.` each) and the jobs each waits on. At most 10 000 jobs, no cycle. */
@@ -597,6 +620,8 @@ export const LIMITS: Readonly<{
   MAX_MIN_REPLICAS: number;
   /** The default of `minReplicasTimeoutMs`. */
   MIN_REPLICAS_TIMEOUT_MS: number;
+  /** The longest `tracestate` a job carries, bytes. */
+  MAX_TRACESTATE_BYTES: number;
 }>;
 
 /** Splits a job id `FUNCTION:N`; throws BadInputError when it is not one. */

@@ -13,6 +13,7 @@ const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
 const AbortError = Object.getPrototypeOf(MaxRetriesPerRequestError);
 const { default: ClusterAllFailedError } = require('ioredis/built/errors/ClusterAllFailedError');
 const { jobFrom, progressOf } = require('./job');
+const { producing, withTrace } = require('./tracing');
 const {
   FLOW_KEYS,
   MAX_OUTCOMES,
@@ -589,31 +590,34 @@ class Client {
         }
       });
       if (jobs.length === 0) return [];
-      // Dependencies in `fn` are checked by the script; those in other functions here (but
-      // those whose failure the job tolerates: `ignore` or `continue`).
-      const checked = new Set();
-      for (const job of jobs) {
-        for (const dependency of job.after) {
-          if (dependency.fn === fn || dependency.onFailure !== 'cancel' || checked.has(dependency.id)) continue;
-          await this.#checkDependency(dependency);
-          checked.add(dependency.id);
+      // One producer span for the write (lib/tracing.js): the jobs carry its context.
+      return producing(fn, jobs.length, async (trace) => {
+        // Dependencies in `fn` are checked by the script; those in other functions here (but
+        // those whose failure the job tolerates: `ignore` or `continue`).
+        const checked = new Set();
+        for (const job of jobs) {
+          for (const dependency of job.after) {
+            if (dependency.fn === fn || dependency.onFailure !== 'cancel' || checked.has(dependency.id)) continue;
+            await this.#checkDependency(dependency);
+            checked.add(dependency.id);
+          }
         }
-      }
-      const enqueued = [];
-      const batch = LIMITS.ENQUEUE_BATCH;
-      for (let from = 0; from < jobs.length; from += batch) {
-        enqueued.push(...(await this.#enqueueChunk(fn, jobs.slice(from, from + batch), from)));
-      }
-      return enqueued;
+        const enqueued = [];
+        const batch = LIMITS.ENQUEUE_BATCH;
+        for (let from = 0; from < jobs.length; from += batch) {
+          enqueued.push(...(await this.#enqueueChunk(fn, jobs.slice(from, from + batch), from, trace)));
+        }
+        return enqueued;
+      });
     });
   }
 
   /**
    * One `wg2_enqueue` call, then the links of its jobs to dependencies in other functions;
-   * `offset` is the position of its first job in the batch.
+   * `offset` is the position of its first job in the batch; `trace` the context its jobs carry.
    */
-  async #enqueueChunk(fn, jobs, offset) {
-    const { enqueued, links } = await this.#enqueueCall(fn, jobs, (i) => `job ${offset + i}`);
+  async #enqueueChunk(fn, jobs, offset, trace) {
+    const { enqueued, links } = await this.#enqueueCall(fn, jobs, (i) => `job ${offset + i}`, trace);
     for (const [dependent, dependency] of links) await this.#link(dependent, dependency);
     return enqueued;
   }
@@ -624,16 +628,20 @@ class Client {
    * call id while they fall short; NotReplicatedError after 3 sends). Every write of jobs
    * goes through here: `enqueue`, `enqueueMany`, flows, batches and their callbacks.
    * Resolves the jobs (`{id, created}`) and the links to make: `[dependent id, parsed
-   * dependency]` pairs. A refusal names the job as `label(position)` does (1-based).
+   * dependency]` pairs. A refusal names the job as `label(position)` does (1-based). The
+   * jobs that name no trace context of their own carry `trace` (lib/tracing.js), if any.
    */
-  async #enqueueCall(fn, jobs, label) {
+  async #enqueueCall(fn, jobs, label, trace = null) {
     const callId = crypto.randomBytes(12).toString('hex');
     const acked = this.#answered.get(fn) || [];
     this.#answered.delete(fn);
     const args = [String(1 + acked.length), 'call', callId];
     for (const id of acked) args.push('acked', id);
     args.push(String(jobs.length));
-    for (const job of jobs) args.push(String(job.named.length / 2), ...job.named, job.input);
+    for (const job of jobs) {
+      const named = withTrace(job.named, trace);
+      args.push(String(named.length / 2), ...named, job.input);
+    }
     let reply;
     try {
       // The same call id: a call whose reply was lost (or whose replicas fell short) is
@@ -1117,13 +1125,17 @@ class Client {
     const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
     const calls = await Promise.allSettled(
       groups.map(([fn, members]) =>
-        this.#enqueueCall(
-          fn,
-          members.map((i) => ({
-            input: flow.jobs[i].input,
-            named: placedOptions(flow, i, named[i], ids, position, id),
-          })),
-          (p) => `job ${JSON.stringify(flow.jobs[members[p - 1]]?.name ?? p)}`,
+        // One producer span per function written (lib/tracing.js): its jobs carry its context.
+        producing(fn, members.length, (trace) =>
+          this.#enqueueCall(
+            fn,
+            members.map((i) => ({
+              input: flow.jobs[i].input,
+              named: placedOptions(flow, i, named[i], ids, position, id),
+            })),
+            (p) => `job ${JSON.stringify(flow.jobs[members[p - 1]]?.name ?? p)}`,
+            trace,
+          ),
         ),
       ),
     );
@@ -1434,30 +1446,34 @@ class Client {
    * counts them cancelled at once, rather than when their reservations lapse.
    */
   async #writeBatchJobs(id, fn, positions, jobs, ids) {
-    const links = [];
-    const size = LIMITS.ENQUEUE_BATCH;
-    for (let from = 0; from < positions.length; from += size) {
-      const chunk = positions.slice(from, from + size);
-      try {
-        const written = await this.#enqueueCall(
-          fn,
-          chunk.map((i) => ({
-            input: jobs[i].input,
-            named: [...jobs[i].named, 'number', ids[i].slice(fn.length + 1), 'batch', id],
-          })),
-          (p) => `job ${chunk[p - 1] + 1} of the batch`,
-        );
-        links.push(...written.links);
-      } catch (error) {
-        if (error instanceof BadInputError || ['BADJOB', 'CONFLICT'].includes(replyCode(error))) {
-          for (const i of positions.slice(from)) {
-            await this.#batchDone(id, ids[i], 'cancelled').catch(() => {});
+    // One producer span for the function's jobs (lib/tracing.js): they carry its context.
+    return producing(fn, positions.length, async (trace) => {
+      const links = [];
+      const size = LIMITS.ENQUEUE_BATCH;
+      for (let from = 0; from < positions.length; from += size) {
+        const chunk = positions.slice(from, from + size);
+        try {
+          const written = await this.#enqueueCall(
+            fn,
+            chunk.map((i) => ({
+              input: jobs[i].input,
+              named: [...jobs[i].named, 'number', ids[i].slice(fn.length + 1), 'batch', id],
+            })),
+            (p) => `job ${chunk[p - 1] + 1} of the batch`,
+            trace,
+          );
+          links.push(...written.links);
+        } catch (error) {
+          if (error instanceof BadInputError || ['BADJOB', 'CONFLICT'].includes(replyCode(error))) {
+            for (const i of positions.slice(from)) {
+              await this.#batchDone(id, ids[i], 'cancelled').catch(() => {});
+            }
           }
+          throw error;
         }
-        throw error;
       }
-    }
-    return links;
+      return links;
+    });
   }
 
   /** Counts the end of job `job` (in `state`) in batch `id`, and enqueues the callbacks that made due. */
@@ -1478,10 +1494,13 @@ class Client {
     for (const kind of due) {
       const callback = read.definition[CALLBACK_FIELDS[kind]];
       if (!callback || typeof callback !== 'object' || !isFunction(callback.function)) continue;
-      const { enqueued } = await this.#enqueueCall(
-        callback.function,
-        [{ named: ['once', `batch:${id}:${kind}`], input: callbackInput(read.status, kind, callback) }],
-        () => `the ${kind} callback of batch ${id}`,
+      const { enqueued } = await producing(callback.function, 1, (trace) =>
+        this.#enqueueCall(
+          callback.function,
+          [{ named: ['once', `batch:${id}:${kind}`], input: callbackInput(read.status, kind, callback) }],
+          () => `the ${kind} callback of batch ${id}`,
+          trace,
+        ),
       );
       await this.#flowCall('batch_fired', batchKeys(id), [kind, enqueued[0].id]);
     }

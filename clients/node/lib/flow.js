@@ -55,6 +55,8 @@ const JOB_FIELDS = [
   'tags',
   'group',
   'after',
+  'traceparent',
+  'tracestate',
 ];
 const EDGE_FIELDS = ['job', 'on_failure'];
 
@@ -214,8 +216,10 @@ function readJobFields(job, path) {
       if (typeof tag !== 'string') throw unreadable(`${path}.tags[${i}]`, 'must be a string');
     });
   }
-  if (given(job.group) && typeof job.group !== 'string') {
-    throw unreadable(`${path}.group`, 'must be a string');
+  for (const field of ['group', 'traceparent', 'tracestate']) {
+    if (given(job[field]) && typeof job[field] !== 'string') {
+      throw unreadable(`${path}.${field}`, 'must be a string');
+    }
   }
   if (given(job.after)) {
     if (!Array.isArray(job.after)) {
@@ -268,6 +272,9 @@ function intoJob(name, job) {
   if (given(job.at_ms)) options.at = new Date(Math.min(job.at_ms, LAST_DATE_MS));
   if (given(job.tags)) options.tags = job.tags;
   if (given(job.group)) options.group = job.group;
+  // Its trace context (see EnqueueOptions.traceparent); without one, the client's own.
+  if (given(job.traceparent)) options.traceparent = job.traceparent;
+  if (given(job.tracestate)) options.tracestate = job.tracestate;
   const outside = [];
   const outsidePolicies = {};
   const after = [];

@@ -3,6 +3,7 @@
 const { BadInputError, ConflictError } = require('./errors');
 const { parseJobId } = require('./names');
 const protocol = require('./protocol');
+const { traceOptions } = require('./tracing');
 
 /**
  * The limits options are checked against, read from the shipped manifest (the same the
@@ -30,6 +31,8 @@ const KNOWN = [
   'throttle',
   'expiresInMs',
   'expiresAt',
+  'traceparent',
+  'tracestate',
 ];
 
 /** The largest count the queue takes (the library's MAX_WHOLE, 2^53 - 1). */
@@ -328,6 +331,9 @@ function jobOptions(options, nowMs = Date.now(), shown = SHOWN) {
   if (group !== undefined) named.push('group', group);
   named.push(...dedupOptions(o, uniq, delay !== 0 || at !== undefined, shown));
   named.push(...expiryOptions(o, shown));
+  // The trace context the job carries (`traceparent`, `tracestate`): after the deadline,
+  // as the Rust client sends it; without one, the client's own (lib/tracing.js).
+  named.push(...traceOptions(o));
   return { named, after };
 }
 

@@ -32,6 +32,7 @@ local BATCH_CHECK_MS = 60000
 local MAX_GROUPS_SCANNED = 100000
 local MAX_GROUPS_LISTED = 1000
 local MAX_MIN_REPLICAS = 16
+local MAX_TRACESTATE_BYTES = 512
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
 -- lib.lua: what every function of the library working on one function's queue shares. The
@@ -1236,10 +1237,22 @@ end
 
 
 -- A lease as `lease` answers it: 'NUMBER|ATTEMPT|MAX_ATTEMPTS|TIMEOUT_MS|CREATED_MS|TOKEN',
--- from the leased record's fields (one string rather than six replies per job).
+-- from the leased record's fields (one string rather than six replies per job), then
+-- '|TRACEPARENT' for a job enqueued with a trace context, and '|TRACESTATE' after it when
+-- it has one (last: it may hold '|').
 local function lease_row(number, f)
-  return number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
+  local row = number .. '|' .. f[R_ATTEMPT] .. '|' .. f[R_MAX_ATTEMPTS] .. '|' .. f[R_TIMEOUT] .. '|'
     .. f[R_CREATED] .. '|' .. f[R_TOKEN]
+  local others = f[R_OTHERS]
+  if others == '' then return row end
+  -- (A traceparent is lower-case hex and '-': cjson writes it as it is.)
+  local trace = string.match(others, '"trace":"([%x%-]+)"')
+  if not trace then return row end
+  row = row .. '|' .. trace
+  if string.find(others, '"tracestate":', 1, true) then
+    row = row .. '|' .. (cjson.decode(others).tracestate or '')
+  end
+  return row
 end
 
 -- The leases a call `call_id` made (its remembered `numbers`, comma-separated) that it
@@ -1666,6 +1679,23 @@ end
 
 -- (Numbers are read with whole(), near the top: `whole(text)` is a whole number >= 0.)
 
+-- W3C trace contexts kept with jobs (enqueue's `trace` and `tracestate`).
+local TRACE = {}
+
+-- Whether `s` is a traceparent of version 00: 00-TRACEID-SPANID-FLAGS in lower-case hex,
+-- the ids not all zeros (the producers send it in this form).
+function TRACE.fits(s)
+  if type(s) ~= 'string' or #s ~= 55 then return false end
+  local trace_id, span_id = string.match(s, '^00%-([0-9a-f]+)%-([0-9a-f]+)%-[0-9a-f][0-9a-f]$')
+  return trace_id ~= nil and #trace_id == 32 and #span_id == 16
+    and string.find(trace_id, '[^0]') ~= nil and string.find(span_id, '[^0]') ~= nil
+end
+
+-- Whether `s` can be a tracestate: 1 to MAX_TRACESTATE_BYTES bytes of printable ASCII.
+function TRACE.fits_state(s)
+  return type(s) == 'string' and #s >= 1 and #s <= MAX_TRACESTATE_BYTES and not string.find(s, '[^ -~]')
+end
+
 -- Whether `text` is a name as schedules and functions have them: 1 to 100 letters, digits,
 -- '_', '-' or '.'.
 local function fits_name(text)
@@ -1874,6 +1904,12 @@ local reply = (function()
 --                     ready jobs are leased round robin across their groups, each group
 --                     within its own limits (lib.lua, "Groups"; none: the jobs without a
 --                     group, one group of their own)
+--   trace             the W3C traceparent of the span the job was made in
+--                     (00-TRACEID-SPANID-FLAGS, lower-case hex): kept with the job and
+--                     given to each worker that leases it (lease rows), so that the
+--                     worker's spans join that trace (none)
+--   tracestate        the W3C tracestate that came with it (with trace; at most
+--                     MAX_TRACESTATE_BYTES bytes of printable ASCII)
 --   tag               a tag of the job (may repeat)
 --   after             the id ('G:N') of a job that must succeed first (may repeat): if
 --                     it fails, is cancelled or is gone, this job is cancelled
@@ -1972,7 +2008,8 @@ local JOB_OPTIONS = {
   priority = true, attempts = true, timeout = true, retention = true, failed_retention = true,
   delay = true, at = true, uniq = true, schedule = true, tick = true, parent = true, once = true,
   number = true, flow = true, batch = true, group = true, uniq_for = true, debounce = true,
-  throttle = true, throttle_ms = true, expires_in = true, expires_at = true,
+  throttle = true, throttle_ms = true, expires_in = true, expires_at = true, trace = true,
+  tracestate = true,
 }
 local JOB_LISTS = { tag = true, after = true, after_ignore = true, after_continue = true, dependent = true }
 -- The edge policies other than the default (`after`: a failure cancels the job).
@@ -2083,6 +2120,12 @@ for i = 0, n - 1 do
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
         .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
     end
+    if options.trace and not TRACE.fits(options.trace) then
+      return bad(i, 'trace ' .. options.trace .. ' is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case)')
+    end
+    if options.tracestate and not (options.trace and TRACE.fits_state(options.tracestate)) then
+      return bad(i, 'tracestate goes with trace, and is at most ' .. MAX_TRACESTATE_BYTES .. ' bytes of printable ASCII')
+    end
     if options.parent and not split_id(options.parent) then
       return bad(i, 'parent ' .. options.parent .. ' is not a job id (FUNCTION:NUMBER)')
     end
@@ -2170,12 +2213,14 @@ end
 -- The other fields of a common job (a record's JSON part): its flow, batch, dependents and
 -- group ('' when it has none).
 local function placement(options)
-  if not (options.flow or options.batch or options.dependent or options.group) then return '' end
+  if not (options.flow or options.batch or options.dependent or options.group or options.trace) then return '' end
   return cjson.encode({
     flow = options.flow and number_of(options.flow),
     batch = options.batch,
     dependents = options.dependent and distinct(options.dependent),
     group_id = options.group,
+    trace = options.trace,
+    tracestate = options.tracestate,
   })
 end
 
@@ -2317,6 +2362,7 @@ for i = 0, n - 1 do
       end
       if options.parent then record.parent = options.parent end
       if options.group then record.group_id = options.group end
+      if options.trace then record.trace, record.tracestate = options.trace, options.tracestate end
       local deadline = options.expires_at and number_of(options.expires_at)
         or options.expires_in and NOW + number_of(options.expires_in)
       if deadline then
@@ -5203,4 +5249,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '1fe57a5e17982559f57ec2c6f5504674ade9d5a6' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '5d2e9aa573e6f84b0891f0b01e914d1975f2c0b6' end, flags = { 'no-writes' } }

@@ -327,9 +327,10 @@ async function startTlsRedis() {
 /**
  * Starts `wasmgear worker` with copies of `plugins` (names without .wasm; `NAME=PLUGIN`
  * serves a copy of PLUGIN as function NAME) until it says so; `manifests` maps a plugin's
- * name to the text of its manifest (`NAME.toml` beside it).
+ * name to the text of its manifest (`NAME.toml` beside it); `env`, variables added to its
+ * environment (`OTEL_*` to export its spans).
  */
-async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
+async function startWorker(url, plugins, concurrency = 4, manifests = {}, env = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'wasmgear-node-plugins-'));
   const source = pluginsDir();
   if (!fs.existsSync(BIN)) {
@@ -354,7 +355,7 @@ async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
   const proc = launch(
     BIN,
     ['worker', '--redis', url, '--plugins', dir, '--concurrency', String(concurrency)],
-    { env: { ...process.env, WASMGEAR_HOME: home, NO_COLOR: '1' } },
+    { env: { ...process.env, WASMGEAR_HOME: home, NO_COLOR: '1', ...env } },
   );
   await until(
     'the worker to say "worker started"',
@@ -371,6 +372,79 @@ async function startWorker(url, plugins, concurrency = 4, manifests = {}) {
       fs.rmSync(dir, { recursive: true, force: true });
       fs.rmSync(home, { recursive: true, force: true });
     },
+  };
+}
+
+/** The OTLP receiver of the tests (WASMGEAR_OTLP_RECEIVER, else the debug build's). */
+const OTLP_RECEIVER = process.env.WASMGEAR_OTLP_RECEIVER || path.join(REPO, 'target', 'debug', 'otlp-receiver');
+
+/**
+ * Starts the real OTLP receiver (crates/testkit's `otlp-receiver`): it prints `http PORT grpc
+ * PORT` first, keeps the spans it receives over OTLP/HTTP and gRPC, and lists them as JSON at
+ * `GET /spans` on the HTTP port, until its standard input closes. Resolves `{endpoint (the
+ * OTLP/HTTP base URL), grpcPort, spans() (the list, each {transport, service, trace_id,
+ * span_id, parent_span_id, name, kind, attributes, events, links, error}), stop()}`.
+ */
+async function startOtlpReceiver() {
+  if (!fs.existsSync(OTLP_RECEIVER)) {
+    throw new Error(`no OTLP receiver at ${OTLP_RECEIVER}: build it (cargo build -p wasmgear-testkit) or set WASMGEAR_OTLP_RECEIVER`);
+  }
+  const child = spawn(OTLP_RECEIVER, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const reap = () => child.kill('SIGKILL');
+  process.on('exit', reap);
+  const exited = new Promise((resolve) =>
+    child.on('exit', (code, signal) => {
+      process.off('exit', reap);
+      resolve({ code, signal });
+    }),
+  );
+  let text = '';
+  let errors = '';
+  child.stderr.on('data', (chunk) => {
+    errors += chunk.toString();
+  });
+  const stopIt = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.stdin.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  let ports;
+  try {
+    ports = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the OTLP receiver said nothing within 30 s: ${errors}`)), 30000);
+      child.stdout.on('data', (chunk) => {
+        text += chunk.toString();
+        const line = /^http ([0-9]+) grpc ([0-9]+)\r?\n/.exec(text);
+        if (line) {
+          clearTimeout(timer);
+          resolve({ http: Number(line[1]), grpc: Number(line[2]) });
+        }
+      });
+      child.on('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      child.on('exit', () => {
+        clearTimeout(timer);
+        reject(new Error(`the OTLP receiver exited: ${text}${errors}`));
+      });
+    });
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  const endpoint = `http://127.0.0.1:${ports.http}`;
+  return {
+    endpoint,
+    grpcPort: ports.grpc,
+    async spans() {
+      const response = await fetch(`${endpoint}/spans`);
+      if (!response.ok) throw new Error(`GET /spans answered ${response.status}`);
+      return response.json();
+    },
+    stop: stopIt,
   };
 }
 
@@ -394,5 +468,6 @@ module.exports = {
   startTlsRedis,
   startCluster,
   startWorker,
+  startOtlpReceiver,
   cli,
 };

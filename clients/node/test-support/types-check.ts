@@ -26,6 +26,7 @@ import type {
   Progress,
   Attempt,
   Job,
+  JobRecord,
   WaitOptions,
   CancelOutcome,
   QueueOverview,
@@ -56,6 +57,7 @@ import type {
   GroupsOptions,
   GroupsOverview,
 } from '..';
+import { trace } from '@opentelemetry/api';
 
 /** true when A and B are the same type (not merely assignable one way). */
 type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -479,4 +481,30 @@ async function replicated(): Promise<void> {
   void count;
 }
 
-void [quickStart, everyCall, helpers, flows, batches, groups, replicated];
+async function tracing(client: Client): Promise<void> {
+  // README.md's Tracing section, as it is written there.
+  await trace.getTracer('shop').startActiveSpan('checkout', async (span) => {
+    await client.enqueue('render', 'order 7');        // carries its send span, a child of checkout
+    span.end();
+  });
+  await client.enqueue('render', 'order 8', {        // or a context of your own
+    traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    tracestate: 'vendor=value',
+  });
+
+  const parent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const options: EnqueueOptions = { traceparent: parent, tracestate: 'vendor=value' };
+  // @ts-expect-error a traceparent is its header's text
+  await client.enqueue('render', 'x', { traceparent: { traceId: 'a', spanId: 'b' } });
+  const job: Job = await client.status('render:1');
+  const record: JobRecord = job.record;
+  const carried: [string | undefined, string | undefined] = [record.trace, record.tracestate];
+  const other: unknown = record.state;
+  const flowJob: FlowJobDocument = { function: 'render', traceparent: parent, tracestate: 'vendor=value' };
+  const batchJob: BatchJob = { function: 'render', options: { traceparent: parent } };
+  const item: BatchItem = { input: 'x', traceparent: parent, tracestate: 'vendor=value' };
+  const most: number = LIMITS.MAX_TRACESTATE_BYTES;
+  void [options, carried, other, flowJob, batchJob, item, most];
+}
+
+void [quickStart, everyCall, helpers, flows, batches, groups, replicated, tracing];

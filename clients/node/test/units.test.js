@@ -131,6 +131,95 @@ describe('options', () => {
   });
 });
 
+describe('trace contexts', () => {
+  const { traceContext, withTrace, ofSpanContext } = require('../lib/tracing');
+  const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const FORM =
+    'is not a W3C traceparent: give 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, in lower case, the ids not all zeros';
+
+  it('keeps a valid traceparent as version 00, its tracestate trimmed (blank: none)', () => {
+    assert.deepEqual(traceContext(PARENT, 'rojo=00f067aa0ba902b7'), { traceparent: PARENT, tracestate: 'rojo=00f067aa0ba902b7' });
+    assert.deepEqual(traceContext(` \t${PARENT} `, ' \t'), { traceparent: PARENT, tracestate: undefined });
+    assert.deepEqual(traceContext(PARENT.replace(/-01$/, '-00'), undefined).traceparent, PARENT.replace(/-01$/, '-00'));
+    // A later version: its first four fields, as version 00.
+    const later = 'cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what-comes-next';
+    assert.equal(traceContext(later).traceparent, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09');
+    const widest = `k=${'v'.repeat(LIMITS.MAX_TRACESTATE_BYTES - 2)}`;
+    assert.equal(traceContext(PARENT, widest).tracestate, widest);
+  });
+
+  it("refuses what is not one with the Rust client's sentences", () => {
+    for (const bad of [
+      '',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7',
+      '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01',
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+      'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more',
+      'cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x',
+      '00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0é',
+      '0-04bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    ]) {
+      assert.throws(() => traceContext(bad), (error) => {
+        assert.ok(error instanceof BadInputError, bad);
+        assert.equal(error.exitCode, 2);
+        assert.equal(error.message, `invalid job option: traceparent ${JSON.stringify(bad)} ${FORM}`);
+        return true;
+      });
+    }
+    // The value as given (blanks and all), its first 80 characters.
+    const long = ` ${PARENT}-${'é'.repeat(100)}`;
+    assert.throws(() => traceContext(long), { message: `invalid job option: traceparent ${JSON.stringify(long.slice(0, 80))} ${FORM}` });
+    for (const bad of [`k=${'v'.repeat(LIMITS.MAX_TRACESTATE_BYTES - 1)}`, 'k=v\nx', 'k=\u007f', 'k=é']) {
+      assert.throws(() => traceContext(PARENT, bad), {
+        name: 'BadInputError',
+        message:
+          'invalid job option: tracestate is not a W3C tracestate: give at most 512 bytes of printable ASCII (key=value members separated by commas)',
+      });
+    }
+  });
+
+  it('sends the options after the deadline; a tracestate only with a traceparent', () => {
+    assert.deepEqual(jobOptions({ traceparent: PARENT, tracestate: 'a=b', expiresInMs: 5, priority: 1 }).named, [
+      'priority', '1', 'expires_in', '5', 'trace', PARENT, 'tracestate', 'a=b',
+    ]);
+    assert.deepEqual(jobOptions({ traceparent: PARENT, tracestate: ' ' }).named, ['trace', PARENT]);
+    assert.deepEqual(jobOptions({ traceparent: null, tracestate: undefined }).named, []);
+    assert.throws(() => jobOptions({ tracestate: 'a=b' }), {
+      message: 'invalid job option: tracestate goes with traceparent: give traceparent too',
+    });
+    assert.throws(() => jobOptions({ traceparent: 7 }), { message: 'invalid job option: traceparent 7 must be a string' });
+    assert.throws(() => jobOptions({ traceId: 'x' }), /unknown option "traceId"/);
+  });
+
+  it("gives a job the client's context unless it has its own, before the options that place it", () => {
+    const context = { traceparent: PARENT, tracestate: 's=1' };
+    assert.deepEqual(withTrace(['tag', 'trace'], null), ['tag', 'trace']);
+    assert.deepEqual(withTrace(['tag', 'trace'], context), ['tag', 'trace', 'trace', PARENT, 'tracestate', 's=1']);
+    assert.deepEqual(withTrace(['after', 'a:1', 'number', '3', 'flow', '7'], { traceparent: PARENT }), [
+      'after', 'a:1', 'trace', PARENT, 'number', '3', 'flow', '7',
+    ]);
+    const own = ['trace', 'x', 'number', '3', 'batch', 'b'];
+    assert.deepEqual(withTrace(own, context), own);
+  });
+
+  it('reads an OpenTelemetry span context: the sampled flag, its tracestate; none when it is not one', () => {
+    const state = { serialize: () => 'a=1,b=2' };
+    const spanContext = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 3, traceState: state };
+    assert.deepEqual(ofSpanContext(spanContext), { traceparent: PARENT, tracestate: 'a=1,b=2' });
+    assert.deepEqual(ofSpanContext({ ...spanContext, traceFlags: 0, traceState: undefined }), {
+      traceparent: PARENT.replace(/-01$/, '-00'),
+      tracestate: undefined,
+    });
+    assert.equal(ofSpanContext({ ...spanContext, spanId: '0000000000000000' }), null);
+    assert.equal(ofSpanContext({ ...spanContext, traceState: { serialize: () => 'x'.repeat(600) } }), null);
+    assert.equal(ofSpanContext(undefined), null);
+  });
+});
+
 describe('groups', () => {
   const {
     settingsArgs,
