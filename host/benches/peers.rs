@@ -25,11 +25,13 @@
 //!     many leases until the jobs of 99 small groups have all started beside one of 100,000;
 //! 11. replicas: enqueue and drain on a primary with one replica, with and without
 //!     `--min-replicas 1`.
+//! 12. tracing: a worker's CPU per job with span export off, on with every job sampled,
+//!     and on with 10 % sampled.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas).
+//! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas, tracing).
 
 #[path = "peers/bullmq.rs"]
 mod bullmq;
@@ -58,6 +60,8 @@ mod replicas;
 mod sources;
 #[path = "peers/steady.rs"]
 mod steady;
+#[path = "peers/tracing.rs"]
+mod tracing;
 
 use std::time::{Duration, Instant};
 
@@ -164,7 +168,8 @@ fn main() {
     let started = Instant::now();
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources, flows, groups, replicas) runs only those sections.
+    // remote, cluster, steady, sources, flows, groups, replicas, tracing) runs only those
+    // sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -222,6 +227,10 @@ fn main() {
     if runs("replicas") {
         eprintln!("[replicas] what --min-replicas 1 costs: a primary with one replica");
         rt.block_on(replicas::replicas(&plan, &mut rows));
+    }
+    if runs("tracing") {
+        eprintln!("[tracing] a worker's CPU per job, span export off and on");
+        rt.block_on(tracing::tracing(&plan, &url, &mut rows));
     }
     if runs("sources") {
         eprintln!(

@@ -167,6 +167,7 @@ pub(crate) async fn check_expiry(url: &str) {
     let before = client.queue(&f).await.unwrap();
     assert!(client.enqueue(&f, b"", &passed).await.is_err());
     assert_eq!(client.queue(&f).await.unwrap(), before);
+    assert_eq!(client.queue(&f).await.unwrap(), before);
 }
 
 /// From the CLI (`--expires-in`; `wait` exits as for a failure) and over HTTP
@@ -216,4 +217,40 @@ async fn deadlines_from_the_cli_over_http_and_on_a_cluster() {
     drop(server);
     let cluster = TestCluster::start();
     check_expiry(&cluster.url()).await;
+}
+
+/// A deadline (or a time to run at) more than 10 years ahead is refused, by the client and
+/// by the library, writing nothing: a record keeps its times exactly only that far (cjson
+/// writes 14 digits; a deadline of 2^53 - 1 came back as a float, and its job's record could
+/// not be read: schemathesis found it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_more_than_ten_years_ahead_is_refused() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = function("far");
+    let far = EnqueueOptions {
+        expires_at: Some(std::time::SystemTime::now() + Duration::from_secs(11 * 365 * 86_400)),
+        ..EnqueueOptions::default()
+    };
+    let refused = client.enqueue(&f, b"", &far).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("more than 10 years ahead"),
+        "{refused}"
+    );
+    let library = crate::support::library::Library::new(redis.raw().await, &f);
+    for option in ["expires_at", "at"] {
+        let error = library
+            .call::<redis::Value>("enqueue", &["0", "1", "1", option, "9007199254740991", "x"])
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("more than 10 years ahead"),
+            "{option}: {error}"
+        );
+    }
+    let near = (wasmgear_proto::units::now_ms() + 3_600_000).to_string();
+    let _: redis::Value = library
+        .ok("enqueue", &["0", "1", "1", "expires_at", &near, "x"])
+        .await;
+    assert_eq!(client.queue(&f).await.unwrap().queued, 1);
 }

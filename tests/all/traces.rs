@@ -352,9 +352,18 @@ async fn ticks_link_to_their_schedule_and_callbacks_join_their_batch() {
         &[("WASMGEAR_REDIS_URL", &url), ("TRACEPARENT", &parent)],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let tick = receiver
-        .wait_for(WAIT, "a tick's span", |spans| {
-            spans.iter().find(|s| s.name == "tick beat").cloned()
+    // A tick's span, and its job's in the same trace.
+    let (tick, job) = receiver
+        .wait_for(WAIT, "a tick's span and its job's", |spans| {
+            spans
+                .iter()
+                .filter(|s| s.name == "tick beat")
+                .find_map(|tick| {
+                    spans
+                        .iter()
+                        .find(|s| s.kind == "consumer" && s.trace_id == tick.trace_id)
+                        .map(|job| (tick.clone(), job.clone()))
+                })
         })
         .await;
     assert_eq!(tick.kind, "producer");
@@ -364,14 +373,6 @@ async fn ticks_link_to_their_schedule_and_callbacks_join_their_batch() {
         tick.links,
         vec![(TRACE_ID.to_string(), PARENT_SPAN.to_string())]
     );
-    let job = receiver
-        .wait_for(WAIT, "the tick's job's span", |spans| {
-            spans
-                .iter()
-                .find(|s| s.kind == "consumer" && s.trace_id == tick.trace_id)
-                .cloned()
-        })
-        .await;
     assert_eq!(job.name, "process echo");
     let out = wasmgear(&["schedule", "rm", "beat"], &[("WASMGEAR_REDIS_URL", &url)]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -246,6 +246,14 @@ impl EnqueueOptions {
         if self.expires_at.is_some_and(|at| system_time_ms(at) == 0) {
             return bad("expires_at is not after 1970".into());
         }
+        if self.expires_at.is_some_and(|at| {
+            system_time_ms(at) > wasmgear_proto::units::now_ms() + MAX_DURATION.as_millis() as u64
+        }) {
+            return Err(QueueError::Conflict(
+                "invalid job option: expires_at is more than 10 years ahead; give a nearer one"
+                    .into(),
+            ));
+        }
         if self.tags.len() > MAX_TAGS {
             return bad(format!(
                 "{} tags are more than the limit of {MAX_TAGS}",

@@ -89,6 +89,20 @@ fn query_param(name: &str, description: &str, schema: Value) -> Value {
             "schema": schema })
 }
 
+/// The W3C trace context headers a request that writes jobs may carry: its jobs join that
+/// trace (one that is not a traceparent is ignored, as the W3C recommendation says).
+fn trace_headers() -> [Value; 2] {
+    [
+        json!({ "name": "traceparent", "in": "header", "required": false,
+                "description": "W3C traceparent of the caller's span: the jobs written carry it, \
+                    and the worker's spans for them join that trace (ignored when not a traceparent)",
+                "schema": { "type": "string" } }),
+        json!({ "name": "tracestate", "in": "header", "required": false,
+                "description": "W3C tracestate that goes with traceparent",
+                "schema": { "type": "string" } }),
+    ]
+}
+
 fn ok(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
@@ -105,6 +119,7 @@ pub fn openapi() -> Value {
     let group_request = schemas.subschema_for::<crate::groups::GroupRequest>();
     let function = path_param("function", "the function (plugin) name", function_pattern());
     let id = path_param("id", "the job id, FUNCTION:N", job_id_pattern());
+    let [traceparent, tracestate] = trace_headers();
     let function_filter = json!({ "type": "string", "pattern": function_pattern() });
     let job = json!({ "$ref": "#/components/schemas/Job" });
     let errors = json!({ "400": error_ref(), "401": error_ref(), "404": error_ref(),
@@ -157,7 +172,7 @@ pub fn openapi() -> Value {
         "paths": {
             "/v1/functions/{function}/jobs": { "post": {
                 "summary": "Enqueue one job",
-                "parameters": [ function ],
+                "parameters": [ function, traceparent, tracestate ],
                 "requestBody": { "required": true, "content": { "application/json": {
                     "schema": job_request } } },
                 "responses": with(errors.clone(), json!({
@@ -167,7 +182,7 @@ pub fn openapi() -> Value {
             } },
             "/v1/functions/{function}/bulk": { "post": {
                 "summary": "Enqueue many jobs of one function in one atomic call (all or none)",
-                "parameters": [ function ],
+                "parameters": [ function, traceparent, tracestate ],
                 "requestBody": { "required": true, "content": { "application/json": {
                     "schema": bulk_request } } },
                 "responses": with(errors.clone(), json!({
@@ -212,6 +227,7 @@ pub fn openapi() -> Value {
             } },
             "/v1/flows": { "post": {
                 "summary": "Submit a flow: named jobs of any functions and the jobs each waits on, checked whole before anything is written",
+                "parameters": [ traceparent, tracestate ],
                 "requestBody": { "required": true, "content": { "application/json": {
                     "schema": flow_request } } },
                 "responses": with(errors.clone(), json!({
@@ -242,6 +258,7 @@ pub fn openapi() -> Value {
             } },
             "/v1/batches": { "post": {
                 "summary": "Open a batch: jobs of any functions, with a callback job once all succeeded (on_success) and once all ended (on_complete); closed at once unless open is true",
+                "parameters": [ traceparent, tracestate ],
                 "requestBody": { "required": true, "content": { "application/json": {
                     "schema": batch_request_schema() } } },
                 "responses": with(errors.clone(), json!({
@@ -255,7 +272,7 @@ pub fn openapi() -> Value {
             } },
             "/v1/batches/{id}/jobs": { "post": {
                 "summary": "Add jobs to an open batch",
-                "parameters": [ batch_id.clone() ],
+                "parameters": [ batch_id.clone(), traceparent, tracestate ],
                 "requestBody": { "required": true, "content": { "application/json": {
                     "schema": { "type": "object", "additionalProperties": false, "required": ["jobs"],
                         "properties": { "jobs": batch_jobs_schema() } } } } },

@@ -98,8 +98,16 @@ impl Telemetry {
         let targets = EXPORTED_TARGETS.iter().fold(Targets::new(), |t, target| {
             t.with_target(*target, LevelFilter::INFO)
         });
+        // Only what a span of a job needs: no source locations, thread names or busy/idle
+        // times per span, and no OpenTelemetry context made current at each poll (wasmgear
+        // reads a span's context from the span itself): each costs every job.
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("wasmgear"))
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_target(false)
+            .with_context_activation(false)
             .with_filter(targets)
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct Reporter {
     pub(crate) function: Arc<metrics::PerFunction>,
     pub(crate) children: Option<Arc<dyn wasmgear_runtime::ChildJobs>>,
     pub(crate) dependencies: Option<Arc<dyn wasmgear_runtime::JobDependencies>>,
+    /// Whether the attempt's span records (its events are added then only).
+    pub(crate) recording: bool,
 }
 
 /// The most bytes of one attempt's log kept for the queue.
@@ -43,7 +45,12 @@ impl JobHooks for Reporter {
 
     fn instantiated(&self, took: Duration) {
         self.metrics.instantiated(took);
-        crate::spans::event("instance ready", "took_us", took.as_micros() as u64);
+        crate::spans::event(
+            self.recording,
+            "instance ready",
+            "took_us",
+            took.as_micros() as u64,
+        );
     }
 
     fn memory(&self, peak_bytes: usize) {
@@ -161,9 +168,12 @@ impl<S: JobSource> Node<S> {
             let limited = plugin
                 .as_ref()
                 .is_some_and(|p| p.free_slots() != usize::MAX);
-            let span = crate::spans::attempt_span(&lease, self.source.worker_id());
+            let attempt = crate::spans::attempt_span(&lease, self.source.worker_id());
+            let span = attempt.span.clone();
             let started = tokio::time::Instant::now();
-            let run = self.run_attempt(lease, plugin).instrument(span.clone());
+            let run = self
+                .run_attempt(lease, plugin, attempt)
+                .instrument(span.clone());
             tokio::pin!(run);
             // Reports that come back while the job runs add to the queue; once the oldest
             // job there has waited `hold`, what waits there is handed back.
@@ -233,7 +243,15 @@ impl<S: JobSource> Node<S> {
     }
 
     /// Runs the job, keeping its lease and forwarding its progress, until it has stopped.
-    pub(crate) async fn run_attempt(&self, lease: Lease, plugin: Option<Arc<Plugin>>) -> Finished {
+    pub(crate) async fn run_attempt(
+        &self,
+        lease: Lease,
+        plugin: Option<Arc<Plugin>>,
+        attempt: crate::spans::Attempt,
+    ) -> Finished {
+        let crate::spans::Attempt {
+            trace, recording, ..
+        } = attempt;
         let id = lease.info.id.clone();
         let cancel = CancelSignal::new();
         self.running
@@ -245,11 +263,9 @@ impl<S: JobSource> Node<S> {
         let waited = wasmgear_proto::units::now_ms().saturating_sub(lease.info.enqueued_at_ms);
         let measured = self.metrics.function(&id.function);
         measured.started(lease.info.attempt, waited);
-        // (The span this runs in is the attempt's.)
-        let trace = crate::spans::passed_on(&tracing::Span::current(), &lease);
-        crate::spans::event("left the queue", "wait_ms", waited);
+        crate::spans::event(recording, "left the queue", "wait_ms", waited);
         if let Some(version) = &plugin_version {
-            crate::spans::record_version(version);
+            crate::spans::record_version(recording, version);
         }
         let started = std::time::Instant::now();
         // A cancel the source heard before the job got here (it was leased, held in its slot
@@ -290,6 +306,7 @@ impl<S: JobSource> Node<S> {
                             lease.info.attempt,
                         )) as Arc<dyn wasmgear_runtime::JobDependencies>
                     }),
+                    recording,
                 });
                 let info = wasmgear_proto::JobInfo {
                     trace: trace.clone(),
@@ -298,7 +315,7 @@ impl<S: JobSource> Node<S> {
                 let run = self
                     .runtime
                     .run(&plugin, &info, &lease.input, hooks, cancel.clone())
-                    .instrument(crate::spans::run_span());
+                    .instrument(crate::spans::run_span(recording));
                 let mut run = std::pin::pin!(run);
                 // A job that ends at its first poll without reporting progress needs no
                 // keeper (its lease is fresh): no heartbeat timers are set for it.

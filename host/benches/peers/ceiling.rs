@@ -22,7 +22,12 @@ pub(crate) fn server_cpu_us(port: u16) -> f64 {
 /// clock ticks of 10 ms), in µs: with the worker node in this process, what a drained job
 /// costs the worker (the bench's own polling aside).
 pub(crate) fn own_cpu_us() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_us_of("self")
+}
+
+/// The CPU time process `pid` (or `self`) has used so far, as [`own_cpu_us`] counts it.
+pub(crate) fn cpu_us_of(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The fields after the command name (which is in parentheses): utime and stime are the
     // 12th and 13th of them.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);

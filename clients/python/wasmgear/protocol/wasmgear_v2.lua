@@ -1882,7 +1882,7 @@ local reply = (function()
 --                     (DEFAULT_FAILED_RETENTION_MS, 7 days)
 --   delay             ms before the job may run (0: ready now)
 --   at                ms since the epoch (Redis clock) before which the job may not run;
---                     must not be in the past (none)
+--                     must not be in the past, nor more than 10 years ahead (none)
 --   uniq              a key: while an unfinished job of this function holds it, enqueueing
 --                     another with it returns that job instead (none)
 --   uniq_for          ms (with uniq): once the job holding the key has succeeded, the key
@@ -1898,7 +1898,8 @@ local reply = (function()
 --                     one made answers. The key does not join unfinished jobs then
 --   expires_in        ms: a job that has not started by then (from now, Redis' clock) ends
 --                     `expired` (failure group `expired`) and never runs
---   expires_at        the same as a time, ms since the epoch (Redis' clock); not passed
+--   expires_at        the same as a time, ms since the epoch (Redis' clock); not passed,
+--                     and at most 10 years ahead (as `at`)
 --   group             the job's group (a tenant, customer or document key: 1 to MAX_KEY_BYTES
 --                     bytes of printable ASCII but space, '"', '\' and '|'): the function's
 --                     ready jobs are leased round robin across their groups, each group
@@ -2116,6 +2117,10 @@ for i = 0, n - 1 do
     if options.expires_at and tonumber(options.expires_at) <= NOW then
       return conflict(i, string.format('expires_at %s has passed (the queue clock says %d)', options.expires_at, NOW))
     end
+    -- (Times beyond are refused as `at` is: a record keeps them exactly, cjson writing 14 digits.)
+    if options.expires_at and tonumber(options.expires_at) > NOW + MAX_DURATION_MS then
+      return conflict(i, string.format('expires_at %s is more than 10 years ahead (the queue clock says %d); give a nearer one', options.expires_at, NOW))
+    end
     if options.group and not GROUP.fits(options.group) then
       return bad(i, 'group ' .. options.group .. " is not a group key (1 to " .. MAX_KEY_BYTES
         .. " bytes of printable ASCII but space, '\"', '\\' and '|')")
@@ -2135,6 +2140,9 @@ for i = 0, n - 1 do
     local at = tonumber(options.at or '0')
     if at > 0 and at < NOW then
       return conflict(i, string.format('scheduled time %d is in the past (the queue clock says %d)', at, NOW))
+    end
+    if at > NOW + MAX_DURATION_MS then
+      return conflict(i, string.format('scheduled time %d is more than 10 years ahead (the queue clock says %d); give a nearer one', at, NOW))
     end
     for _, dep in ipairs(options.after or {}) do
       local fn, number = split_id(dep)
@@ -5249,4 +5257,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '5d2e9aa573e6f84b0891f0b01e914d1975f2c0b6' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'b122e8141c6128762eaab0137c3333305e5a5d4c' end, flags = { 'no-writes' } }
