@@ -274,6 +274,32 @@ async fn the_http_api_continues_the_request_s_trace() {
     );
     let span = process_span(&receiver, &ignored, 1).await;
     assert_ne!(span.trace_id, TRACE_ID);
+    // The dashboard's job page shows the trace a job carries.
+    use crate::dashboard::{FORM, send};
+    let signed_in = send(
+        &server,
+        "POST",
+        "/ui/login",
+        &[FORM],
+        &format!("token={TOKEN}&next=%2Fui"),
+    )
+    .await;
+    let cookie = signed_in.headers["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = send(
+        &server,
+        "GET",
+        &format!("/ui/jobs/{}", traced.replace(':', "%3A")),
+        &[("cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(TRACE_ID) && page.body.contains(PARENT_SPAN),
+        "{}",
+        page.body
+    );
 }
 
 /// A parent's child jobs run in its trace, each a child of the parent attempt's span; a
