@@ -308,9 +308,15 @@ impl<S: JobSource> Node<S> {
                     }),
                     recording,
                 });
-                let info = wasmgear_proto::JobInfo {
-                    trace: trace.clone(),
-                    ..lease.info.clone()
+                // The job's own info, unless the attempt passes on a context of its own (its
+                // exported span's): no copy per job with tracing off.
+                let info = if trace == lease.info.trace {
+                    std::borrow::Cow::Borrowed(&lease.info)
+                } else {
+                    std::borrow::Cow::Owned(wasmgear_proto::JobInfo {
+                        trace: trace.clone(),
+                        ..lease.info.clone()
+                    })
                 };
                 let run = self
                     .runtime
