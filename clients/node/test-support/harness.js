@@ -170,6 +170,24 @@ async function replicasConnected(url, n, timeoutMs = 20000) {
 }
 
 /**
+ * Whether the replicas of the server at `url` confirm every write made on it so far: a
+ * write, then `WAIT n 100` on the same connection (WAIT counts the replicas that have
+ * acknowledged the connection's last write, and so everything before it).
+ */
+async function caughtUp(url, n = 1) {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+    const [[e1], [e2, replicas]] = await redis.pipeline().incr('test:replication-check').call('WAIT', n, 100).exec();
+    if (e1 || e2) throw e1 || e2;
+    return Number(replicas) >= n;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
  * Starts a replica of the redis-server on `primaryPort` (`--replicaof`, and the `extra`
  * arguments), and waits until it is in sync (`master_link_status:up`).
  */
@@ -462,6 +480,7 @@ module.exports = {
   ask,
   infoField,
   replicasConnected,
+  caughtUp,
   startRedis,
   startReplica,
   startSentinel,
