@@ -166,6 +166,7 @@ fn main() {
     let url = redis.url();
     let mut rows = Vec::new();
     let started = Instant::now();
+    eprintln!("[build] wasmgear's {} build", build_profile());
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
     // remote, cluster, steady, sources, flows, groups, replicas, tracing) runs only those
@@ -267,6 +268,10 @@ fn main() {
             r.what, r.wasmgear, r.peer, r.ratio
         );
     }
+    println!(
+        "(wasmgear: the {} build, scripts/bench; WASMGEAR_BENCH_BUILD=dev for the tests' build)",
+        build_profile()
+    );
     if let Some(bullmq) = &bullmq {
         println!(
             "(peer: BullMQ {} on Node {}; same Redis {}, same machine, {} CPUs)",
@@ -275,6 +280,16 @@ fn main() {
             redis_version(redis.port()),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
+    }
+}
+
+/// Which profile built this benchmark (and the `wasmgear` it runs): `release` (opt-level
+/// 3, thin LTO) or `dev` (the tests' build: our own code at opt-level 1).
+fn build_profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
     }
 }
 

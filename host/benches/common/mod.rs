@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use wasmgear_proto::{FunctionName, JobId, JobInfo, LogLevel, Progress};
 use wasmgear_runtime::JobHooks;
+// The binary's allocator (declared in the `wasmgear` library): benchmarks measure what runs.
+use wasmgear as _;
 
 /// Hooks that drop progress and log lines (a benchmark measures the job, not its reporting).
 pub struct Quiet;

@@ -82,7 +82,12 @@ pub(crate) fn isolation(plan: &Plan, rt: &tokio::runtime::Runtime, rows: &mut Ve
     }
     let (exec50, exec99) = percentiles(&mut fork_exec);
     let ratio = |ours: Duration, theirs: Duration| {
-        format!("{:.0}× cheaper", theirs.as_secs_f64() / ours.as_secs_f64())
+        let times = theirs.as_secs_f64() / ours.as_secs_f64();
+        if times >= 1.0 {
+            format!("{times:.0}× cheaper")
+        } else {
+            format!("{:.1}× dearer", 1.0 / times)
+        }
     };
     rows.push(row(
         "isolation: echo instance+call+drop vs fork+exit, p50",

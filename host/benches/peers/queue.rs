@@ -190,6 +190,26 @@ pub(crate) async fn queue_numbers(
 pub(crate) async fn own_latency(client: &Client, samples: usize) -> (Vec<Duration>, Vec<Duration>) {
     let clock = FunctionName::new("clock").unwrap();
     let (mut entry, mut result) = (Vec::new(), Vec::new());
+    // WASMGEAR_BENCH_DEBUG: where the time from guest entry to the result goes, through an
+    // event stream that notes when each job's `finish` event reaches the client.
+    let debug = std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some();
+    let finishes = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let listener = if debug {
+        let mut events = Box::pin(client.events(Some(&clock)).await.unwrap());
+        let seen = finishes.clone();
+        Some(tokio::spawn(async move {
+            use futures_util::StreamExt;
+            while let Some(event) = events.next().await {
+                if let wasmgear_proto::Event::Finish { id, .. } = event.event {
+                    seen.lock()
+                        .unwrap()
+                        .insert(id, epoch_ns(std::time::SystemTime::now()));
+                }
+            }
+        }))
+    } else {
+        None
+    };
     for _ in 0..samples {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let sent = std::time::SystemTime::now();
@@ -208,15 +228,25 @@ pub(crate) async fn own_latency(client: &Client, samples: usize) -> (Vec<Duratio
             .unwrap();
         let sent_ns = epoch_ns(sent);
         entry.push(Duration::from_nanos(entered.saturating_sub(sent_ns) as u64));
-        if std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some() {
+        if debug {
+            let returned = epoch_ns(std::time::SystemTime::now());
             let leased = status.record.history[0].started_ms.unwrap_or(0) as u128 * 1_000_000;
+            let finished = status.record.finished_ms.unwrap_or(0) as u128 * 1_000_000;
+            let heard = finishes.lock().unwrap().remove(&id).unwrap_or(0);
+            let ms = |from: u128, to: u128| (to as f64 - from as f64) / 1e6;
             eprintln!(
-                "enqueue→lease {:.2} ms, lease→entry {:.2} ms, created→lease {} ms",
-                (leased as f64 - sent_ns as f64) / 1e6,
-                (entered as f64 - leased as f64) / 1e6,
-                status.record.history[0].started_ms.unwrap_or(0) - status.record.created_ms
+                "enqueue→lease {:.2} ms, lease→entry {:.2} ms, entry→finished (Redis clock) {:.2} ms, \
+                 entry→finish event heard {:.2} ms, event→wait returned {:.2} ms",
+                ms(sent_ns, leased),
+                ms(leased, entered),
+                ms(entered, finished),
+                ms(entered, heard),
+                ms(heard, returned),
             );
         }
+    }
+    if let Some(listener) = listener {
+        listener.abort();
     }
     (entry, result)
 }
