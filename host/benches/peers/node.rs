@@ -78,6 +78,16 @@ impl Node {
     }
 }
 
+/// Serves function `f` with the `echo` plugin from `dir`, paused until [`resume_and_drain`]
+/// (its jobs are enqueued first, then drained in one go).
+pub(crate) async fn paused_echo(client: &Client, dir: &Path, f: &FunctionName) {
+    std::fs::copy(wasmgear_test_artifacts::ECHO, dir.join(format!("{f}.wasm"))).unwrap();
+    client
+        .configure(f, &[wasmgear_client::Setting::Paused(true)])
+        .await
+        .unwrap();
+}
+
 /// Resumes `f` and waits until none of its jobs is queued or running; the time it took.
 pub(crate) async fn resume_and_drain(client: &Client, f: &FunctionName) -> Duration {
     let started = Instant::now();

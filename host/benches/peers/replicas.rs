@@ -6,11 +6,11 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use wasmgear_client::{Client, EnqueueOptions, MinReplicas, Setting};
+use wasmgear_client::{Client, EnqueueOptions, MinReplicas};
 use wasmgear_proto::FunctionName;
 use wasmgear_testkit::sentinel::TestReplicaSet;
 
-use super::node::{bulk_enqueue, node_builder, resume_and_drain as drain, run_node};
+use super::node::{bulk_enqueue, node_builder, paused_echo, resume_and_drain as drain, run_node};
 use super::{Plan, Row, ms, row};
 
 /// Single enqueues on their way at once.
@@ -43,15 +43,7 @@ pub(crate) async fn replicas(plan: &Plan, rows: &mut Vec<Row>) {
         let min = MinReplicas::new(min, Duration::from_secs(1)).unwrap();
         let client = Client::connect(&url).await.unwrap().with_min_replicas(min);
         let f = FunctionName::new(format!("replicas-{label}")).unwrap();
-        std::fs::copy(
-            wasmgear_test_artifacts::ECHO,
-            plugins.path().join(format!("{f}.wasm")),
-        )
-        .unwrap();
-        client
-            .configure(&f, &[Setting::Paused(true)])
-            .await
-            .unwrap();
+        paused_echo(&client, plugins.path(), &f).await;
         let single = single_enqueues(&client, &f, singles).await;
         let bulk = bulk_enqueue(&client, &f, jobs).await;
         let node = run_node(

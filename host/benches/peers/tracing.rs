@@ -5,12 +5,12 @@
 //! CPU time per job (user + system, from /proc/PID/stat, counted from the moment it serves to
 //! the end of the drain), which a shared 2-CPU machine measures more steadily than wall time.
 
-use wasmgear_client::{Client, Setting};
+use wasmgear_client::Client;
 use wasmgear_proto::FunctionName;
 use wasmgear_testkit::{OtlpReceiver, WorkerProcess};
 
 use super::ceiling::cpu_us_of;
-use super::node::{bulk_enqueue, resume_and_drain};
+use super::node::{bulk_enqueue, paused_echo, resume_and_drain};
 use super::{Plan, Row, row};
 
 pub(crate) async fn tracing(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
@@ -41,15 +41,7 @@ pub(crate) async fn tracing(plan: &Plan, url: &str, rows: &mut Vec<Row>) {
     let mut measured = Vec::new();
     for (i, (label, env)) in runs.iter().enumerate() {
         let f = FunctionName::new(format!("tracing-{i}")).unwrap();
-        std::fs::copy(
-            wasmgear_test_artifacts::ECHO,
-            plugins.path().join(format!("{f}.wasm")),
-        )
-        .unwrap();
-        client
-            .configure(&f, &[Setting::Paused(true)])
-            .await
-            .unwrap();
+        paused_echo(&client, plugins.path(), &f).await;
         bulk_enqueue(&client, &f, jobs).await;
         let mut builder = WorkerProcess::builder(url)
             .plugins(plugins.path())
