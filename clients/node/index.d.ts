@@ -229,6 +229,12 @@ export interface QueueEvent {
   message?: string;
   at_ms?: number;
   state?: JobState;
+  /** A `finish` of a job a client waits on (`wait`, through `wg2_watch`): its record, as `wg2_get` answers it. */
+  record?: JobRecord;
+  /** With `record`: the job's output, when it is at most 1024 bytes of printable ASCII, tabs and line ends. */
+  output?: string;
+  /** With `record`: the job has an output the event does not carry (read it with `status`). */
+  output_omitted?: boolean;
   [field: string]: unknown;
 }
 
@@ -538,7 +544,11 @@ export class Client {
   status(id: string): Promise<Job>;
   /** The job's log (each attempt's lines, the newest 256 KiB). */
   logs(id: string): Promise<string>;
-  /** Waits for one job: resolves with it if it succeeded; rejects JobFailedError, JobCancelledError or WaitTimeoutError. */
+  /**
+   * Waits for one job: resolves with it if it succeeded; rejects JobFailedError, JobCancelledError or WaitTimeoutError.
+   * Its first read (`wg2_watch`) marks the job as waited on, so that its `finish` event carries its final status
+   * (the output when small text) and the wait needs no further read.
+   */
   wait(id: string, options?: WaitOptions): Promise<Job>;
   /** Waits for every job: resolves with them (in order) if all succeeded; else rejects (failed > timed out > cancelled). */
   wait(ids: string[], options?: WaitOptions): Promise<Job[]>;

@@ -50,5 +50,6 @@ mod schedule;
 mod sources;
 mod structure;
 mod traces;
+mod waits;
 mod worker_process;
 mod worqr;

@@ -436,14 +436,39 @@ async fn a_finished_job_leases_the_next_in_the_same_call() {
         enqueue_publishes <= 2,
         "{enqueue_publishes} PUBLISH for one enqueue call"
     );
+    // The waits start first: each reads (and marks) its job with one `watch` call, and then
+    // hears the end with the job, making no call of its own while the worker runs.
+    let waits: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let client = client.clone();
+            let id = id.clone();
+            tokio::spawn(async move { client.wait(&id, WAIT, |_| {}).await })
+        })
+        .collect();
+    let jobs_key = wasmgear_proto::keys::FunctionKeys::new(&echo).jobs();
+    wasmgear_testkit::eventually(
+        Duration::from_secs(30),
+        "every wait marks its job",
+        || async {
+            let records: Vec<String> = redis::cmd("HVALS")
+                .arg(&jobs_key)
+                .query_async(&mut redis.raw().await)
+                .await
+                .ok()?;
+            (records.len() == jobs && records.iter().all(|r| r.contains("\"watched\"")))
+                .then_some(())
+        },
+    )
+    .await;
     let before = fcall_calls(&mut conn).await;
     let published = wasmgear_testkit::command_calls(&mut conn, "publish").await;
     let mut options = wasmgear_testkit::TestWorkerOptions::default();
     options.config.concurrency = 1;
     let worker = TestWorker::start_with(&redis, &["echo"], options).await;
-    for (id, input) in ids.iter().zip(&inputs) {
-        let status = client.wait(id, WAIT, |_| {}).await.unwrap();
-        assert_eq!(status.record.state, JobState::Succeeded);
+    for ((id, input), wait) in ids.iter().zip(&inputs).zip(waits) {
+        let status = wait.await.unwrap().unwrap();
+        assert_eq!(status.record.state, JobState::Succeeded, "{id}");
         assert_eq!(status.output.as_deref(), Some(&input[..]));
         assert_eq!(status.record.attempt, 1, "{id} ran once");
     }

@@ -12,7 +12,7 @@ const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
 // MaxRetriesPerRequestError, from redis-errors, which ioredis does not export).
 const AbortError = Object.getPrototypeOf(MaxRetriesPerRequestError);
 const { default: ClusterAllFailedError } = require('ioredis/built/errors/ClusterAllFailedError');
-const { jobFrom, progressOf } = require('./job');
+const { jobFrom, jobOfFinish, progressOf } = require('./job');
 const { producing, withTrace } = require('./tracing');
 const {
   FLOW_KEYS,
@@ -764,7 +764,16 @@ class Client {
 
   /** `wg2_get`: the record and output of a parsed job id, or null. */
   async #get(job) {
-    const reply = await this.#fcall('get', job.fn, [job.number], { buffers: true });
+    return this.#read('get', job);
+  }
+
+  /**
+   * The record and output of a parsed job id, or null, by library function `name`: `get`,
+   * or `watch` (what `get` answers, and the job marked as waited on: its `finish` event
+   * then carries its record, and its output when small).
+   */
+  async #read(name, job) {
+    const reply = await this.#fcall(name, job.fn, [job.number], { buffers: true });
     if (!reply) return null;
     const [raw, output] = reply;
     let record;
@@ -778,16 +787,21 @@ class Client {
 
   /** Everything known about job `id`; NotFoundError when there is no such job. */
   async status(id) {
-    return this.#guard(async () => {
-      const job = parseJobId(id);
-      const found = await this.#get(job);
-      if (!found) {
-        throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
-          id: job.id,
-        });
-      }
-      return jobFrom(job.id, found.record, found.output);
-    });
+    return this.#guard(() => this.#statusBy('get', parseJobId(id)));
+  }
+
+  /**
+   * The Job of parsed job id `job`, read by library function `name` (`get`, or `watch` for
+   * a wait); NotFoundError when there is no such job.
+   */
+  async #statusBy(name, job) {
+    const found = await this.#read(name, job);
+    if (!found) {
+      throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
+        id: job.id,
+      });
+    }
+    return jobFrom(job.id, found.record, found.output);
   }
 
   /**
@@ -818,7 +832,9 @@ class Client {
    * JobFailedError when one failed or expired, else WaitTimeoutError when a wait ran out of time, else
    * JobCancelledError when one was cancelled (each error carries `results`: per id, its
    * final Job or its wait's error). `onProgress(progress, id)` hears each job's progress
-   * reports in order, never one older than the last.
+   * reports in order, never one older than the last. Each job is read first with `wg2_watch`,
+   * which marks it as waited on: its `finish` event then carries its final record (and its
+   * output when small printable text), and the wait ends with them without another read.
    */
   async wait(ids, options = {}) {
     const many = Array.isArray(ids);
@@ -863,7 +879,13 @@ class Client {
     return many ? finished : finished[0];
   }
 
-  /** Waits for one job to end (any final state); subscribes first, then reads. */
+  /**
+   * Waits for one job to end (any final state); subscribes first, then reads with `watch`
+   * (as `get`, and the job is marked as waited on). A watched job's `finish` event carries
+   * its record (and its output when small printable text): the wait ends with the Job built
+   * from it, with no read of its own. A plain finish event, one whose output is omitted, a
+   * subscription back after a loss, or a quiet while: the record is read again.
+   */
   async #waitOne(job, deadline, onProgress) {
     const watch = this.#subscriber.watch(protocol.eventsChannel(job.fn), job.id);
     const timedOut = () =>
@@ -886,10 +908,13 @@ class Client {
       let hearing = await within(watch.subscribed, Math.max(0, Math.min(left(), LIMITS.RESPONSE_TIMEOUT_MS)), () =>
         false,
       ).catch(() => false);
+      // The job's final status, when its finish event carried it.
+      let heard = null;
       for (;;) {
-        let status;
+        let status = heard;
+        heard = null;
         try {
-          status = await this.status(job.id);
+          status = status ?? (await this.#guard(() => this.#statusBy('watch', job)));
         } catch (error) {
           // Redis restarting or out of reach for a moment: a wait outlasts it (up to its
           // timeout) rather than fail.
@@ -921,6 +946,8 @@ class Client {
           } else if (item.event.event === 'progress') {
             report(progressOf(item.event, item.event.seq));
           } else if (item.event.event === 'finish') {
+            // A watched job's end comes with its record (and a small output): no read needed.
+            heard = jobOfFinish(job.id, item.event);
             break;
           }
         }

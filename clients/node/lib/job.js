@@ -85,4 +85,21 @@ function jobFrom(id, record, output) {
   };
 }
 
-module.exports = { jobFrom, progressOf, FINAL_STATES };
+/**
+ * The Job that a watched job's `finish` event carries (PROTOCOL.md, "Events"): its `record`
+ * as `wg2_get` answers it, read as `jobFrom` reads that, and its `output`, a JSON string of
+ * printable ASCII (its bytes are the output), when the job has a small text output. Null when
+ * the event does not carry it all: a plain event (no client watched the job, or its record
+ * was gone), or one with `output_omitted` (the job has an output the event does not carry:
+ * read it with `get`).
+ * @param {string} id
+ * @param {object} event the event, JSON-decoded
+ */
+function jobOfFinish(id, event) {
+  const { record } = event;
+  if (record === null || typeof record !== 'object' || Array.isArray(record) || event.output_omitted) return null;
+  const output = typeof event.output === 'string' ? Buffer.from(event.output, 'utf8') : null;
+  return jobFrom(id, record, output);
+}
+
+module.exports = { jobFrom, jobOfFinish, progressOf, FINAL_STATES };

@@ -13,6 +13,7 @@ local MAX_DURATION_MS = 315360000000
 local MAX_CONCURRENCY = 1024
 local MAX_COMPLETIONS_PER_CALL = 1024
 local MAX_ACKED = 1024
+local MAX_EVENT_OUTPUT = 1024
 local MAX_CHILDREN = 10000
 local MAX_HISTORY = 100
 local MAX_PROGRESS_MESSAGE_BYTES = 1024
@@ -403,9 +404,65 @@ local EVENTS = {}
 -- The most events one message carries (a bulk enqueue creates many jobs).
 local EVENTS_PER_MESSAGE = 1000
 
+-- Waited jobs (`watch`): a record's `watched` field says a client waits on the job, so
+-- its `finish` event carries what `get` would answer (WATCH.finish_event) and the wait
+-- needs no read of its own. WATCH.finishes: this call's finish events of watched jobs
+-- (their place in EVENTS, the job, its state and keys), completed when the call's writes
+-- are done. WATCH.output_key: the outputs' key, set by a call that stores outputs.
+local WATCH = { finishes = {} }
+
+-- Record `record` (a table, changed in place) as clients read it: the attempt that
+-- succeeded, kept in the hot fields, is the last entry of its history; the worker of a
+-- finished job, lease tokens, versions and the watch mark are the library's business.
+function WATCH.public(record)
+  local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+    or record.state == 'expired'
+  if record.state == 'succeeded' and record.worker then
+    local history = record.history or {}
+    history[#history + 1] = {
+      attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+      ended_ms = record.finished_ms, outcome = 'succeeded', version = record.version,
+    }
+    record.history = history
+  end
+  if final then record.worker = nil end
+  record.token, record.version, record.watched = nil, nil, nil
+  return record
+end
+
+-- Whether output `output` travels in a finish event: at most MAX_EVENT_OUTPUT bytes of
+-- printable ASCII, tabs and line ends (JSON text carries them as they are).
+function WATCH.carries(output)
+  return #output <= MAX_EVENT_OUTPUT and not string.find(output, '[^\9\10\13\32-\126]')
+end
+
+-- The finish event of watched job `number`, ended in `state`, with its record as `get`
+-- answers it and its output when small (else `output_omitted`: the client reads it).
+-- The plain event when the record is already gone.
+-- (`w`: what publish_finish kept of it.)
+function WATCH.finish_event(w)
+  local number, state = w.number, w.state
+  local raw = redis.call('HGET', w.jobs, number)
+  if not raw then return nil end
+  local event = { event = 'finish', id = FN .. ':' .. number, state = state, record = WATCH.public(decode(raw)) }
+  if not WATCH.output_key then
+    -- (Only a call that ends jobs in success, `complete`, names the output key.)
+    event.output_omitted = state == 'succeeded' or nil
+    return cjson.encode(event)
+  end
+  local output = redis.call('HGET', WATCH.output_key, number)
+  if output then
+    if WATCH.carries(output) then event.output = output else event.output_omitted = true end
+  end
+  return cjson.encode(event)
+end
+
 -- Publishes the call's events in order: a lone event as its JSON object, more as JSON
 -- arrays of at most EVENTS_PER_MESSAGE events.
 local function publish_events()
+  for _, w in ipairs(WATCH.finishes) do
+    EVENTS[w.at] = WATCH.finish_event(w) or EVENTS[w.at]
+  end
   if #EVENTS == 1 then
     redis.call('PUBLISH', K.events, EVENTS[1])
   else
@@ -434,8 +491,12 @@ end
 
 -- The `finish` event, built without cjson (it is sent for every job; ids and states need
 -- no escaping beyond what the function name already forbids).
-local function publish_finish(number, state)
+-- (A watched job's event is completed by publish_events.)
+local function publish_finish(number, state, watched)
   EVENTS[#EVENTS + 1] = '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}'
+  if watched then
+    WATCH.finishes[#WATCH.finishes + 1] = { at = #EVENTS, number = number, state = state, jobs = K.jobs }
+  end
   if capped_function() then wake_workers() end
 end
 
@@ -845,7 +906,8 @@ end
 -- told.
 -- What ending a job in `state` does outside its record: out of `from` (or every set it
 -- could be in), into the expiry set for `keep` ms, counted, announced.
-local function finished(number, state, keep, from)
+-- `watched`: whether a client waits on the job (its record's `watched`).
+local function finished(number, state, keep, from, watched)
   FINISHED = FINISHED + 1
   if from and PENDING then
     PENDING_ZREM[from] = PENDING_ZREM[from] or {}
@@ -863,7 +925,7 @@ local function finished(number, state, keep, from)
     redis.call('ZADD', K.expires, int(NOW + keep), number)
     redis.call('HINCRBY', K.counts, state, '1')
   end
-  publish_finish(number, state)
+  publish_finish(number, state, watched)
 end
 
 -- Tells the dependents of job `number`, which ended in `state` (`fields`: its record, or
@@ -1009,7 +1071,7 @@ local function finish(number, record, state, err, from)
   record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
   record.version = nil
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
-  finished(number, state, retention_of(record), from)
+  finished(number, state, retention_of(record), from, record.watched)
   if state == 'failed' or state == 'expired' then
     -- (An expired job is in the failure group `expired`: listed, and retried, with them.)
     local group = (record.error and record.error.class) or 'unknown'
@@ -1843,6 +1905,7 @@ local function begin(keys, args, named)
   GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
   WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
+  WATCH.finishes, WATCH.output_key = {}, nil
 end
 
 -- The end of every call (after its body has returned): the statistics and events it
@@ -1855,9 +1918,11 @@ end
 ---------------------------------------------------------------------------------------------
 -- The functions follow, each registered by scripts.rs with its file as the body.
 
-local function keys_enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33], expiring = keys[34] } end
+local KEYS_OF = {}
+
+function KEYS_OF.enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33], expiring = keys[34] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_enqueue)
+begin(KEYS, ARGV, KEYS_OF.enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
@@ -2472,9 +2537,9 @@ return reply
 
 end }
 
-local function keys_reserve(keys) return { seq = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
+function KEYS_OF.reserve(keys) return { seq = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
 redis.register_function{ function_name = 'wg2_reserve', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_reserve)
+begin(KEYS, ARGV, KEYS_OF.reserve)
 local reply = (function()
 -- reserve: reserve job numbers for a flow's jobs of this function, so that the flow knows
 -- every job's id before it writes any (a job's dependencies may be in any function, written
@@ -2510,9 +2575,9 @@ return reply
 
 end }
 
-local function keys_lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
+function KEYS_OF.lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_lease)
+begin(KEYS, ARGV, KEYS_OF.lease)
 local reply = (function()
 -- lease: hand up to N runnable jobs of one function to a worker, atomically.
 --
@@ -2622,9 +2687,9 @@ return reply
 
 end }
 
-local function keys_heartbeat(keys) return { jobs = keys[1], leased = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.heartbeat(keys) return { jobs = keys[1], leased = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_heartbeat', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_heartbeat)
+begin(KEYS, ARGV, KEYS_OF.heartbeat)
 local reply = (function()
 -- heartbeat: extend the lease of a running job.
 --
@@ -2662,9 +2727,9 @@ return reply
 
 end }
 
-local function keys_progress(keys) return { jobs = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5] } end
+function KEYS_OF.progress(keys) return { jobs = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5] } end
 redis.register_function{ function_name = 'wg2_progress', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_progress)
+begin(KEYS, ARGV, KEYS_OF.progress)
 local reply = (function()
 -- progress: store a running job's latest progress and publish it.
 --
@@ -2714,9 +2779,9 @@ return reply
 
 end }
 
-local function keys_complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
+function KEYS_OF.complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_complete)
+begin(KEYS, ARGV, KEYS_OF.complete)
 local reply = (function()
 -- complete: store leased jobs' outputs and mark them succeeded, each exactly once. One call
 -- may complete many jobs of the function (a worker batches the jobs that end together).
@@ -2761,7 +2826,8 @@ local reply = (function()
 --          unset): the worker sends `WAIT max(its own, this) timeout` before it counts the
 --          results as stored. Or the error reply `BADARGS complete: ...`,
 --          having written nothing.
--- Publishes: `finish` with the final state for each; `ready` for each dependent that may
+-- Publishes: `finish` with the final state for each (with the record and small output of a
+--            watched job: see `watch`); `ready` for each dependent that may
 --            now run; `start` for each job leased.
 
 local function refuse(why) return redis.error_reply('BADARGS complete: ' .. why) end
@@ -2818,6 +2884,8 @@ if replay then
   return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0, tonumber(config('min_replicas')) or 0 }
 end
 
+-- (A watched job's finish event carries its output: lib.lua, WATCH.)
+WATCH.output_key = K.output
 local results, runs, outputs, numbers = {}, {}, {}, {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[FIRST + 5 * i] end
 begin_batch()
@@ -2852,7 +2920,8 @@ for i = 0, n - 1 do
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
+    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased,
+      f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"watched"', 1, true))
     -- A job whose only other field is its group (a tenant's plain job) needs no decoding.
     local group = string.match(f[R_OTHERS], '^{"group_id":"([^"]*)"}$')
     local others = not group and f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])
@@ -2917,9 +2986,9 @@ return reply
 
 end }
 
-local function keys_fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
+function KEYS_OF.fail(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_fail', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_fail)
+begin(KEYS, ARGV, KEYS_OF.fail)
 local reply = (function()
 -- fail: record a leased job's failure; retry it later or fail it for good, exactly once.
 --
@@ -2996,9 +3065,9 @@ return reply
 
 end }
 
-local function keys_release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
+function KEYS_OF.release(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_release', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_release)
+begin(KEYS, ARGV, KEYS_OF.release)
 local reply = (function()
 -- release: hand a leased job back unrun (the worker is shutting down), without counting
 -- the attempt. The job goes back to the ready set at its old place.
@@ -3048,9 +3117,9 @@ return reply
 
 end }
 
-local function keys_cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24], expiring = keys[25] } end
+function KEYS_OF.cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24], expiring = keys[25] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_cancel)
+begin(KEYS, ARGV, KEYS_OF.cancel)
 local reply = (function()
 -- cancel: stop a job. A queued, scheduled or waiting job is cancelled at once; a running
 -- job is flagged and its worker told (the `cancel` event; the heartbeat reply repeats it),
@@ -3102,9 +3171,9 @@ return reply
 
 end }
 
-local function keys_withdraw(keys) return { stats = keys[1], events = keys[2], idle = keys[3], idle_args = keys[4] } end
+function KEYS_OF.withdraw(keys) return { stats = keys[1], events = keys[2], idle = keys[3], idle_args = keys[4] } end
 redis.register_function{ function_name = 'wg2_withdraw', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_withdraw)
+begin(KEYS, ARGV, KEYS_OF.withdraw)
 local reply = (function()
 -- withdraw: take a worker's registration to be handed jobs of this function out, unless it
 -- was used or has lapsed (lease.lua, ARGV[8]; lib.lua, "Idle workers handed jobs directly").
@@ -3132,9 +3201,9 @@ return reply
 
 end }
 
-local function keys_link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
+function KEYS_OF.link(keys) return { jobs = keys[1], stats = keys[2], events = keys[3], reserved = keys[4] } end
 redis.register_function{ function_name = 'wg2_link', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_link)
+begin(KEYS, ARGV, KEYS_OF.link)
 local reply = (function()
 -- link: make jobs of other functions wait on jobs of this one (dependencies across
 -- functions, the first of two steps; see `enqueue`). Idempotent. Many at once: a flow's
@@ -3198,9 +3267,9 @@ return reply
 
 end }
 
-local function keys_resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
+function KEYS_OF.resolve(keys) return { jobs = keys[1], logs = keys[2], ready = keys[3], scheduled = keys[4], leased = keys[5], waiting = keys[6], expires = keys[7], uniq = keys[8], failed = keys[9], counts = keys[10], stats = keys[11], config = keys[12], events = keys[13], work = keys[14], groups = keys[15], group_ready = keys[16], group_running = keys[17], group_config = keys[18], dedup = keys[19], dedup_exp = keys[20], expiring = keys[21] } end
 redis.register_function{ function_name = 'wg2_resolve', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_resolve)
+begin(KEYS, ARGV, KEYS_OF.resolve)
 local reply = (function()
 -- resolve: tell waiting jobs of this function what became of their dependencies in other
 -- functions (the second step; see `enqueue` and `link`). Idempotent. Many at once: a
@@ -3244,9 +3313,9 @@ return reply
 
 end }
 
-local function keys_told(keys) return { jobs = keys[1], expires = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.told(keys) return { jobs = keys[1], expires = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_told', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_told)
+begin(KEYS, ARGV, KEYS_OF.told)
 local reply = (function()
 -- told: note that jobs of this function no longer hold for a dependent in another function
 -- (or their batch): the dependent has ended (`release DEPENDENCY` in a notify), or the
@@ -3329,9 +3398,9 @@ return reply
 
 end }
 
-local function keys_recheck(keys) return { jobs = keys[1], waiting = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.recheck(keys) return { jobs = keys[1], waiting = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_recheck', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_recheck)
+begin(KEYS, ARGV, KEYS_OF.recheck)
 local reply = (function()
 -- recheck: hand out the jobs of this function whose links to dependencies in other
 -- functions are due for a re-check (the safety net for a caller that died between the
@@ -3378,9 +3447,9 @@ return reply
 
 end }
 
-local function keys_tag(keys) return { jobs = keys[1], tagged = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.tag(keys) return { jobs = keys[1], tagged = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_tag', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_tag)
+begin(KEYS, ARGV, KEYS_OF.tag)
 local reply = (function()
 -- tag: add tags to a job or remove them (qless' tag add/remove).
 --
@@ -3439,9 +3508,9 @@ return reply
 
 end }
 
-local function keys_adopt(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
+function KEYS_OF.adopt(keys) return { jobs = keys[1], stats = keys[2], events = keys[3] } end
 redis.register_function{ function_name = 'wg2_adopt', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_adopt)
+begin(KEYS, ARGV, KEYS_OF.adopt)
 local reply = (function()
 -- adopt: the parent's side of a child job (`wasmgear:job/jobs`). The child may be of another
 -- function, so each step is a call of its own on the parent's: asked first (may the parent
@@ -3495,9 +3564,9 @@ return reply
 
 end }
 
-local function keys_retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12], groups = keys[13], group_ready = keys[14], group_running = keys[15], group_config = keys[16] } end
+function KEYS_OF.retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12], groups = keys[13], group_ready = keys[14], group_running = keys[15], group_config = keys[16] } end
 redis.register_function{ function_name = 'wg2_retry', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_retry)
+begin(KEYS, ARGV, KEYS_OF.retry)
 local reply = (function()
 -- retry: run failed (or cancelled) jobs again, with as many attempts as they first had
 -- (qless' retry of a failure group), or the serving plugin's default again for a job
@@ -3642,9 +3711,9 @@ return reply
 
 end }
 
-local function keys_configure(keys) return { stats = keys[1], config = keys[2], events = keys[3], work = keys[4], jobs = keys[5], leased = keys[6], group_running = keys[7], group_config = keys[8] } end
+function KEYS_OF.configure(keys) return { stats = keys[1], config = keys[2], events = keys[3], work = keys[4], jobs = keys[5], leased = keys[6], group_running = keys[7], group_config = keys[8] } end
 redis.register_function{ function_name = 'wg2_configure', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_configure)
+begin(KEYS, ARGV, KEYS_OF.configure)
 local reply = (function()
 -- configure: set or clear settings of one function's queue, shared by all workers.
 --
@@ -3711,9 +3780,9 @@ return reply
 
 end }
 
-local function keys_configure_group(keys) return { ready = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5], groups = keys[6], group_ready = keys[7], group_running = keys[8], group_config = keys[9], jobs = keys[10], leased = keys[11] } end
+function KEYS_OF.configure_group(keys) return { ready = keys[1], stats = keys[2], config = keys[3], events = keys[4], work = keys[5], groups = keys[6], group_ready = keys[7], group_running = keys[8], group_config = keys[9], jobs = keys[10], leased = keys[11] } end
 redis.register_function{ function_name = 'wg2_configure_group', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_configure_group)
+begin(KEYS, ARGV, KEYS_OF.configure_group)
 local reply = (function()
 -- configure_group: set or clear one group's own limits, or pause or resume it (lib.lua,
 -- "Groups"). A limit left empty falls back to the function's (`group_concurrency`,
@@ -3780,9 +3849,9 @@ return reply
 
 end }
 
-local function keys_groups(keys) return { ready = keys[1], stats = keys[2], events = keys[3], groups = keys[4], group_ready = keys[5], group_running = keys[6], group_config = keys[7], group_wait = keys[8], jobs = keys[9], leased = keys[10] } end
+function KEYS_OF.groups(keys) return { ready = keys[1], stats = keys[2], events = keys[3], groups = keys[4], group_ready = keys[5], group_running = keys[6], group_config = keys[7], group_wait = keys[8], jobs = keys[9], leased = keys[10] } end
 redis.register_function{ function_name = 'wg2_groups', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_groups)
+begin(KEYS, ARGV, KEYS_OF.groups)
 local reply = (function()
 -- groups: a function's groups (lib.lua, "Groups"), the deepest first: each group's ready
 -- jobs, jobs holding a slot, own settings and whether it waits for its rate window.
@@ -3875,9 +3944,9 @@ return reply
 
 end, flags = { 'no-writes' } }
 
-local function keys_priority(keys) return { jobs = keys[1], ready = keys[2], stats = keys[3], events = keys[4], groups = keys[5], group_ready = keys[6] } end
+function KEYS_OF.priority(keys) return { jobs = keys[1], ready = keys[2], stats = keys[3], events = keys[4], groups = keys[5], group_ready = keys[6] } end
 redis.register_function{ function_name = 'wg2_priority', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_priority)
+begin(KEYS, ARGV, KEYS_OF.priority)
 local reply = (function()
 -- priority: change the priority of a job that has not started (qless' priority). A queued
 -- job moves to its new place in the ready set at once.
@@ -3920,9 +3989,9 @@ return reply
 
 end }
 
-local function keys_get(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.get(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_get', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_get)
+begin(KEYS, ARGV, KEYS_OF.get)
 local reply = (function()
 -- get: a job's record as JSON (the fields PROTOCOL.md lists), and its output. How records
 -- are kept in `jobs` is this library's business (lib.lua, job records): clients read them
@@ -3938,24 +4007,7 @@ local reply = (function()
 local number = ARGV[2]
 local raw = redis.call('HGET', K.jobs, number)
 if not raw then return false end
-local record = decode(raw)
-local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-  or record.state == 'expired'
-if record.state == 'succeeded' and record.worker then
-  -- The attempt that succeeded, kept in the hot fields instead of the history.
-  local history = record.history or {}
-  history[#history + 1] = {
-    attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
-    ended_ms = record.finished_ms, outcome = 'succeeded', version = record.version,
-  }
-  record.history = history
-end
-if final then record.worker = nil end
--- A lease token is the worker's business (a job that is not running keeps the token of the
--- lease whose report ended it, for that report sent again).
-record.token = nil
-record.version = nil
-return { cjson.encode(record), redis.call('HGET', K.output, number) }
+return { cjson.encode(WATCH.public(decode(raw))), redis.call('HGET', K.output, number) }
 
 end)()
 end_call()
@@ -3963,9 +4015,45 @@ return reply
 
 end, flags = { 'no-writes' } }
 
-local function keys_outcomes(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
+function KEYS_OF.watch(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_watch', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, KEYS_OF.watch)
+local reply = (function()
+-- watch: what `get` answers, and the mark that a client waits on the job: when it ends, its
+-- `finish` event carries its record and (when small) its output, so the waiting client
+-- needs no read of its own. A wait calls it first, after subscribing to the events.
+-- Calling it again, or on a job that has ended, changes nothing.
+--
+-- KEYS: jobs output stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+--
+-- Returns: {record, output} as `get` answers them, or false when there is no such job.
+-- Publishes, when the job ends: `finish` with `record` (as `get` answers it) and `output`
+-- (the output, when it succeeded with at most MAX_EVENT_OUTPUT bytes of printable ASCII,
+-- tabs and line ends) or `output_omitted` true (it has an output: read it with `get`).
+
+local number = ARGV[2]
+local raw = redis.call('HGET', K.jobs, number)
+if not raw then return false end
+local record = decode(raw)
+local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+  or record.state == 'expired'
+if not final and not record.watched then
+  record.watched = true
+  redis.call('HSET', K.jobs, number, encode(record))
+end
+return { cjson.encode(WATCH.public(record)), redis.call('HGET', K.output, number) }
+
+end)()
+end_call()
+return reply
+
+end }
+
+function KEYS_OF.outcomes(keys) return { jobs = keys[1], output = keys[2], stats = keys[3], events = keys[4] } end
 redis.register_function{ function_name = 'wg2_outcomes', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_outcomes)
+begin(KEYS, ARGV, KEYS_OF.outcomes)
 local reply = (function()
 -- outcomes: how jobs of this function stand, for a dependent reading its dependencies
 -- (`wasmgear:job/dependencies`): each one's state, the size of its output and its error,
@@ -4026,9 +4114,9 @@ return reply
 
 end, flags = { 'no-writes' } }
 
-local function keys_output(keys) return { output = keys[1], stats = keys[2], events = keys[3] } end
+function KEYS_OF.output(keys) return { output = keys[1], stats = keys[2], events = keys[3] } end
 redis.register_function{ function_name = 'wg2_output', callback = function(KEYS, ARGV)
-begin(KEYS, ARGV, keys_output)
+begin(KEYS, ARGV, KEYS_OF.output)
 local reply = (function()
 -- output: a piece of a succeeded job's output, for a dependent that reads its dependencies'
 -- outputs a piece at a time (the whole of one may be larger than the dependent wants to
@@ -5257,4 +5345,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'b122e8141c6128762eaab0137c3333305e5a5d4c' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '23e748f7dde4808858624ef6c3e7bb74dc64067d' end, flags = { 'no-writes' } }

@@ -237,7 +237,9 @@ async function everyCall(ca: Buffer): Promise<void> {
       e.done,
       e.state,
     ];
-    void [fields, extra, e.total, e.message, e.at_ms];
+    // A finish of a job a client waits on carries its record, and its output when small text.
+    const carried: [JobRecord | undefined, string | undefined, boolean | undefined] = [e.record, e.output, e.output_omitted];
+    void [fields, extra, e.total, e.message, e.at_ms, carried];
     if (e.event === 'finish') break;
   }
   const everything = client.events();

@@ -446,6 +446,37 @@ describe('messages', () => {
     box.push(4);
     assert.equal(await box.next(), null);
   });
+
+  it("reads a watched job's finish event as the Job get would give; null when it carries not all", () => {
+    const { jobFrom, jobOfFinish } = require('../lib/job');
+    // As the library publishes it (cjson: an empty list may come as {}).
+    const record =
+      '{"state":"succeeded","priority":0,"attempt":1,"max_attempts":3,"timeout_ms":1000,' +
+      '"retention_ms":5000,"created_ms":1700000000000,"finished_ms":1700000000009,"tags":{},"after":{},' +
+      '"history":[{"attempt":1,"worker":"w1","started_ms":1700000000001,"ended_ms":1700000000009,"outcome":"succeeded"}]}';
+    const [event] = parseMessage(
+      `{"event":"finish","id":"echo:7","state":"succeeded","record":${record},"output":"{\\"n\\":1}\\t\\r\\n"}`,
+    );
+    const job = jobOfFinish('echo:7', event);
+    assert.deepEqual(job, jobFrom('echo:7', JSON.parse(record), Buffer.from('{"n":1}\t\r\n')));
+    assert.deepEqual(job.tags, []);
+    assert.equal(job.final, true);
+    assert.equal(job.history[0].worker, 'w1');
+    // An empty output is an output.
+    assert.deepEqual(jobOfFinish('echo:7', { ...event, output: '' }).output, Buffer.alloc(0));
+    // A failed job has no output.
+    const failed = { event: 'finish', id: 'echo:7', state: 'failed', record: { state: 'failed', error: { class: 'x', message: 'y' } } };
+    assert.equal(jobOfFinish('echo:7', failed).output, null);
+    assert.deepEqual(jobOfFinish('echo:7', failed).error, { class: 'x', message: 'y' });
+    // The output is omitted (read it), no record (a plain event), or not a record.
+    const { output, ...withoutOutput } = event;
+    assert.equal(output, '{"n":1}\t\r\n');
+    assert.equal(jobOfFinish('echo:7', { ...withoutOutput, output_omitted: true }), null);
+    assert.equal(jobOfFinish('echo:7', { event: 'finish', id: 'echo:7', state: 'succeeded' }), null);
+    for (const bad of [null, 'text', 7, [1]]) {
+      assert.equal(jobOfFinish('echo:7', { ...event, record: bad }), null, JSON.stringify(bad));
+    }
+  });
 });
 
 describe('index.d.ts', () => {

@@ -98,6 +98,36 @@ def test_events_as_object_or_array() -> None:
     assert core.parse_message("echo", b"not json") == []
 
 
+def test_a_waited_jobs_finish_event_reads_as_gets_reply() -> None:
+    """The record a waited job's finish event carries is read exactly as `wg2_get`'s reply
+    (cjson's `{}` for an empty list included); the event's output is the job's output."""
+    record = {"state": "succeeded", "attempt": 1, "max_attempts": 3, "priority": 0,
+              "tags": {}, "after": {}, "dependents": {}, "history": [
+                  {"attempt": 1, "outcome": "succeeded", "worker": "w", "started_ms": 1,
+                   "ended_ms": 2, "version": "v"}],
+              "progress": {"done": 5, "total": 5, "seq": 6}, "progress_seq": 6,
+              "created_ms": 1700000000000, "finished_ms": 1700000000002}
+    payload = json.dumps({"event": "finish", "id": "echo:4", "state": "succeeded",
+                          "record": record, "output": "text\twith\r\nline ends"})
+    [event] = core.parse_message("echo", payload.encode())
+    job = core.records.finished_job("echo:4", event)
+    assert job == core.parse_record("echo:4", json.dumps(record).encode(),
+                                    b"text\twith\r\nline ends")
+    assert job is not None and job.tags == [] and job.after == [] and job.dependents == []
+    job.record["state"] = "changed"  # a copy: the event (shared by the waits) is left alone
+    assert event.raw["record"]["state"] == "succeeded"
+    # Without output (a failed job): none. Output omitted, a plain event, a record that
+    # cannot be read: the wait reads the job instead.
+    failed = {"event": "finish", "id": "fail:1", "state": "failed",
+              "record": {**record, "state": "failed"}}
+    read = [core.records.finished_job(e.id or "", e) for e in core.parse_message(
+        "echo", json.dumps([failed, {**failed, "output_omitted": True},
+                            {"event": "finish", "id": "fail:1", "state": "failed"},
+                            {**failed, "record": {"no": "state"}}]).encode())]
+    assert read[0] is not None and read[0].state == "failed" and read[0].output is None
+    assert read[1:] == [None, None, None]
+
+
 def test_router_shares_channels_and_routes_by_job() -> None:
     router = core.Router(core.protocol())
     a, b = object(), object()

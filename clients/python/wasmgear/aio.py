@@ -788,6 +788,11 @@ class AsyncClient:
     async def wait(self, ids: Union[str, Sequence[str]], timeout: Optional[Seconds] = None,
                    on_progress: Optional[core.ProgressCallback] = None, *,
                    check: bool = True) -> Union[Job, List[Job]]:
+        """Waits until job `ids` (or every job of a list) has ended and returns its final
+        status (a list for a list), as `Client.wait` does: the first read (`wg2_watch`) marks
+        each job, whose `finish` event then carries its status (and a small text output), so
+        that no read follows it. All waits of a client, in any task, share one
+        subscription."""
         id_list, many = core.normalize_ids(ids)
         seconds = core.timeout_seconds(timeout)
         sink, hearing = await self._listener.watch(id_list)

@@ -1039,7 +1039,9 @@ class Client:
         Raises WaitTimeout after `timeout` (the jobs go on); with `check` (the default)
         raises JobFailed when a job failed, else JobCancelled when one was cancelled (the
         final statuses are on the error). All waits of a client, in any thread, share one
-        subscription."""
+        subscription. Each job is read first with `wg2_watch`, which marks it as waited on:
+        its `finish` event then carries its status (and its output, when small and text),
+        which the wait returns without reading the job again."""
         id_list, many = core.normalize_ids(ids)
         seconds = core.timeout_seconds(timeout)
         sink, hearing = self._listener.watch(id_list)

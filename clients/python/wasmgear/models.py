@@ -125,7 +125,9 @@ class Event:
 
     `kind` is `create`, `start`, `progress`, `retry`, `finish`, `ready`, `config`, `cancel`
     (or a kind a newer version added); the other fields are set when the kind has them.
-    `raw` is the event's JSON object."""
+    `raw` is the event's JSON object. The `finish` event of a job a wait marked
+    (`wg2_watch`) also has `record` (as `wg2_get` answers it) and `output` (a text output
+    of at most 1024 bytes) or `output_omitted` (true: read the job) there."""
 
     kind: str
     function: str

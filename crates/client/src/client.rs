@@ -404,7 +404,17 @@ impl Client {
 
     /// Job `id`'s record and output (`get`), or `None` when there is no such job.
     async fn get(&self, id: &JobId) -> Result<Option<(JobRecord, Option<Vec<u8>>)>> {
-        let mut call = scripts::on_function(&scripts::GET, &id.function);
+        self.read_job(&scripts::GET, id).await
+    }
+
+    /// Job `id`'s record and output by `get` or `watch` (which also marks the job as waited
+    /// on, so its finish event carries them), or `None` when there is no such job.
+    async fn read_job(
+        &self,
+        script: &'static scripts::Function,
+        id: &JobId,
+    ) -> Result<Option<(JobRecord, Option<Vec<u8>>)>> {
+        let mut call = scripts::on_function(script, &id.function);
         call.arg(id.seq);
         let reply: Option<(String, Option<Vec<u8>>)> =
             call.invoke_async(&mut self.conn.clone()).await?;
@@ -487,8 +497,13 @@ impl Client {
 
     /// Everything known about job `id`.
     pub async fn status(&self, id: &JobId) -> Result<JobStatus> {
+        self.status_by(&scripts::GET, id).await
+    }
+
+    /// Job `id`'s status read by `script` (`get`, or `watch` for a wait).
+    async fn status_by(&self, script: &'static scripts::Function, id: &JobId) -> Result<JobStatus> {
         let (record, output) = self
-            .get(id)
+            .read_job(script, id)
             .await?
             .ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
         Ok(JobStatus {
@@ -515,9 +530,16 @@ impl Client {
         let mut hearing = subscribed.is_ok();
         let mut last_seq = 0;
         let mut unreachable = false;
+        // The job's status, once read (by `watch`, which makes its finish event carry the
+        // record and a small output) or heard with its finish event.
+        let mut heard: Option<JobStatus> = None;
         loop {
             // Subscribed first, then read: nothing that happens after this read is missed.
-            let status = match self.status(id).await {
+            let read = match heard.take() {
+                Some(status) => Ok(status),
+                None => self.status_by(&scripts::WATCH, id).await,
+            };
+            let status = match read {
                 Ok(status) => status,
                 // Redis restarting or out of reach for a moment: a wait outlasts it (up to
                 // its timeout) rather than fail the caller.
@@ -586,6 +608,21 @@ impl Client {
                             total,
                             message,
                         });
+                    }
+                    // A watched job's end comes with its record (and a small output):
+                    // no read needed.
+                    Some(Seen::Event(Event::Finish {
+                        record: Some(record),
+                        output,
+                        output_omitted: false,
+                        ..
+                    })) => {
+                        heard = Some(JobStatus {
+                            id: id.clone(),
+                            record: *record,
+                            output: output.map(String::into_bytes),
+                        });
+                        break;
                     }
                     Some(Seen::Event(Event::Finish { .. })) => break,
                     Some(Seen::Event(_)) => {}

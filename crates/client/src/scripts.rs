@@ -6,7 +6,7 @@
 //! built once when the library loads), then each operation's file as the body of a
 //! registered function `wg2_NAME(KEYS, ARGV)`. A function on one function's queue declares
 //! here the keys it may touch, in the order a caller passes them; its body starts with
-//! `begin(KEYS, ARGV, keys_NAME)` (`keys_NAME` names its keys: `K.jobs`...), and it is
+//! `begin(KEYS, ARGV, KEYS_OF.NAME)` (`KEYS_OF.NAME` names its keys: `K.jobs`...), and it is
 //! called through [`on_function`].
 //!
 //! The `2` in the names is the version of the calling convention (keys, arguments and
@@ -164,6 +164,7 @@ functions! {
     ]), true;
     PRIORITY = "priority", Some(&[Jobs, Ready, Stats, Events, Groups, GroupReady]), false;
     GET = "get", Some(&[Jobs, Output, Stats, Events]), true;
+    WATCH = "watch", Some(&[Jobs, Output, Stats, Events]), false;
     OUTCOMES = "outcomes", Some(&[Jobs, Output, Stats, Events]), true;
     OUTPUT = "output", Some(&[Output, Stats, Events]), true;
     ADVERTISE = "advertise", None, false;
@@ -214,6 +215,8 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
     let mut lua = format!("#!lua name={LIBRARY_NAME}\n");
     lua.push_str(&wasmgear_proto::limits::lua_constants());
     lua.push_str(include_str!("lua/lib.lua"));
+    // Each function's key names, in one table (Lua allows a chunk at most 200 locals).
+    lua.push_str("\nlocal KEYS_OF = {}\n");
     for f in ALL {
         // A function on one function's queue starts with begin() and, once its body has
         // returned, writes what the call gathered (end_call: statistics, events).
@@ -227,12 +230,12 @@ static SOURCE: LazyLock<(String, String)> = LazyLock::new(|| {
                     .collect();
                 (
                     format!(
-                        "local function keys_{}(keys) return {{ {} }} end\n",
+                        "function KEYS_OF.{}(keys) return {{ {} }} end\n",
                         f.file,
                         fields.join(", ")
                     ),
                     format!(
-                        "begin(KEYS, ARGV, keys_{})\nlocal reply = (function()\n",
+                        "begin(KEYS, ARGV, KEYS_OF.{})\nlocal reply = (function()\n",
                         f.file
                     ),
                     "\nend)()\nend_call()\nreturn reply\n",

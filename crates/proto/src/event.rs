@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::job::{FunctionName, JobId, whole_number};
-use crate::model::JobState;
+use crate::model::{JobRecord, JobState};
 
 /// One event of a function's `events` channel (`PROTOCOL.md`, "Events").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,15 @@ pub enum Event {
         id: JobId,
         /// How: succeeded, failed or cancelled.
         state: JobState,
+        /// The job's record as `get` answers it, when a client waits on the job (`watch`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record: Option<Box<JobRecord>>,
+        /// Its output, with the record, when small printable text (`MAX_EVENT_OUTPUT`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        /// With the record: the job has an output the event does not carry (read it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        output_omitted: bool,
     },
     /// A waiting job's dependencies succeeded, or a job was handed back: it can be leased.
     Ready {
@@ -179,6 +188,9 @@ mod tests {
                 Event::Finish {
                     id: id.clone(),
                     state: JobState::Succeeded,
+                    record: None,
+                    output: None,
+                    output_omitted: false,
                 },
             ),
             (r#"{"event":"config","id":""}"#, Event::Config),
@@ -213,6 +225,35 @@ mod tests {
         assert_eq!(got[1].1, r#"{"event":"start","id":"echo:8","attempt":1}"#);
         assert!(Event::parse_message(b"[{\"event\":").is_empty());
         assert!(Event::parse_message(b"[]").is_empty());
+    }
+
+    #[test]
+    fn a_watched_jobs_finish_carries_its_record_and_small_output() {
+        let json = r#"{"event":"finish","id":"echo:7","state":"succeeded","output":"{\"n\":1}\n","record":{"state":"succeeded","priority":0,"attempt":1,"max_attempts":3,"timeout_ms":1000,"retention_ms":5000,"created_ms":1,"finished_ms":9,"history":{}}}"#;
+        let Some(Event::Finish {
+            state,
+            record: Some(record),
+            output,
+            output_omitted,
+            ..
+        }) = Event::parse(json.as_bytes())
+        else {
+            panic!("not a finish with a record: {json}");
+        };
+        assert_eq!(state, JobState::Succeeded);
+        assert_eq!(record.finished_ms, Some(9));
+        assert_eq!(output.as_deref(), Some("{\"n\":1}\n"));
+        assert!(!output_omitted);
+        let omitted = r#"{"event":"finish","id":"echo:7","state":"succeeded","output_omitted":true,"record":{"state":"succeeded","priority":0,"attempt":1,"max_attempts":3,"timeout_ms":1000,"retention_ms":5000,"created_ms":1}}"#;
+        assert!(matches!(
+            Event::parse(omitted.as_bytes()),
+            Some(Event::Finish {
+                output: None,
+                output_omitted: true,
+                record: Some(_),
+                ..
+            })
+        ));
     }
 
     #[test]

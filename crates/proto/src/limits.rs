@@ -128,6 +128,10 @@ pub const MAX_CONCURRENCY: u64 = 1024;
 /// The most jobs one `complete` call reports.
 pub const MAX_COMPLETIONS_PER_CALL: u64 = 1024;
 
+/// The most bytes of output a `finish` event carries to a waiting client (`watch`): a
+/// larger output, or one that is not printable ASCII text, is read with `get` instead.
+pub const MAX_EVENT_OUTPUT: u64 = 1024;
+
 /// The most earlier calls one call may say it has the replies of (`acked`).
 pub const MAX_ACKED: u64 = 1024;
 
@@ -255,6 +259,7 @@ pub fn lua_constants() -> String {
         ("MAX_CONCURRENCY", MAX_CONCURRENCY),
         ("MAX_COMPLETIONS_PER_CALL", MAX_COMPLETIONS_PER_CALL),
         ("MAX_ACKED", MAX_ACKED),
+        ("MAX_EVENT_OUTPUT", MAX_EVENT_OUTPUT),
         ("MAX_CHILDREN", MAX_CHILDREN),
         ("MAX_HISTORY", MAX_HISTORY),
         ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),

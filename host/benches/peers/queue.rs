@@ -193,17 +193,16 @@ pub(crate) async fn own_latency(client: &Client, samples: usize) -> (Vec<Duratio
     // WASMGEAR_BENCH_DEBUG: where the time from guest entry to the result goes, through an
     // event stream that notes when each job's `finish` event reaches the client.
     let debug = std::env::var_os("WASMGEAR_BENCH_DEBUG").is_some();
-    let finishes = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    // (The stream is a subscription of its own: it may hear an event after the wait has
+    // returned with it, so each job's time is awaited from it, bounded.)
+    let (seen, mut finishes) = tokio::sync::mpsc::unbounded_channel();
     let listener = if debug {
         let mut events = Box::pin(client.events(Some(&clock)).await.unwrap());
-        let seen = finishes.clone();
         Some(tokio::spawn(async move {
             use futures_util::StreamExt;
             while let Some(event) = events.next().await {
                 if let wasmgear_proto::Event::Finish { id, .. } = event.event {
-                    seen.lock()
-                        .unwrap()
-                        .insert(id, epoch_ns(std::time::SystemTime::now()));
+                    let _ = seen.send((id, epoch_ns(std::time::SystemTime::now())));
                 }
             }
         }))
@@ -232,7 +231,13 @@ pub(crate) async fn own_latency(client: &Client, samples: usize) -> (Vec<Duratio
             let returned = epoch_ns(std::time::SystemTime::now());
             let leased = status.record.history[0].started_ms.unwrap_or(0) as u128 * 1_000_000;
             let finished = status.record.finished_ms.unwrap_or(0) as u128 * 1_000_000;
-            let heard = finishes.lock().unwrap().remove(&id).unwrap_or(0);
+            let heard = loop {
+                match tokio::time::timeout(Duration::from_secs(5), finishes.recv()).await {
+                    Ok(Some((heard_id, at))) if heard_id == id => break at,
+                    Ok(Some(_)) => {}
+                    _ => panic!("the event stream did not hear {id} finish"),
+                }
+            };
             let ms = |from: u128, to: u128| (to as f64 - from as f64) / 1e6;
             eprintln!(
                 "enqueue→lease {:.2} ms, lease→entry {:.2} ms, entry→finished (Redis clock) {:.2} ms, \

@@ -21,18 +21,22 @@ from .replication import invoke_confirmed, reply_setting
 
 _JOB_IN_BATCH_RE = re.compile(r"^job (\d+):")
 
-def get(proto: Protocol, job_id: str) -> Gen[Optional[Job]]:
-    """Job `job_id`'s status, or None when there is no such job."""
+def get(proto: Protocol, job_id: str, *, watch: bool = False) -> Gen[Optional[Job]]:
+    """Job `job_id`'s status, or None when there is no such job. With `watch`, read by
+    `wg2_watch` (a write) instead of `wg2_get`: the same answer, and the job is marked as
+    waited on, so that its `finish` event carries its record and a small output."""
     function, number = parse_job_id(job_id)
-    reply = yield from call(proto.fcall("get", function, number))
+    name = "watch" if watch else "get"
+    reply = yield from call(proto.fcall(name, function, number))
     if not reply:
         return None
     raw, output = reply[0], reply[1] if len(reply) > 1 else None
     return parse_record(job_id, raw, output)
 
 
-def status(proto: Protocol, job_id: str) -> Gen[Job]:
-    job = yield from get(proto, job_id)
+def status(proto: Protocol, job_id: str, *, watch: bool = False) -> Gen[Job]:
+    """Job `job_id`'s status (NotFound when there is no such job); `watch` as for `get`."""
+    job = yield from get(proto, job_id, watch=watch)
     if job is None:
         raise NotFound(f"no such job {job_id}: never enqueued, or its retention is over")
     return job

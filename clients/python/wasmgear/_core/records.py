@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, List, Optional
 
@@ -17,9 +18,18 @@ def _whole(value: Any) -> int:
 
 
 def parse_record(job_id: str, raw: Any, output: Any) -> Job:
-    """A `wg2_get` reply's record (JSON) and output as a Job."""
+    """A `wg2_get` (or `wg2_watch`) reply's record (JSON) and output as a Job."""
     try:
         record = json.loads(text(raw))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ProtocolError(f"the record of job {job_id} cannot be read: {e}", raw) from e
+    return job_of_record(job_id, record, output, raw)
+
+
+def job_of_record(job_id: str, record: Any, output: Any, raw: Any) -> Job:
+    """A record (the JSON object `wg2_get` answers, decoded) and output as a Job; `raw` is
+    what the record was read from, kept on the error when it cannot be read."""
+    try:
         if not isinstance(record, dict):
             raise ValueError("not a JSON object")
         progress = record.get("progress")
@@ -75,6 +85,26 @@ def parse_record(job_id: str, raw: Any, output: Any) -> Job:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ProtocolError(f"the record of job {job_id} cannot be read: {e}", raw) from e
+
+
+def finished_job(job_id: str, event: Event) -> Optional[Job]:
+    """The final status a `finish` event carries: that of a job a wait marked (`wg2_watch`),
+    whose event has its record as `wg2_get` answers it and its output when small (read
+    exactly as `get`'s reply). None when the event does not carry it all (a plain event; or
+    `output_omitted`: the output must be read) or cannot be read: the wait reads the job."""
+    obj = event.raw
+    record = obj.get("record")
+    if event.kind != "finish" or not isinstance(record, dict) or obj.get("output_omitted"):
+        return None
+    output = obj.get("output")
+    if output is not None and not isinstance(output, str):
+        return None
+    try:
+        # A copy: the event (and its record) goes to every wait of the job.
+        return job_of_record(job_id, copy.deepcopy(record),
+                             None if output is None else output.encode("utf-8"), obj)
+    except ProtocolError:
+        return None
 
 
 def _text_or_none(value: Any) -> Optional[str]:

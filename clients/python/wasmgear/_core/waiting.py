@@ -1,5 +1,6 @@
 """Waiting for jobs to end: the routing of one client's shared subscription, and the wait
-itself (events first, re-reading the records as a safety net)."""
+itself (events first, with the final status in a waited job's finish event; re-reading the
+records as a safety net)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..models import Event, Job, Progress
 from .calls import is_transient
 from .operations import status
 from .base import LOST, RESUBSCRIBED, Gen, Protocol, Receive, Sleep, limits, parse_job_id
-from .records import parse_message
+from .records import finished_job, parse_message
 
 #: What a Router hands events to (each client's queue type).
 S = TypeVar("S", bound=Hashable)
@@ -95,15 +96,21 @@ def wait(
 ) -> Gen[List[Job]]:
     """Waits until every job of `ids` has ended; the caller has subscribed to their
     functions' events first (`hearing`: the subscription is confirmed) and routes their
-    events here (`Receive`). Reads each record, then waits for a `finish` event and reads
-    again; re-reads every `wait_recheck` (`wait_poll` while not hearing). Progress reports go to
-    `on_progress` in `seq` order, never backwards."""
+    events here (`Receive`). Reads each record with `wg2_watch` (what `wg2_get` answers, and
+    the job marked as waited on), then waits for a `finish` event. A waited job's event
+    carries its record and (when small) its output: that is its final status, with no read
+    of its own. A plain event, or one with `output_omitted`, makes the wait read the job
+    again. It re-reads every `wait_recheck` (`wait_poll` while not hearing), and after
+    subscribing again. Progress reports go to `on_progress` in `seq` order, never
+    backwards."""
     deadline = None if timeout is None else time.monotonic() + timeout
     poll = limits().wait_poll
     last_seq: Dict[str, int] = {i: 0 for i in ids}
     pending: List[str] = list(dict.fromkeys(ids))
     results: Dict[str, Job] = {}
     reread: List[str] = list(pending)
+    # Final statuses heard with their finish events: taken instead of a read.
+    heard: Dict[str, Job] = {}
 
     def report(progress: Progress) -> None:
         if progress.seq > last_seq[progress.id]:
@@ -122,10 +129,12 @@ def wait(
 
     while True:
         for job_id in reread:
-            while True:
+            job = heard.pop(job_id, None)
+            while job is None:
                 try:
-                    job = yield from status(proto, job_id)
-                    break
+                    # Subscribed first, then read (and marked): nothing that happens after
+                    # this read is missed, and the job's finish event will carry its status.
+                    job = yield from status(proto, job_id, watch=True)
                 except rx.RedisError as e:
                     # Redis restarting or out of reach for a moment: a wait outlasts it, up
                     # to its timeout.
@@ -170,6 +179,11 @@ def wait(
                     report(Progress(signal.id, signal.seq, signal.done or 0, signal.total or 0,
                                     signal.message))
                 elif signal.kind == "finish":
+                    # A waited job's end comes with its status (and a small output): no
+                    # read needed. Otherwise read it.
+                    final = finished_job(signal.id, signal)
+                    if final is not None:
+                        heard[signal.id] = final
                     reread = [signal.id]
 
 

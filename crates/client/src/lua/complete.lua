@@ -41,7 +41,8 @@
 --          unset): the worker sends `WAIT max(its own, this) timeout` before it counts the
 --          results as stored. Or the error reply `BADARGS complete: ...`,
 --          having written nothing.
--- Publishes: `finish` with the final state for each; `ready` for each dependent that may
+-- Publishes: `finish` with the final state for each (with the record and small output of a
+--            watched job: see `watch`); `ready` for each dependent that may
 --            now run; `start` for each job leased.
 
 local function refuse(why) return redis.error_reply('BADARGS complete: ' .. why) end
@@ -98,6 +99,8 @@ if replay then
   return { letters or '', {}, held_leases(call_id, leased or ''), 0, 0, tonumber(config('min_replicas')) or 0 }
 end
 
+-- (A watched job's finish event carries its output: lib.lua, WATCH.)
+WATCH.output_key = K.output
 local results, runs, outputs, numbers = {}, {}, {}, {}
 for i = 0, n - 1 do numbers[#numbers + 1] = ARGV[FIRST + 5 * i] end
 begin_batch()
@@ -132,7 +135,8 @@ for i = 0, n - 1 do
     f[R_STATE], f[R_FINISHED], f[R_RUN_AT], f[R_LEASE_UNTIL] = 'succeeded', now, '', ''
     -- The token stays: it says which lease's report ended the job.
     f[R_UNCONFIRMED], f[R_VERSION] = '', ARGV[a + 4]
-    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased)
+    finished(number, 'succeeded', tonumber(f[R_RETENTION]), K.leased,
+      f[R_OTHERS] ~= '' and string.find(f[R_OTHERS], '"watched"', 1, true))
     -- A job whose only other field is its group (a tenant's plain job) needs no decoding.
     local group = string.match(f[R_OTHERS], '^{"group_id":"([^"]*)"}$')
     local others = not group and f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])

@@ -366,9 +366,65 @@ local EVENTS = {}
 -- The most events one message carries (a bulk enqueue creates many jobs).
 local EVENTS_PER_MESSAGE = 1000
 
+-- Waited jobs (`watch`): a record's `watched` field says a client waits on the job, so
+-- its `finish` event carries what `get` would answer (WATCH.finish_event) and the wait
+-- needs no read of its own. WATCH.finishes: this call's finish events of watched jobs
+-- (their place in EVENTS, the job, its state and keys), completed when the call's writes
+-- are done. WATCH.output_key: the outputs' key, set by a call that stores outputs.
+local WATCH = { finishes = {} }
+
+-- Record `record` (a table, changed in place) as clients read it: the attempt that
+-- succeeded, kept in the hot fields, is the last entry of its history; the worker of a
+-- finished job, lease tokens, versions and the watch mark are the library's business.
+function WATCH.public(record)
+  local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
+    or record.state == 'expired'
+  if record.state == 'succeeded' and record.worker then
+    local history = record.history or {}
+    history[#history + 1] = {
+      attempt = record.attempt, worker = record.worker, started_ms = record.started_ms,
+      ended_ms = record.finished_ms, outcome = 'succeeded', version = record.version,
+    }
+    record.history = history
+  end
+  if final then record.worker = nil end
+  record.token, record.version, record.watched = nil, nil, nil
+  return record
+end
+
+-- Whether output `output` travels in a finish event: at most MAX_EVENT_OUTPUT bytes of
+-- printable ASCII, tabs and line ends (JSON text carries them as they are).
+function WATCH.carries(output)
+  return #output <= MAX_EVENT_OUTPUT and not string.find(output, '[^\9\10\13\32-\126]')
+end
+
+-- The finish event of watched job `number`, ended in `state`, with its record as `get`
+-- answers it and its output when small (else `output_omitted`: the client reads it).
+-- The plain event when the record is already gone.
+-- (`w`: what publish_finish kept of it.)
+function WATCH.finish_event(w)
+  local number, state = w.number, w.state
+  local raw = redis.call('HGET', w.jobs, number)
+  if not raw then return nil end
+  local event = { event = 'finish', id = FN .. ':' .. number, state = state, record = WATCH.public(decode(raw)) }
+  if not WATCH.output_key then
+    -- (Only a call that ends jobs in success, `complete`, names the output key.)
+    event.output_omitted = state == 'succeeded' or nil
+    return cjson.encode(event)
+  end
+  local output = redis.call('HGET', WATCH.output_key, number)
+  if output then
+    if WATCH.carries(output) then event.output = output else event.output_omitted = true end
+  end
+  return cjson.encode(event)
+end
+
 -- Publishes the call's events in order: a lone event as its JSON object, more as JSON
 -- arrays of at most EVENTS_PER_MESSAGE events.
 local function publish_events()
+  for _, w in ipairs(WATCH.finishes) do
+    EVENTS[w.at] = WATCH.finish_event(w) or EVENTS[w.at]
+  end
   if #EVENTS == 1 then
     redis.call('PUBLISH', K.events, EVENTS[1])
   else
@@ -397,8 +453,12 @@ end
 
 -- The `finish` event, built without cjson (it is sent for every job; ids and states need
 -- no escaping beyond what the function name already forbids).
-local function publish_finish(number, state)
+-- (A watched job's event is completed by publish_events.)
+local function publish_finish(number, state, watched)
   EVENTS[#EVENTS + 1] = '{"event":"finish","id":"' .. FN .. ':' .. number .. '","state":"' .. state .. '"}'
+  if watched then
+    WATCH.finishes[#WATCH.finishes + 1] = { at = #EVENTS, number = number, state = state, jobs = K.jobs }
+  end
   if capped_function() then wake_workers() end
 end
 
@@ -808,7 +868,8 @@ end
 -- told.
 -- What ending a job in `state` does outside its record: out of `from` (or every set it
 -- could be in), into the expiry set for `keep` ms, counted, announced.
-local function finished(number, state, keep, from)
+-- `watched`: whether a client waits on the job (its record's `watched`).
+local function finished(number, state, keep, from, watched)
   FINISHED = FINISHED + 1
   if from and PENDING then
     PENDING_ZREM[from] = PENDING_ZREM[from] or {}
@@ -826,7 +887,7 @@ local function finished(number, state, keep, from)
     redis.call('ZADD', K.expires, int(NOW + keep), number)
     redis.call('HINCRBY', K.counts, state, '1')
   end
-  publish_finish(number, state)
+  publish_finish(number, state, watched)
 end
 
 -- Tells the dependents of job `number`, which ended in `state` (`fields`: its record, or
@@ -972,7 +1033,7 @@ local function finish(number, record, state, err, from)
   record.worker, record.token, record.lease_until_ms, record.unconfirmed = nil, nil, nil, nil
   record.version = nil
   if err then record.error = err elseif state == 'succeeded' then record.error = nil end
-  finished(number, state, retention_of(record), from)
+  finished(number, state, retention_of(record), from, record.watched)
   if state == 'failed' or state == 'expired' then
     -- (An expired job is in the failure group `expired`: listed, and retried, with them.)
     local group = (record.error and record.error.class) or 'unknown'
@@ -1806,6 +1867,7 @@ local function begin(keys, args, named)
   GROUP.LIMITS, GROUP.CONFIGURED = {}, nil
   WAIT_INDEX = {}
   STAT_SAMPLES, STAT_COUNTS, EVENTS = {}, {}, {}
+  WATCH.finishes, WATCH.output_key = {}, nil
 end
 
 -- The end of every call (after its body has returned): the statistics and events it
