@@ -315,7 +315,8 @@ mod tests {
         assert!(lua.contains("local MIN_PRIORITY = -1000\n"), "{lua}");
         assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
         assert!(lua.contains("local MAX_MIN_REPLICAS = 16\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 36);
+        assert!(lua.contains("local MAX_EVENT_OUTPUT = 1024\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 37);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value
