@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::sync::{Notify, broadcast};
 use tokio_util::task::AbortOnDropHandle;
 use wasmgear_proto::{CancelRequest, FunctionName, Lease, WorkerAd};
 
@@ -90,10 +90,7 @@ pub struct WorkerQueue {
     /// The cancels heard lately, for jobs that had not started when they came.
     heard_cancels: Arc<std::sync::Mutex<HeardCancels>>,
     listener: std::sync::Mutex<Option<AbortOnDropHandle<()>>>,
-    completions: std::sync::OnceLock<(
-        mpsc::UnboundedSender<PendingCompletion>,
-        AbortOnDropHandle<()>,
-    )>,
+    completions: std::sync::OnceLock<reports::Completions>,
     /// Jobs handed to this worker while it was idle (lease.lua, ARGV[8]), and the slots kept
     /// for them.
     handoffs: Arc<std::sync::Mutex<HandOffs>>,

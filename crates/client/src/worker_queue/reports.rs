@@ -85,6 +85,35 @@ pub(super) struct Completer {
     pub(super) min_replicas: MinReplicas,
 }
 
+/// How a worker's completions reach Redis: the sender task batching those that come
+/// while calls are on their way, or, when nothing is on its way, the finishing job's own
+/// task (no hop to the sender task on an idle worker's path to the result).
+pub(super) struct Completions {
+    sender: mpsc::UnboundedSender<PendingCompletion>,
+    completer: Arc<Completer>,
+    /// Completions sent either way and not yet answered.
+    outstanding: AtomicUsize,
+    _task: AbortOnDropHandle<()>,
+}
+
+/// One completion counted in [`Completions::outstanding`] until it is dropped (also when
+/// the finishing task is).
+struct Outstanding<'a>(&'a AtomicUsize);
+
+impl<'a> Outstanding<'a> {
+    /// Counts one more; true when it is the only one.
+    fn count(outstanding: &'a AtomicUsize) -> (Self, bool) {
+        let alone = outstanding.fetch_add(1, Ordering::AcqRel) == 0;
+        (Outstanding(outstanding), alone)
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The most `complete` calls on their way at once: a second is sent while the first is
 /// answered (they run in the order sent), so that Redis and the worker work at once.
 pub(super) const COMPLETE_CALLS: usize = 2;
@@ -93,11 +122,10 @@ pub(super) const COMPLETE_CALLS: usize = 2;
 /// their way goes in the next call, one per function, with the next jobs those completions
 /// asked for.
 pub(super) async fn send_completions(
-    completer: Completer,
+    completer: Arc<Completer>,
     mut pending: mpsc::UnboundedReceiver<PendingCompletion>,
 ) {
     use futures_util::StreamExt;
-    let completer = Arc::new(completer);
     let mut calls = futures_util::stream::FuturesUnordered::new();
     loop {
         tokio::select! {
@@ -387,8 +415,9 @@ impl WorkerQueue {
         next: Option<NextLease>,
     ) -> Result<(Completion, Vec<Lease>)> {
         let (reply, replied) = oneshot::channel();
+        let function = &lease.info.id.function;
         let pending = PendingCompletion {
-            function: lease.info.id.function.clone(),
+            function: function.clone(),
             seq: lease.info.id.seq,
             token: lease.token.clone(),
             output: output.to_vec(),
@@ -397,17 +426,22 @@ impl WorkerQueue {
             next,
             reply,
         };
-        let sender = self.completions.get_or_init(|| {
+        let completions = self.completions.get_or_init(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            let completer = Completer {
+            let completer = Arc::new(Completer {
                 conn: self.conn.clone(),
                 worker_id: self.worker_id.clone(),
                 hints: self.hints.clone(),
                 answered: self.answered.clone(),
                 min_replicas: self.min_replicas,
-            };
-            let task = tokio::spawn(send_completions(completer, receiver));
-            (sender, AbortOnDropHandle::new(task))
+            });
+            let task = tokio::spawn(send_completions(completer.clone(), receiver));
+            Completions {
+                sender,
+                completer,
+                outstanding: AtomicUsize::new(0),
+                _task: AbortOnDropHandle::new(task),
+            }
         });
         let stopped = || {
             QueueError::Redis(redis::RedisError::from((
@@ -415,7 +449,11 @@ impl WorkerQueue {
                 "the completion sender stopped",
             )))
         };
-        if sender.0.send(pending).is_err() {
+        let (_counted, alone) = Outstanding::count(&completions.outstanding);
+        if alone {
+            // Nothing on its way to batch with: sent from here, answered in `reply`.
+            completions.completer.send(function, vec![pending]).await;
+        } else if completions.sender.send(pending).is_err() {
             return Err(stopped());
         }
         match replied.await {
