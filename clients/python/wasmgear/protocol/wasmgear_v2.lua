@@ -178,6 +178,11 @@ local RECORD_FIELDS = {
   'failed_retention_ms', 'created_ms', 'ready_ms', 'run_at_ms', 'started_ms', 'lease_until_ms',
   'finished_ms', 'unconfirmed', 'default_attempts', 'worker', 'token', 'version',
 }
+-- The states a job ends in, each with whether it ended well: `ENDED[state]` says a job has
+-- ended, `ENDED[state] == 'unsuccessful'` that it ended without succeeding.
+local ENDED = {
+  succeeded = 'succeeded', failed = 'unsuccessful', cancelled = 'unsuccessful', expired = 'unsuccessful',
+}
 -- Positions of the fields the hot paths use.
 local R_STATE, R_ATTEMPT, R_MAX_ATTEMPTS, R_TIMEOUT, R_RETENTION = 1, 3, 4, 5, 6
 local R_CREATED, R_READY, R_RUN_AT, R_STARTED, R_LEASE_UNTIL, R_FINISHED = 8, 9, 10, 11, 12, 13
@@ -415,8 +420,7 @@ local WATCH = { finishes = {} }
 -- succeeded, kept in the hot fields, is the last entry of its history; the worker of a
 -- finished job, lease tokens, versions and the watch mark are the library's business.
 function WATCH.public(record)
-  local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-    or record.state == 'expired'
+  local final = ENDED[record.state]
   if record.state == 'succeeded' and record.worker then
     local history = record.history or {}
     history[#history + 1] = {
@@ -1052,8 +1056,7 @@ function DEDUP.over()
     if kind == 'w' then
       local holder = redis.call('HGET', K.uniq, key)
       local held = holder and load(holder)
-      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled'
-        or held.state == 'expired' then
+      if not held or ENDED[held.state] then
         redis.call('HDEL', K.uniq, key)
       end
     end
@@ -1217,7 +1220,7 @@ local function forget_finished(numbers)
           uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
         end
       end
-      if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired' then
+      if ENDED[state] then
         uncounted[state] = (uncounted[state] or 0) + 1
       end
     end
@@ -2032,10 +2035,6 @@ local reply = (function()
 --          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
-local function final(state)
-  return state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired'
-end
-
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
 end
@@ -2222,8 +2221,7 @@ for i = 0, n - 1 do
         if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record and (record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired')
-          and not tolerated then
+        if record and ENDED[record.state] == 'unsuccessful' and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -2389,7 +2387,7 @@ for i = 0, n - 1 do
             inputs[#inputs + 1] = holder
             inputs[#inputs + 1] = input
           end
-        elseif held and not final(held.state) then
+        elseif held and not ENDED[held.state] then
           existing = holder
         elseif holder and DEDUP.window_open(uniq) then
           -- Its job succeeded within the key's window (uniq_for).
@@ -2471,8 +2469,7 @@ for i = 0, n - 1 do
           if fn == FN then
             local dep_record = load(dep_number)
             -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
-            local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
-              or dep_record.state == 'expired'
+            local ended = not dep_record or ENDED[dep_record.state] == 'unsuccessful'
             if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)
@@ -3246,8 +3243,7 @@ for i = 0, n - 1 do
     else
       states[#states + 1] = 'missing'
     end
-  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-    or record.state == 'expired' then
+  elseif ENDED[record.state] then
     -- Held for the dependent until it has ended, as if it had waited (lib.lua,
     -- tell_dependents).
     if list_add(record, 'untold', dependent) then changed[number] = true end
@@ -3609,8 +3605,7 @@ local function blocked(record)
       local dep_record = load(dep_number)
       local tolerated = tolerates(record, dep)
       if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled' or dep_record.state == 'expired')
-        and not tolerated then
+      if dep_record and ENDED[dep_record.state] == 'unsuccessful' and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -3640,8 +3635,7 @@ local function requeue(number, record)
     if fn == FN then
       local dep_record = load(dep_number)
       -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
-      local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
-        or dep_record.state == 'expired'
+      local ended = not dep_record or ENDED[dep_record.state] == 'unsuccessful'
       if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
@@ -3681,7 +3675,7 @@ if ARGV[2] == 'job' then
   local number = ARGV[3]
   local record = load(number)
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
-  if record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired' then
+  if ENDED[record.state] == 'unsuccessful' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)
@@ -4037,9 +4031,7 @@ local number = ARGV[2]
 local raw = redis.call('HGET', K.jobs, number)
 if not raw then return false end
 local record = decode(raw)
-local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-  or record.state == 'expired'
-if not final and not record.watched then
+if not ENDED[record.state] and not record.watched then
   record.watched = true
   redis.call('HSET', K.jobs, number, encode(record))
 end
@@ -4099,7 +4091,7 @@ for i, number in ipairs(numbers) do
     local size = 0
     if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if state == 'failed' or state == 'cancelled' or state == 'expired' then
+    if ENDED[state] == 'unsuccessful' then
       record = record or (f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])) or {}
       if type(record.error) == 'table' then message = record.error.message or false end
     end
@@ -5345,4 +5337,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '23e748f7dde4808858624ef6c3e7bb74dc64067d' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '82a544428b73480d6328300bae62458f029056ec' end, flags = { 'no-writes' } }

@@ -106,10 +106,6 @@
 --          passed, a dependency that is gone, failed or cancelled.
 -- Publishes: `create` for each new job.
 
-local function final(state)
-  return state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired'
-end
-
 local function bad(i, text)
   return redis.error_reply(string.format('BADJOB job %d: %s', i + 1, text))
 end
@@ -296,8 +292,7 @@ for i = 0, n - 1 do
         if not record and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' does not exist (never enqueued, or its retention is over)')
         end
-        if record and (record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired')
-          and not tolerated then
+        if record and ENDED[record.state] == 'unsuccessful' and not tolerated then
           return conflict(i, 'dependency ' .. dep .. ' has already ' .. record.state .. ', so the job could never run')
         end
         depended[number] = true
@@ -463,7 +458,7 @@ for i = 0, n - 1 do
             inputs[#inputs + 1] = holder
             inputs[#inputs + 1] = input
           end
-        elseif held and not final(held.state) then
+        elseif held and not ENDED[held.state] then
           existing = holder
         elseif holder and DEDUP.window_open(uniq) then
           -- Its job succeeded within the key's window (uniq_for).
@@ -545,8 +540,7 @@ for i = 0, n - 1 do
           if fn == FN then
             local dep_record = load(dep_number)
             -- Gone, failed or cancelled: tolerated (checked above), nothing to wait for.
-            local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
-              or dep_record.state == 'expired'
+            local ended = not dep_record or ENDED[dep_record.state] == 'unsuccessful'
             if not ended and dep_record.state ~= 'succeeded' then
               local dependents = dep_record.dependents or {}
               dependents[#dependents + 1] = id_of(number)

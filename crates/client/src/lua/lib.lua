@@ -140,6 +140,11 @@ local RECORD_FIELDS = {
   'failed_retention_ms', 'created_ms', 'ready_ms', 'run_at_ms', 'started_ms', 'lease_until_ms',
   'finished_ms', 'unconfirmed', 'default_attempts', 'worker', 'token', 'version',
 }
+-- The states a job ends in, each with whether it ended well: `ENDED[state]` says a job has
+-- ended, `ENDED[state] == 'unsuccessful'` that it ended without succeeding.
+local ENDED = {
+  succeeded = 'succeeded', failed = 'unsuccessful', cancelled = 'unsuccessful', expired = 'unsuccessful',
+}
 -- Positions of the fields the hot paths use.
 local R_STATE, R_ATTEMPT, R_MAX_ATTEMPTS, R_TIMEOUT, R_RETENTION = 1, 3, 4, 5, 6
 local R_CREATED, R_READY, R_RUN_AT, R_STARTED, R_LEASE_UNTIL, R_FINISHED = 8, 9, 10, 11, 12, 13
@@ -377,8 +382,7 @@ local WATCH = { finishes = {} }
 -- succeeded, kept in the hot fields, is the last entry of its history; the worker of a
 -- finished job, lease tokens, versions and the watch mark are the library's business.
 function WATCH.public(record)
-  local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-    or record.state == 'expired'
+  local final = ENDED[record.state]
   if record.state == 'succeeded' and record.worker then
     local history = record.history or {}
     history[#history + 1] = {
@@ -1014,8 +1018,7 @@ function DEDUP.over()
     if kind == 'w' then
       local holder = redis.call('HGET', K.uniq, key)
       local held = holder and load(holder)
-      if not held or held.state == 'succeeded' or held.state == 'failed' or held.state == 'cancelled'
-        or held.state == 'expired' then
+      if not held or ENDED[held.state] then
         redis.call('HDEL', K.uniq, key)
       end
     end
@@ -1179,7 +1182,7 @@ local function forget_finished(numbers)
           uncounted['failed:' .. group] = (uncounted['failed:' .. group] or 0) + 1
         end
       end
-      if state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'expired' then
+      if ENDED[state] then
         uncounted[state] = (uncounted[state] or 0) + 1
       end
     end

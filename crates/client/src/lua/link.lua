@@ -39,8 +39,7 @@ for i = 0, n - 1 do
     else
       states[#states + 1] = 'missing'
     end
-  elseif record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-    or record.state == 'expired' then
+  elseif ENDED[record.state] then
     -- Held for the dependent until it has ended, as if it had waited (lib.lua,
     -- tell_dependents).
     if list_add(record, 'untold', dependent) then changed[number] = true end

@@ -42,7 +42,7 @@ for i, number in ipairs(numbers) do
     local size = 0
     if state == 'succeeded' then size = redis.call('HSTRLEN', K.output, number) end
     local message = false
-    if state == 'failed' or state == 'cancelled' or state == 'expired' then
+    if ENDED[state] == 'unsuccessful' then
       record = record or (f[R_OTHERS] ~= '' and cjson.decode(f[R_OTHERS])) or {}
       if type(record.error) == 'table' then message = record.error.message or false end
     end

@@ -39,8 +39,7 @@ local function blocked(record)
       local dep_record = load(dep_number)
       local tolerated = tolerates(record, dep)
       if not dep_record and not tolerated then return 'dependency ' .. dep .. ' no longer exists' end
-      if dep_record and (dep_record.state == 'failed' or dep_record.state == 'cancelled' or dep_record.state == 'expired')
-        and not tolerated then
+      if dep_record and ENDED[dep_record.state] == 'unsuccessful' and not tolerated then
         return 'dependency ' .. dep .. ' has ' .. dep_record.state .. ': retry it first'
       end
     end
@@ -70,8 +69,7 @@ local function requeue(number, record)
     if fn == FN then
       local dep_record = load(dep_number)
       -- Gone, failed or cancelled: tolerated (see `blocked`), nothing to wait for.
-      local ended = not dep_record or dep_record.state == 'failed' or dep_record.state == 'cancelled'
-        or dep_record.state == 'expired'
+      local ended = not dep_record or ENDED[dep_record.state] == 'unsuccessful'
       if not ended and dep_record.state ~= 'succeeded' then
         if not contains(dep_record.dependents, id_of(number)) then
           local dependents = dep_record.dependents or {}
@@ -111,7 +109,7 @@ if ARGV[2] == 'job' then
   local number = ARGV[3]
   local record = load(number)
   if not record then return redis.error_reply('NOJOB no such job ' .. id_of(number)) end
-  if record.state == 'failed' or record.state == 'cancelled' or record.state == 'expired' then
+  if ENDED[record.state] == 'unsuccessful' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
     requeue(number, record)

@@ -16,9 +16,7 @@ local number = ARGV[2]
 local raw = redis.call('HGET', K.jobs, number)
 if not raw then return false end
 local record = decode(raw)
-local final = record.state == 'succeeded' or record.state == 'failed' or record.state == 'cancelled'
-  or record.state == 'expired'
-if not final and not record.watched then
+if not ENDED[record.state] and not record.watched then
   record.watched = true
   redis.call('HSET', K.jobs, number, encode(record))
 end
