@@ -18,6 +18,8 @@ const {
   FLOW_KEYS,
   MAX_OUTCOMES,
   prepareFlow,
+  writePlan,
+  pairKey,
   placedOptions,
   flowRecord,
   flowId,
@@ -73,8 +75,10 @@ const NETWORK_CODES = new Set([
   'ECONNABORTED',
   'EAI_AGAIN',
 ]);
-/** How many links, cancels or retries of a flow's jobs are in flight at once (as the Rust client). */
+/** How many links of a batch's jobs are in flight at once. */
 const IN_FLIGHT = 32;
+/** The most pairs one `link` call takes (the library's MAX_TELLS_PER_CALL). */
+const MAX_LINKS = 1000;
 /** Lets only `Client.connect` construct a Client. */
 const CONNECT = Symbol('Client.connect');
 
@@ -618,7 +622,7 @@ class Client {
    */
   async #enqueueChunk(fn, jobs, offset, trace) {
     const { enqueued, links } = await this.#enqueueCall(fn, jobs, (i) => `job ${offset + i}`, trace);
-    for (const [dependent, dependency] of links) await this.#link(dependent, dependency);
+    await this.#linkMany(links);
     return enqueued;
   }
 
@@ -717,8 +721,43 @@ class Client {
 
   /** Links `dependentId` to `dependency` (a job of another function): the first step. */
   async #link(dependentId, dependency) {
-    const state = String(await this.#fcall('link', dependency.fn, [dependency.number, dependentId]));
-    if (state !== 'pending') await this.#deliver([dependentId, dependency.id, state]);
+    await this.#linkMany([[dependentId, dependency]]);
+  }
+
+  /**
+   * Links each `[dependent id, parsed dependency]` pair (the dependency in another function
+   * than its dependent), as the Rust client's `link_many`: one `link` call per dependencies'
+   * function and per MAX_LINKS pairs (a fan-in's dependencies in one function are linked in
+   * one call), then tells the dependents of those that have already ended, together.
+   */
+  async #linkMany(pairs) {
+    const byFunction = new Map();
+    for (const pair of pairs) {
+      const fn = pair[1].fn;
+      if (!byFunction.has(fn)) byFunction.set(fn, []);
+      byFunction.get(fn).push(pair);
+    }
+    const ended = [];
+    for (const [fn, all] of byFunction) {
+      for (let from = 0; from < all.length; from += MAX_LINKS) {
+        const chunk = all.slice(from, from + MAX_LINKS);
+        const reply = await this.#fcall(
+          'link',
+          fn,
+          chunk.flatMap(([dependentId, dependency]) => [dependency.number, dependentId]),
+        );
+        // One pair is answered with its state, more with the list of them in order.
+        const states = chunk.length === 1 ? [reply] : reply;
+        if (!Array.isArray(states) || states.length !== chunk.length) {
+          throw new WasmgearError(`link answered ${JSON.stringify(reply)} for ${chunk.length} pairs`);
+        }
+        chunk.forEach(([dependentId, dependency], k) => {
+          const state = String(states[k]);
+          if (state !== 'pending') ended.push(dependentId, dependency.id, state);
+        });
+      }
+    }
+    await this.#deliver(ended);
   }
 
   /**
@@ -1095,7 +1134,9 @@ class Client {
    * Rust client checks it (nothing is written when it is refused: BadInputError); then each
    * function gets its jobs' numbers reserved (`reserve`), the flow is recorded
    * (`flow_create`), each function's jobs are written in one `enqueue` call with their
-   * `number`, the `flow` id and their edges, and the edges across functions are linked last.
+   * `number`, the `flow` id and their edges, a function after those whose jobs wait on its
+   * jobs when it can (its jobs then name those dependents), and the edges across functions
+   * that this order does not serve are linked last.
    * A failure after the first write cancels what was written, as far as it can. Resolves
    * `{id, jobs}`: the flow's id and each job's id by name.
    */
@@ -1133,7 +1174,7 @@ class Client {
       }
       const id = Number(reply[0]);
       try {
-        await this.#writeFlow(flow, id, functions.map((fn) => [fn, groups.get(fn)]), named, ids);
+        await this.#writeFlow(flow, id, groups, named, ids);
       } catch (error) {
         // Cancel what was written; a job left waiting on one never written is cancelled by
         // the links' re-check once the reservation of its number lapses (10 minutes).
@@ -1145,31 +1186,45 @@ class Client {
   }
 
   /**
-   * Writes a checked flow's jobs, one `enqueue` call per function (the functions at once),
-   * then links those waiting on jobs of other functions.
+   * Writes a checked flow's jobs (`groups`: each function's positions, dependencies first),
+   * one `enqueue` call per function, in the layers of `writePlan` (the functions of a layer
+   * at once): a function after those whose jobs wait on its jobs, so that each of its jobs
+   * names those dependents (`dependent`), already written, and the edge needs no `link`.
+   * The edges this order cannot serve (functions waiting on each other) and those to jobs
+   * outside the flow are linked last, one `link` call per dependencies' function.
    */
   async #writeFlow(flow, id, groups, named, ids) {
     const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
-    const calls = await Promise.allSettled(
-      groups.map(([fn, members]) =>
-        // One producer span per function written (lib/tracing.js): its jobs carry its context.
-        producing(fn, members.length, (trace) =>
-          this.#enqueueCall(
-            fn,
-            members.map((i) => ({
-              input: flow.jobs[i].input,
-              named: placedOptions(flow, i, named[i], ids, position, id),
-            })),
-            (p) => `job ${JSON.stringify(flow.jobs[members[p - 1]]?.name ?? p)}`,
-            trace,
-          ),
-        ),
-      ),
-    );
-    const refused = calls.find((call) => call.status === 'rejected');
-    if (refused) throw refused.reason;
-    const links = calls.flatMap((call) => call.value.links);
-    await inParallel(links, IN_FLIGHT, ([dependent, dependency]) => this.#link(dependent, dependency));
+    const { layers, dependents, preset } = writePlan(flow, ids, position);
+    const links = [];
+    for (const layer of layers) {
+      const calls = await Promise.allSettled(
+        layer.map((fn) => {
+          const members = groups.get(fn);
+          // One producer span per function written (lib/tracing.js): its jobs carry its context.
+          return producing(fn, members.length, (trace) =>
+            this.#enqueueCall(
+              fn,
+              members.map((i) => ({
+                input: flow.jobs[i].input,
+                named: placedOptions(flow, i, named[i], ids, position, id, dependents[i]),
+              })),
+              (p) => `job ${JSON.stringify(flow.jobs[members[p - 1]]?.name ?? p)}`,
+              trace,
+            ),
+          );
+        }),
+      );
+      const refused = calls.find((call) => call.status === 'rejected');
+      if (refused) throw refused.reason;
+      for (const call of calls) {
+        for (const [dependent, dependency] of call.value.links) {
+          // A pair named with `dependent` is recorded already.
+          if (!preset.has(pairKey(dependent, dependency.id))) links.push([dependent, dependency]);
+        }
+      }
+    }
+    await this.#linkMany(links);
   }
 
   /** `FCALL` (`FCALL_RO` for a read-only one) of library function `name` on `keys`. */

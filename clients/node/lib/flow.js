@@ -488,11 +488,74 @@ function prepareFlow(document, maxInputBytes = LIMITS.MAX_INPUT_BYTES, nowMs = D
 }
 
 /**
- * The named options that place job `i` of a checked flow: its edges to jobs of the flow
- * (`after`, and `after_ignore` / `after_continue` for their policies), its reserved
- * `number` and the `flow` id; `named` (its other options) first.
+ * The order a checked flow's functions are written in, as layers (the functions of a layer
+ * at once), as the Rust client's `write_order`: a function once every other function with
+ * jobs waiting on its jobs is written, so that its jobs can name those dependents, already
+ * written. When no function left qualifies (functions waiting on each other), the first of
+ * those left, by bytes, is written alone. `edges` are `[dependency, dependent]` positions.
+ *
+ * @returns {string[][]}
  */
-function placedOptions(flow, i, named, ids, position, flowId) {
+function writeOrder(flow, edges) {
+  // For each function, the other functions whose jobs wait on its jobs.
+  const waitedBy = new Map();
+  for (const job of flow.jobs) if (!waitedBy.has(job.function)) waitedBy.set(job.function, new Set());
+  for (const [dependency, dependent] of edges) {
+    const of = flow.jobs[dependency].function;
+    const by = flow.jobs[dependent].function;
+    if (of !== by) waitedBy.get(of).add(by);
+  }
+  const written = new Set();
+  let left = [...waitedBy.keys()].sort(byBytes);
+  const layers = [];
+  while (left.length > 0) {
+    let layer = left.filter((fn) => [...waitedBy.get(fn)].every((by) => written.has(by)));
+    if (layer.length === 0) layer = [left[0]];
+    for (const fn of layer) written.add(fn);
+    left = left.filter((fn) => !written.has(fn));
+    layers.push(layer);
+  }
+  return layers;
+}
+
+/**
+ * How a checked flow's jobs are written, as the Rust client's `write_flow` writes them: its
+ * functions in the layers of `writeOrder`; for each job, the ids of its dependents whose
+ * function is in an earlier layer (`dependents[i]`: written before it, they are named on it
+ * with the option `dependent`); and those edges as `preset`, the keys (`pairKey`) of the
+ * `[dependent, dependency]` pairs that need no `link`.
+ *
+ * @returns {{layers: string[][], dependents: string[][], preset: Set<string>}}
+ */
+function writePlan(flow, ids, position) {
+  const edges = flow.jobs.flatMap((job, i) => job.after.map((edge) => [position.get(edge.job), i]));
+  const layers = writeOrder(flow, edges);
+  const layerOf = new Map(layers.flatMap((layer, n) => layer.map((fn) => [fn, n])));
+  const dependents = flow.jobs.map(() => []);
+  const preset = new Set();
+  for (const [dependency, dependent] of edges) {
+    const of = flow.jobs[dependency].function;
+    const by = flow.jobs[dependent].function;
+    if (of !== by && layerOf.get(by) < layerOf.get(of)) {
+      dependents[dependency].push(ids[dependent]);
+      preset.add(pairKey(ids[dependent], ids[dependency]));
+    }
+  }
+  return { layers, dependents, preset };
+}
+
+/** The key of a `[dependent, dependency]` pair of job ids in `writePlan`'s `preset`. */
+function pairKey(dependent, dependency) {
+  return `${dependent} ${dependency}`;
+}
+
+/**
+ * The named options that place job `i` of a checked flow: its edges to jobs of the flow
+ * (`after`, and `after_ignore` / `after_continue` for their policies), its `dependents`
+ * written already (`dependent`, repeating; see `writePlan`), its reserved `number` and the
+ * `flow` id; `named` (its other options) first.
+ */
+function placedOptions(flow, i, named, ids, position, flowId, dependents = []) {
   const job = flow.jobs[i];
   const out = [...named];
   for (const edge of job.after) out.push('after', ids[position.get(edge.job)]);
@@ -500,6 +563,7 @@ function placedOptions(flow, i, named, ids, position, flowId) {
     const option = POLICY_OPTION[edge.onFailure];
     if (option) out.push(option, ids[position.get(edge.job)]);
   }
+  for (const dependent of dependents) out.push('dependent', dependent);
   out.push('number', String(ids[i].slice(ids[i].lastIndexOf(':') + 1)), 'flow', String(flowId));
   return out;
 }
@@ -628,6 +692,9 @@ module.exports = {
   readFlowDocument,
   checkFlow,
   prepareFlow,
+  writeOrder,
+  writePlan,
+  pairKey,
   placedOptions,
   flowRecord,
   flowId,

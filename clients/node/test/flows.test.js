@@ -2,7 +2,8 @@
 
 // Flows and failure policies against a real redis-server and a real `wasmgear worker`
 // serving the example plugins reverse, join and fail: a diamond whose `join` reads its
-// dependencies' outputs, bad graphs refused with nothing written, a flow cancelled, waited
+// dependencies' outputs, bad graphs refused with nothing written, a fan-in across functions
+// written with nothing to link and functions waiting on each other, a flow cancelled, waited
 // on and retried, and the `ignore` and `continue` policies (in a flow and on plain enqueue).
 
 const { describe, it, before, after } = require('node:test');
@@ -31,6 +32,35 @@ const jobOf = (status, name) => {
   assert.ok(job, `the flow has no job ${name}: ${JSON.stringify(status)}`);
   return job;
 };
+
+/**
+ * Runs `body()` and records the library functions this process calls meanwhile through
+ * ioredis' `call` (the path of the client's `FCALL`s; Redis answers them as ever): resolves
+ * `{value, calls}`, each call `{name, fn, args}` (`enqueue`, its function, the arguments
+ * after the function's name).
+ */
+async function fcallsDuring(body) {
+  const calls = [];
+  const own = Object.getOwnPropertyDescriptor(Redis.prototype, 'call');
+  const inherited = Redis.prototype.call;
+  Redis.prototype.call = function call(command, ...argv) {
+    if (String(command).toUpperCase() === 'FCALL') {
+      const [name, numkeys, ...rest] = argv.map(String);
+      const [fn, ...args] = rest.slice(Number(numkeys));
+      calls.push({ name: name.replace(/^wg2_/, ''), fn, args });
+    }
+    return inherited.call(this, command, ...argv);
+  };
+  try {
+    return { value: await body(), calls };
+  } finally {
+    if (own) Object.defineProperty(Redis.prototype, 'call', own);
+    else delete Redis.prototype.call;
+  }
+}
+
+/** The calls of library function `name` among `calls` (fcallsDuring's). */
+const callsOf = (calls, name) => calls.filter((call) => call.name === name);
 
 describe('flows', { timeout: 600000 }, () => {
   let redis;
@@ -156,6 +186,79 @@ describe('flows', { timeout: 600000 }, () => {
       await own.close();
       await empty.stop();
     }
+  });
+
+  it('a fan-in across functions: the dependencies name their dependent as they are written, nothing is linked', async () => {
+    const sources = ['s1', 's2', 's3', 's4', 's5'];
+    const document = {
+      name: 'fan-in',
+      jobs: {
+        ...Object.fromEntries(sources.map((name, k) => [name, { function: 'reverse', input: `${k}x` }])),
+        all: { function: 'join', after: sources },
+      },
+    };
+    // Paused, reverse leases nothing: its jobs are read as the submit left them.
+    await client.configure('reverse', { paused: true });
+    let submitted;
+    try {
+      const { value, calls } = await fcallsDuring(() => client.submitFlow(document));
+      submitted = value;
+      // The dependent's function first, then its dependencies', each in one call.
+      assert.deepEqual(callsOf(calls, 'enqueue').map((call) => call.fn), ['join', 'reverse']);
+      assert.deepEqual(callsOf(calls, 'link'), [], 'the fan-in needs no link');
+      for (const name of sources) {
+        const job = await client.status(submitted.jobs[name]);
+        assert.equal(job.state, 'queued', name);
+        assert.deepEqual(job.dependents, [submitted.jobs.all], `${name} names its dependent`);
+      }
+      const all = await client.status(submitted.jobs.all);
+      assert.equal(all.state, 'waiting');
+      assert.deepEqual([...all.waitingOn].sort(), sources.map((name) => submitted.jobs[name]).sort());
+    } finally {
+      await client.configure('reverse', { paused: false });
+    }
+    const status = await client.waitFlow(submitted.id, { timeoutMs: WAIT_MS });
+    assert.deepEqual(status.counts, { succeeded: 6 }, JSON.stringify(status));
+    assert.equal(await output(submitted.jobs.all), sources.map((_, k) => `x${k}`).join('\n'));
+
+    // A plain enqueue's dependencies in another function are linked in one call too: both
+    // have ended, and the reply's two states are told to the dependent.
+    const { value: plain, calls } = await fcallsDuring(() =>
+      client.enqueue('join', '', { after: [submitted.jobs.s1, submitted.jobs.s2] }),
+    );
+    assert.deepEqual(callsOf(calls, 'link').map((call) => [call.fn, call.args.length]), [['reverse', 4]]);
+    assert.equal((await client.wait(plain.id, { timeoutMs: WAIT_MS })).output.toString(), 'x0\nx1');
+  });
+
+  it('functions waiting on each other: one written first, the edge its order cannot serve linked last', async () => {
+    // join's j1 waits on reverse's r1, reverse's r2 on j1: join goes first (by bytes), so r1
+    // and r2 name their dependents j1 and j2, and j1 → r2 is the one edge left to link.
+    const document = {
+      name: 'ping-pong',
+      jobs: {
+        r1: { function: 'reverse', input: 'ab' },
+        j1: { function: 'join', after: ['r1'] },
+        r2: { function: 'reverse', input: 'cd', after: ['j1'] },
+        j2: { function: 'join', after: ['r2', 'j1'] },
+      },
+    };
+    const { value: submitted, calls } = await fcallsDuring(() => client.submitFlow(document));
+    assert.deepEqual(callsOf(calls, 'enqueue').map((call) => call.fn), ['join', 'reverse']);
+    const [, j1] = submitted.jobs.j1.split(':');
+    assert.deepEqual(callsOf(calls, 'link'), [{ name: 'link', fn: 'join', args: [j1, submitted.jobs.r2] }]);
+
+    const status = await client.waitFlow(submitted.id, { timeoutMs: WAIT_MS });
+    assert.deepEqual(status.counts, { succeeded: 4 }, JSON.stringify(status));
+    assert.equal(await output(submitted.jobs.j1), 'ba');
+    assert.equal(await output(submitted.jobs.j2), 'dc\nba');
+    const records = {};
+    for (const name of ['r1', 'j1', 'r2', 'j2']) records[name] = (await client.status(submitted.jobs[name])).record;
+    for (const [first, then] of [['r1', 'j1'], ['j1', 'r2'], ['r2', 'j2']]) {
+      assert.ok(records[first].finished_ms <= records[then].started_ms, `${first} ended before ${then} started`);
+    }
+    // r1 named at its write, r2 by the link.
+    assert.deepEqual(records.r1.dependents, [submitted.jobs.j1]);
+    assert.ok(records.j1.dependents.includes(submitted.jobs.r2), JSON.stringify(records.j1));
   });
 
   it('cancels a flow whose root is delayed: every unfinished job, once', async () => {

@@ -599,6 +599,7 @@ describe('flow documents', () => {
     checkFlow,
     readFlowDocument,
     placedOptions,
+    writePlan,
     flowRecord,
     flowId,
     parseFlowRecord,
@@ -750,6 +751,56 @@ describe('flow documents', () => {
       '{"name":"placed","jobs":[{"name":"a","id":"reverse:5"},{"name":"c","id":"fail:12"},' +
         '{"name":"b","id":"join:1","after":[{"job":"a","on_failure":"cancel"},{"job":"c","on_failure":"ignore"}]}]}',
     );
+  });
+
+  it('writes a dependent\'s function before its dependencies\' and names the dependents on them, as Rust', () => {
+    /** A checked flow of jobs `[name, function, after]` (ids `FUNCTION:POSITION+1`), and its plan. */
+    const plan = (jobs) => {
+      const { flow } = prepareFlow({
+        name: 'order',
+        jobs: Object.fromEntries(jobs.map(([name, fn, after]) => [name, { function: fn, after }])),
+      });
+      const ids = flow.jobs.map((job, i) => `${job.function}:${i + 1}`);
+      const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
+      const byName = (list) => Object.fromEntries(flow.jobs.map((job, i) => [job.name, list[i]]));
+      return { ids: byName(ids), ...writePlan(flow, ids, position), byName };
+    };
+    // crates/client/src/flow/ops.rs, dependents_functions_are_written_first: functions with
+    // no edge between them go together.
+    const etl = plan([
+      ['fetch', 'fetch'],
+      ['other', 'other'],
+      ['transform', 'transform', ['fetch']],
+      ['load', 'load', ['transform', 'fetch']],
+    ]);
+    assert.deepEqual(etl.layers, [['load', 'other'], ['transform'], ['fetch']]);
+    assert.deepEqual(etl.byName(etl.dependents), {
+      fetch: [etl.ids.load, etl.ids.transform],
+      load: [],
+      other: [],
+      transform: [etl.ids.load],
+    });
+    assert.equal(etl.preset.size, 3);
+    // functions_waiting_on_each_other_are_written_one_at_a_time: `a` before `b` (by bytes),
+    // so b1 names a2, and a1 → b1 is left to link.
+    const pingPong = plan([
+      ['a1', 'a'],
+      ['b1', 'b', ['a1']],
+      ['a2', 'a', ['b1']],
+      ['c', 'c', ['a2']],
+    ]);
+    assert.deepEqual(pingPong.layers, [['c'], ['a'], ['b']]);
+    assert.deepEqual(pingPong.byName(pingPong.dependents), { a1: [], a2: [pingPong.ids.c], b1: [pingPong.ids.a2], c: [] });
+    assert.deepEqual(
+      [...pingPong.preset].sort(),
+      [`${pingPong.ids.a2} ${pingPong.ids.b1}`, `${pingPong.ids.c} ${pingPong.ids.a2}`].sort(),
+    );
+    // The dependents go as the repeating option `dependent`, before the number.
+    const { flow, named } = prepareFlow({ name: 'fan-in', jobs: { a: { function: 'f' }, z: { function: 'g', after: ['a'] } } });
+    const position = new Map(flow.jobs.map((job, i) => [job.name, i]));
+    assert.deepEqual(placedOptions(flow, 0, named[0], ['f:1', 'g:1'], position, 3, ['g:1', 'h:2']), [
+      'dependent', 'g:1', 'dependent', 'h:2', 'number', '1', 'flow', '3',
+    ]);
   });
 
   it('writes input_json as serde_json does: compact, object keys in byte order', () => {

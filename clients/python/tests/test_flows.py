@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import redis
 
 import wasmgear
+from wasmgear import _core as core
 from conftest import RedisServer, Worker, cli
 
 WAIT = 120
@@ -90,6 +91,155 @@ def test_the_diamond_runs_each_job_after_its_dependencies_and_join_reads_their_o
     # Nothing left to cancel or to run again.
     assert client.cancel_flow(submitted.id) == 0
     assert client.retry_flow(submitted.id) == []
+
+
+def spy_on_fcalls(monkeypatch: pytest.MonkeyPatch,
+                  proto: core.Protocol) -> List[Tuple[str, str, Tuple[Any, ...]]]:
+    """The library functions this process calls through `proto` from now on (the rest of the
+    test), each as (name, function, arguments): our own calls counted, Redis answering
+    them as ever."""
+    made: List[Tuple[str, str, Tuple[Any, ...]]] = []
+    fcall = proto.fcall
+
+    def spy(name: str, function: str, *args: Any) -> core.Cmd:
+        made.append((name, function, args))
+        return fcall(name, function, *args)
+
+    monkeypatch.setattr(proto, "fcall", spy)
+    return made
+
+
+def layers(document: Dict[str, Any]) -> List[List[str]]:
+    """The order `submit_flow` writes the functions of `document`'s flow in."""
+    flow = core.read_flow(document)
+    position = {job.name: i for i, job in enumerate(flow.jobs)}
+    edges = [(position[edge.job], i) for i, job in enumerate(flow.jobs) for edge in job.after]
+    return core.write_order(flow.jobs, edges)
+
+
+def test_a_dependents_function_is_written_before_its_dependencies_functions() -> None:
+    """The Rust client's `write_order` tests: functions with no edge between them go
+    together, a dependent's before its dependencies'; functions waiting on each other are
+    written one at a time, the first by name first."""
+    assert layers({"name": "etl", "jobs": {
+        "fetch": {"function": "fetch"},
+        "other": {"function": "other"},
+        "transform": {"function": "transform", "after": ["fetch"]},
+        "load": {"function": "load", "after": ["transform", "fetch"]},
+    }}) == [["load", "other"], ["transform"], ["fetch"]]
+    assert layers({"name": "ping-pong", "jobs": {
+        "a1": {"function": "a"},
+        "b1": {"function": "b", "after": ["a1"]},
+        "a2": {"function": "a", "after": ["b1"]},
+        "c": {"function": "c", "after": ["a2"]},
+    }}) == [["c"], ["a"], ["b"]]
+    assert layers(DIAMOND) == [["join"], ["reverse"]]
+
+
+def test_a_fan_in_across_functions_links_nothing(
+    client: wasmgear.Client, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five `reverse` jobs and a `join` waiting on them all: `join` is written first, and
+    each `reverse` job is written naming it as its dependent, so that the submit makes no
+    `link` call. The join then reads their outputs in the order of its edges."""
+    names = [f"r{k}" for k in range(5)]
+    document = {"name": "fan-in", "jobs": {
+        **{name: {"function": "reverse", "input": f"{name}-in"} for name in names},
+        "all": {"function": "join", "after": names},
+    }}
+    # Paused, so that the records are read before any of the jobs runs.
+    client.configure("reverse", paused=True)
+    try:
+        made = spy_on_fcalls(monkeypatch, client._proto)
+        submitted = client.submit_flow(document)
+        assert [(name, function) for name, function, _ in made] == [
+            ("reserve", "join"), ("reserve", "reverse"),
+            ("enqueue", "join"), ("enqueue", "reverse")], made
+        dependent = submitted.jobs["all"]
+        for name in names:
+            assert client.status(submitted.jobs[name]).dependents == [dependent]
+        waiting = client.status(dependent)
+        assert waiting.state == "waiting"
+        assert waiting.waiting_on == [submitted.jobs[name] for name in names]
+        assert client.flow(submitted.id).counts == {"waiting": 1, "queued": 5}
+    finally:
+        client.configure("reverse", paused=False)
+    status = client.wait_flow(submitted.id, timeout=WAIT)
+    assert status.counts == {"succeeded": 6}, status
+    assert output(client, status, "all") == "\n".join(f"{name}-in"[::-1] for name in names).encode()
+
+
+def test_functions_waiting_on_each_other_link_what_the_order_cannot_serve(
+    client: wasmgear.Client, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `join` job waits on a `reverse` job, and another `reverse` job on it, and a last
+    `join` on that one: `join` is written first (the first by name), so the `reverse` jobs
+    name the `join` jobs waiting on them, and the one edge left, `back` on `there`, is linked
+    at the end, in one call. The flow runs each job after its dependency."""
+    made = spy_on_fcalls(monkeypatch, client._proto)
+    submitted = client.submit_flow({"name": "ping-pong", "jobs": {
+        "out": {"function": "reverse", "input": "xy"},
+        "there": {"function": "join", "after": ["out"]},
+        "back": {"function": "reverse", "input": "pq", "after": ["there"]},
+        "home": {"function": "join", "after": ["back"]},
+    }})
+    ids = submitted.jobs
+    links = [(function, args) for name, function, args in made if name == "link"]
+    assert links == [("join", (int(ids["there"].rpartition(":")[2]), ids["back"]))], made
+    status = client.wait_flow(submitted.id, timeout=WAIT)
+    assert status.counts == {"succeeded": 4}, status
+    assert [output(client, status, name) for name in ("out", "there", "back", "home")] == [
+        b"yx", b"yx", b"qp", b"qp"]
+    jobs = {j.name: client.status(j.id) for j in status.jobs}
+    for before, after in (("out", "there"), ("there", "back"), ("back", "home")):
+        finished, started = jobs[before].finished, jobs[after].started
+        assert finished is not None and started is not None and finished <= started
+    assert jobs["out"].dependents == [ids["there"]]
+
+
+def test_edges_to_jobs_outside_the_flow_are_linked_together(
+    client: wasmgear.Client, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two jobs of a flow wait on the same job outside it, which has succeeded: both edges go
+    in one `link` call, answered with a state per pair, and both jobs are told at once."""
+    outside = client.enqueue("reverse", "ab").id
+    client.wait(outside, timeout=WAIT)
+    made = spy_on_fcalls(monkeypatch, client._proto)
+    submitted = client.submit_flow({"name": "outside", "jobs": {
+        "x": {"function": "join", "after": [outside]},
+        "y": {"function": "join", "after": [outside]},
+    }})
+    number = int(outside.rpartition(":")[2])
+    links = [(function, args) for name, function, args in made if name == "link"]
+    assert links == [("reverse", (number, submitted.jobs["x"], number, submitted.jobs["y"]))]
+    status = client.wait_flow(submitted.id, timeout=WAIT)
+    assert status.counts == {"succeeded": 2}, status
+    assert [output(client, status, name) for name in ("x", "y")] == [b"ba", b"ba"]
+
+
+def test_more_than_a_thousand_links_of_one_function_take_one_call_per_thousand(
+    bare: RedisServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1,001 `reverse` jobs wait on a `join` job, and a last `join` on all of them (the two
+    functions wait on each other): `join` is written first, so the last job's 1,001 edges
+    are named by the `reverse` jobs, and the 1,001 on the first `join` job are linked at the
+    end, in two calls (1,000 pairs, then 1). Nothing runs: the records say it all."""
+    fan = [f"r{k:04}" for k in range(1001)]
+    with wasmgear.Client.from_url(bare.url) as client:
+        made = spy_on_fcalls(monkeypatch, client._proto)
+        submitted = client.submit_flow({"name": "wide", "jobs": {
+            "start": {"function": "join"},
+            **{name: {"function": "reverse", "input": name, "after": ["start"]}
+               for name in fan},
+            "end": {"function": "join", "after": fan},
+        }})
+        ids = submitted.jobs
+        links = [(function, len(args) // 2) for name, function, args in made if name == "link"]
+        assert links == [("join", 1000), ("join", 1)]
+        assert sorted(client.status(ids["start"]).dependents) == sorted(ids[n] for n in fan)
+        for name in (fan[0], fan[-1]):
+            assert client.status(ids[name]).dependents == [ids["end"]]
+        assert client.flow(submitted.id).counts == {"waiting": 1002, "queued": 1}
 
 
 def test_a_bad_graph_is_refused_whole_and_nothing_is_written(bare: RedisServer) -> None:

@@ -46,6 +46,7 @@ from .operations import (
     enqueue_call,
     get,
     link,
+    link_many,
     logs,
     queues,
     register,
@@ -78,6 +79,7 @@ from .flows import (
     read_flow,
     retry_flow,
     submit_flow,
+    write_order,
 )
 from .batches import (
     add_to_batch,
@@ -206,6 +208,7 @@ __all__ = [
     "job_specs",
     "limits",
     "link",
+    "link_many",
     "load_ok",
     "logs",
     "map_error",
@@ -230,4 +233,5 @@ __all__ = [
     "timeout_seconds",
     "version_action",
     "wait",
+    "write_order",
 ]

@@ -13,8 +13,10 @@ A flow is given as the flow document the HTTP API and the CLI read
 refusing a bad one with the Rust client's sentence (`Flow::check`), so that every producer
 refuses a graph alike. `submit_flow` then reserves each function's numbers (`reserve`),
 records the flow (`flow_create`), writes each function's jobs in one `enqueue` call (with
-`number`, `flow` and their edges, dependencies first) and links the edges across functions
-last. `flow_status`, `cancel_flow` and `retry_flow` read and act on a flow by its record."""
+`number`, `flow` and their edges, dependencies first), a dependent's function before its
+dependencies' when it can (`write_order`: the dependencies then name their dependents with
+`dependent`), and last links the edges across functions that this order does not serve.
+`flow_status`, `cancel_flow` and `retry_flow` read and act on a flow by its record."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import time
 import unicodedata
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
@@ -35,7 +37,7 @@ from ..errors import BadInput, Conflict, NotFound, ProtocolError, WasmgearError
 from ..models import FlowEdge, FlowJobStatus, FlowStatus, SubmittedFlow, ms_to_datetime
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, quoted, text
 from .calls import ClientState, call, map_error
-from .operations import cancel, enqueue_call, link, retry
+from .operations import cancel, enqueue_call, link_many, retry
 from .options import POLICIES, JobSpec, job_spec
 
 #: The fields a job of a flow document takes (the HTTP API's job fields, its function and
@@ -388,10 +390,11 @@ def submit_flow(proto: Protocol, state: ClientState, document: Any,
                 trace: Tuple[Tuple[str, str], ...] = ()) -> Gen[SubmittedFlow]:
     """Checks the flow of `document` whole (nothing is written when it is refused), then
     reserves each function's numbers, records the flow, writes each function's jobs in one
-    atomic call and links the edges across functions. A failure after the first write
-    (Redis lost halfway) cancels what was written, as far as it can: a job left waiting on
-    one never written is cancelled by the links' safety net once the reservation of its
-    number lapses (10 minutes). `trace` (a checked trace context's named options, see
+    atomic call, those of a dependent's function before its dependencies' when it can, and
+    links the edges across functions that this order does not serve. A failure after the
+    first write (Redis lost halfway) cancels what was written, as far as it can: a job left
+    waiting on one never written is cancelled by the links' safety net once the reservation
+    of its number lapses (10 minutes). `trace` (a checked trace context's named options, see
     `propagation.check_trace`) is carried by every job; without one, each call's own."""
     flow = read_flow(document)
     order, specs = check_flow(flow)
@@ -456,30 +459,71 @@ def _write_flow(
     specs: Sequence[JobSpec], ids: Sequence[str], position: Mapping[str, int],
     trace: Tuple[Tuple[str, str], ...] = (),
 ) -> Gen[None]:
-    """Writes the flow's jobs (one call per function), then links those waiting on jobs of
-    other functions."""
+    """Writes the flow's jobs, one call per function, a function after those whose jobs wait
+    on its jobs (see `write_order`): such a job is written naming its dependents, which
+    exist already, with `dependent`, so that nothing is left to link. The edges the order
+    cannot serve (functions waiting on each other), and those to jobs outside the flow, are
+    linked at the end, one `link` call per function and per 1,000 edges (`link_many`)."""
+    jobs = flow.jobs
+    edges = [(position[edge.job], i) for i, job in enumerate(jobs) for edge in job.after]
+    layers = write_order(jobs, edges)
+    layer_of = {function: n for n, layer in enumerate(layers) for function in layer}
+    # The edges whose dependent is written first: named on the dependency's job.
+    dependents: List[List[str]] = [[] for _ in jobs]
+    preset: Set[Tuple[str, str]] = set()
+    for dependency_at, dependent_at in edges:
+        of, by = jobs[dependency_at].function, jobs[dependent_at].function
+        if of != by and layer_of[by] < layer_of[of]:
+            dependents[dependency_at].append(ids[dependent_at])
+            preset.add((ids[dependent_at], ids[dependency_at]))
     to_link: List[Tuple[str, str]] = []
-    for function in sorted(groups):
-        chunk = []
-        for i in groups[function]:
-            job = flow.jobs[i]
-            options = dict(job.options)
-            after = list(options.get("after") or [])
-            policies = dict(options.get("on_failure") or {})
-            for edge in job.after:
-                dependency = ids[position[edge.job]]
-                after.append(dependency)
-                if edge.on_failure != "cancel":
-                    policies[dependency] = edge.on_failure
-            options["after"], options["on_failure"] = after, policies
-            spec = job_spec(job.input, options) if job.after else specs[i]
-            number = ids[i].rpartition(":")[2]
-            chunk.append(replace(spec, named=spec.named + trace + (
-                ("number", number), ("flow", str(flow_id)))))
-        _, links = yield from enqueue_call(proto, state, function, chunk)
-        to_link.extend(links)
-    for dependent, dependency in to_link:
-        yield from link(proto, dependent, dependency)
+    # The functions of a layer one after the other: the Rust client writes them in
+    # parallel, but any order within a layer serves the same edges.
+    for layer in layers:
+        for function in layer:
+            chunk = []
+            for i in groups[function]:
+                job = jobs[i]
+                options = dict(job.options)
+                after = list(options.get("after") or [])
+                policies = dict(options.get("on_failure") or {})
+                for edge in job.after:
+                    dependency = ids[position[edge.job]]
+                    after.append(dependency)
+                    if edge.on_failure != "cancel":
+                        policies[dependency] = edge.on_failure
+                options["after"], options["on_failure"] = after, policies
+                spec = job_spec(job.input, options) if job.after else specs[i]
+                number = ids[i].rpartition(":")[2]
+                chunk.append(replace(spec, named=spec.named + trace + (
+                    ("number", number), ("flow", str(flow_id)))
+                    + tuple(("dependent", dependent) for dependent in dependents[i])))
+            _, links = yield from enqueue_call(proto, state, function, chunk)
+            # The edges a dependency's `dependent` option recorded need no `link`.
+            to_link.extend(pair for pair in links if pair not in preset)
+    yield from link_many(proto, to_link)
+
+
+def write_order(jobs: Sequence[FlowJob], edges: Sequence[Tuple[int, int]]) -> List[List[str]]:
+    """The order the functions of a flow's `jobs` are written in, as layers (the Rust
+    client's `write_order`): a function once every function with jobs waiting on its jobs
+    (`edges`, (dependency, dependent) positions) is written, so that its jobs can name their
+    dependents; functions waiting on each other are broken up by writing the first of them
+    (by name) alone. Within a layer the functions go by name."""
+    waited_by: Dict[str, Set[str]] = {job.function: set() for job in jobs}
+    for dependency, dependent in edges:
+        of, by = jobs[dependency].function, jobs[dependent].function
+        if of != by:
+            waited_by[of].add(by)
+    written: Set[str] = set()
+    left = sorted(waited_by)
+    layers = []
+    while left:
+        layer = [function for function in left if waited_by[function] <= written] or left[:1]
+        written.update(layer)
+        left = [function for function in left if function not in written]
+        layers.append(layer)
+    return layers
 
 
 # --- Reading and acting on a flow -------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import replace
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
@@ -20,6 +20,9 @@ from .records import _list, parse_record
 from .replication import invoke_confirmed, reply_setting
 
 _JOB_IN_BATCH_RE = re.compile(r"^job (\d+):")
+#: The most (dependent, dependency) pairs one `link` call carries (PROTOCOL.md: 1 to 1,000).
+LINKS_PER_CALL = 1000
+
 
 def get(proto: Protocol, job_id: str, *, watch: bool = False) -> Gen[Optional[Job]]:
     """Job `job_id`'s status, or None when there is no such job. With `watch`, read by
@@ -93,10 +96,35 @@ def deliver(proto: Protocol, notify: List[Any]) -> Gen[None]:
 def link(proto: Protocol, dependent: str, dependency: str) -> Gen[None]:
     """Links `dependent` to `dependency` (a job of another function); tells it at once when
     the dependency has already ended."""
-    function, number = parse_job_id(dependency)
-    state = text((yield from call(proto.fcall("link", function, number, dependent))))
-    if state != "pending":
-        yield from deliver(proto, [dependent, dependency, state])
+    yield from link_many(proto, [(dependent, dependency)])
+
+
+def link_many(proto: Protocol, pairs: Sequence[Tuple[str, str]]) -> Gen[None]:
+    """Links each (dependent, dependency) pair (the dependency a job of another function
+    than its dependent's) as the Rust client's `links::link_many` does: one `link` call per
+    dependencies' function and per LINKS_PER_CALL pairs, so that a fan-in costs one call,
+    not one per edge; then tells the dependents of those that have already ended, together."""
+    by_function: Dict[str, List[Tuple[str, str, int]]] = {}
+    for dependent, dependency in pairs:
+        function, number = parse_job_id(dependency)
+        by_function.setdefault(function, []).append((dependent, dependency, number))
+    ended: List[str] = []
+    for function in sorted(by_function):
+        linked = by_function[function]
+        for start in range(0, len(linked), LINKS_PER_CALL):
+            chunk = linked[start : start + LINKS_PER_CALL]
+            args = [arg for dependent, _, number in chunk for arg in (number, dependent)]
+            reply = yield from call(proto.fcall("link", function, *args))
+            # One pair is answered with its state alone, several with the list of them.
+            states = [reply] if len(chunk) == 1 else list(reply or [])
+            if len(states) != len(chunk):
+                raise ProtocolError(f"link answered {len(states)} states for {len(chunk)} "
+                                    f"pairs of {function}", reply)
+            for (dependent, dependency, _), state in zip(chunk, states):
+                if text(state) != "pending":
+                    ended += [dependent, dependency, text(state)]
+    if ended:
+        yield from deliver(proto, ended)
 
 
 def _check_dependency(proto: Protocol, dependency: str) -> Gen[None]:
