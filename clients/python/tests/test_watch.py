@@ -10,7 +10,7 @@ import json
 import secrets
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 import redis
@@ -176,6 +176,24 @@ def in_thread(call: Callable[[], Any]) -> Callable[[], Any]:
     return join
 
 
+def wait_while_paused(client: wasmgear.Client, server: RedisServer, function: str,
+                      enqueue: Callable[[], Any]) -> Tuple[Any, Callable[[], Any]]:
+    """Runs `enqueue` with `function` paused (it returns a job id or a list of them), starts
+    a wait on what it returned in a thread, and lets the function run once the wait has
+    marked every job: so the jobs end while the wait is really waiting. Returns what
+    `enqueue` returned and the thread's join (`in_thread`)."""
+    client.configure(function, paused=True)
+    try:
+        waited = enqueue()
+        ids = waited if isinstance(waited, list) else [waited]
+        join = in_thread(lambda: client.wait(waited, timeout=120))
+        wait_until(lambda: all(watched(server.redis, i) for i in ids), 30,
+                   "the wait to mark its jobs")
+    finally:
+        client.configure(function, paused=False)
+    return waited, join
+
+
 def test_a_wait_marks_its_job_and_get_does_not_show_the_mark(client: wasmgear.Client,
                                                               server: RedisServer) -> None:
     client.configure("echo", paused=True)
@@ -207,13 +225,8 @@ def test_a_waited_jobs_finish_event_carries_its_status_and_no_read_follows(
     monitor = Monitor(server)
     commands: List[Dict[str, Any]] = []
     try:
-        client.configure("echo", paused=True)
-        try:
-            job_id = client.enqueue("echo", text).id
-            join = in_thread(lambda: client.wait(job_id, timeout=120))
-            wait_until(lambda: watched(server.redis, job_id), 30, "the wait to mark its job")
-        finally:
-            client.configure("echo", paused=False)
+        job_id, join = wait_while_paused(client, server, "echo",
+                                         lambda: client.enqueue("echo", text).id)
         job = join()
         commands = monitor.stop()
     finally:
@@ -243,14 +256,8 @@ def test_large_or_binary_outputs_are_omitted_from_the_event_and_read(
     monitor = Monitor(server)
     commands: List[Dict[str, Any]] = []
     try:
-        client.configure("echo", paused=True)
-        try:
-            ids = [e.id for e in client.enqueue_many("echo", inputs)]
-            join = in_thread(lambda: client.wait(ids, timeout=120))
-            wait_until(lambda: all(watched(server.redis, i) for i in ids), 30,
-                       "the wait to mark its jobs")
-        finally:
-            client.configure("echo", paused=False)
+        ids, join = wait_while_paused(
+            client, server, "echo", lambda: [e.id for e in client.enqueue_many("echo", inputs)])
         jobs = join()
         commands = monitor.stop()
     finally:
@@ -292,13 +299,8 @@ def test_a_waited_failed_jobs_event_has_its_record_without_output(
         client: wasmgear.Client, server: RedisServer) -> None:
     events = FinishEvents(server, "fail")
     try:
-        client.configure("fail", paused=True)
-        try:
-            job_id = client.enqueue("fail", "boom", attempts=1).id
-            join = in_thread(lambda: client.wait(job_id, timeout=120))
-            wait_until(lambda: watched(server.redis, job_id), 30, "the wait to mark its job")
-        finally:
-            client.configure("fail", paused=False)
+        job_id, join = wait_while_paused(client, server, "fail",
+                                         lambda: client.enqueue("fail", "boom", attempts=1).id)
         with pytest.raises(wasmgear.JobFailed) as caught:
             join()
         event = events.finish(job_id)
