@@ -4,8 +4,8 @@
 //! turns one plain Rust function into such a component: you write a handler that takes the
 //! [`Job`] being run and its input, and returns its output or a [`JobError`]; the [`job!`] macro
 //! does the rest. While it runs, the handler can report [`progress`], write to the worker's log
-//! ([`info!`] and friends), ask whether it has been [`cancelled`], and read the settings its
-//! manifest grants ([`config`]).
+//! ([`info!`] and friends), ask whether it has been [`cancelled`], read the settings its
+//! manifest grants ([`config`]), and save a [`checkpoint`] its next attempt resumes from.
 //!
 //! # A complete plugin
 //!
@@ -92,6 +92,7 @@ mod host;
 mod io;
 mod job;
 
+pub mod checkpoint;
 pub mod children;
 pub mod dependencies;
 pub use error::JobError;
@@ -101,8 +102,8 @@ pub use io::Json;
 pub use io::{FromInput, IntoOutput};
 pub use job::Job;
 
-/// The raw bindings wit-bindgen generates for the `dependent` world of `wit/job.wit` (the
-/// `job` world, child jobs and dependencies).
+/// The raw bindings wit-bindgen generates for the `resumable` world of `wit/job.wit` (the
+/// `job` world, child jobs, dependencies and checkpoints).
 ///
 /// Public only because the macros of this crate expand to paths into it in the plugin's
 /// crate. Not part of the API: use the items at the crate root instead.
@@ -110,7 +111,7 @@ pub use job::Job;
 #[allow(missing_docs)]
 pub mod __bindings {
     wit_bindgen::generate!({
-        world: "dependent",
+        world: "resumable",
         path: "../wit",
         // `job!` expands to the generated `export!` in the plugin's crate, not in this one.
         pub_export_macro: true,

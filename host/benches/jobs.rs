@@ -78,7 +78,7 @@ impl wasmtime_wasi::WasiView for Bare {
 
 mod bare_imports {
     use wasmgear_runtime::bindings::wasmgear::job::{
-        cancel, config, dependencies, jobs, log, progress, types,
+        cancel, checkpoint, config, dependencies, jobs, log, progress, types,
     };
 
     impl types::Host for super::Bare {}
@@ -122,6 +122,14 @@ mod bare_imports {
         }
         async fn output(&mut self, position: u32, _: u64, _: u32) -> Result<Vec<u8>, String> {
             Err(format!("no dependency at position {position}"))
+        }
+    }
+    impl checkpoint::Host for super::Bare {
+        async fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+            Ok(None)
+        }
+        fn save(&mut self, _: Vec<u8>) -> Result<(), String> {
+            Ok(())
         }
     }
 }

@@ -7,6 +7,7 @@ mod support;
 mod batches;
 mod cancel;
 mod chaos;
+mod checkpoints;
 mod children;
 mod cli_conventions;
 mod cli_jobs;

@@ -17,6 +17,7 @@ local MAX_EVENT_OUTPUT = 1024
 local MAX_CHILDREN = 10000
 local MAX_HISTORY = 100
 local MAX_PROGRESS_MESSAGE_BYTES = 1024
+local MAX_CHECKPOINT_BYTES = 16777216
 local CLOCK_SKEW_MS = 1000
 local MAX_OUTCOMES = 1000
 local MAX_OUTPUT_PIECE = 1048576
@@ -459,6 +460,21 @@ function WATCH.finish_event(w)
     if WATCH.carries(output) then event.output = output else event.output_omitted = true end
   end
   return cjson.encode(event)
+end
+
+-- Checkpoints (`checkpoint`): the latest bytes a job's attempts saved, in K.checkpoints by
+-- number, and in its record `checkpoint = {bytes, ms}` (when they were saved). The attempts
+-- that follow read them (`checkpoint_get`) to resume. They go when the job succeeds, with
+-- its record when it is forgotten, or by a `retry` with `fresh`.
+local CHECKPOINT = {}
+
+-- Drops job `number`'s checkpoint, if `record` (changed in place, saved by the caller) has
+-- one.
+function CHECKPOINT.drop(number, record)
+  if record.checkpoint then
+    redis.call('HDEL', K.checkpoints, number)
+    record.checkpoint = nil
+  end
 end
 
 -- Publishes the call's events in order: a lone event as its JSON object, more as JSON
@@ -1226,7 +1242,7 @@ local function forget_finished(numbers)
     end
   end
   call_chunked('ZADD', K.expires, later)
-  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs }) do call_chunked('HDEL', key, gone) end
+  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs, K.checkpoints }) do call_chunked('HDEL', key, gone) end
   call_chunked('ZREM', K.expires, gone)
   for field, n in pairs(uncounted) do
     if redis.call('HINCRBY', K.counts, field, int(-n)) <= 0 then redis.call('HDEL', K.counts, field) end
@@ -1923,14 +1939,14 @@ end
 
 local KEYS_OF = {}
 
-function KEYS_OF.enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33], expiring = keys[34] } end
+function KEYS_OF.enqueue(keys) return { seq = keys[1], jobs = keys[2], input = keys[3], output = keys[4], logs = keys[5], ready = keys[6], scheduled = keys[7], leased = keys[8], waiting = keys[9], expires = keys[10], uniq = keys[11], tagged = keys[12], failed = keys[13], counts = keys[14], stats = keys[15], config = keys[16], rate = keys[17], events = keys[18], work = keys[19], calls = keys[20], calls_exp = keys[21], idle = keys[22], idle_args = keys[23], ticks = keys[24], reserved = keys[25], groups = keys[26], group_ready = keys[27], group_running = keys[28], group_config = keys[29], group_rate = keys[30], group_wait = keys[31], dedup = keys[32], dedup_exp = keys[33], expiring = keys[34], checkpoints = keys[35] } end
 redis.register_function{ function_name = 'wg2_enqueue', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, KEYS_OF.enqueue)
 local reply = (function()
 -- enqueue: add one or more jobs for one function, atomically: all of them or, when one is
 -- refused, none (every check is made before the first write).
 --
--- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
+-- KEYS: seq jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks reserved groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs:
 --   call              the call's id, unique per call: the same call sent again within 10
@@ -2572,7 +2588,7 @@ return reply
 
 end }
 
-function KEYS_OF.lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
+function KEYS_OF.lease(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32], checkpoints = keys[33] } end
 redis.register_function{ function_name = 'wg2_lease', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, KEYS_OF.lease)
 local reply = (function()
@@ -2586,7 +2602,7 @@ local reply = (function()
 -- the function's concurrency cap (jobs running at once, over all workers) and rate limit
 -- (leases per interval, over all workers).
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  worker id (recorded on the job)
 -- ARGV[3]  token prefix, unique per call; each lease's token is PREFIX:NUMBER:ATTEMPT. It is
@@ -2776,7 +2792,69 @@ return reply
 
 end }
 
-function KEYS_OF.complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32] } end
+function KEYS_OF.checkpoint(keys) return { jobs = keys[1], checkpoints = keys[2], stats = keys[3], config = keys[4], events = keys[5], work = keys[6] } end
+redis.register_function{ function_name = 'wg2_checkpoint', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, KEYS_OF.checkpoint)
+local reply = (function()
+-- checkpoint: keep a running job's checkpoint, the bytes its guest saved to resume from
+-- (replacing the one before). The attempts that follow read it with `checkpoint_get`: a
+-- retry, a reclaim after the worker died or lost the lease, a `retry` of the failed job.
+--
+-- KEYS: jobs checkpoints stats config events work
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+-- ARGV[3]  lease token
+-- ARGV[4]  the checkpoint's bytes (at most MAX_CHECKPOINT_BYTES; the plugin's manifest
+--          may allow less, which the worker checks)
+--
+-- Returns: 1 when kept; 0 when the token does not hold the job's lease (nothing changes).
+-- Publishes: {"event":"checkpoint","id":"F:N","bytes":B}
+
+local number, token, data = ARGV[2], ARGV[3], ARGV[4]
+if type(data) ~= 'string' or #data > MAX_CHECKPOINT_BYTES then
+  return redis.error_reply('BADARGS checkpoint: a checkpoint of at most ' .. MAX_CHECKPOINT_BYTES .. ' bytes')
+end
+
+local record = load(number)
+if not record then return 0 end
+if record.state ~= 'running' or record.token ~= token then return 0 end
+
+redis.call('HSET', K.checkpoints, number, data)
+record.checkpoint = { bytes = #data, ms = NOW }
+record.unconfirmed = nil -- the worker has the job: the attempt counts (see `lease`)
+save(number, record)
+publish({ event = 'checkpoint', id = id_of(number), bytes = #data })
+return 1
+
+end)()
+end_call()
+return reply
+
+end }
+
+function KEYS_OF.checkpoint_get(keys) return { jobs = keys[1], checkpoints = keys[2], stats = keys[3], events = keys[4] } end
+redis.register_function{ function_name = 'wg2_checkpoint_get', callback = function(KEYS, ARGV)
+begin(KEYS, ARGV, KEYS_OF.checkpoint_get)
+local reply = (function()
+-- checkpoint_get: the checkpoint job `number` keeps (see `checkpoint`), for its attempt to
+-- resume from.
+--
+-- KEYS: jobs checkpoints stats events
+-- ARGV[1]  the function name
+-- ARGV[2]  job number
+--
+-- Returns: the checkpoint's bytes, or false when the job keeps none (never saved, dropped
+--          by `retry` with `fresh`, or the job is gone).
+
+return redis.call('HGET', K.checkpoints, ARGV[2])
+
+end)()
+end_call()
+return reply
+
+end, flags = { 'no-writes' } }
+
+function KEYS_OF.complete(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], rate = keys[16], events = keys[17], work = keys[18], calls = keys[19], calls_exp = keys[20], idle = keys[21], idle_args = keys[22], ticks = keys[23], groups = keys[24], group_ready = keys[25], group_running = keys[26], group_config = keys[27], group_rate = keys[28], group_wait = keys[29], dedup = keys[30], dedup_exp = keys[31], expiring = keys[32], checkpoints = keys[33] } end
 redis.register_function{ function_name = 'wg2_complete', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, KEYS_OF.complete)
 local reply = (function()
@@ -2788,7 +2866,7 @@ local reply = (function()
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -2927,6 +3005,7 @@ for i = 0, n - 1 do
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
+      CHECKPOINT.drop(number, others)
       if others.uniq then DEDUP.ended(number, others.uniq, others.uniq_for, 'succeeded') end
       tell_dependents(number, others, 'succeeded')
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
@@ -2951,6 +3030,7 @@ for i = 0, n - 1 do
       results[#results + 1] = 'c'
     else
       add_history(record, 'succeeded', nil, ARGV[a + 4])
+      CHECKPOINT.drop(number, record)
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)
@@ -3114,7 +3194,7 @@ return reply
 
 end }
 
-function KEYS_OF.cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24], expiring = keys[25] } end
+function KEYS_OF.cancel(keys) return { jobs = keys[1], input = keys[2], output = keys[3], logs = keys[4], ready = keys[5], scheduled = keys[6], leased = keys[7], waiting = keys[8], expires = keys[9], uniq = keys[10], tagged = keys[11], failed = keys[12], counts = keys[13], stats = keys[14], config = keys[15], events = keys[16], work = keys[17], ticks = keys[18], groups = keys[19], group_ready = keys[20], group_running = keys[21], group_config = keys[22], dedup = keys[23], dedup_exp = keys[24], expiring = keys[25], checkpoints = keys[26] } end
 redis.register_function{ function_name = 'wg2_cancel', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, KEYS_OF.cancel)
 local reply = (function()
@@ -3124,7 +3204,7 @@ local reply = (function()
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp expiring
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --
@@ -3560,7 +3640,7 @@ return reply
 
 end }
 
-function KEYS_OF.retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12], groups = keys[13], group_ready = keys[14], group_running = keys[15], group_config = keys[16] } end
+function KEYS_OF.retry(keys) return { jobs = keys[1], ready = keys[2], scheduled = keys[3], waiting = keys[4], expires = keys[5], uniq = keys[6], failed = keys[7], counts = keys[8], stats = keys[9], config = keys[10], events = keys[11], work = keys[12], groups = keys[13], group_ready = keys[14], group_running = keys[15], group_config = keys[16], checkpoints = keys[17] } end
 redis.register_function{ function_name = 'wg2_retry', callback = function(KEYS, ARGV)
 begin(KEYS, ARGV, KEYS_OF.retry)
 local reply = (function()
@@ -3571,11 +3651,13 @@ local reply = (function()
 -- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
 -- Jobs that were cancelled because this one failed stay cancelled.
 --
--- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
 --          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
 --          (oldest first)
+-- ARGV[4] ('job') or ARGV[5] ('group'), optional: 'fresh' drops each job's checkpoint, so
+--          that it starts again from the beginning rather than resuming (see `checkpoint`)
 --
 -- Returns: {moved, links, looked}: moved lists the numbers of the jobs queued (or scheduled, or
 --          waiting) again (for 'job', an empty list when the job had not ended failed or
@@ -3613,8 +3695,9 @@ local function blocked(record)
   return nil
 end
 
-local function requeue(number, record)
+local function requeue(number, record, fresh)
   unfinish(number, record)
+  if fresh then CHECKPOINT.drop(number, record) end
   -- Run again now, its deadline is gone (an expired job would expire again at once).
   record.expires_ms = nil
   if record.default_attempts or record.max_attempts == 0 then
@@ -3669,6 +3752,11 @@ end
 if ARGV[2] ~= 'job' and (ARGV[2] ~= 'group' or not whole(ARGV[4] or '', 1, 10000)) then
   return redis.error_reply("BADARGS retry: 'job' and a number, or 'group', a group and the most jobs (1..10000)")
 end
+local fresh_at = ARGV[2] == 'job' and 4 or 5
+if ARGV[fresh_at] ~= nil and ARGV[fresh_at] ~= 'fresh' then
+  return redis.error_reply("BADARGS retry: the last argument may only be 'fresh'")
+end
+local fresh = ARGV[fresh_at] == 'fresh'
 
 local moved, looked = {}, 0
 if ARGV[2] == 'job' then
@@ -3678,7 +3766,7 @@ if ARGV[2] == 'job' then
   if ENDED[record.state] == 'unsuccessful' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
-    requeue(number, record)
+    requeue(number, record, fresh)
     moved[1] = tonumber(number)
   end
 else
@@ -3690,7 +3778,7 @@ else
     local record = load(number)
     -- A failed job has started (see `blocked`): it can always run again.
     if record and (record.state == 'failed' or record.state == 'expired') then
-      requeue(number, record)
+      requeue(number, record, fresh)
       moved[#moved + 1] = tonumber(number)
     else
       redis.call('ZREM', K.failed, member)
@@ -5337,4 +5425,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '82a544428b73480d6328300bae62458f029056ec' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'dcc90e2ea18749c629cd635599ffe5202add3e4a' end, flags = { 'no-writes' } }

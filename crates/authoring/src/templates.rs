@@ -36,6 +36,10 @@ const RUST: &[File] = &[
         include_str!("../../../guest-sdk/src/lib.rs"),
     ),
     (
+        "wasmgear-guest/src/checkpoint.rs",
+        include_str!("../../../guest-sdk/src/checkpoint.rs"),
+    ),
+    (
         "wasmgear-guest/src/children.rs",
         include_str!("../../../guest-sdk/src/children.rs"),
     ),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use wasmgear_proto::{Event, FunctionEvent};
 
 use super::client::Client;
-use super::options::{Priority, check_key};
+use super::options::{Priority, RetryOptions, check_key};
 use super::subscriber::{Delivery, Topic};
 use super::{QueueError, Result, links, scripts};
 use wasmgear_proto::keys::{self, FunctionKeys};
@@ -287,12 +287,20 @@ impl Client {
     }
 
     /// Runs job `id` again if it failed or was cancelled, with as many attempts as it first
-    /// had. Returns whether it was queued again (`false`: it had not ended so).
+    /// had; it resumes from its checkpoint, if it keeps one. Returns whether it was queued
+    /// again (`false`: it had not ended so).
     pub async fn retry(&self, id: &JobId) -> Result<bool> {
+        self.retry_with(id, RetryOptions::default()).await
+    }
+
+    /// [`Client::retry`] with `options` (`fresh`: drop its checkpoint, so that it starts
+    /// from the beginning).
+    pub async fn retry_with(&self, id: &JobId, options: RetryOptions) -> Result<bool> {
         let (moved, relink, _): (Vec<u64>, Vec<String>, u64) =
             scripts::on_function(&scripts::RETRY, &id.function)
                 .arg("job")
                 .arg(id.seq)
+                .arg(options.args())
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(|e| no_job(e, id))?;
@@ -312,12 +320,25 @@ impl Client {
     }
 
     /// Runs up to `limit` failed jobs of `function`'s failure group `group` again (oldest
-    /// first), in batches. Returns their ids.
+    /// first), in batches, each resuming from its checkpoint if it keeps one. Returns their
+    /// ids.
     pub async fn retry_group(
         &self,
         function: &FunctionName,
         group: &str,
         limit: usize,
+    ) -> Result<Vec<JobId>> {
+        self.retry_group_with(function, group, limit, RetryOptions::default())
+            .await
+    }
+
+    /// [`Client::retry_group`] with `options`.
+    pub async fn retry_group_with(
+        &self,
+        function: &FunctionName,
+        group: &str,
+        limit: usize,
+        options: RetryOptions,
     ) -> Result<Vec<JobId>> {
         let mut ids = Vec::new();
         while ids.len() < limit {
@@ -327,6 +348,7 @@ impl Client {
                     .arg("group")
                     .arg(group)
                     .arg(batch)
+                    .arg(options.args())
                     .invoke_async(&mut self.conn.clone())
                     .await?;
             self.relink_retried(relink).await?;

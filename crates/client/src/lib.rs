@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod batch;
+pub mod checkpoints;
 pub mod children;
 pub mod client;
 pub mod connection;
@@ -36,7 +37,7 @@ pub use batch::{BatchSpec, BatchStatus, Callback};
 pub use client::{CancelOutcome, Client, Enqueued, Service};
 pub use flow::{Flow, FlowEdge, FlowJob, FlowJobStatus, FlowStatus, FlowSummary, SubmittedFlow};
 pub use groups::{GroupConfig, GroupInfo, GroupSetting, GroupsOverview};
-pub use options::{EnqueueOptions, Priority, Tick};
+pub use options::{EnqueueOptions, Priority, RetryOptions, Tick};
 pub use replication::MinReplicas;
 pub use worker_queue::WorkerQueue;
 

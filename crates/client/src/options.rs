@@ -157,6 +157,21 @@ pub struct EnqueueOptions {
     pub trace: Option<wasmgear_proto::TraceContext>,
 }
 
+/// How [`crate::Client::retry_with`] runs a job again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryOptions {
+    /// Drop the job's checkpoint, so that it starts from the beginning instead of resuming
+    /// where its last attempt saved one.
+    pub fresh: bool,
+}
+
+impl RetryOptions {
+    /// The arguments `retry` takes after the job or group: `fresh`, or none.
+    pub(crate) fn args(self) -> &'static [&'static str] {
+        if self.fresh { &["fresh"] } else { &[] }
+    }
+}
+
 /// A tick of a recurring schedule (see [`EnqueueOptions::tick`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tick {

@@ -114,6 +114,7 @@ const LEASING: &[QueueKey] = &[
     Dedup,
     DedupExp,
     Expiring,
+    Checkpoints,
 ];
 
 functions! {
@@ -121,24 +122,21 @@ functions! {
         Seq, Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Rate, Events, Work, Calls, CallsExp, Idle, IdleArgs, Ticks,
         Reserved, Groups, GroupReady, GroupRunning, GroupConfig, GroupRate, GroupWait,
-    Dedup,
-    DedupExp,
-    Expiring,
+        Dedup, DedupExp, Expiring, Checkpoints,
     ]), false;
     RESERVE = "reserve", Some(&[Seq, Stats, Events, Reserved]), false;
     LEASE = "lease", Some(LEASING), false;
     HEARTBEAT = "heartbeat", Some(&[Jobs, Leased, Stats, Events]), false;
     PROGRESS = "progress", Some(&[Jobs, Stats, Config, Events, Work]), false;
+    CHECKPOINT = "checkpoint", Some(&[Jobs, Checkpoints, Stats, Config, Events, Work]), false;
+    CHECKPOINT_GET = "checkpoint_get", Some(&[Jobs, Checkpoints, Stats, Events]), true;
     COMPLETE = "complete", Some(LEASING), false;
     FAIL = "fail", Some(ENDS), false;
     RELEASE = "release", Some(ENDS), false;
     CANCEL = "cancel", Some(&[
         Jobs, Input, Output, Logs, Ready, Scheduled, Leased, Waiting, Expires, Uniq, Tagged,
         Failed, Counts, Stats, Config, Events, Work, Ticks, Groups, GroupReady, GroupRunning,
-        GroupConfig,
-    Dedup,
-    DedupExp,
-    Expiring,
+        GroupConfig, Dedup, DedupExp, Expiring, Checkpoints,
     ]), false;
     WITHDRAW = "withdraw", Some(&[Stats, Events, Idle, IdleArgs]), false;
     LINK = "link", Some(&[Jobs, Stats, Events, Reserved]), false;
@@ -149,7 +147,7 @@ functions! {
     ADOPT = "adopt", Some(&[Jobs, Stats, Events]), false;
     RETRY = "retry", Some(&[
         Jobs, Ready, Scheduled, Waiting, Expires, Uniq, Failed, Counts, Stats, Config, Events,
-        Work, Groups, GroupReady, GroupRunning, GroupConfig,
+        Work, Groups, GroupReady, GroupRunning, GroupConfig, Checkpoints,
     ]), false;
     CONFIGURE = "configure", Some(&[
         Stats, Config, Events, Work, Jobs, Leased, GroupRunning, GroupConfig,

@@ -37,6 +37,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// The running job saved a checkpoint, for its next attempt to resume from.
+    Checkpoint {
+        /// The job.
+        id: JobId,
+        /// The checkpoint's size in bytes.
+        bytes: u64,
+    },
     /// An attempt failed and the job runs again at `at_ms`.
     Retry {
         /// The job.
@@ -86,6 +93,7 @@ impl Event {
             Event::Create { id }
             | Event::Start { id, .. }
             | Event::Progress { id, .. }
+            | Event::Checkpoint { id, .. }
             | Event::Retry { id, .. }
             | Event::Finish { id, .. }
             | Event::Ready { id }
@@ -100,6 +108,7 @@ impl Event {
             Event::Create { .. } => "create",
             Event::Start { .. } => "start",
             Event::Progress { .. } => "progress",
+            Event::Checkpoint { .. } => "checkpoint",
             Event::Retry { .. } => "retry",
             Event::Finish { .. } => "finish",
             Event::Ready { .. } => "ready",

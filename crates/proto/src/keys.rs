@@ -81,6 +81,8 @@ pub enum QueueKey {
     DedupExp,
     /// `expiring`: jobs with a deadline to start by, by that deadline.
     Expiring,
+    /// `checkpoints`: number → the latest checkpoint a job's attempts saved.
+    Checkpoints,
 }
 
 impl QueueKey {
@@ -136,6 +138,7 @@ impl QueueKey {
             QueueKey::Dedup => "dedup",
             QueueKey::DedupExp => "dedup-exp",
             QueueKey::Expiring => "expiring",
+            QueueKey::Checkpoints => "checkpoints",
         }
     }
 }
@@ -291,6 +294,11 @@ impl FunctionKeys {
     /// start or it passes.
     pub fn expiring(&self) -> String {
         self.key("expiring")
+    }
+    /// Hash: job number → the latest checkpoint its attempts saved (while it has not
+    /// succeeded; a failed or cancelled job keeps it with its record, for `retry`).
+    pub fn checkpoints(&self) -> String {
+        self.key("checkpoints")
     }
     /// The pattern (`PSUBSCRIBE`) of every function's events channel.
     pub fn all_events_pattern() -> String {

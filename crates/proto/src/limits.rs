@@ -144,6 +144,13 @@ pub const MAX_HISTORY: u64 = 100;
 /// The longest progress message kept, in bytes.
 pub const MAX_PROGRESS_MESSAGE_BYTES: u64 = 1024;
 
+/// The largest checkpoint a job may keep, in bytes, whatever its plugin's manifest says
+/// (`[checkpoint] max_bytes`, by default [`DEFAULT_CHECKPOINT_BYTES`]).
+pub const MAX_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest checkpoint a plugin's jobs may keep when its manifest does not say.
+pub const DEFAULT_CHECKPOINT_BYTES: u64 = 1024 * 1024;
+
 /// How far the clocks of a cluster's nodes may disagree, ms: a schedule's last tick that a
 /// function's queue keeps (fired on one node's clock, checked on another's) is taken for one
 /// fired on a clock that has gone back since only when it is later than now by more.
@@ -263,6 +270,7 @@ pub fn lua_constants() -> String {
         ("MAX_CHILDREN", MAX_CHILDREN),
         ("MAX_HISTORY", MAX_HISTORY),
         ("MAX_PROGRESS_MESSAGE_BYTES", MAX_PROGRESS_MESSAGE_BYTES),
+        ("MAX_CHECKPOINT_BYTES", MAX_CHECKPOINT_BYTES),
         ("CLOCK_SKEW_MS", CLOCK_SKEW_MS),
         ("MAX_OUTCOMES", MAX_OUTCOMES),
         ("MAX_OUTPUT_PIECE", MAX_OUTPUT_PIECE),
@@ -316,7 +324,7 @@ mod tests {
         assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
         assert!(lua.contains("local MAX_MIN_REPLICAS = 16\n"), "{lua}");
         assert!(lua.contains("local MAX_EVENT_OUTPUT = 1024\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 37);
+        assert_eq!(lua.lines().count(), 38);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

@@ -231,9 +231,21 @@ pub struct JobRecord {
     /// When a client asked to cancel the job while it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_requested_ms: Option<u64>,
+    /// The checkpoint the job keeps for its next attempt to resume from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointInfo>,
     /// Every ended attempt, oldest first.
     #[serde(default, deserialize_with = "lua_array")]
     pub history: Vec<Attempt>,
+}
+
+/// A job's checkpoint, as its record tells of it (the bytes are read apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointInfo {
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// When it was saved, ms since the epoch (queue clock).
+    pub ms: u64,
 }
 
 /// What becomes of a job when one of its dependencies fails, is cancelled or is gone: the

@@ -1,8 +1,8 @@
 //! The one `bindgen!` of `wit/`: Rust types and traits for the `wasmgear:job` worlds
-//! (`dependent`, which includes `parent`, which includes `job`).
+//! (`resumable`, which includes `dependent`, which includes `parent`, which includes `job`).
 //!
 //! Imports are plain (synchronous) host functions that only hand data to channels and never
-//! block, but for `jobs` (child jobs) and `dependencies`, which reach the queue
+//! block, but for `jobs` (child jobs), `dependencies` and `checkpoint.load`, which reach the queue
 //! asynchronously. The export is called asynchronously so that a job waiting on WASI I/O
 //! (a sleep, a socket) yields its thread to other jobs.
 
@@ -10,25 +10,26 @@
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
-    world: "dependent",
+    world: "resumable",
     path: "../../wit",
-    // Child jobs and dependencies reach the queue: they are async on the host (to the
-    // guest they still block).
+    // Child jobs, dependencies and loading a checkpoint reach the queue: they are async on
+    // the host (to the guest they still block).
     imports: {
         "wasmgear:job/jobs.enqueue": async,
         "wasmgear:job/jobs.wait": async,
         "wasmgear:job/dependencies.count": async,
         "wasmgear:job/dependencies.page": async,
         "wasmgear:job/dependencies.output": async,
+        "wasmgear:job/checkpoint.load": async,
     },
     exports: { default: async },
 });
 
-/// The host's view of a job component: the `dependent` world, which includes `parent` and
-/// `job` (a component built against either alone instantiates the same).
-pub use self::Dependent as Job;
+/// The host's view of a job component: the `resumable` world, which includes `dependent`,
+/// `parent` and `job` (a component built against any of them instantiates the same).
+pub use self::Resumable as Job;
 /// A job component linked and ready to instantiate.
-pub use self::DependentPre as JobPre;
+pub use self::ResumablePre as JobPre;
 
 pub use self::wasmgear::job::types::JobInfo as WitJobInfo;
 pub use exports::wasmgear::job::handler::JobError;

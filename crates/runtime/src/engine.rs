@@ -26,6 +26,8 @@ pub struct Limits {
     pub log_lines: u32,
     /// How long a cancelled job may keep running before it is stopped hard.
     pub cancel_grace: Duration,
+    /// The largest checkpoint a job may save (`wasmgear:job/checkpoint`), in bytes.
+    pub checkpoint_bytes: usize,
 }
 
 /// Memory cap of one job when nothing else is said: enough for interpreters (Python, JS).
@@ -44,6 +46,7 @@ impl Default for Limits {
             output_bytes: DEFAULT_OUTPUT_BYTES,
             log_lines: DEFAULT_LOG_LINES,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            checkpoint_bytes: wasmgear_proto::limits::DEFAULT_CHECKPOINT_BYTES as usize,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - [`bindings`]: the one `bindgen!` of `wit/`.
 //! - [`cache`]: compiled components on disk, keyed by content and engine configuration.
 //! - [`dependencies`]: what a running job reads of its dependencies, from the worker.
+//! - [`checkpoint`]: where a running job's checkpoints are kept, by the worker.
 //! - `imports`: the host side of each imported WIT interface.
 //! - `http`: outgoing `wasi:http`, gated by the manifest's allow list.
 //! - `output`: the job's log: `log` calls and captured stdout/stderr, bounded.
@@ -19,6 +20,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod cancel;
+pub mod checkpoint;
 pub mod dependencies;
 pub mod engine;
 mod http;
@@ -30,6 +32,7 @@ pub mod run;
 
 pub use cache::{CompileCache, CompileSource};
 pub use cancel::{CancelReason, CancelSignal};
+pub use checkpoint::JobCheckpoints;
 pub use dependencies::{Dependency, DependencyState, JobDependencies};
 pub use engine::{Limits, Runtime, RuntimeConfig};
 pub use manifest::{Manifest, ManifestError};

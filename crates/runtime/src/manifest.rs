@@ -16,6 +16,7 @@
 //! output = "4MiB"
 //! log_lines = 500
 //! fuel = 5_000_000_000                  # needs `wasmgear worker --fuel`
+//! checkpoint = "4MiB"                   # the largest checkpoint a job may save (1 MiB)
 //!
 //! [env]                                 # environment variables (never inherited)
 //! API_BASE = "https://images.example.com"
@@ -87,6 +88,8 @@ pub struct PluginLimits {
     pub log_lines: Option<u32>,
     /// Fuel (executed-instruction budget) per job.
     pub fuel: Option<u64>,
+    /// The largest checkpoint a job may save, in bytes.
+    pub checkpoint_bytes: Option<usize>,
 }
 
 /// Defaults for jobs enqueued without their own value.
@@ -179,6 +182,7 @@ struct RawLimits {
     output: Option<Size>,
     log_lines: Option<u32>,
     fuel: Option<u64>,
+    checkpoint: Option<Size>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -297,7 +301,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         output_bytes: size("limits.output", &raw.limits.output)?,
         log_lines: raw.limits.log_lines,
         fuel: raw.limits.fuel,
+        checkpoint_bytes: size("limits.checkpoint", &raw.limits.checkpoint)?,
     };
+    let most_checkpoint = wasmgear_proto::limits::MAX_CHECKPOINT_BYTES;
+    if let Some(bytes) = limits.checkpoint_bytes
+        && bytes as u64 > most_checkpoint
+    {
+        return Err(field(
+            "limits.checkpoint",
+            format!(
+                "is {bytes} bytes, more than the most a job may keep ({most_checkpoint}): save a position, not the data"
+            ),
+        ));
+    }
     let mut env = Vec::new();
     for (key, value) in raw.env {
         if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
@@ -414,6 +430,13 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_cap_is_a_size_up_to_the_queues_ceiling() {
+        let m = check("[limits]\ncheckpoint = \"16MiB\"").unwrap();
+        assert_eq!(m.limits.checkpoint_bytes, Some(16 << 20));
+        assert_eq!(check("").unwrap().limits.checkpoint_bytes, None);
+    }
+
+    #[test]
     fn sizes_take_binary_and_decimal_units() {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("64KiB"), Ok(64 << 10));
@@ -450,6 +473,11 @@ mod tests {
             (
                 "timeout = \"4000d\"",
                 "field `timeout` must be at most 10 years",
+            ),
+            // Past what the queue keeps for a job.
+            (
+                "[limits]\ncheckpoint = \"17MiB\"",
+                "field `limits.checkpoint` is 17825792 bytes, more than the most a job may keep (16777216)",
             ),
         ];
         for (text, expected) in cases {

@@ -143,6 +143,8 @@ pub struct Plugin {
     concurrency: Option<usize>,
     manifest: Manifest,
     in_flight: AtomicUsize,
+    /// Whether the component imports `wasmgear:job/checkpoint`.
+    saves_checkpoints: bool,
     pub(crate) pre: JobPre<StoreData>,
 }
 
@@ -157,7 +159,16 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// The WIT interface of checkpoints, as a component's imports name it (with its version).
+const CHECKPOINT_INTERFACE: &str = "wasmgear:job/checkpoint@";
+
 impl Plugin {
+    /// Whether the plugin's jobs may save checkpoints (its component imports
+    /// `wasmgear:job/checkpoint`): the worker keeps them only for those.
+    pub fn saves_checkpoints(&self) -> bool {
+        self.saves_checkpoints
+    }
+
     /// The limits every job of this plugin runs under.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -327,6 +338,10 @@ impl Runtime {
             path: path_buf(),
             reason: format!("{e:#}"),
         })?;
+        let saves_checkpoints = component
+            .component_type()
+            .imports(&self.engine)
+            .any(|(name, _)| name.starts_with(CHECKPOINT_INTERFACE));
         Ok(Plugin {
             functions,
             source: path_buf(),
@@ -344,6 +359,7 @@ impl Runtime {
             concurrency: manifest.concurrency,
             manifest,
             in_flight: AtomicUsize::new(0),
+            saves_checkpoints,
             pre,
         })
     }
@@ -377,6 +393,9 @@ impl Runtime {
         }
         if let Some(lines) = manifest.limits.log_lines {
             limits.log_lines = lines;
+        }
+        if let Some(bytes) = manifest.limits.checkpoint_bytes {
+            limits.checkpoint_bytes = bytes;
         }
         if manifest.limits.fuel.is_some() && !self.fuel {
             return Err(field(

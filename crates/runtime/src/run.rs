@@ -46,6 +46,11 @@ pub trait JobHooks: Send + Sync {
     fn dependencies(&self) -> Option<Arc<dyn crate::JobDependencies>> {
         None
     }
+    /// Where the job's checkpoints are kept (`wasmgear:job/checkpoint`); `None` (the
+    /// default): the job runs with no queue behind it, and keeps them for the attempt only.
+    fn checkpoints(&self) -> Option<Arc<dyn crate::JobCheckpoints>> {
+        None
+    }
 }
 
 /// A child job to enqueue, as the guest asked for it (its grant and the cap checked).
@@ -155,6 +160,16 @@ pub struct StoreData {
     pub(crate) max_children: u32,
     /// The queue behind the job's dependencies.
     pub(crate) dependencies: Option<Arc<dyn crate::JobDependencies>>,
+    /// The job's checkpoints.
+    pub(crate) checkpoint: CheckpointState,
+}
+
+/// A running job's checkpoints: where they are kept, the plugin's limit, and the last one
+/// this attempt saved (what `load` answers first).
+pub(crate) struct CheckpointState {
+    pub(crate) queue: Option<Arc<dyn crate::JobCheckpoints>>,
+    pub(crate) max_bytes: usize,
+    pub(crate) saved: Option<Vec<u8>>,
 }
 
 impl WasiHttpView for StoreData {
@@ -208,6 +223,11 @@ impl Runtime {
         let timing = hooks.clone();
         let children = hooks.children();
         let dependencies = hooks.dependencies();
+        let checkpoint = CheckpointState {
+            queue: hooks.checkpoints(),
+            max_bytes: limits.checkpoint_bytes,
+            saved: None,
+        };
         let log = JobLog::new(hooks, limits.log_lines);
         let stdout = GuestOutput::new(log.clone(), "stdout", LogLevel::Info);
         let stderr = GuestOutput::new(log.clone(), "stderr", LogLevel::Warn);
@@ -250,6 +270,7 @@ impl Runtime {
             child_grants: plugin.child_grants.clone(),
             max_children: plugin.capabilities.max_children,
             dependencies,
+            checkpoint,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

@@ -370,10 +370,25 @@ pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>
     Ok(Json(outcome).into_response())
 }
 
-/// `POST /v1/jobs/{id}/retry`: runs a failed or cancelled job again.
-pub(crate) async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult {
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryQuery {
+    /// Drop the job's checkpoint: it starts from the beginning.
+    #[serde(default)]
+    fresh: bool,
+}
+
+/// `POST /v1/jobs/{id}/retry[?fresh=true]`: runs a failed or cancelled job again, resuming
+/// from its checkpoint unless `fresh`.
+pub(crate) async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<RetryQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(query) = query?;
     let id = job_id_of(&id)?;
-    let retried = state.client.retry(&id).await?;
+    let options = wasmgear_client::RetryOptions { fresh: query.fresh };
+    let retried = state.client.retry_with(&id, options).await?;
     if !retried {
         let status = state.client.status(&id).await?;
         return Err(ApiError::conflict(format!(

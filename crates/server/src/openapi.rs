@@ -219,8 +219,10 @@ pub fn openapi() -> Value {
                         "state": { "type": "string" } } })) }))
             } },
             "/v1/jobs/{id}/retry": { "post": {
-                "summary": "Run a failed or cancelled job again",
-                "parameters": [ id ],
+                "summary": "Run a failed or cancelled job again: it resumes from its checkpoint, if it keeps one, unless fresh",
+                "parameters": [ id, query_param("fresh",
+                    "drop the job's checkpoint, so that it starts from the beginning",
+                    json!({ "type": "boolean" })) ],
                 "responses": with(errors.clone(), json!({ "200": ok("retried", json!({
                     "type": "object", "properties": { "retried": { "type": "boolean" } } })),
                     "409": error_ref() }))

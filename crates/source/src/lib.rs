@@ -22,6 +22,10 @@ use wasmgear_proto::{
 /// The error a job source reports: the worker logs it and carries on (retrying later).
 pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a source that keeps no checkpoints answers a save with.
+pub const NO_CHECKPOINTS: &str =
+    "this job's queue keeps no checkpoints (only wasmgear's own queue does)";
+
 /// What the worker needs from a queue.
 pub trait JobSource: Send + Sync + 'static {
     /// Leases up to `max` jobs in all, at most `request.max` of each requested function;
@@ -54,6 +58,34 @@ pub trait JobSource: Send + Sync + 'static {
         lease: &Lease,
         progress: &Progress,
     ) -> impl Future<Output = Result<bool, SourceError>> + Send;
+
+    /// Whether the source keeps checkpoints for `lease`'s job (a running job's saves are
+    /// refused at once when not). By default it keeps none.
+    fn keeps_checkpoints(&self, lease: &Lease) -> bool {
+        let _ = lease;
+        false
+    }
+
+    /// Keeps `data` as the checkpoint of `lease`'s job, in place of the one before, for its
+    /// next attempts to resume from; `Ok(false)` means the lease is lost. By default the
+    /// source keeps none, and says so.
+    fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        data: &[u8],
+    ) -> impl Future<Output = Result<bool, SourceError>> + Send {
+        let _ = (lease, data);
+        async { Err(NO_CHECKPOINTS.into()) }
+    }
+
+    /// The checkpoint `lease`'s job keeps (an earlier attempt's), if any. By default none.
+    fn checkpoint(
+        &self,
+        lease: &Lease,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, SourceError>> + Send {
+        let _ = lease;
+        async { Ok(None) }
+    }
 
     /// Finishes the job with its output; `notes` say what the attempt
     /// logged and which plugin version ran it.
@@ -201,6 +233,16 @@ pub trait DynJobSource: Send + Sync + 'static {
         lease: &'a Lease,
         progress: &'a Progress,
     ) -> BoxFuture<'a, Result<bool, SourceError>>;
+    fn keeps_checkpoints_dyn(&self, lease: &Lease) -> bool;
+    fn save_checkpoint_dyn<'a>(
+        &'a self,
+        lease: &'a Lease,
+        data: &'a [u8],
+    ) -> BoxFuture<'a, Result<bool, SourceError>>;
+    fn checkpoint_dyn<'a>(
+        &'a self,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, SourceError>>;
     fn complete_dyn<'a>(
         &'a self,
         lease: &'a Lease,
@@ -279,6 +321,22 @@ impl<S: JobSource> DynJobSource for S {
         progress: &'a Progress,
     ) -> BoxFuture<'a, Result<bool, SourceError>> {
         Box::pin(self.progress(lease, progress))
+    }
+    fn keeps_checkpoints_dyn(&self, lease: &Lease) -> bool {
+        self.keeps_checkpoints(lease)
+    }
+    fn save_checkpoint_dyn<'a>(
+        &'a self,
+        lease: &'a Lease,
+        data: &'a [u8],
+    ) -> BoxFuture<'a, Result<bool, SourceError>> {
+        Box::pin(self.save_checkpoint(lease, data))
+    }
+    fn checkpoint_dyn<'a>(
+        &'a self,
+        lease: &'a Lease,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, SourceError>> {
+        Box::pin(self.checkpoint(lease))
     }
     fn complete_dyn<'a>(
         &'a self,
@@ -381,6 +439,15 @@ impl JobSource for AnySource {
     }
     async fn progress(&self, lease: &Lease, progress: &Progress) -> Result<bool, SourceError> {
         (**self).progress_dyn(lease, progress).await
+    }
+    fn keeps_checkpoints(&self, lease: &Lease) -> bool {
+        (**self).keeps_checkpoints_dyn(lease)
+    }
+    async fn save_checkpoint(&self, lease: &Lease, data: &[u8]) -> Result<bool, SourceError> {
+        (**self).save_checkpoint_dyn(lease, data).await
+    }
+    async fn checkpoint(&self, lease: &Lease) -> Result<Option<Vec<u8>>, SourceError> {
+        (**self).checkpoint_dyn(lease).await
     }
     async fn complete(
         &self,

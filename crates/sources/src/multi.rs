@@ -266,6 +266,21 @@ impl JobSource for Sources {
         JobSource::progress(source, &inner, progress).await
     }
 
+    fn keeps_checkpoints(&self, lease: &Lease) -> bool {
+        self.route(lease)
+            .is_ok_and(|(source, inner)| JobSource::keeps_checkpoints(source, &inner))
+    }
+
+    async fn save_checkpoint(&self, lease: &Lease, data: &[u8]) -> Result<bool, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        JobSource::save_checkpoint(source, &inner, data).await
+    }
+
+    async fn checkpoint(&self, lease: &Lease) -> Result<Option<Vec<u8>>, SourceError> {
+        let (source, inner) = self.route(lease)?;
+        JobSource::checkpoint(source, &inner).await
+    }
+
     async fn complete(
         &self,
         lease: &Lease,

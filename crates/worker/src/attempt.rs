@@ -7,26 +7,28 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tracing::Instrument;
 use wasmgear_proto::{
     AttemptNotes, ErrorClass, JobFailure, Lease, LeaseStatus, LogLevel, Outcome, Progress,
 };
 use wasmgear_runtime::{CancelReason, CancelSignal, InFlight, JobHooks, Plugin};
 
+use crate::checkpoints::{Checkpoints, LoadReply, Reports};
 use crate::node::*;
 use crate::*;
 use wasmgear_proto::sync::Locked;
 
-/// Forwards a running job's reports: progress to a watch channel (coalescing), logs to
-/// tracing under the job's span.
+/// Forwards a running job's reports: progress to a watch channel (coalescing, with its
+/// checkpoints), logs to tracing under the job's span.
 pub(crate) struct Reporter {
-    pub(crate) progress: watch::Sender<Option<Progress>>,
+    pub(crate) reports: watch::Sender<Reports>,
     pub(crate) lines: Arc<Mutex<String>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) function: Arc<metrics::PerFunction>,
     pub(crate) children: Option<Arc<dyn wasmgear_runtime::ChildJobs>>,
     pub(crate) dependencies: Option<Arc<dyn wasmgear_runtime::JobDependencies>>,
+    pub(crate) checkpoints: Option<Arc<dyn wasmgear_runtime::JobCheckpoints>>,
     /// Whether the attempt's span records (its events are added then only).
     pub(crate) recording: bool,
 }
@@ -40,7 +42,8 @@ pub(crate) const ATTEMPT_LOG_FULL: &str =
 
 impl JobHooks for Reporter {
     fn progress(&self, progress: Progress) {
-        self.progress.send_replace(Some(progress));
+        self.reports
+            .send_modify(|reports| reports.progress(progress));
     }
 
     fn instantiated(&self, took: Duration) {
@@ -63,6 +66,10 @@ impl JobHooks for Reporter {
 
     fn dependencies(&self) -> Option<Arc<dyn wasmgear_runtime::JobDependencies>> {
         self.dependencies.clone()
+    }
+
+    fn checkpoints(&self) -> Option<Arc<dyn wasmgear_runtime::JobCheckpoints>> {
+        self.checkpoints.clone()
     }
 
     /// Keeps the line in the attempt's log and passes it to `tracing` (the worker's log, and
@@ -285,9 +292,18 @@ impl<S: JobSource> Node<S> {
                 format!("no plugin serves function {} on this worker", id.function),
             )),
             Some(plugin) => {
-                let (progress_tx, progress_rx) = watch::channel(None);
+                let (reports_tx, reports_rx) = watch::channel(Reports::default());
+                let (loads_tx, loads_rx) = mpsc::unbounded_channel();
+                // Only a plugin that imports checkpoints has them (no cost for the others).
+                let checkpoints = plugin.saves_checkpoints().then(|| {
+                    Arc::new(Checkpoints::new(
+                        reports_tx.clone(),
+                        loads_tx,
+                        self.source.keeps_checkpoints(&lease),
+                    )) as Arc<dyn wasmgear_runtime::JobCheckpoints>
+                });
                 let hooks: Arc<dyn JobHooks> = Arc::new(Reporter {
-                    progress: progress_tx,
+                    reports: reports_tx,
                     lines: lines.clone(),
                     metrics: self.metrics.clone(),
                     function: measured.clone(),
@@ -306,6 +322,7 @@ impl<S: JobSource> Node<S> {
                             lease.info.attempt,
                         )) as Arc<dyn wasmgear_runtime::JobDependencies>
                     }),
+                    checkpoints,
                     recording,
                 });
                 // The job's own info, unless the attempt passes on a context of its own (its
@@ -323,17 +340,18 @@ impl<S: JobSource> Node<S> {
                     .run(&plugin, &info, &lease.input, hooks, cancel.clone())
                     .instrument(crate::spans::run_span(recording));
                 let mut run = std::pin::pin!(run);
-                // A job that ends at its first poll without reporting progress needs no
-                // keeper (its lease is fresh): no heartbeat timers are set for it.
+                // A job that ends at its first poll without reporting progress or saving a
+                // checkpoint needs no keeper (its lease is fresh): no heartbeat timers are
+                // set for it.
                 let first =
                     std::future::poll_fn(|cx| std::task::Poll::Ready(run.as_mut().poll(cx))).await;
                 match first {
-                    std::task::Poll::Ready(outcome) if progress_rx.borrow().is_none() => outcome,
+                    std::task::Poll::Ready(outcome) if reports_rx.borrow().is_empty() => outcome,
                     first => {
-                        let keeper = self.keep_lease(&lease, progress_rx, cancel.clone());
+                        let keeper = self.keep_lease(&lease, reports_rx, loads_rx, cancel.clone());
                         // The keeper ends once the run has dropped the reporter and the last
-                        // progress report is stored, so progress always lands before the
-                        // finish.
+                        // progress report and checkpoint are stored, so they always land
+                        // before the finish.
                         match first {
                             std::task::Poll::Ready(outcome) => {
                                 keeper.await;
@@ -360,15 +378,17 @@ impl<S: JobSource> Node<S> {
         }
     }
 
-    /// Renews the lease every third of its TTL and stores progress reports, until the
-    /// job's reporter is dropped. A lost lease cancels the job; so does a lease about to run
+    /// Renews the lease every third of its TTL, stores progress reports and checkpoints
+    /// (coalesced: at most one write of each per [`PROGRESS_INTERVAL`]) and answers the
+    /// job's checkpoint loads, until the job's reporter is dropped. A lost lease cancels the job; so does a lease about to run
     /// out without a successful renewal (the worker may be cut off from the queue, which
     /// will soon give the job to another worker): the job is asked to stop a quarter of the
     /// TTL before the lease ends, and stopped hard when it ends.
     pub(crate) async fn keep_lease(
         &self,
         lease: &Lease,
-        mut progress: watch::Receiver<Option<Progress>>,
+        mut reports: watch::Receiver<Reports>,
+        mut loads: mpsc::UnboundedReceiver<LoadReply>,
         cancel: CancelSignal,
     ) {
         let ttl = lease.ttl;
@@ -409,27 +429,60 @@ impl<S: JobSource> Node<S> {
                 tracing::warn!("{why}: stopping the job");
                 cancel.cancel_by(CancelReason::LeaseLost, *held_tx.borrow());
             };
+            // How many progress reports and checkpoints were written.
+            let (mut progress_written, mut checkpoints_written) = (0, 0);
             loop {
                 tokio::select! {
-                    changed = progress.changed() => {
+                    changed = reports.changed() => {
                         // At most one write per interval: reports in between are coalesced
                         // into the latest, and the last one always lands.
                         if next_report > tokio::time::Instant::now() {
                             tokio::time::sleep_until(next_report).await;
                         }
-                        if changed.is_err() && !progress.has_changed().unwrap_or(false) {
+                        if changed.is_err() && !reports.has_changed().unwrap_or(false) {
                             return;
                         }
-                        let Some(report) = progress.borrow_and_update().clone() else { continue };
+                        let (progress, checkpoint) = {
+                            let latest = reports.borrow_and_update();
+                            (
+                                latest.progress.clone().filter(|(n, _)| *n > progress_written),
+                                latest.checkpoint.clone().filter(|(n, _)| *n > checkpoints_written),
+                            )
+                        };
                         next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
-                        match self.source.progress(lease, &report).await {
-                            Ok(true) => {}
-                            Ok(false) => lost("lease lost"),
-                            Err(error) => {
-                                self.metrics.source_error("progress");
-                                tracing::warn!(%error, "could not store progress");
+                        if let Some((n, report)) = progress {
+                            progress_written = n;
+                            match self.source.progress(lease, &report).await {
+                                Ok(true) => {}
+                                Ok(false) => lost("lease lost"),
+                                Err(error) => {
+                                    self.metrics.source_error("progress");
+                                    tracing::warn!(%error, "could not store progress");
+                                }
                             }
                         }
+                        if let Some((n, data)) = checkpoint {
+                            checkpoints_written = n;
+                            match self.source.save_checkpoint(lease, &data).await {
+                                Ok(true) => {}
+                                Ok(false) => lost("lease lost"),
+                                Err(error) => {
+                                    self.metrics.source_error("checkpoint");
+                                    tracing::warn!(%error, "could not store the checkpoint");
+                                }
+                            }
+                        }
+                    }
+                    Some(reply) = loads.recv() => {
+                        let read = self
+                            .source
+                            .checkpoint(lease)
+                            .await
+                            .map_err(|error| format!("the job's checkpoint cannot be read: {error}"));
+                        if read.is_err() {
+                            self.metrics.source_error("checkpoint");
+                        }
+                        let _ = reply.send(read);
                     }
                     () = tokio::time::sleep_until(next_beat) => {
                         let sent = tokio::time::Instant::now().into_std();

@@ -11,6 +11,7 @@
 
 mod attempt;
 pub mod builder;
+mod checkpoints;
 mod children;
 mod dependencies;
 pub mod deployed;

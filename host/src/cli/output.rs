@@ -83,6 +83,7 @@ pub(crate) fn paint_event(published: &FunctionEvent) -> String {
             message,
             ..
         } => format!("{done}/{total} {}", message.as_deref().unwrap_or_default()),
+        Event::Checkpoint { bytes, .. } => format!("{bytes} bytes saved"),
         Event::Retry { attempt, .. } => format!("attempt {attempt} failed; runs again"),
         Event::Finish { state, .. } => paint_state(*state),
         Event::Config => format!("{} settings changed", published.function),

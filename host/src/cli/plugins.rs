@@ -47,6 +47,7 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
                         "memory_bytes": plugin.limits().memory_bytes,
                         "output_bytes": plugin.limits().output_bytes,
                         "log_lines": plugin.limits().log_lines,
+                        "checkpoint_bytes": plugin.limits().checkpoint_bytes,
                         "max_timeout_ms": plugin.max_timeout().map(|t| t.as_millis() as u64),
                         "fuel": plugin.fuel(),
                     },
@@ -77,10 +78,11 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
         );
         println!("  serves      {}", functions.join(", "));
         println!(
-            "  limits      memory {} B, output {} B, {} log lines{}{}",
+            "  limits      memory {} B, output {} B, {} log lines, checkpoint {} B{}{}",
             limits.memory_bytes,
             limits.output_bytes,
             limits.log_lines,
+            limits.checkpoint_bytes,
             plugin
                 .max_timeout()
                 .map(|t| format!(", timeout at most {t:?}"))

@@ -20,6 +20,11 @@ pub struct RetryArgs {
     #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     limit: usize,
 
+    /// Drop each job's checkpoint, so that it starts from the beginning instead of resuming
+    /// where its last attempt saved one.
+    #[arg(long)]
+    fresh: bool,
+
     /// Print JSON: {"requeued": [ids]}.
     #[arg(long)]
     json: bool,
@@ -27,9 +32,10 @@ pub struct RetryArgs {
 
 pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     let client = args.redis.client().await?;
+    let options = wasmgear_client::RetryOptions { fresh: args.fresh };
     let Some(group) = &args.group else {
         let id: JobId = args.target.parse()?;
-        let requeued = client.retry(&id).await?;
+        let requeued = client.retry_with(&id, options).await?;
         if args.json {
             let ids: Vec<String> = requeued.then(|| id.to_string()).into_iter().collect();
             super::output::print_json(&serde_json::json!({ "requeued": ids }))?;
@@ -45,7 +51,9 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     };
     let function = FunctionName::new(args.target.clone())?;
     client.check_function(&function).await?;
-    let ids = client.retry_group(&function, group, args.limit).await?;
+    let ids = client
+        .retry_group_with(&function, group, args.limit, options)
+        .await?;
     if args.json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         super::output::print_json(&serde_json::json!({ "requeued": ids }))?;

@@ -87,6 +87,13 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
         let message = progress.message.as_deref().unwrap_or("");
         println!("progress  {}/{} {message}", progress.done, progress.total);
     }
+    if let Some(checkpoint) = &record.checkpoint {
+        println!(
+            "checkpoint {} bytes, saved {}",
+            checkpoint.bytes,
+            in_or_ago(checkpoint.ms)
+        );
+    }
     if let Some(error) = &record.error {
         println!("error     [{}] {}", error.class, error.message);
     }

@@ -4,7 +4,7 @@
 -- (output, failure or hand-back): once asked, a cancel always wins. Jobs waiting on a
 -- cancelled job are cancelled too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp expiring
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config events work ticks groups group_ready group_running group_config dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  job number
 --

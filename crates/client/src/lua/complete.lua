@@ -6,7 +6,7 @@
 -- changes nothing. Jobs waiting on a completed job run once their other dependencies have
 -- succeeded too.
 --
--- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring
+-- KEYS: jobs input output logs ready scheduled leased waiting expires uniq tagged failed counts stats config rate events work calls calls_exp idle idle_args ticks groups group_ready group_running group_config group_rate group_wait dedup dedup_exp expiring checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  m, then m options of the call, NAME VALUE pairs (all may be left out):
 --   call      the call's id. With it, the same call sent again within 10 minutes (its reply
@@ -145,6 +145,7 @@ for i = 0, n - 1 do
     if others then
       -- (An earlier attempt's error goes, as finish() drops it.)
       others.error = nil
+      CHECKPOINT.drop(number, others)
       if others.uniq then DEDUP.ended(number, others.uniq, others.uniq_for, 'succeeded') end
       tell_dependents(number, others, 'succeeded')
       f[R_OTHERS] = (next(others) and cjson.encode(others)) or ''
@@ -169,6 +170,7 @@ for i = 0, n - 1 do
       results[#results + 1] = 'c'
     else
       add_history(record, 'succeeded', nil, ARGV[a + 4])
+      CHECKPOINT.drop(number, record)
       outputs[#outputs + 1] = number
       outputs[#outputs + 1] = ARGV[a + 2]
       finish(number, record, 'succeeded', nil, K.leased)

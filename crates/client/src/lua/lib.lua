@@ -423,6 +423,21 @@ function WATCH.finish_event(w)
   return cjson.encode(event)
 end
 
+-- Checkpoints (`checkpoint`): the latest bytes a job's attempts saved, in K.checkpoints by
+-- number, and in its record `checkpoint = {bytes, ms}` (when they were saved). The attempts
+-- that follow read them (`checkpoint_get`) to resume. They go when the job succeeds, with
+-- its record when it is forgotten, or by a `retry` with `fresh`.
+local CHECKPOINT = {}
+
+-- Drops job `number`'s checkpoint, if `record` (changed in place, saved by the caller) has
+-- one.
+function CHECKPOINT.drop(number, record)
+  if record.checkpoint then
+    redis.call('HDEL', K.checkpoints, number)
+    record.checkpoint = nil
+  end
+end
+
 -- Publishes the call's events in order: a lone event as its JSON object, more as JSON
 -- arrays of at most EVENTS_PER_MESSAGE events.
 local function publish_events()
@@ -1188,7 +1203,7 @@ local function forget_finished(numbers)
     end
   end
   call_chunked('ZADD', K.expires, later)
-  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs }) do call_chunked('HDEL', key, gone) end
+  for _, key in ipairs({ K.jobs, K.input, K.output, K.logs, K.checkpoints }) do call_chunked('HDEL', key, gone) end
   call_chunked('ZREM', K.expires, gone)
   for field, n in pairs(uncounted) do
     if redis.call('HINCRBY', K.counts, field, int(-n)) <= 0 then redis.call('HDEL', K.counts, field) end

@@ -5,11 +5,13 @@
 -- whose failure it tolerates, `after_ignore` and `after_continue`, and that have ended).
 -- Jobs that were cancelled because this one failed stay cancelled.
 --
--- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config
+-- KEYS: jobs ready scheduled waiting expires uniq failed counts stats config events work groups group_ready group_running group_config checkpoints
 -- ARGV[1]  the function name
 -- ARGV[2]  'job': ARGV[3] is a job number, which must be failed or cancelled;
 --          'group': ARGV[3] is a failure group and ARGV[4] the most of its jobs to look at
 --          (oldest first)
+-- ARGV[4] ('job') or ARGV[5] ('group'), optional: 'fresh' drops each job's checkpoint, so
+--          that it starts again from the beginning rather than resuming (see `checkpoint`)
 --
 -- Returns: {moved, links, looked}: moved lists the numbers of the jobs queued (or scheduled, or
 --          waiting) again (for 'job', an empty list when the job had not ended failed or
@@ -47,8 +49,9 @@ local function blocked(record)
   return nil
 end
 
-local function requeue(number, record)
+local function requeue(number, record, fresh)
   unfinish(number, record)
+  if fresh then CHECKPOINT.drop(number, record) end
   -- Run again now, its deadline is gone (an expired job would expire again at once).
   record.expires_ms = nil
   if record.default_attempts or record.max_attempts == 0 then
@@ -103,6 +106,11 @@ end
 if ARGV[2] ~= 'job' and (ARGV[2] ~= 'group' or not whole(ARGV[4] or '', 1, 10000)) then
   return redis.error_reply("BADARGS retry: 'job' and a number, or 'group', a group and the most jobs (1..10000)")
 end
+local fresh_at = ARGV[2] == 'job' and 4 or 5
+if ARGV[fresh_at] ~= nil and ARGV[fresh_at] ~= 'fresh' then
+  return redis.error_reply("BADARGS retry: the last argument may only be 'fresh'")
+end
+local fresh = ARGV[fresh_at] == 'fresh'
 
 local moved, looked = {}, 0
 if ARGV[2] == 'job' then
@@ -112,7 +120,7 @@ if ARGV[2] == 'job' then
   if ENDED[record.state] == 'unsuccessful' then
     local why = blocked(record)
     if why then return redis.error_reply('CONFLICT job ' .. id_of(number) .. ' cannot run: ' .. why) end
-    requeue(number, record)
+    requeue(number, record, fresh)
     moved[1] = tonumber(number)
   end
 else
@@ -124,7 +132,7 @@ else
     local record = load(number)
     -- A failed job has started (see `blocked`): it can always run again.
     if record and (record.state == 'failed' or record.state == 'expired') then
-      requeue(number, record)
+      requeue(number, record, fresh)
       moved[#moved + 1] = tonumber(number)
     else
       redis.call('ZREM', K.failed, member)

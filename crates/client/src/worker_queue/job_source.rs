@@ -59,6 +59,18 @@ impl JobSource for WorkerQueue {
         Ok(WorkerQueue::progress(self, lease, progress).await?)
     }
 
+    fn keeps_checkpoints(&self, _lease: &Lease) -> bool {
+        true
+    }
+
+    async fn save_checkpoint(&self, lease: &Lease, data: &[u8]) -> Result<bool, SourceError> {
+        Ok(WorkerQueue::save_checkpoint(self, lease, data).await?)
+    }
+
+    async fn checkpoint(&self, lease: &Lease) -> Result<Option<Vec<u8>>, SourceError> {
+        Ok(WorkerQueue::checkpoint(self, lease).await?)
+    }
+
     async fn complete(
         &self,
         lease: &Lease,

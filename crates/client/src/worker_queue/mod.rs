@@ -69,7 +69,7 @@ fn roll_call_keys(function: &FunctionName) -> [String; 3] {
 /// A worker's connection to the queue.
 pub struct WorkerQueue {
     subscriber: Subscriber,
-    conn: Connection,
+    pub(crate) conn: Connection,
     worker_id: String,
     next_function: AtomicUsize,
     strict_order: bool,

@@ -1,6 +1,7 @@
 //! The host side of every WIT interface a job imports: one file per interface.
 
 mod cancel;
+mod checkpoint;
 mod config;
 mod dependencies;
 mod jobs;

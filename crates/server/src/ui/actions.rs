@@ -20,6 +20,8 @@ use crate::{AppState, same_secret};
 pub(super) struct ActionForm {
     csrf: String,
     priority: Option<String>,
+    /// A retry that drops the job's checkpoint (`1`).
+    fresh: Option<String>,
 }
 
 /// Refuses a form without the server's anti-forgery value.
@@ -146,7 +148,10 @@ pub(super) async fn retry(
     Form(form): Form<ActionForm>,
 ) -> Result<Response, UiError> {
     let id = checked_job(&state, &form, &id)?;
-    if state.client.retry(&id).await? {
+    let options = wasmgear_client::RetryOptions {
+        fresh: form.fresh.as_deref() == Some("1"),
+    };
+    if state.client.retry_with(&id, options).await? {
         Ok(back_to_job(&headers, &id))
     } else {
         Err(UiError::NotDone(format!(

@@ -119,7 +119,18 @@ fn actions(csrf: &str, id: &JobId, status: &JobStatus) -> Markup {
             (action(csrf, &format!("/ui/jobs/{job}/cancel"), "Cancel", &format!("Cancel job {id}?"), None))
         }
         @if matches!(record.state, JobState::Failed | JobState::Cancelled | JobState::Expired) {
-            (action(csrf, &format!("/ui/jobs/{job}/retry"), "Retry", &format!("Run job {id} again?"), None))
+            @if record.checkpoint.is_some() {
+                (action(csrf, &format!("/ui/jobs/{job}/retry"), "Retry from the checkpoint", &format!("Run job {id} again, resuming from its checkpoint?"), None))
+                (action(
+                    csrf,
+                    &format!("/ui/jobs/{job}/retry"),
+                    "Retry from the beginning",
+                    &format!("Run job {id} again from the beginning, dropping its checkpoint?"),
+                    Some(html! { input type="hidden" name="fresh" value="1"; }),
+                ))
+            } @else {
+                (action(csrf, &format!("/ui/jobs/{job}/retry"), "Retry", &format!("Run job {id} again?"), None))
+            }
         }
         @if matches!(record.state, JobState::Queued | JobState::Scheduled | JobState::Waiting) {
             (action(
@@ -164,6 +175,11 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
         }
         (row("started", time(record.started_ms, now)))
         (row("finished", time(record.finished_ms, now)))
+        @if let Some(checkpoint) = &record.checkpoint {
+            (row("checkpoint", html! {
+                (checkpoint.bytes) " bytes, saved " (time(Some(checkpoint.ms), now))
+            }))
+        }
         @if let Some(worker) = &record.worker {
             (row("worker", html! { (worker) }))
         }
