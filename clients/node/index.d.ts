@@ -120,6 +120,17 @@ export interface Progress {
   message?: string;
 }
 
+/**
+ * The checkpoint a job keeps (the bytes its attempts saved last to resume from), as its
+ * record tells of it; the bytes are read with `Client.checkpoint`.
+ */
+export interface CheckpointInfo {
+  /** Its size. */
+  bytes: number;
+  /** When it was saved (Redis' clock). */
+  savedAt: Date;
+}
+
 /** One ended attempt. */
 export interface Attempt {
   attempt: number;
@@ -159,6 +170,8 @@ export interface Job {
   progress: Progress | null;
   /** Progress reports over all attempts. */
   progressSeq: number;
+  /** The checkpoint it keeps for its next attempt to resume from, null when none (gone once it succeeds). */
+  checkpoint: CheckpointInfo | null;
   /** The last error: `class` is the failure group. */
   error: { class: string; message: string } | null;
   /** The output of a succeeded job. */
@@ -194,6 +207,12 @@ export interface WaitOptions {
   onProgress?: (progress: Progress, id: string) => void;
 }
 
+/** How `retry` runs a job again. */
+export interface RetryOptions {
+  /** Drop the job's checkpoint, so that it starts over rather than resuming from it. Default false. */
+  fresh?: boolean;
+}
+
 /** What `cancel` did. */
 export interface CancelOutcome {
   /** As `wasmgear cancel` says it. cancelled: at once; stopping: its worker was asked to stop it (it ends cancelled); already-ended: nothing changed. */
@@ -220,13 +239,15 @@ export interface QueueOverview {
 /** An event as published on `wg:{F}:events` (PROTOCOL.md, "Events"), with its function. */
 export interface QueueEvent {
   function: string;
-  event: 'create' | 'start' | 'progress' | 'retry' | 'finish' | 'ready' | 'config' | 'cancel' | string;
+  event: 'create' | 'start' | 'progress' | 'checkpoint' | 'retry' | 'finish' | 'ready' | 'config' | 'cancel' | string;
   id: string;
   attempt?: number;
   seq?: number;
   done?: string | number;
   total?: string | number;
   message?: string;
+  /** A `checkpoint`: the size of the checkpoint the running job saved. */
+  bytes?: number;
   at_ms?: number;
   state?: JobState;
   /** A `finish` of a job a client waits on (`wait`, through `wg2_watch`): its record, as `wg2_get` answers it. */
@@ -556,8 +577,13 @@ export class Client {
   events(fn?: string): EventStream;
   /** Cancels a job, and its unfinished children and theirs; resolves the job's own outcome. */
   cancel(id: string): Promise<CancelOutcome>;
-  /** Runs a failed or cancelled job again; false when it had not ended so. */
-  retry(id: string): Promise<boolean>;
+  /**
+   * Runs a failed or cancelled job again, resuming from its checkpoint if it keeps one
+   * (`{fresh: true}`: dropped, it starts over); false when it had not ended so.
+   */
+  retry(id: string, options?: RetryOptions): Promise<boolean>;
+  /** The checkpoint a job keeps (the bytes its attempts saved last to resume from), null when none. */
+  checkpoint(id: string): Promise<Buffer | null>;
   /** Submits a flow, checked whole before anything is written (BadInputError when refused); resolves its id and its jobs' ids. */
   submitFlow(document: FlowDocument | string): Promise<SubmittedFlow>;
   /** A flow and how its jobs stand; NotFoundError when there is none. */

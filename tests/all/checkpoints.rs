@@ -385,3 +385,115 @@ async fn a_checkpoint_over_the_manifests_cap_is_refused_and_fails_the_job() {
     assert_eq!(position(&client, &id).await, Some(9));
     drop(worker);
 }
+
+/// The HTTP API and the dashboard: a failed job's record shows its checkpoint; the API's
+/// retry takes `fresh` (a value that is not a boolean is refused and changes nothing) or
+/// resumes without it; the dashboard shows the checkpoint and offers both retries, and the
+/// one from the beginning drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_api_and_the_dashboard_show_checkpoints_and_retry_fresh_or_resuming() {
+    use crate::dashboard::{FORM, csrf_of, send, sign_in};
+    use crate::http_api::{Server, get, post};
+
+    let redis = TestRedis::start();
+    let plugins = plugin_dir(&["resume"]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .start();
+    let server = Server::with_token(&redis);
+    let client = redis.client().await;
+    let once = EnqueueOptions {
+        max_attempts: Some(1),
+        ..EnqueueOptions::default()
+    };
+    // Three jobs whose only attempt fails on purpose after 5 of 10 steps, keeping `5`.
+    let mut failed = Vec::new();
+    for _ in 0..3 {
+        let id = client
+            .enqueue(&function("resume"), b"10", &once)
+            .await
+            .unwrap();
+        let status = client.wait(&id, Some(WAIT), |_| {}).await.unwrap();
+        assert_eq!(status.record.state, JobState::Failed, "{status:?}");
+        failed.push(id.to_string());
+    }
+    let resumed_from = |id: String| {
+        let client = &client;
+        async move {
+            let id: wasmgear_proto::JobId = id.parse().unwrap();
+            let status = client.wait(&id, Some(WAIT), |_| {}).await.unwrap();
+            assert_eq!(status.record.state, JobState::Succeeded, "{status:?}");
+            String::from_utf8(status.output.unwrap()).unwrap()
+        }
+    };
+
+    let job = get(&server, &format!("/v1/jobs/{}", failed[0]))
+        .await
+        .json();
+    assert_eq!(job["checkpoint"]["bytes"], 1, "{job}");
+    let bad = post(
+        &server,
+        &format!("/v1/jobs/{}/retry?fresh=maybe", failed[0]),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        client
+            .status(&failed[0].parse().unwrap())
+            .await
+            .unwrap()
+            .record
+            .state,
+        JobState::Failed
+    );
+    let fresh = post(
+        &server,
+        &format!("/v1/jobs/{}/retry?fresh=true", failed[0]),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(fresh.json()["retried"], true);
+    assert_eq!(resumed_from(failed[0].clone()).await, "resumed from 0");
+    let plain = post(
+        &server,
+        &format!("/v1/jobs/{}/retry", failed[1]),
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(plain.json()["retried"], true);
+    assert_eq!(resumed_from(failed[1].clone()).await, "resumed from 5");
+
+    let cookie = sign_in(&server).await;
+    let signed_in = ("cookie", cookie.as_str());
+    let path = format!("/ui/jobs/{}", failed[2]);
+    let page = send(&server, "GET", &path, &[signed_in], "").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains("<th scope=\"row\">checkpoint</th><td>1 byte, saved "),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("Retry from the checkpoint"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("Retry from the beginning"),
+        "{}",
+        page.body
+    );
+    let csrf = csrf_of(&page.body);
+    let retried = send(
+        &server,
+        "POST",
+        &format!("{path}/retry"),
+        &[FORM, signed_in],
+        &format!("csrf={csrf}&fresh=1"),
+    )
+    .await;
+    assert_eq!(retried.status, 303, "{}", retried.body);
+    assert_eq!(resumed_from(failed[2].clone()).await, "resumed from 0");
+}

@@ -5,7 +5,7 @@ const Redis = require('ioredis');
 
 const protocol = require('./protocol');
 const { checkFunction, isFunction, parseJobId } = require('./names');
-const { LIMITS, jobOptions, inputBytes } = require('./options');
+const { LIMITS, jobOptions, inputBytes, retryArgs } = require('./options');
 // ioredis' own error classes (its index exports only ReplyError).
 const { MaxRetriesPerRequestError } = require('ioredis/built/errors');
 // The class of ioredis' errors for a command aborted by a closed connection (the parent of
@@ -1102,14 +1102,17 @@ class Client {
 
   /**
    * Runs job `id` again if it failed, was cancelled or expired (without its deadline), with
-   * as many attempts as it first had. Resolves whether it was queued again (false: it had not ended so).
+   * as many attempts as it first had. It resumes from the checkpoint it keeps, if any; with
+   * `{fresh: true}` the checkpoint is dropped and it starts over. Resolves whether it was
+   * queued again (false: it had not ended so).
    */
-  async retry(id) {
+  async retry(id, options) {
     return this.#guard(async () => {
+      const fresh = retryArgs(options);
       const job = parseJobId(id);
       let reply;
       try {
-        reply = await this.#fcall('retry', job.fn, ['job', job.number]);
+        reply = await this.#fcall('retry', job.fn, ['job', job.number, ...fresh]);
       } catch (error) {
         if (replyCode(error) === 'NOJOB') {
           throw new NotFoundError(`no job ${job.id}: it never existed or its result has expired`, {
@@ -1124,6 +1127,19 @@ class Client {
         await this.#link(String(links[i]), parseJobId(String(links[i + 1])));
       }
       return moved.length > 0;
+    });
+  }
+
+  /**
+   * The checkpoint job `id` keeps: the bytes its attempts saved last to resume from
+   * (`checkpoint_get`, read-only), or null when it keeps none (it never saved one, it
+   * succeeded, a `retry` with `fresh` dropped it, or the job is gone). Its size and when it
+   * was saved are in `status(id).checkpoint`.
+   */
+  async checkpoint(id) {
+    return this.#guard(async () => {
+      const job = parseJobId(id);
+      return (await this.#fcall('checkpoint_get', job.fn, [job.number], { buffers: true })) ?? null;
     });
   }
 

@@ -28,6 +28,17 @@ function progressOf(raw, seq) {
   return progress;
 }
 
+/**
+ * A record's `checkpoint` (`{bytes, ms}`: the size of the checkpoint the job keeps and when
+ * it was saved) as `{bytes, savedAt}`, or null when the job keeps none. The bytes themselves
+ * are read apart (`Client.checkpoint`).
+ */
+function checkpointOf(raw) {
+  const savedAt = raw && typeof raw === 'object' ? date(raw.ms) : null;
+  if (savedAt === null || typeof raw.bytes !== 'number') return null;
+  return { bytes: raw.bytes, savedAt };
+}
+
 function list(value) {
   return Array.isArray(value) ? value : [];
 }
@@ -55,6 +66,7 @@ function jobFrom(id, record, output) {
     maxAttempts: record.max_attempts ?? 0,
     progress: progressOf(record.progress, record.progress_seq),
     progressSeq: record.progress_seq ?? 0,
+    checkpoint: checkpointOf(record.checkpoint),
     error,
     output: output ?? null,
     timeoutMs: record.timeout_ms ?? 0,

@@ -387,6 +387,33 @@ function inputBytes(input, maxBytes) {
   return bytes;
 }
 
+/** The options `retry` takes. */
+const RETRY_OPTIONS = ['fresh'];
+
+/**
+ * The arguments `retry` takes after the job for the options `{fresh}` (as the Rust client's
+ * `RetryOptions`): `fresh` (the job's checkpoint is dropped, so that it starts over rather
+ * than resuming), or none. Options that are not an object, an unknown one or a `fresh` that
+ * is not true or false are refused (BadInputError) before any call.
+ */
+function retryArgs(options) {
+  const refuse = (text) => new BadInputError(`invalid retry option: ${text}`);
+  if (options === undefined || options === null) return [];
+  if (typeof options !== 'object' || Array.isArray(options) || ArrayBuffer.isView(options)) {
+    throw refuse(`the options must be an object, not ${JSON.stringify(options) ?? String(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!RETRY_OPTIONS.includes(name) && options[name] !== undefined) {
+      throw refuse(`unknown option ${JSON.stringify(name)} (known: ${RETRY_OPTIONS.join(', ')})`);
+    }
+  }
+  const { fresh = false } = options;
+  if (typeof fresh !== 'boolean') {
+    throw refuse(`fresh ${JSON.stringify(fresh) ?? String(fresh)} must be true or false`);
+  }
+  return fresh ? ['fresh'] : [];
+}
+
 module.exports = {
   LIMITS,
   POLICIES,
@@ -397,4 +424,5 @@ module.exports = {
   checkKey,
   checkGroup,
   priorityValue,
+  retryArgs,
 };

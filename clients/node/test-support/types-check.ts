@@ -25,9 +25,11 @@ import type {
   Enqueued,
   Progress,
   Attempt,
+  CheckpointInfo,
   Job,
   JobRecord,
   WaitOptions,
+  RetryOptions,
   CancelOutcome,
   QueueOverview,
   QueueEvent,
@@ -181,6 +183,11 @@ async function everyCall(ca: Buffer): Promise<void> {
     void fields;
   }
   const record: Record<string, unknown> = job.record;
+  // The checkpoint it keeps: its size and when it was saved; its bytes read apart.
+  const kept: CheckpointInfo | null = job.checkpoint;
+  const keptFields: [number, Date] | null = kept && [kept.bytes, kept.savedAt];
+  const saved: Buffer | null = await client.checkpoint(one.id);
+  void [keptFields, saved];
 
   const log: string = await client.logs(one.id);
 
@@ -239,7 +246,9 @@ async function everyCall(ca: Buffer): Promise<void> {
     ];
     // A finish of a job a client waits on carries its record, and its output when small text.
     const carried: [JobRecord | undefined, string | undefined, boolean | undefined] = [e.record, e.output, e.output_omitted];
-    void [fields, extra, e.total, e.message, e.at_ms, carried];
+    // A checkpoint tells the size of the checkpoint the running job saved.
+    const size: number | undefined = e.event === 'checkpoint' ? e.bytes : undefined;
+    void [fields, extra, e.total, e.message, e.at_ms, carried, size];
     if (e.event === 'finish') break;
   }
   const everything = client.events();
@@ -248,6 +257,12 @@ async function everyCall(ca: Buffer): Promise<void> {
   const cancelled: CancelOutcome = await client.cancel(one.id);
   console.log(describe(cancelled));
   const retried: boolean = await client.retry(one.id);
+  const fresh: RetryOptions = { fresh: true };
+  const startedOver: boolean = await client.retry(one.id, fresh);
+  await client.retry(one.id, { fresh: false });
+  // @ts-expect-error fresh is true or false
+  await client.retry(one.id, { fresh: 'yes' });
+  void startedOver;
 
   const queues: QueueOverview[] = await client.queues();
   for (const q of queues) {

@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { jobOptions, inputBytes, LIMITS } = require('../lib/options');
+const { jobOptions, inputBytes, retryArgs, LIMITS } = require('../lib/options');
 const { parseMessage, Mailbox } = require('../lib/subscriber');
 const { parseJobId, checkFunction, BadInputError, ConflictError } = require('..');
 const protocol = require('../lib/protocol');
@@ -116,6 +116,31 @@ describe('options', () => {
     for (const [options, message] of cases) {
       assert.throws(() => jobOptions(options), (error) => {
         assert.ok(error instanceof BadInputError);
+        assert.match(error.message, message);
+        return true;
+      });
+    }
+  });
+
+  it("sends retry's fresh as the last argument; refuses a fresh not true or false and other options", () => {
+    assert.deepEqual(retryArgs(undefined), []);
+    assert.deepEqual(retryArgs(null), []);
+    assert.deepEqual(retryArgs({}), []);
+    assert.deepEqual(retryArgs({ fresh: false }), []);
+    assert.deepEqual(retryArgs({ fresh: undefined }), []);
+    assert.deepEqual(retryArgs({ fresh: true }), ['fresh']);
+    const cases = [
+      [{ fresh: 'yes' }, /^invalid retry option: fresh "yes" must be true or false$/],
+      [{ fresh: 1 }, /fresh 1 must be true or false/],
+      [{ fresh: null }, /fresh null must be true or false/],
+      [{ fresh: true, attempts: 2 }, /unknown option "attempts" \(known: fresh\)/],
+      [true, /the options must be an object, not true/],
+      ['fresh', /the options must be an object, not "fresh"/],
+      [['fresh'], /the options must be an object/],
+    ];
+    for (const [options, message] of cases) {
+      assert.throws(() => retryArgs(options), (error) => {
+        assert.ok(error instanceof BadInputError, `${error.name}: ${error.message}`);
         assert.match(error.message, message);
         return true;
       });
@@ -409,9 +434,15 @@ describe('protocol', () => {
     assert.deepEqual(call.keys, ['wg:{echo}:jobs', 'wg:{echo}:output', 'wg:{echo}:stats', 'wg:{echo}:events']);
     const enqueue = protocol.callOn('enqueue', 'f');
     assert.equal(enqueue.command, 'FCALL');
-    assert.equal(enqueue.keys.length, 34);
+    assert.equal(enqueue.keys.length, 35);
     assert.equal(enqueue.keys[24], 'wg:{f}:reserved');
-    assert.equal(enqueue.keys.at(-1), 'wg:{f}:expiring');
+    assert.equal(enqueue.keys.at(-2), 'wg:{f}:expiring');
+    assert.equal(enqueue.keys.at(-1), 'wg:{f}:checkpoints');
+    // A job's checkpoint is read as its record is: read-only, on the function's keys.
+    const checkpoint = protocol.callOn('checkpoint_get', 'f');
+    assert.equal(checkpoint.command, 'FCALL_RO');
+    assert.equal(checkpoint.name, 'wg2_checkpoint_get');
+    assert.deepEqual(checkpoint.keys, ['wg:{f}:jobs', 'wg:{f}:checkpoints', 'wg:{f}:stats', 'wg:{f}:events']);
     assert.equal(protocol.allEventsPattern(), 'wg:{*}:events');
     assert.equal(protocol.functionOfChannel('wg:{a.b}:events'), 'a.b');
     assert.equal(protocol.functionOfChannel('wg:{a}:work'), undefined);
@@ -476,6 +507,22 @@ describe('messages', () => {
     for (const bad of [null, 'text', 7, [1]]) {
       assert.equal(jobOfFinish('echo:7', { ...event, record: bad }), null, JSON.stringify(bad));
     }
+  });
+
+  it("reads a record's checkpoint as its size and when it was saved; null when it keeps none", () => {
+    const { jobFrom, jobOfFinish } = require('../lib/job');
+    const record = { state: 'failed', checkpoint: { bytes: 1, ms: 1700000000005 } };
+    assert.deepEqual(jobFrom('resume:3', record, null).checkpoint, { bytes: 1, savedAt: new Date(1700000000005) });
+    // A watched job's finish event carries it in its record.
+    const finish = { event: 'finish', id: 'resume:3', state: 'failed', record };
+    assert.deepEqual(jobOfFinish('resume:3', finish).checkpoint, { bytes: 1, savedAt: new Date(1700000000005) });
+    for (const none of [undefined, null, {}, [], 'x', { bytes: 1 }, { ms: 1700000000005 }]) {
+      assert.equal(jobFrom('resume:3', { state: 'failed', checkpoint: none }, null).checkpoint, null, JSON.stringify(none));
+    }
+    // The event of a saved checkpoint is read as any other, with its size.
+    assert.deepEqual(parseMessage('{"event":"checkpoint","id":"resume:3","bytes":1}'), [
+      { event: 'checkpoint', id: 'resume:3', bytes: 1 },
+    ]);
   });
 });
 
@@ -551,7 +598,7 @@ describe('Client internals', () => {
     assert.throws(() => new Client({ redis: null }), TypeError);
     const own = Object.getOwnPropertyNames(Client.prototype).sort();
     assert.deepEqual(own, [
-      'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'close', 'closeBatch', 'config',
+      'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'checkpoint', 'close', 'closeBatch', 'config',
       'configure', 'configureGroup', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow', 'groups',
       'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
       'waitFlow',

@@ -128,6 +128,40 @@ def test_a_waited_jobs_finish_event_reads_as_gets_reply() -> None:
     assert read[1:] == [None, None, None]
 
 
+def test_a_checkpoint_reads_from_its_event_and_its_record() -> None:
+    """A `checkpoint` event has its size in `bytes`; a record's `checkpoint` ({bytes, ms}) is
+    the job's `checkpoint` (None without one); one that cannot be read is a ProtocolError."""
+    [event] = core.parse_message("resume", b'{"event":"checkpoint","id":"resume:3","bytes":7}')
+    assert (event.kind, event.id, event.bytes) == ("checkpoint", "resume:3", 7)
+    assert core.parse_message("resume", b'{"event":"create","id":"resume:3"}')[0].bytes is None
+    record = {"state": "failed", "checkpoint": {"bytes": 7, "ms": 1700000000123}}
+    job = core.parse_record("resume:3", json.dumps(record).encode(), None)
+    saved = datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)
+    assert job.checkpoint == wasmgear.CheckpointInfo(bytes=7, saved=saved)
+    assert core.parse_record("resume:3", b'{"state":"failed"}', None).checkpoint is None
+    for bad in ({"bytes": 7}, {"ms": 1}, [7, 1]):
+        with pytest.raises(wasmgear.ProtocolError, match="record of job resume:3"):
+            core.parse_record("resume:3", json.dumps({**record, "checkpoint": bad}).encode(),
+                              None)
+
+
+def test_checkpoint_and_retry_send_what_the_rust_client_sends() -> None:
+    """`checkpoint` calls `checkpoint_get` read-only with the manifest's keys; `retry` ends
+    with `fresh` only when asked, and refuses a `fresh` that is not a bool before sending
+    anything."""
+    proto = core.protocol()
+    keys = [f"wg:{{resume}}:{suffix}" for suffix in ("jobs", "checkpoints", "stats", "events")]
+    assert drive(core.checkpoint(proto, "resume:3"), {"wg2_checkpoint_get": b"5"}) == [
+        ("FCALL_RO", "wg2_checkpoint_get", 4, *keys, "resume", 3)]
+    moved = {"wg2_retry": [[3], [], 1]}
+    for fresh, last in ((False, ("resume", "job", 3)), (True, ("resume", "job", 3, "fresh"))):
+        [sent] = drive(core.retry(proto, "resume:3", fresh), moved)
+        assert sent[0] == "FCALL" and sent[1] == "wg2_retry" and sent[-len(last):] == last
+    for bad in ("yes", 1, None):
+        with pytest.raises(wasmgear.BadInput, match=r"^fresh .* is neither True nor False$"):
+            next(core.retry(proto, "resume:3", bad))  # raised before the first command
+
+
 def test_router_shares_channels_and_routes_by_job() -> None:
     router = core.Router(core.protocol())
     a, b = object(), object()

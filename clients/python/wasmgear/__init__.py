@@ -17,9 +17,11 @@ the function's jobs leased round robin across groups; `configure`, `configure_gr
 keeps answering with its succeeded job for a while, `debounce` lets the last of a burst run,
 and `throttle` makes at most so many jobs per period. A `redis+sentinel://` URL follows the
 primary of a replicated set through its sentinels; `min_replicas` has every write of jobs
-confirmed by replicas (else NotReplicated). Each job carries a W3C trace context: the one
-given (`traceparent`, `tracestate`), else, with the OpenTelemetry API installed (the `otel`
-extra), that of the `send FUNCTION` span the client opens around each write.
+confirmed by replicas (else NotReplicated). A job's attempts may save a checkpoint to
+resume from: `checkpoint` reads it, `retry(id, fresh=True)` drops it. Each job carries a W3C
+trace context: the one given (`traceparent`, `tracestate`), else, with the OpenTelemetry API
+installed (the `otel` extra), that of the `send FUNCTION` span the client opens around each
+write.
 """
 
 from .aio import AsyncClient, AsyncEventStream
@@ -42,6 +44,7 @@ from .models import (
     BatchStatus,
     Callback,
     CancelResult,
+    CheckpointInfo,
     Enqueued,
     Event,
     FlowEdge,
@@ -75,6 +78,7 @@ __all__ = [
     "CallbackSpec",
     "Conflict",
     "CancelResult",
+    "CheckpointInfo",
     "Client",
     "Enqueued",
     "Event",

@@ -669,8 +669,11 @@ class AsyncClient:
         """Cancels job `id` and its unfinished children, and theirs (as `Client.cancel`)."""
         return await self._drive(core.cancel(self._proto, id))
 
-    async def retry(self, id: str) -> bool:
-        return await self._drive(core.retry(self._proto, id))
+    async def retry(self, id: str, *, fresh: bool = False) -> bool:
+        return await self._drive(core.retry(self._proto, id, fresh))
+
+    async def checkpoint(self, id: str) -> Optional[bytes]:
+        return await self._drive(core.checkpoint(self._proto, id))
 
     async def queues(self) -> List[QueueInfo]:
         return await self._drive(core.queues(self._proto))

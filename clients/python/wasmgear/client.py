@@ -845,9 +845,18 @@ class Client:
         The result is `id`'s own. Safe to repeat: if Redis fails half-way, cancel again."""
         return self._drive(core.cancel(self._proto, id))
 
-    def retry(self, id: str) -> bool:
-        """Runs failed or cancelled job `id` again; False when it had not ended so."""
-        return self._drive(core.retry(self._proto, id))
+    def retry(self, id: str, *, fresh: bool = False) -> bool:
+        """Runs failed or cancelled job `id` again; False when it had not ended so. It
+        resumes from the checkpoint it keeps, if any; `fresh` drops that checkpoint, so
+        that it starts from the beginning (BadInput, before any call, unless True or
+        False)."""
+        return self._drive(core.retry(self._proto, id, fresh))
+
+    def checkpoint(self, id: str) -> Optional[bytes]:
+        """The checkpoint job `id` keeps for its next attempt to resume from (its size and
+        time are on `status(id).checkpoint`), or None: it never saved one, it succeeded, a
+        retry with `fresh` dropped it, or the job is gone."""
+        return self._drive(core.checkpoint(self._proto, id))
 
     def queues(self) -> List[QueueInfo]:
         """Every known function's queue: jobs per state, live workers, paused."""

@@ -63,6 +63,15 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class CheckpointInfo:
+    """The checkpoint a job keeps for its next attempt to resume from, as its record tells
+    of it: its size in bytes and when it was saved (`checkpoint(id)` reads the bytes)."""
+
+    bytes: int
+    saved: datetime
+
+
+@dataclass(frozen=True)
 class Job:
     """A job's status as `wg2_get` answers it. `record` is the whole record (PROTOCOL.md,
     "The job record"), the other fields the parts most callers want."""
@@ -93,6 +102,10 @@ class Job:
     #: context), and the tracestate that came with it.
     trace: Optional[str] = None
     tracestate: Optional[str] = None
+    #: The checkpoint the job keeps (saved by an attempt that ran, for the next one to
+    #: resume from), or None: it never saved one, it succeeded, or a retry with `fresh`
+    #: dropped it.
+    checkpoint: Optional[CheckpointInfo] = None
 
     @property
     def function(self) -> str:
@@ -123,8 +136,9 @@ class Job:
 class Event:
     """One event published on a function's `events` channel (PROTOCOL.md, "Events").
 
-    `kind` is `create`, `start`, `progress`, `retry`, `finish`, `ready`, `config`, `cancel`
-    (or a kind a newer version added); the other fields are set when the kind has them.
+    `kind` is `create`, `start`, `progress`, `checkpoint`, `retry`, `finish`, `ready`,
+    `config`, `cancel` (or a kind a newer version added); the other fields are set when the
+    kind has them (`bytes`: the size of the checkpoint a running job saved).
     `raw` is the event's JSON object. The `finish` event of a job a wait marked
     (`wg2_watch`) also has `record` (as `wg2_get` answers it) and `output` (a text output
     of at most 1024 bytes) or `output_omitted` (true: read the job) there."""
@@ -139,6 +153,7 @@ class Event:
     message: Optional[str] = None
     state: Optional[str] = None
     at: Optional[datetime] = None
+    bytes: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 

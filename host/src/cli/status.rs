@@ -88,8 +88,13 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
         println!("progress  {}/{} {message}", progress.done, progress.total);
     }
     if let Some(checkpoint) = &record.checkpoint {
+        let unit = if checkpoint.bytes == 1 {
+            "byte"
+        } else {
+            "bytes"
+        };
         println!(
-            "checkpoint {} bytes, saved {}",
+            "checkpoint {} {unit}, saved {}",
             checkpoint.bytes,
             in_or_ago(checkpoint.ms)
         );

@@ -16,7 +16,7 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `replication`: a write of jobs confirmed by replicas (`min_replicas`, `WAIT`).
 - `sentinel`: `redis+sentinel://` URLs read and redacted, what sentinels answer judged.
 - `records`: a job's record and published events, parsed.
-- `operations`: enqueue, status, logs, cancel, retry, queues.
+- `operations`: enqueue, status, logs, checkpoint, cancel, retry, queues.
 - `settings`: a function's settings (`configure`, `config`) and its groups
   (`configure_group`, `groups`), their values checked.
 - `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
@@ -41,6 +41,7 @@ from .operations import (
     cancel,
     cancel_children,
     cancel_one,
+    checkpoint,
     deliver,
     enqueue,
     enqueue_call,
@@ -187,6 +188,7 @@ __all__ = [
     "check_flow",
     "check_flow_id",
     "cancel_one",
+    "checkpoint",
     "check_batch_id",
     "check_function",
     "check_trace",

@@ -1,5 +1,5 @@
-"""The operations of both clients, each a generator: enqueue, look up, cancel, retry,
-list the queues."""
+"""The operations of both clients, each a generator: enqueue, look up (a job's status, log
+and checkpoint), cancel, retry, list the queues."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import BadInput, Conflict, NotFound, NotReplicated, ProtocolError,
 from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
 from . import propagation
 from .calls import ClientState, call, map_error
-from .options import JobSpec
+from .options import JobSpec, check_flag
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
 from .records import _list, parse_record
 from .replication import invoke_confirmed, reply_setting
@@ -358,10 +358,23 @@ def cancel_children(proto: Protocol, job_id: str) -> Gen[None]:
             todo.append(child)
 
 
-def retry(proto: Protocol, job_id: str) -> Gen[bool]:
+def checkpoint(proto: Protocol, job_id: str) -> Gen[Optional[bytes]]:
+    """The checkpoint job `job_id` keeps for its next attempt to resume from
+    (`wg2_checkpoint_get`), or None: it never saved one, it succeeded, a retry with `fresh`
+    dropped it, or the job is gone."""
     function, number = parse_job_id(job_id)
+    data = yield from call(proto.fcall("checkpoint_get", function, number))
+    return None if data is None else bytes(data)
+
+
+def retry(proto: Protocol, job_id: str, fresh: bool = False) -> Gen[bool]:
+    """Runs failed or cancelled job `job_id` again (False when it had not ended so): from
+    the checkpoint it keeps, if any, or with `fresh` from the beginning (the checkpoint is
+    dropped). `fresh` is checked before anything is sent."""
+    function, number = parse_job_id(job_id)
+    last = ["fresh"] if check_flag("fresh", fresh) else []
     try:
-        reply = yield from call(proto.fcall("retry", function, "job", number))
+        reply = yield from call(proto.fcall("retry", function, "job", number, *last))
     except rx.ResponseError as e:
         error = map_error(e)
         if isinstance(error, NotFound):

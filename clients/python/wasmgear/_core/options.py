@@ -65,6 +65,13 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """`value` if it is True or False (not 1, nor "yes"), else BadInput naming `name`."""
+    if not isinstance(value, bool):
+        raise BadInput(f"{name} {value!r} is neither True nor False")
+    return value
+
+
 def _duration_ms(name: str, value: Any) -> int:
     """A duration given as seconds (int or float) or a timedelta, in ms (rounded down; a
     timedelta exactly)."""

@@ -7,7 +7,7 @@ import json
 from typing import Any, List, Optional
 
 from ..errors import ProtocolError
-from ..models import Attempt, Event, Job, JobError, Progress, ms_to_datetime
+from ..models import Attempt, CheckpointInfo, Event, Job, JobError, Progress, ms_to_datetime
 from .base import text
 
 def _whole(value: Any) -> int:
@@ -81,6 +81,7 @@ def job_of_record(job_id: str, record: Any, output: Any, raw: Any) -> Job:
             expires=ms_to_datetime(record.get("expires_ms")),
             trace=_text_or_none(record.get("trace")),
             tracestate=_text_or_none(record.get("tracestate")),
+            checkpoint=_checkpoint(record.get("checkpoint")),
             record=record,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -105,6 +106,19 @@ def finished_job(job_id: str, event: Event) -> Optional[Job]:
                              None if output is None else output.encode("utf-8"), obj)
     except ProtocolError:
         return None
+
+
+def _checkpoint(value: Any) -> Optional[CheckpointInfo]:
+    """A record's `checkpoint` (`{bytes, ms}`) as a CheckpointInfo; None when the job keeps
+    none (the record has no `checkpoint`)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"its checkpoint {value!r} is not a JSON object")
+    saved = ms_to_datetime(value.get("ms"))
+    if saved is None:
+        raise ValueError("its checkpoint has no time (ms)")
+    return CheckpointInfo(bytes=int(value["bytes"]), saved=saved)
 
 
 def _text_or_none(value: Any) -> Optional[str]:
@@ -140,6 +154,7 @@ def parse_event(function: str, obj: Any) -> Optional[Event]:
             message=obj.get("message"),
             state=obj.get("state"),
             at=ms_to_datetime(obj.get("at_ms")),
+            bytes=None if obj.get("bytes") is None else int(obj["bytes"]),
             raw=obj,
         )
     except (TypeError, ValueError):

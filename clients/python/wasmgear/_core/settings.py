@@ -21,7 +21,7 @@ from ..models import FunctionConfig, GroupConfig, GroupInfo, GroupsOverview, Rat
 from .base import Cmd, Gen, Protocol, check_function, limits, text
 from .calls import ClientState, call
 from .operations import register
-from .options import MAX_WHOLE, _duration_ms, check_group
+from .options import MAX_WHOLE, _duration_ms, check_flag, check_group
 
 #: The most groups one `groups` call lists (crates/proto/src/limits.rs, MAX_GROUPS_LISTED;
 #: the manifest does not carry it).
@@ -76,9 +76,7 @@ def _rate(limit_name: str, interval_name: str, rate: Any) -> List[str]:
 
 
 def _paused(value: Any) -> str:
-    if not isinstance(value, bool):
-        raise BadInput(f"paused {value!r} is neither True nor False")
-    return "1" if value else ""
+    return "1" if check_flag("paused", value) else ""
 
 
 def _min_replicas(value: Any) -> str:

@@ -177,7 +177,8 @@ fn facts(status: &JobStatus, now: u64) -> Markup {
         (row("finished", time(record.finished_ms, now)))
         @if let Some(checkpoint) = &record.checkpoint {
             (row("checkpoint", html! {
-                (checkpoint.bytes) " bytes, saved " (time(Some(checkpoint.ms), now))
+                (checkpoint.bytes) (if checkpoint.bytes == 1 { " byte" } else { " bytes" })
+                ", saved " (time(Some(checkpoint.ms), now))
             }))
         }
         @if let Some(worker) = &record.worker {
