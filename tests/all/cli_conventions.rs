@@ -270,3 +270,33 @@ fn every_command_refuses_bad_input() {
     }
     assert_eq!(stdout(&wasmgear(&["queues", "--json"], &env)).trim(), "[]");
 }
+
+/// A command whose reader goes away before it prints (`wasmgear status ID | head -0`) ends
+/// quietly, as other command-line tools do: by SIGPIPE, with no panic on its standard error.
+#[test]
+fn a_command_whose_reader_is_gone_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let redis = TestRedis::start();
+    let url = redis.url();
+    let env = [("WASMGEAR_REDIS_URL", url.as_str())];
+    let out = wasmgear(&["enqueue", "nobody", "x"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    // The pipe's reading end is closed before the command runs: its first line fails.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let finished = wasmgear_testkit::cli::command(&["status", &id], &env)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&finished.stderr);
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(
+        finished.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {said}",
+        finished.status
+    );
+}

@@ -143,7 +143,8 @@ impl CompileCache {
         Ok((component, CompileSource::Compiled))
     }
 
-    // The one unsafe call of ours: loading precompiled code (see the SAFETY note).
+    // One of our two unsafe calls (the other: SIGPIPE in host/src/main.rs): loading
+    // precompiled code (see the SAFETY note).
     #[allow(unsafe_code)]
     fn read(&self, engine: &Engine, path: &Path) -> Option<Component> {
         let data = std::fs::read(path).ok()?;

@@ -253,6 +253,12 @@ impl Cli {
         }
     }
 
+    /// Whether the command is a long-running service (a worker, the HTTP server), which must
+    /// outlive any reader of its output, rather than one that prints and ends.
+    pub fn is_service(&self) -> bool {
+        matches!(self.command, Command::Worker(_) | Command::Serve(_))
+    }
+
     /// Runs the chosen subcommand; returns the process exit code.
     pub async fn run(self) -> anyhow::Result<i32> {
         match self.command {

@@ -189,7 +189,24 @@ impl WorkerQueue {
             if want == 0 && own_slots == 0 {
                 continue;
             }
-            let register = if registering { share.min(want) } else { 0 };
+            // A registration leaves a slot for each function still to be asked in this call
+            // that may have work: one serving a single slot would otherwise keep it for a
+            // function that found nothing while another, asked next, has jobs ready (a
+            // worker of concurrency 1 started beside a full queue waited two idle polls).
+            let later = (i + 1..requests.len())
+                .filter(|j| {
+                    let other = &requests[(start + j) % requests.len()].function;
+                    !listening
+                        || lock_hints(&self.hints)
+                            .get(other)
+                            .is_none_or(|h| h.worth_asking(now))
+                })
+                .count();
+            let register = if registering {
+                share.min(want).min(budget.saturating_sub(later))
+            } else {
+                0
+            };
             // A lease runs out `ttl` after the call was sent, at the latest, by our clock.
             let sent = std::time::Instant::now();
             let mut call = scripts::on_function(&scripts::LEASE, function);
