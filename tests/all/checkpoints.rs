@@ -31,6 +31,15 @@ async fn lease_ran_out(client: &wasmgear_client::Client, id: &wasmgear_proto::Jo
     .await;
 }
 
+/// How many checkpoints function `f` keeps in Redis (its `checkpoints` hash).
+async fn checkpoints_kept(redis: &TestRedis, f: &wasmgear_proto::FunctionName) -> u64 {
+    redis::cmd("HLEN")
+        .arg(wasmgear_proto::keys::FunctionKeys::new(f).checkpoints())
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap()
+}
+
 /// The position the `resume` plugin saved last for job `id`, if any.
 async fn position(client: &wasmgear_client::Client, id: &wasmgear_proto::JobId) -> Option<u64> {
     let saved = client.checkpoint(id).await.unwrap()?;
@@ -113,13 +122,7 @@ async fn the_lease_holders_latest_checkpoint_is_kept_until_the_job_succeeds() {
     let status = client.status(&id).await.unwrap();
     assert_eq!(status.record.state, JobState::Succeeded);
     assert_eq!(status.record.checkpoint, None);
-    let mut raw = redis.raw().await;
-    let kept: u64 = redis::cmd("HLEN")
-        .arg(wasmgear_proto::keys::FunctionKeys::new(&f).checkpoints())
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(kept, 0);
+    assert_eq!(checkpoints_kept(&redis, &f).await, 0);
 }
 
 /// A failed job keeps its checkpoint: `retry` resumes from it, `retry --fresh` (and the
@@ -192,32 +195,20 @@ async fn a_failed_job_keeps_its_checkpoint_for_retry_and_fresh_drops_it() {
     let lease = hand.next(&g).await;
     assert!(hand.queue.save_checkpoint(&lease, b"lost").await.unwrap());
     hand.fail(&lease, ErrorClass::GuestError, false).await;
-    let keys = wasmgear_proto::keys::FunctionKeys::new(&g);
-    let mut raw = redis.raw().await;
-    eventually(WAIT, "the failed job to be forgotten", || {
-        let (client, g, keys, mut raw, gone) = (&client, &g, &keys, raw.clone(), &gone);
-        async move {
+    eventually(
+        WAIT,
+        "the failed job to be forgotten, its checkpoint with it",
+        || async {
             // (Calls on the function forget what is due.)
             client
-                .enqueue(g, b"", &EnqueueOptions::default())
+                .enqueue(&g, b"", &EnqueueOptions::default())
                 .await
                 .unwrap();
-            let kept: u64 = redis::cmd("HLEN")
-                .arg(keys.checkpoints())
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            let forgotten = matches!(client.status(gone).await, Err(QueueError::NoSuchJob(_)));
-            (forgotten && kept == 0).then_some(())
-        }
-    })
+            let forgotten = matches!(client.status(&gone).await, Err(QueueError::NoSuchJob(_)));
+            (forgotten && checkpoints_kept(&redis, &g).await == 0).then_some(())
+        },
+    )
     .await;
-    let kept: u64 = redis::cmd("HLEN")
-        .arg(keys.checkpoints())
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(kept, 0);
 }
 
 /// The example plugin on a real worker: `resume 10` fails on purpose after 5 steps on its
