@@ -293,15 +293,20 @@ impl<S: JobSource> Node<S> {
             )),
             Some(plugin) => {
                 let (reports_tx, reports_rx) = watch::channel(Reports::default());
-                let (loads_tx, loads_rx) = mpsc::unbounded_channel();
-                // Only a plugin that imports checkpoints has them (no cost for the others).
-                let checkpoints = plugin.saves_checkpoints().then(|| {
-                    Arc::new(Checkpoints::new(
+                // Only a plugin that imports checkpoints has them, and a channel for their
+                // loads (no cost for the others).
+                let (checkpoints, loads_rx) = if plugin.saves_checkpoints() {
+                    let (loads_tx, loads_rx) = mpsc::unbounded_channel();
+                    let checkpoints = Arc::new(Checkpoints::new(
                         reports_tx.clone(),
                         loads_tx,
                         self.source.keeps_checkpoints(&lease),
-                    )) as Arc<dyn wasmgear_runtime::JobCheckpoints>
-                });
+                    ))
+                        as Arc<dyn wasmgear_runtime::JobCheckpoints>;
+                    (Some(checkpoints), Some(loads_rx))
+                } else {
+                    (None, None)
+                };
                 let hooks: Arc<dyn JobHooks> = Arc::new(Reporter {
                     reports: reports_tx,
                     lines: lines.clone(),
@@ -388,7 +393,7 @@ impl<S: JobSource> Node<S> {
         &self,
         lease: &Lease,
         mut reports: watch::Receiver<Reports>,
-        mut loads: mpsc::UnboundedReceiver<LoadReply>,
+        mut loads: Option<mpsc::UnboundedReceiver<LoadReply>>,
         cancel: CancelSignal,
     ) {
         let ttl = lease.ttl;
@@ -473,7 +478,12 @@ impl<S: JobSource> Node<S> {
                             }
                         }
                     }
-                    Some(reply) = loads.recv() => {
+                    Some(reply) = async {
+                        match loads.as_mut() {
+                            Some(loads) => loads.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
                         let read = self
                             .source
                             .checkpoint(lease)
