@@ -92,6 +92,7 @@ mod host;
 mod io;
 mod job;
 
+pub mod batch;
 pub mod checkpoint;
 pub mod children;
 pub mod dependencies;
@@ -116,6 +117,26 @@ pub mod __bindings {
         // `job!` expands to the generated `export!` in the plugin's crate, not in this one.
         pub_export_macro: true,
         default_bindings_module: "wasmgear_guest::__bindings",
+    });
+}
+
+/// The raw bindings of the `batch` world (a batch plugin), sharing the interfaces it has in
+/// common with [`__bindings`]. Not part of the API: use [`batch`] and [`batch!`] instead.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod __batch_bindings {
+    wit_bindgen::generate!({
+        world: "batch",
+        path: "../wit",
+        with: {
+            "wasmgear:job/types@0.1.0": crate::__bindings::wasmgear::job::types,
+            "wasmgear:job/log@0.1.0": crate::__bindings::wasmgear::job::log,
+            "wasmgear:job/cancel@0.1.0": crate::__bindings::wasmgear::job::cancel,
+            "wasmgear:job/config@0.1.0": crate::__bindings::wasmgear::job::config,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_batch",
+        default_bindings_module: "wasmgear_guest::__batch_bindings",
     });
 }
 
@@ -145,6 +166,70 @@ pub mod __private {
             .and_then(IntoOutput::into_output)
             .map_err(JobError::into_wit)
     }
+
+    pub use crate::__batch_bindings::exports::wasmgear::job::batch_handler::{
+        BatchJob as WitBatchJob, Guest as BatchGuest,
+    };
+
+    /// Runs a batch through `handler`: gives it the batch's jobs and maps its results to
+    /// the WIT's (a handler that returns another number of results than it was given jobs
+    /// fails the whole batch at the worker, which says so).
+    pub fn run_batch<F>(handler: F, jobs: Vec<WitBatchJob>) -> Vec<Result<Vec<u8>, WitJobError>>
+    where
+        F: FnOnce(Vec<crate::batch::BatchJob>) -> Vec<Result<Vec<u8>, JobError>>,
+    {
+        #[cfg(target_arch = "wasm32")]
+        crate::host::log_panics();
+
+        let jobs = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(index, job)| {
+                crate::batch::BatchJob::new(
+                    Job::from_wit(job.job),
+                    job.input,
+                    u32::try_from(index).unwrap_or(u32::MAX),
+                )
+            })
+            .collect();
+        handler(jobs)
+            .into_iter()
+            .map(|result| result.map_err(JobError::into_wit))
+            .collect()
+    }
+}
+
+/// Exports a batch handler as this component's entry point: the one entry point of a batch
+/// plugin (see [`batch`](mod@crate::batch)).
+///
+/// Write `wasmgear_guest::batch!(handler);` once, at the top level of the plugin's
+/// `lib.rs`, where `handler` is a function of the shape
+///
+/// ```text
+/// fn handler(jobs: Vec<BatchJob>) -> Vec<Result<Vec<u8>, JobError>>
+/// ```
+///
+/// returning one result per job, in order. [`batch::each`] runs a one-job function over
+/// the batch. A crate uses either `batch!` or [`job!`], once.
+#[macro_export]
+macro_rules! batch {
+    ($handler:expr $(,)?) => {
+        const _: () = {
+            struct __WasmgearBatchHandler;
+
+            impl $crate::__private::BatchGuest for __WasmgearBatchHandler {
+                fn run_batch(
+                    jobs: ::std::vec::Vec<$crate::__private::WitBatchJob>,
+                ) -> ::std::vec::Vec<
+                    ::std::result::Result<::std::vec::Vec<u8>, $crate::__private::WitJobError>,
+                > {
+                    $crate::__private::run_batch($handler, jobs)
+                }
+            }
+
+    $crate::__batch_bindings::__export_batch!(__WasmgearBatchHandler with_types_in $crate::__batch_bindings);
+        };
+    };
 }
 
 /// Exports a handler function as this component's job handler: the one entry point of a

@@ -25,14 +25,18 @@
 //!     many leases until the jobs of 99 small groups have all started beside one of 100,000;
 //! 11. replicas: enqueue and drain on a primary with one replica, with and without
 //!     `--min-replicas 1`.
-//! 12. tracing: a worker's CPU per job with span export off, on with every job sampled,
+//! 12. batch: a batch plugin's drain, up to 100 jobs per instance against one per instance.
+//! 13. tracing: a worker's CPU per job with span export off, on with every job sampled,
 //!     and on with 10 % sampled.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
-//! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas, tracing).
+//! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas, batch,
+//! tracing).
 
+#[path = "peers/batch_plugins.rs"]
+mod batch_plugins;
 #[path = "peers/bullmq.rs"]
 mod bullmq;
 #[path = "peers/ceiling.rs"]
@@ -169,7 +173,7 @@ fn main() {
     eprintln!("[build] wasmgear's {} build", build_profile());
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources, flows, groups, replicas, tracing) runs only those
+    // remote, cluster, steady, sources, flows, groups, replicas, batch, tracing) runs only those
     // sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
@@ -228,6 +232,18 @@ fn main() {
     if runs("replicas") {
         eprintln!("[replicas] what --min-replicas 1 costs: a primary with one replica");
         rt.block_on(replicas::replicas(&plan, &mut rows));
+    }
+    if runs("batch") {
+        eprintln!(
+            "[batch] a batch plugin: {} no-op jobs, up to 100 per instance vs one per instance",
+            plan.jobs * 2
+        );
+        rt.block_on(batch_plugins::batch_plugins(
+            &plan,
+            &url,
+            redis.port(),
+            &mut rows,
+        ));
     }
     if runs("tracing") {
         eprintln!("[tracing] a worker's CPU per job, span export off and on");

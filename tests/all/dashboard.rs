@@ -669,6 +669,7 @@ async fn markup_in_jobs_and_workers_is_shown_as_text() {
         plugin_errors: vec![MARKUP.into()],
         sources: vec![MARKUP.into()],
         deployed: Vec::new(),
+        batches: [("xss".to_string(), 7)].into(),
     };
     hand.advertise(&ad, std::slice::from_ref(&f), ttl)
         .await
@@ -737,6 +738,20 @@ async fn markup_in_jobs_and_workers_is_shown_as_text() {
     .await;
     // Input, error, log, tags, the attempt's plugin version and message, its worker.
     assert!(job.body.matches(escaped).count() >= 6, "{}", job.body);
+    // The worker's batch plugin says how many jobs a call takes.
+    let workers = send(
+        &server,
+        "GET",
+        "/ui/workers",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert!(
+        workers.body.contains("</code> batches of up to 7</li>"),
+        "{}",
+        workers.body
+    );
 
     let browser = Browser::start().await;
     let base = format!("http://{}", server.address);

@@ -234,6 +234,10 @@ fn a_bad_manifest_names_the_file_and_the_field() {
         ("[limits]\nfuel = 5", "start it with --fuel"),
         ("concurrency = \"two\"", "invalid type"),
         ("[capabilities]\nall = true", "unknown field `capabilities`"),
+        (
+            "batch = { max = 10 }",
+            "field `batch` is set, but the component exports wasmgear:job/handler",
+        ),
     ];
     for (manifest, expected) in cases {
         let dir = dir_with("bad", "echo", manifest);

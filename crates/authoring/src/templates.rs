@@ -36,6 +36,10 @@ const RUST: &[File] = &[
         include_str!("../../../guest-sdk/src/lib.rs"),
     ),
     (
+        "wasmgear-guest/src/batch.rs",
+        include_str!("../../../guest-sdk/src/batch.rs"),
+    ),
+    (
         "wasmgear-guest/src/checkpoint.rs",
         include_str!("../../../guest-sdk/src/checkpoint.rs"),
     ),

@@ -312,6 +312,9 @@ pub struct LeaseRequest {
     pub default_timeout_ms: u64,
     /// The attempts of jobs enqueued without a number.
     pub default_max_attempts: u32,
+    /// Whether the queue may hand the function's next jobs to this worker without a lease
+    /// call when it finds none now (a batch plugin's jobs are gathered by lease calls only).
+    pub hand_off: bool,
 }
 
 impl LeaseRequest {
@@ -322,6 +325,7 @@ impl LeaseRequest {
             max: usize::MAX,
             default_timeout_ms: DEFAULT_TIMEOUT.as_millis() as u64,
             default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+            hand_off: true,
         }
     }
 }

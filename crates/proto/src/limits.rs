@@ -145,11 +145,18 @@ pub const MAX_HISTORY: u64 = 100;
 pub const MAX_PROGRESS_MESSAGE_BYTES: u64 = 1024;
 
 /// The largest checkpoint a job may keep, in bytes, whatever its plugin's manifest says
-/// (`[checkpoint] max_bytes`, by default [`DEFAULT_CHECKPOINT_BYTES`]).
+/// (`[limits] checkpoint`, by default [`DEFAULT_CHECKPOINT_BYTES`]).
 pub const MAX_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The largest checkpoint a plugin's jobs may keep when its manifest does not say.
 pub const DEFAULT_CHECKPOINT_BYTES: u64 = 1024 * 1024;
+
+/// The most jobs a batch plugin's manifest may ask for in one call (`batch.max`).
+pub const MAX_PLUGIN_BATCH: u64 = 1000;
+
+/// The longest a batch plugin's manifest may have the worker wait for a batch to fill
+/// (`batch.wait`), ms: the leases of the jobs gathered first run down meanwhile.
+pub const MAX_PLUGIN_BATCH_WAIT_MS: u64 = 10_000;
 
 /// How far the clocks of a cluster's nodes may disagree, ms: a schedule's last tick that a
 /// function's queue keeps (fired on one node's clock, checked on another's) is taken for one

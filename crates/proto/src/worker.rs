@@ -31,6 +31,10 @@ pub struct WorkerAd {
     /// others come from its plugin directory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deployed: Vec<String>,
+    /// The functions served by batch plugins → the most jobs one call takes
+    /// (their manifests' `batch.max`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub batches: BTreeMap<String, usize>,
 }
 
 /// A live worker as the worker list holds it.

@@ -33,3 +33,25 @@ pub use self::ResumablePre as JobPre;
 
 pub use self::wasmgear::job::types::JobInfo as WitJobInfo;
 pub use exports::wasmgear::job::handler::JobError;
+
+/// The `batch` world (a batch plugin: `batch-handler` exported, `batch-jobs` imported),
+/// sharing the interfaces it has in common with the job worlds (their host side is the same).
+pub mod batch {
+    #![allow(missing_docs)]
+    wasmtime::component::bindgen!({
+        world: "batch",
+        path: "../../wit",
+        with: {
+            "wasmgear:job/types": crate::bindings::wasmgear::job::types,
+            "wasmgear:job/log": crate::bindings::wasmgear::job::log,
+            "wasmgear:job/cancel": crate::bindings::wasmgear::job::cancel,
+            "wasmgear:job/config": crate::bindings::wasmgear::job::config,
+        },
+        exports: { default: async },
+    });
+
+    pub use self::exports::wasmgear::job::batch_handler::BatchJob as WitBatchJob;
+}
+
+/// A batch plugin's component linked and ready to instantiate.
+pub use self::batch::BatchPre;

@@ -124,6 +124,11 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         Job::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
+        // A batch plugin's one import of its own (the others are the job world's).
+        crate::bindings::batch::wasmgear::job::batch_jobs::add_to_linker::<_, HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let stop = ticker_stop.clone();

@@ -35,6 +35,6 @@ pub use cancel::{CancelReason, CancelSignal};
 pub use checkpoint::JobCheckpoints;
 pub use dependencies::{Dependency, DependencyState, JobDependencies};
 pub use engine::{Limits, Runtime, RuntimeConfig};
-pub use manifest::{Manifest, ManifestError};
+pub use manifest::{BatchSettings, Manifest, ManifestError};
 pub use plugin::{InFlight, Plugin, PluginError};
-pub use run::{ChildFuture, ChildJobs, ChildOutcome, ChildRequest, JobHooks};
+pub use run::{BatchEntry, ChildFuture, ChildJobs, ChildOutcome, ChildRequest, JobHooks};

@@ -9,6 +9,8 @@
 //! concurrency = 4                       # jobs of this plugin at once on one worker
 //! max_attempts = 5                      # for jobs enqueued without --max-attempts
 //! timeout = "2m"                        # for jobs enqueued without --timeout
+//! batch = { max = 100, wait = "20ms" }  # a batch plugin (world `batch`): up to 100 jobs per
+//!                                       # call, waiting at most 20 ms for the batch to fill
 //!
 //! [limits]
 //! memory = "128MiB"                     # at most the worker's own memory limit
@@ -123,6 +125,16 @@ pub const DEFAULT_MAX_CHILDREN: u32 = 100;
 /// The most children one job may ever be allowed.
 pub const MAX_CHILDREN_LIMIT: u32 = wasmgear_proto::limits::MAX_CHILDREN as u32;
 
+/// How a batch plugin's jobs are gathered into one call (`batch = { max, wait }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSettings {
+    /// The most jobs in one call, 1 to [`MAX_PLUGIN_BATCH`](wasmgear_proto::limits::MAX_PLUGIN_BATCH).
+    pub max: usize,
+    /// How long the worker waits for more jobs when fewer than `max` are ready (zero: it
+    /// runs what is there at once).
+    pub wait: Duration,
+}
+
 /// A plugin's manifest, checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Manifest {
@@ -136,6 +148,9 @@ pub struct Manifest {
     pub limits: PluginLimits,
     /// Capabilities.
     pub capabilities: Capabilities,
+    /// How jobs are gathered for a batch plugin; `None` for a plugin that takes one job
+    /// per call (a batch plugin without it gets one job per call too).
+    pub batch: Option<BatchSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +172,14 @@ struct RawManifest {
     http: RawHttp,
     #[serde(default)]
     jobs: RawJobs,
+    batch: Option<RawBatch>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBatch {
+    max: usize,
+    wait: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -351,6 +374,38 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
             format!("must be 1..={MAX_CHILDREN_LIMIT}, got {max_children}"),
         ));
     }
+    let batch = raw
+        .batch
+        .map(|batch| {
+            let most = wasmgear_proto::limits::MAX_PLUGIN_BATCH as usize;
+            if !(1..=most).contains(&batch.max) {
+                return Err(field(
+                    "batch.max",
+                    format!("must be 1 to {most} jobs per call, not {}", batch.max),
+                ));
+            }
+            let wait = match batch.wait.as_deref() {
+                None => Duration::ZERO,
+                Some(text) => wasmgear_proto::units::parse_duration(text)
+                    .map_err(|e| field("batch.wait", format!("{e:#}")))?,
+            };
+            let longest = Duration::from_millis(wasmgear_proto::limits::MAX_PLUGIN_BATCH_WAIT_MS);
+            if wait > longest {
+                return Err(field(
+                    "batch.wait",
+                    format!(
+                        "must be at most {} ms (the leases of the jobs gathered first run down meanwhile), not {} ms",
+                        longest.as_millis(),
+                        wait.as_millis()
+                    ),
+                ));
+            }
+            Ok(BatchSettings {
+                max: batch.max,
+                wait,
+            })
+        })
+        .transpose()?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mut dirs = Vec::new();
     for (i, dir) in raw.dirs.into_iter().enumerate() {
@@ -385,6 +440,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
             enqueue,
             max_children,
         },
+        batch,
     })
 }
 
@@ -434,6 +490,38 @@ mod tests {
         let m = check("[limits]\ncheckpoint = \"16MiB\"").unwrap();
         assert_eq!(m.limits.checkpoint_bytes, Some(16 << 20));
         assert_eq!(check("").unwrap().limits.checkpoint_bytes, None);
+    }
+
+    #[test]
+    fn a_batch_says_how_many_jobs_per_call_and_how_long_to_wait() {
+        let m = check("batch = { max = 100, wait = \"20ms\" }").unwrap();
+        assert_eq!(
+            m.batch,
+            Some(BatchSettings {
+                max: 100,
+                wait: Duration::from_millis(20)
+            })
+        );
+        let m = check("[batch]\nmax = 1").unwrap();
+        assert_eq!(m.batch.map(|b| b.wait), Some(Duration::ZERO));
+        assert_eq!(check("").unwrap().batch, None);
+        for (text, said) in [
+            (
+                "batch = { max = 0 }",
+                "batch.max` must be 1 to 1000 jobs per call, not 0",
+            ),
+            ("batch = { max = 1001 }", "not 1001"),
+            (
+                "batch = { max = 10, wait = \"11s\" }",
+                "must be at most 10000 ms",
+            ),
+            ("batch = { max = 10, wait = \"soon\" }", "batch.wait"),
+            ("batch = { wait = \"1s\" }", "missing field `max`"),
+            ("batch = { max = 10, size = 3 }", "unknown field `size`"),
+        ] {
+            let error = check(text).unwrap_err();
+            assert!(error.contains(said), "{text}: {error}");
+        }
     }
 
     #[test]

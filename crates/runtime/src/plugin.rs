@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use wasmgear_proto::FunctionName;
 
-use super::bindings::JobPre;
+use super::bindings::{BatchPre, JobPre};
 use super::cache::{CompileSource, sha256_hex};
 use super::engine::{Limits, Runtime};
-use super::manifest::{self, Capabilities, JobDefaults, Manifest, ManifestError};
+use super::manifest::{self, BatchSettings, Capabilities, JobDefaults, Manifest, ManifestError};
 use super::run::StoreData;
 
 /// What the first bytes of a plugin file say it is, when it is not a component.
@@ -124,6 +124,13 @@ fn plugin_functions(path: &Path, manifest: &Manifest) -> Result<Vec<FunctionName
     })?])
 }
 
+/// What a plugin's component exports: a handler of one job per call (`handler`, the job
+/// worlds), or of batches (`batch-handler`, the `batch` world).
+pub(crate) enum Entry {
+    Job(JobPre<StoreData>),
+    Batch(BatchPre<StoreData>),
+}
+
 /// A loaded plugin: a compiled component, its manifest, and the limits its jobs run with.
 /// Instantiated afresh for each job.
 pub struct Plugin {
@@ -145,7 +152,7 @@ pub struct Plugin {
     in_flight: AtomicUsize,
     /// Whether the component imports `wasmgear:job/checkpoint`.
     saves_checkpoints: bool,
-    pub(crate) pre: JobPre<StoreData>,
+    pub(crate) entry: Entry,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -167,6 +174,18 @@ impl Plugin {
     /// `wasmgear:job/checkpoint`): the worker keeps them only for those.
     pub fn saves_checkpoints(&self) -> bool {
         self.saves_checkpoints
+    }
+
+    /// Whether the component is a batch plugin's (it exports `batch-handler`).
+    pub fn is_batch(&self) -> bool {
+        matches!(self.entry, Entry::Batch(_))
+    }
+
+    /// How the worker gathers this batch plugin's jobs into one call (its manifest's
+    /// `batch`); `None` for a plugin of one job per call, and for a batch plugin whose
+    /// manifest does not say (it gets one job per call).
+    pub fn batch(&self) -> Option<&BatchSettings> {
+        self.manifest.batch.as_ref().filter(|_| self.is_batch())
     }
 
     /// The limits every job of this plugin runs under.
@@ -334,10 +353,30 @@ impl Runtime {
                     path: path_buf(),
                     reason: format!("{e:#}"),
                 })?;
-        let pre = JobPre::new(instance_pre).map_err(|e| PluginError::WorldMismatch {
-            path: path_buf(),
-            reason: format!("{e:#}"),
-        })?;
+        let entry = match JobPre::new(instance_pre.clone()) {
+            Ok(pre) => Entry::Job(pre),
+            Err(job_error) => match BatchPre::new(instance_pre) {
+                Ok(pre) => Entry::Batch(pre),
+                Err(_) => {
+                    return Err(PluginError::WorldMismatch {
+                        path: path_buf(),
+                        reason: format!(
+                            "{job_error:#} (a batch plugin exports wasmgear:job/batch-handler instead)"
+                        ),
+                    });
+                }
+            },
+        };
+        if manifest.batch.is_some() && matches!(entry, Entry::Job(_)) {
+            return Err(PluginError::Manifest(ManifestError::Field {
+                path: manifest::manifest_path(path),
+                field: "batch".to_string(),
+                reason: "is set, but the component exports wasmgear:job/handler (one job per \
+                         call): build it against the world `batch`, which exports batch-handler, \
+                         or drop `batch`"
+                    .to_string(),
+            }));
+        }
         let saves_checkpoints = component
             .component_type()
             .imports(&self.engine)
@@ -360,7 +399,7 @@ impl Runtime {
             manifest,
             in_flight: AtomicUsize::new(0),
             saves_checkpoints,
-            pre,
+            entry,
         })
     }
 

@@ -17,7 +17,7 @@ use super::bindings::{JobError, WitJobInfo};
 use super::engine::{Limits, Runtime};
 use super::http::HttpGate;
 use super::output::{GuestOutput, JobLog, truncate};
-use super::plugin::Plugin;
+use super::plugin::{Entry, Plugin};
 use wasmgear_proto::sync::Locked;
 
 /// Where a running job's reports go. Called from inside the guest: must not block.
@@ -162,6 +162,9 @@ pub struct StoreData {
     pub(crate) dependencies: Option<Arc<dyn crate::JobDependencies>>,
     /// The job's checkpoints.
     pub(crate) checkpoint: CheckpointState,
+    /// The cancel signals of a batch's jobs, in the batch's order (`batch-jobs.cancelled`);
+    /// empty for one job.
+    pub(crate) batch: Vec<CancelSignal>,
 }
 
 /// A running job's checkpoints: where they are kept, the plugin's limit, and the last one
@@ -198,12 +201,44 @@ enum Stopped {
     Cancelled,
 }
 
+/// One job of a batch, as [`Runtime::run_batch`] is given it.
+pub struct BatchEntry<'a> {
+    /// The job.
+    pub job: &'a JobInfo,
+    /// Its input.
+    pub input: &'a [u8],
+    /// Its own cancellation (a client's cancel, its lease lost): the guest sees it through
+    /// `batch-jobs.cancelled`, and a job whose signal fired ends cancelled.
+    pub cancel: CancelSignal,
+}
+
+/// What watches one call into a guest (a job's or a batch's store): its deadline and
+/// cancellation, and what its end is read from.
+struct Watch {
+    stopped: Arc<std::sync::Mutex<Option<Stopped>>>,
+    deadline: std::time::Instant,
+    started: std::time::Instant,
+    cancel: CancelSignal,
+    grace: Duration,
+    stdout: GuestOutput,
+    stderr: GuestOutput,
+    log: Arc<JobLog>,
+    timing: Arc<dyn JobHooks>,
+}
+
+/// How a call into the guest ended, beside what it returned.
+struct Ended {
+    stopped: Option<Stopped>,
+    cancelled: Option<CancelReason>,
+    memory_refused: bool,
+}
+
 impl Runtime {
     /// Runs `job` with `input` in a fresh instance of `plugin` and says how it ended.
     ///
     /// The job is stopped when it runs past `job.timeout_ms`, and `cancel_grace` after
     /// `cancel` fires if the guest has not returned by then. Never panics on anything the
-    /// guest does.
+    /// guest does. A batch plugin's component is called with a batch of this one job.
     pub async fn run(
         &self,
         plugin: &Plugin,
@@ -212,11 +247,175 @@ impl Runtime {
         hooks: Arc<dyn JobHooks>,
         cancel: CancelSignal,
     ) -> Outcome {
-        let limits = &plugin.limits;
-        let timeout_ms = match plugin.max_timeout {
-            Some(max) => job.timeout_ms.min(max.as_millis() as u64),
-            None => job.timeout_ms,
+        let pre = match &plugin.entry {
+            Entry::Job(pre) => pre,
+            Entry::Batch(_) => {
+                let one = BatchEntry {
+                    job,
+                    input,
+                    cancel: cancel.clone(),
+                };
+                let mut outcomes = self.run_batch(plugin, &[one], hooks, cancel).await;
+                return outcomes.pop().unwrap_or_else(|| {
+                    Outcome::Failed(JobFailure::new(
+                        ErrorClass::GuestError,
+                        "the batch handler returned no result",
+                    ))
+                });
+            }
         };
+        let timeout_ms = job_timeout(plugin, job);
+        let (mut store, watch) = match self.prepare(
+            plugin,
+            timeout_ms,
+            job.trace.clone(),
+            hooks,
+            cancel,
+            Vec::new(),
+        ) {
+            Ok(prepared) => prepared,
+            Err(outcome) => return outcome,
+        };
+        let wit_job = wit_job_info(job, timeout_ms);
+        let result = watch
+            .call(async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                watch.instantiated();
+                instance
+                    .wasmgear_job_handler()
+                    .call_run(&mut store, &wit_job, input)
+                    .await
+            })
+            .await;
+        let ended = watch.settle(&store);
+        let limits = &plugin.limits;
+        let outcome = classify(
+            result,
+            ended.stopped,
+            ended.cancelled,
+            ended.memory_refused,
+            limits,
+            timeout_ms,
+        );
+        log_failure(&watch.log, &outcome);
+        outcome
+    }
+
+    /// Runs `jobs` (of one batch plugin) in one fresh instance of `plugin`, with one call
+    /// of its `batch-handler`, and says how each ended, in order.
+    ///
+    /// The limits hold for the call: it is stopped when it runs past the shortest timeout
+    /// of its jobs, or `cancel_grace` after `cancel` fires (the whole batch is to stop),
+    /// and its memory is capped as one job's. A trap, a timeout or a result list of the
+    /// wrong length ends every job of the batch alike; otherwise each job ends with its own
+    /// result (a job whose own signal fired and that returned an error ends cancelled).
+    pub async fn run_batch(
+        &self,
+        plugin: &Plugin,
+        jobs: &[BatchEntry<'_>],
+        hooks: Arc<dyn JobHooks>,
+        cancel: CancelSignal,
+    ) -> Vec<Outcome> {
+        let same = |outcome: Outcome| vec![outcome; jobs.len()];
+        let Entry::Batch(pre) = &plugin.entry else {
+            return same(Outcome::Failed(JobFailure::new(
+                ErrorClass::PluginInvalid,
+                "the plugin exports wasmgear:job/handler, one job per call, not a batch handler",
+            )));
+        };
+        let Some(first) = jobs.first() else {
+            return Vec::new();
+        };
+        let timeout_ms = jobs
+            .iter()
+            .map(|entry| job_timeout(plugin, entry.job))
+            .min()
+            .unwrap_or_default();
+        let signals = jobs.iter().map(|entry| entry.cancel.clone()).collect();
+        let (mut store, watch) = match self.prepare(
+            plugin,
+            timeout_ms,
+            first.job.trace.clone(),
+            hooks,
+            cancel,
+            signals,
+        ) {
+            Ok(prepared) => prepared,
+            Err(outcome) => return same(outcome),
+        };
+        let wit_jobs: Vec<_> = jobs
+            .iter()
+            .map(|entry| crate::bindings::batch::WitBatchJob {
+                job: wit_job_info(entry.job, job_timeout(plugin, entry.job)),
+                input: entry.input.to_vec(),
+            })
+            .collect();
+        let result = watch
+            .call(async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                watch.instantiated();
+                instance
+                    .wasmgear_job_batch_handler()
+                    .call_run_batch(&mut store, &wit_jobs)
+                    .await
+            })
+            .await;
+        let ended = watch.settle(&store);
+        let limits = &plugin.limits;
+        let outcomes = match result {
+            Ok(results) if results.len() != jobs.len() => same(Outcome::Failed(JobFailure::new(
+                ErrorClass::GuestError,
+                format!(
+                    "the batch handler returned {} results for {} jobs (one per job, in order)",
+                    results.len(),
+                    jobs.len()
+                ),
+            ))),
+            Ok(results) => results
+                .into_iter()
+                .zip(jobs)
+                .map(|(result, entry)| {
+                    let cancelled = entry.cancel.fired().map(|(reason, _)| reason);
+                    classify(
+                        Ok(result),
+                        None,
+                        cancelled,
+                        ended.memory_refused,
+                        limits,
+                        timeout_ms,
+                    )
+                })
+                .collect(),
+            Err(error) => same(classify(
+                Err(error),
+                ended.stopped,
+                ended.cancelled,
+                ended.memory_refused,
+                limits,
+                timeout_ms,
+            )),
+        };
+        if let Some(outcome) = outcomes.iter().find(
+            |o| matches!(o, Outcome::Failed(failure) if failure.class != ErrorClass::GuestError),
+        ) {
+            log_failure(&watch.log, outcome);
+        }
+        outcomes
+    }
+
+    /// A fresh store for one call of `plugin`'s guest, with its WASI context (deny by
+    /// default, the manifest's grants), limits, deadline and cancellation; `batch`: the
+    /// signals of a batch's jobs. A grant that cannot be honoured is the outcome.
+    fn prepare(
+        &self,
+        plugin: &Plugin,
+        timeout_ms: u64,
+        trace: Option<wasmgear_proto::TraceContext>,
+        hooks: Arc<dyn JobHooks>,
+        cancel: CancelSignal,
+        batch: Vec<CancelSignal>,
+    ) -> Result<(Store<StoreData>, Watch), Outcome> {
+        let limits = &plugin.limits;
         // Tokio's clock throughout: the timers below sleep on it (and tests can pause it).
         let started = tokio::time::Instant::now().into_std();
         let deadline = started + Duration::from_millis(timeout_ms);
@@ -243,10 +442,10 @@ impl Runtime {
         }
         for (host, guest) in &plugin.capabilities.dirs {
             if let Err(error) = wasi.preopened_dir(host, guest, FsPerms::ReadOnly) {
-                return Outcome::Failed(JobFailure::new(
+                return Err(Outcome::Failed(JobFailure::new(
                     ErrorClass::PluginInvalid,
                     format!("cannot open the granted directory {host:?}: {error:#}"),
-                ));
+                )));
             }
         }
         let state = StoreData {
@@ -263,7 +462,7 @@ impl Runtime {
             config: plugin.config.clone(),
             http: WasiHttpCtx::new(),
             http_gate: HttpGate::new(plugin.http_allow.clone(), Some(log.clone()))
-                .with_trace(job.trace.clone()),
+                .with_trace(trace),
             children,
             child_calls: 0,
             unkeyed_children: std::collections::HashMap::new(),
@@ -271,16 +470,17 @@ impl Runtime {
             max_children: plugin.capabilities.max_children,
             dependencies,
             checkpoint,
+            batch,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         if self.fuel
             && let Err(error) = store.set_fuel(plugin.fuel.unwrap_or(u64::MAX))
         {
-            return Outcome::Failed(JobFailure::new(
+            return Err(Outcome::Failed(JobFailure::new(
                 ErrorClass::PluginInvalid,
                 format!("{error:#}"),
-            ));
+            )));
         }
 
         let stopped = Arc::new(std::sync::Mutex::new(None::<Stopped>));
@@ -307,75 +507,105 @@ impl Runtime {
                 None => Ok(UpdateDeadline::Yield(1)),
             }
         });
+        let watch = Watch {
+            stopped,
+            deadline,
+            started,
+            cancel,
+            grace,
+            stdout,
+            stderr,
+            log,
+            timing,
+        };
+        Ok((store, watch))
+    }
+}
 
-        let wit_job = WitJobInfo {
-            id: job.id.to_string(),
-            function: job.id.function.to_string(),
-            attempt: job.attempt,
-            max_attempts: job.max_attempts,
-            enqueued_at_ms: job.enqueued_at_ms,
-            timeout_ms,
-        };
-        let call = async {
-            let instance = plugin.pre.instantiate_async(&mut store).await?;
-            timing.instantiated(started.elapsed());
-            instance
-                .wasmgear_job_handler()
-                .call_run(&mut store, &wit_job, input)
-                .await
-        };
-        // The epoch callback stops code that spins in wasm; a guest waiting inside a host
-        // call (a sleep, a pollable, an HTTP request) never reaches an epoch check, so the
-        // call itself is raced against the deadline and the cancellation's hard stop, and
-        // dropped when one of them comes first.
+impl Watch {
+    /// The instance is ready: tells the hooks how long it took.
+    fn instantiated(&self) {
+        self.timing.instantiated(self.started.elapsed());
+    }
+
+    /// Runs `call` (an instance's creation and its guest's call) to its end, or until the
+    /// deadline or the hard stop a grace after the cancel fires.
+    ///
+    /// The epoch callback stops code that spins in wasm; a guest waiting inside a host call
+    /// (a sleep, a pollable, an HTTP request) never reaches an epoch check, so the call
+    /// itself is raced against the deadline and the cancellation's hard stop, and dropped
+    /// when one of them comes first.
+    async fn call<T>(
+        &self,
+        call: impl std::future::Future<Output = wasmtime::Result<T>>,
+    ) -> wasmtime::Result<T> {
         let hard_stop = async {
-            cancel.fired_wait().await;
-            if let Some(at) = cancel.stop_at(grace) {
+            self.cancel.fired_wait().await;
+            if let Some(at) = self.cancel.stop_at(self.grace) {
                 tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
             }
         };
         // Most jobs finish at the first poll (a guest that never waits in a host call and
         // runs shorter than an epoch tick): those need no timer, which would be registered
         // with tokio's timer wheel and taken out again for each job.
-        let result = {
-            let mut call = std::pin::pin!(call);
-            let first =
-                std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
-            match first {
-                std::task::Poll::Ready(result) => result,
-                std::task::Poll::Pending => tokio::select! {
-                    result = call => result,
-                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
-                        Err(stop_waiting(&stopped, Stopped::Deadline))
-                    }
-                    () = hard_stop => Err(stop_waiting(&stopped, Stopped::Cancelled)),
-                },
-            }
-        };
-
-        stdout.flush_partial();
-        stderr.flush_partial();
-        let stopped = *stopped.locked();
-        let cancelled = store.data().cancel.fired().map(|(reason, _)| reason);
-        let memory_refused = store.data().limiter.refused;
-        timing.memory(store.data().limiter.peak);
-        let outcome = classify(
-            result,
-            stopped,
-            cancelled,
-            memory_refused,
-            limits,
-            timeout_ms,
-        );
-        if let Outcome::Failed(failure) = &outcome
-            && failure.class != ErrorClass::GuestError
-        {
-            log.write(
-                LogLevel::Error,
-                format!("[{}] {}", failure.class, failure.message),
-            );
+        let mut call = std::pin::pin!(call);
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        match first {
+            std::task::Poll::Ready(result) => result,
+            std::task::Poll::Pending => tokio::select! {
+                result = call => result,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(self.deadline)) => {
+                    Err(stop_waiting(&self.stopped, Stopped::Deadline))
+                }
+                () = hard_stop => Err(stop_waiting(&self.stopped, Stopped::Cancelled)),
+            },
         }
-        outcome
+    }
+
+    /// Reads how the call in `store` ended (and flushes the guest's last partial output
+    /// lines).
+    fn settle(&self, store: &Store<StoreData>) -> Ended {
+        self.stdout.flush_partial();
+        self.stderr.flush_partial();
+        let data = store.data();
+        self.timing.memory(data.limiter.peak);
+        Ended {
+            stopped: *self.stopped.locked(),
+            cancelled: data.cancel.fired().map(|(reason, _)| reason),
+            memory_refused: data.limiter.refused,
+        }
+    }
+}
+
+/// The timeout `job` runs with under `plugin` (its own, within the manifest's cap).
+fn job_timeout(plugin: &Plugin, job: &JobInfo) -> u64 {
+    match plugin.max_timeout {
+        Some(max) => job.timeout_ms.min(max.as_millis() as u64),
+        None => job.timeout_ms,
+    }
+}
+
+/// What the guest is told of `job`.
+fn wit_job_info(job: &JobInfo, timeout_ms: u64) -> WitJobInfo {
+    WitJobInfo {
+        id: job.id.to_string(),
+        function: job.id.function.to_string(),
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        enqueued_at_ms: job.enqueued_at_ms,
+        timeout_ms,
+    }
+}
+
+/// Writes a failure the host found (not the guest's own error) to the job's log.
+fn log_failure(log: &JobLog, outcome: &Outcome) {
+    if let Outcome::Failed(failure) = outcome
+        && failure.class != ErrorClass::GuestError
+    {
+        log.write(
+            LogLevel::Error,
+            format!("[{}] {}", failure.class, failure.message),
+        );
     }
 }
 

@@ -48,6 +48,7 @@ impl JobHooks for Reporter {
 
     fn instantiated(&self, took: Duration) {
         self.metrics.instantiated(took);
+        self.function.instance();
         crate::spans::event(
             self.recording,
             "instance ready",

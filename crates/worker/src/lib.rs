@@ -6,10 +6,12 @@
 //! then cancels the rest and hands them back to the source.
 //!
 //! By role: `node` is the loop that leases and starts jobs, `attempt` one job's run in its
-//! slot (lease renewal, progress, its report), `upkeep` the advertisement, housekeeping and
+//! slot (lease renewal, progress, its report), `batches` a batch plugin's jobs gathered and
+//! run in one call, `upkeep` the advertisement, housekeeping and
 //! cancels; `builder` assembles a node, `plugins` and `deployed` keep what it serves.
 
 mod attempt;
+mod batches;
 pub mod builder;
 mod checkpoints;
 mod children;

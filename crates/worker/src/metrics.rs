@@ -71,6 +71,11 @@ fn memory_histogram() -> Histogram {
     Histogram::new(exponential_buckets(65536.0, 4.0, 9))
 }
 
+fn batch_histogram() -> Histogram {
+    // 1 to 1024 jobs.
+    Histogram::new(exponential_buckets(1.0, 2.0, 11))
+}
+
 fn round_trip_histogram() -> Histogram {
     // 50 µs to about 13 s.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 19))
@@ -84,6 +89,8 @@ pub(crate) struct PerFunction {
     run: Histogram,
     wait: Histogram,
     memory: Histogram,
+    instances: Counter,
+    batch: Histogram,
 }
 
 impl PerFunction {
@@ -98,6 +105,16 @@ impl PerFunction {
     /// A job stopped running after `ran`.
     pub(crate) fn ran(&self, ran: Duration) {
         self.run.observe(ran.as_secs_f64());
+    }
+
+    /// A fresh instance was made for a job (or a batch) of the function.
+    pub(crate) fn instance(&self) {
+        self.instances.inc();
+    }
+
+    /// A batch of `jobs` jobs starts (a batch plugin's call).
+    pub(crate) fn batch(&self, jobs: usize) {
+        self.batch.observe(jobs as f64);
     }
 
     /// A job's linear memory reached `peak_bytes` at most.
@@ -115,6 +132,8 @@ pub struct Metrics {
     run_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     wait_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     memory_bytes: Family<Labels, Histogram, fn() -> Histogram>,
+    instances: Family<Labels, Counter>,
+    batch_jobs: Family<Labels, Histogram, fn() -> Histogram>,
     instantiate_seconds: Histogram,
     round_trip_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     source_errors: Family<Labels, Counter>,
@@ -173,6 +192,19 @@ impl Metrics {
              function",
             memory_bytes.clone(),
         );
+        let instances = Family::<Labels, Counter>::default();
+        registry.register(
+            "instances",
+            "Fresh instances made on this worker, by function: one per job, one per batch for \
+             a batch plugin",
+            instances.clone(),
+        );
+        let batch_jobs = Family::new_with_constructor(batch_histogram as fn() -> Histogram);
+        registry.register(
+            "batch_jobs",
+            "How many jobs each call of a batch plugin took, by function",
+            batch_jobs.clone(),
+        );
         // 2 µs to about 0.3 s.
         let instantiate_seconds = Histogram::new(exponential_buckets(0.000_002, 2.0, 18));
         registry.register(
@@ -210,6 +242,8 @@ impl Metrics {
             run_seconds,
             wait_seconds,
             memory_bytes,
+            instances,
+            batch_jobs,
             instantiate_seconds,
             round_trip_seconds,
             source_errors,
@@ -236,6 +270,8 @@ impl Metrics {
             run: self.run_seconds.get_or_create_owned(&labels),
             wait: self.wait_seconds.get_or_create_owned(&labels),
             memory: self.memory_bytes.get_or_create_owned(&labels),
+            instances: self.instances.get_or_create_owned(&labels),
+            batch: self.batch_jobs.get_or_create_owned(&labels),
         });
         self.functions
             .write_locked()

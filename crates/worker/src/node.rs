@@ -54,9 +54,24 @@ pub(crate) struct Finished {
     pub(crate) notes: AttemptNotes,
 }
 
-/// A lease call on its way, with the slots it leases for.
+/// What a lease round brought: jobs to run one per slot, and batches of batch plugins (a
+/// slot each).
+#[derive(Default)]
+pub(crate) struct Leased {
+    pub(crate) jobs: Vec<Lease>,
+    pub(crate) batches: Vec<crate::batches::Gathered>,
+}
+
+impl Leased {
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.batches.is_empty()
+    }
+}
+
+/// A lease round on its way (the batch plugins' batches gathered, then one lease call for
+/// the other functions), with the slots it leases for.
 pub(crate) type LeaseCall = std::pin::Pin<
-    Box<dyn Future<Output = (Vec<OwnedSemaphorePermit>, Result<Vec<Lease>, SourceError>)> + Send>,
+    Box<dyn Future<Output = (Vec<OwnedSemaphorePermit>, Result<Leased, SourceError>)> + Send>,
 >;
 
 /// Everything a job task needs, shared by all of them.
@@ -193,9 +208,9 @@ pub async fn run_observed<S: JobSource>(
             }
             Some((permits, leases)) = leasing.next(), if !leasing.is_empty() => {
                 let left = match leases {
-                    Ok(leases) => {
-                        idle = leases.is_empty();
-                        node.start_jobs(&mut tasks, leases, permits)
+                    Ok(leased) => {
+                        idle = leased.is_empty();
+                        node.start_jobs(&mut tasks, leased, permits)
                     }
                     Err(error) => {
                         tracing::warn!(%error, "leasing failed; retrying in a second");
@@ -212,20 +227,10 @@ pub async fn run_observed<S: JobSource>(
                 while let Ok(permit) = slots.clone().try_acquire_owned() {
                     permits.push(permit);
                 }
-                let requests = node.lease_requests(permits.len());
                 let node = node.clone();
                 leasing.push(Box::pin(async move {
-                    let sent = std::time::Instant::now();
-                    let leases = node
-                        .source
-                        .lease(&requests, permits.len(), node.config.lease_ttl)
-                        .await;
-                    node.metrics.round_trip("lease", sent.elapsed());
-                    match &leases {
-                        Ok(_) => node.metrics.leased(),
-                        Err(_) => node.metrics.source_error("lease"),
-                    }
-                    (permits, leases)
+                    let leased = node.lease_round(permits.len()).await;
+                    (permits, leased)
                 }));
             }
             _ = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() => {
@@ -246,9 +251,9 @@ pub async fn run_observed<S: JobSource>(
     }
     // Not raced against shutdown: a lease call dropped halfway may have leased jobs that
     // nobody here would run. Leased jobs go through the shutdown below.
-    while let Some((permits, leases)) = leasing.next().await {
-        if let Ok(leases) = leases {
-            node.start_jobs(&mut tasks, leases, permits);
+    while let Some((permits, leased)) = leasing.next().await {
+        if let Ok(leased) = leased {
+            node.start_jobs(&mut tasks, leased, permits);
         }
     }
     // A stopping worker is handed nothing: its registrations go, and what it was handed
@@ -345,14 +350,77 @@ impl<S: JobSource> Node<S> {
         })
     }
 
-    /// Runs each of `leases` in a task of its own, holding one of `permits` (the slots
-    /// leased for); returns those left over.
+    /// One lease round for `free` slots: a batch for each batch plugin that has work (a slot
+    /// each), then one lease call for the other functions with the slots left.
+    pub(crate) async fn lease_round(&self, free: usize) -> Result<Leased, SourceError> {
+        let mut leased = Leased::default();
+        let mut left = free;
+        for (function, plugin, settings) in self.batch_functions() {
+            if left == 0 {
+                break;
+            }
+            match self.gather(&function, &plugin, &settings).await {
+                Ok(leases) if leases.is_empty() => {}
+                Ok(leases) => {
+                    left -= 1;
+                    leased
+                        .batches
+                        .push(crate::batches::Gathered { plugin, leases });
+                }
+                // The batches gathered run; the error is told when nothing was leased.
+                Err(error) if leased.batches.is_empty() => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, %function, "leasing a batch failed");
+                }
+            }
+        }
+        let requests = self.lease_requests(left);
+        if requests.is_empty() || left == 0 {
+            return Ok(leased);
+        }
+        let sent = std::time::Instant::now();
+        let leases = self
+            .source
+            .lease(&requests, left, self.config.lease_ttl)
+            .await;
+        self.metrics.round_trip("lease", sent.elapsed());
+        match leases {
+            Ok(jobs) => {
+                self.metrics.leased();
+                leased.jobs = jobs;
+                Ok(leased)
+            }
+            Err(_) if !leased.batches.is_empty() => {
+                self.metrics.source_error("lease");
+                Ok(leased)
+            }
+            Err(error) => {
+                self.metrics.source_error("lease");
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs each batch of `leased` and each of its jobs in a task of its own, holding one
+    /// of `permits` (the slots leased for); returns those left over.
     pub(crate) fn start_jobs(
         self: &Arc<Self>,
         tasks: &mut JoinSet<()>,
-        leases: Vec<Lease>,
+        leased: Leased,
         mut permits: Vec<OwnedSemaphorePermit>,
     ) -> Vec<OwnedSemaphorePermit> {
+        let Leased {
+            jobs: leases,
+            batches,
+        } = leased;
+        for batch in batches {
+            let Some(permit) = permits.pop() else {
+                let node = self.clone();
+                tasks.spawn(async move { node.hand_back(batch.leases).await });
+                continue;
+            };
+            tasks.spawn(self.clone().run_batch(batch, permit));
+        }
         for lease in leases {
             let Some(permit) = permits.pop() else {
                 // More leases than slots: never from a source keeping count, but a job
@@ -414,6 +482,7 @@ impl<S: JobSource> Node<S> {
     pub(crate) fn lease_requests(&self, free: usize) -> Vec<LeaseRequest> {
         self.serving()
             .into_iter()
+            .filter(|function| !self.gathers(function))
             .filter_map(|function| {
                 let plugin = self.registry.get(&function)?;
                 let max = plugin.free_slots().min(free);
@@ -526,6 +595,7 @@ pub(crate) fn lease_request(function: FunctionName, plugin: &Plugin, max: usize)
         max,
         default_timeout_ms: timeout_ms.clamp(1, MAX_DURATION_MS),
         default_max_attempts: attempts.clamp(1, MAX_ATTEMPTS as u32),
+        hand_off: true,
     }
 }
 

@@ -72,6 +72,13 @@ pub(crate) async fn upkeep<S: JobSource>(node: Arc<Node<S>>, stopping: Cancellat
                 .filter(|f| node.registry.is_deployed(f))
                 .map(|f| f.to_string())
                 .collect(),
+            batches: served
+                .iter()
+                .filter_map(|f| {
+                    let plugin = node.registry.get(f)?;
+                    Some((f.to_string(), plugin.batch()?.max))
+                })
+                .collect(),
         };
         if let Err(error) = node.source.advertise(&ad, &served, ADVERTISE_TTL).await {
             node.metrics.source_error("advertise");

@@ -53,7 +53,12 @@ pub async fn run(args: WorkersArgs) -> anyhow::Result<i32> {
                     } else {
                         "directory"
                     };
-                    println!("  serves {function} (plugin {version}, {from})");
+                    match ad.batches.get(function) {
+                        Some(max) => println!(
+                            "  serves {function} (plugin {version}, {from}, batches of up to {max})"
+                        ),
+                        None => println!("  serves {function} (plugin {version}, {from})"),
+                    }
                 }
                 for error in &ad.plugin_errors {
                     println!("  plugin error: {error}");

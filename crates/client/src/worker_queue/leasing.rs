@@ -144,6 +144,7 @@ impl WorkerQueue {
         let listening = self.listening.load(Ordering::SeqCst);
         // Only a call alone on its way registers: its `max` is then all the free slots.
         let registering = listening
+            && requests.iter().any(|request| request.hand_off)
             && self.leasing.load(Ordering::SeqCst) == 1
             && !lock_handoffs(&self.handoffs).stopping();
         // After a wait that ran out, the slots kept for hand-offs are shared out anew (in
@@ -202,7 +203,9 @@ impl WorkerQueue {
                             .is_none_or(|h| h.worth_asking(now))
                 })
                 .count();
-            let register = if registering {
+            // (A function whose jobs are gathered by lease calls only never registers.)
+            let registers = registering && request.hand_off;
+            let register = if registers {
                 share.min(want).min(budget.saturating_sub(later))
             } else {
                 0
@@ -219,8 +222,8 @@ impl WorkerQueue {
             // Listening (so a job handed over is heard): if nothing is ready, the next jobs
             // enqueued are leased to this worker at once and published on its channel; its
             // earlier registration here goes first, its slots back to this call if unused.
-            if registering || own.is_some() {
-                call.arg(if registering {
+            if registers || own.is_some() {
+                call.arg(if registers {
                     self.handoff_channel.as_str()
                 } else {
                     ""
@@ -255,7 +258,7 @@ impl WorkerQueue {
             budget = (budget + regained).saturating_sub(rows.len());
             if !rows.is_empty() {
                 self.answered.note(function, token_prefix.clone());
-            } else if registering && register + regained > 0 {
+            } else if registers && register + regained > 0 {
                 // Registered (lease.lua): the slots it asked for, and those regained.
                 let slots = register + regained;
                 lock_handoffs(&self.handoffs).register(

@@ -1,5 +1,6 @@
 //! The host side of every WIT interface a job imports: one file per interface.
 
+mod batch_jobs;
 mod cancel;
 mod checkpoint;
 mod config;

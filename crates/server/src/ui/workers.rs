@@ -33,7 +33,16 @@ pub(super) async fn page(
                             ", concurrency " (ad.concurrency)
                         }
                         h3 { "Plugins" }
-                        ul { @for (f, v) in &ad.functions { li { (f) " " code { (v) } } } }
+                        ul {
+                            @for (f, v) in &ad.functions {
+                                li {
+                                    (f) " " code { (v) }
+                                    @if let Some(max) = ad.batches.get(f) {
+                                        " batches of up to " (max)
+                                    }
+                                }
+                            }
+                        }
                         h3 { "Running (" (ad.running.len()) ")" }
                         ul { @for j in &ad.running { li { (job_link(j)) } } }
                         @if !ad.plugin_errors.is_empty() {
