@@ -282,3 +282,46 @@ async fn a_job_cancelled_while_its_batch_runs_is_skipped() {
     })
     .await;
 }
+
+/// A manifest's `concurrency` counts batches: with `concurrency = 1`, the second batch of
+/// 20 jobs is leased only once the first one's results are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_plugins_concurrency_counts_batches() {
+    let redis = TestRedis::start();
+    let client = redis.client().await;
+    let f = sum_batch();
+    let inputs: Vec<String> = (0..20).map(|i| format!("sleep 20 {i}")).collect();
+    let ids = enqueue(&client, &f, &inputs, 1).await;
+    let plugins = batch_dir("concurrency = 1\nbatch = { max = 10 }\n", &[]);
+    let _worker = WorkerProcess::builder(&redis.url())
+        .plugins(plugins.path())
+        .args(&["--concurrency", "4"])
+        .start();
+    let mut attempts: Vec<(u64, u64)> = ends(&client, &ids)
+        .await
+        .iter()
+        .map(|status| {
+            assert_eq!(
+                output(status).split_once(' ').unwrap().1,
+                "(in a batch of 10)"
+            );
+            let attempt = &status.record.history[0];
+            (attempt.started_ms.unwrap(), attempt.ended_ms)
+        })
+        .collect();
+    attempts.sort_unstable();
+    let first_ended = attempts[..10]
+        .iter()
+        .map(|(_, ended)| *ended)
+        .max()
+        .unwrap();
+    let second_started = attempts[10..]
+        .iter()
+        .map(|(started, _)| *started)
+        .min()
+        .unwrap();
+    assert!(
+        first_ended <= second_started,
+        "the second batch started at {second_started}, before the first ended at {first_ended}"
+    );
+}

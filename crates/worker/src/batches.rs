@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures_util::future::Either;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use wasmgear_proto::{AttemptNotes, FunctionName, Lease, LeaseRequest, LogLevel};
-use wasmgear_runtime::{BatchEntry, BatchSettings, CancelReason, CancelSignal, JobHooks, Plugin};
+use wasmgear_runtime::{
+    BatchEntry, BatchSettings, CancelReason, CancelSignal, InFlight, JobHooks, Plugin,
+};
 
 use crate::checkpoints::Reports;
 use crate::node::*;
@@ -144,9 +146,13 @@ impl<S: JobSource> Node<S> {
     /// Runs a gathered batch in the slot `permit` holds: the jobs that may start (a token
     /// starts once, with half of its lease left) in one instance, their leases kept while
     /// it runs, then each job's result reported on its own.
-    pub(crate) async fn run_batch(self: Arc<Self>, batch: Gathered, permit: OwnedSemaphorePermit) {
+    pub(crate) async fn run_batch(
+        self: Arc<Self>,
+        batch: Gathered,
+        in_flight: InFlight,
+        permit: OwnedSemaphorePermit,
+    ) {
         let Gathered { plugin, leases } = batch;
-        let in_flight = plugin.start_job();
         let now = std::time::Instant::now();
         let (mut run, mut late) = (Vec::new(), Vec::new());
         for lease in leases {

@@ -419,7 +419,9 @@ impl<S: JobSource> Node<S> {
                 tasks.spawn(async move { node.hand_back(batch.leases).await });
                 continue;
             };
-            tasks.spawn(self.clone().run_batch(batch, permit));
+            // Counted against the plugin's concurrency before the next lease round.
+            let in_flight = batch.plugin.start_job();
+            tasks.spawn(self.clone().run_batch(batch, in_flight, permit));
         }
         for lease in leases {
             let Some(permit) = permits.pop() else {

@@ -7,7 +7,7 @@
 use wasmgear_client::{Client, EnqueueOptions, Setting};
 use wasmgear_proto::FunctionName;
 
-use super::ceiling::{own_cpu_us, server_cpu_us};
+use super::ceiling::{client_conn, own_cpu_us, print_command_profile, server_cpu_us};
 use super::node::{resume_and_drain, start_node};
 use super::{Plan, Row, per_s, row, times};
 
@@ -42,8 +42,19 @@ pub(crate) async fn batch_plugins(plan: &Plan, url: &str, redis_port: u16, rows:
     let mut measured = Vec::new();
     for (name, _) in runs {
         let f = FunctionName::new(name).unwrap();
+        let profile = std::env::var_os("WASMGEAR_BENCH_PROFILE").is_some();
+        if profile {
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut client_conn(url).await)
+                .await
+                .unwrap();
+        }
         let (redis_before, own_before) = (server_cpu_us(redis_port), own_cpu_us());
         let took = resume_and_drain(&client, &f).await;
+        if profile {
+            print_command_profile(redis_port, jobs);
+        }
         let redis_us = (server_cpu_us(redis_port) - redis_before) / jobs as f64;
         let own_us = (own_cpu_us() - own_before) / jobs as f64;
         let rate = jobs as f64 / took.as_secs_f64();
