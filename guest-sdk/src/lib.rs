@@ -6,6 +6,8 @@
 //! does the rest. While it runs, the handler can report [`progress`], write to the worker's log
 //! ([`info!`] and friends), ask whether it has been [`cancelled`], read the settings its
 //! manifest grants ([`config`]), and save a [`checkpoint`] its next attempt resumes from.
+//! A plugin that takes many jobs in one call (a [`batch`](mod@batch) plugin) exports a
+//! batch handler with [`batch!`] instead.
 //!
 //! # A complete plugin
 //!
@@ -121,7 +123,7 @@ pub mod __bindings {
 }
 
 /// The raw bindings of the `batch` world (a batch plugin), sharing the interfaces it has in
-/// common with [`__bindings`]. Not part of the API: use [`batch`] and [`batch!`] instead.
+/// common with [`__bindings`]. Not part of the API: use [`batch`](mod@batch) and [`batch!`] instead.
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod __batch_bindings {
