@@ -3,8 +3,8 @@
  *
  * A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This
  * header-only helper turns one C function into such a component, on top of the bindings
- * that `wasmgear bindings c gen/` generates for the `job` world of `wit/job.wit`
- * (`job.h`, `job.c`, `job_component_type.o`):
+ * that `wasmgear bindings c gen/` generates for the `resumable` world of `wit/job.wit`, named
+ * `job` (`job.h`, `job.c`, `job_component_type.o`):
  *
  *     #include "job.h"
  *     #include "wasmgear.h"
@@ -25,8 +25,16 @@
  * or `wasmgear_fail(fmt, ...)` (a permanent failure: the job fails for good at once).
  * `WASMGEAR_JOB(fn)` (once per component, at file scope) defines the component's export.
  * While it runs, the handler can report `wasmgear_progress`, write to the job's log
- * (`wasmgear_log_info` and friends, printf-style), ask `wasmgear_cancelled()`, and read the
- * settings its manifest grants (`wasmgear_config`).
+ * (`wasmgear_log_info` and friends, printf-style), ask `wasmgear_cancelled()`, read the
+ * settings its manifest grants (`wasmgear_config`), enqueue child jobs (`wasmgear_enqueue`,
+ * `wasmgear_wait`), read its dependencies (`wasmgear_dependencies_next`), and save a
+ * checkpoint its next attempt resumes from (`wasmgear_checkpoint_save`,
+ * `wasmgear_checkpoint_load`, `wasmgear_resume_each`: wasmgear_checkpoint.h).
+ *
+ * A batch plugin includes the bindings of the `batch` world instead (`wasmgear bindings c
+ * --world batch gen/` writes `batch.h`, `batch.c`, `batch_component_type.o`) and exports a
+ * batch handler with `WASMGEAR_BATCH(fn)` (wasmgear_batch.h); progress, child jobs,
+ * dependencies and checkpoints belong to one job and are left out then.
  *
  * Memory and ownership (the rules of the generated bindings, handled here):
  *  - Everything the host passes in (the job's id and function, the input bytes) is
@@ -51,13 +59,27 @@
  * Out of memory: the helpers call `abort()` (a trap: the job ends without a result), as
  * the bindings' `cabi_realloc` does.
  *
- * Include the generated `job.h` before this header (it is included here when it was not).
+ * Include the generated `job.h` (or `batch.h`) before this header (`job.h` is included here
+ * when neither was). wasmgear_checkpoint.h and wasmgear_batch.h sit beside this header and
+ * are included by it: include only this one.
  */
 #ifndef WASMGEAR_H
 #define WASMGEAR_H
 
+/* The world the bindings are for: a batch plugin's (`batch.h`), else a one-job plugin's. The
+ * helpers both share name the bindings' types through these. */
+#ifdef __BINDINGS_BATCH_H
+#define WASMGEAR__BATCH 1
+typedef batch_string_t wasmgear__string_t;
+typedef batch_list_u8_t wasmgear__bytes_t;
+#define wasmgear__string_free batch_string_free
+#else
 #ifndef __BINDINGS_JOB_H
 #include "job.h"
+#endif
+typedef job_string_t wasmgear__string_t;
+typedef job_list_u8_t wasmgear__bytes_t;
+#define wasmgear__string_free job_string_free
 #endif
 
 #include <stdarg.h>
@@ -323,8 +345,8 @@ static inline uint8_t *wasmgear__utf8_repair(const uint8_t *s, size_t len, size_
 }
 
 /* A WIT string borrowing s[0..len), or a repaired copy put in *owned (free it after). */
-static inline job_string_t wasmgear__wit_str(const char *s, size_t len, uint8_t **owned) {
-    job_string_t w;
+static inline wasmgear__string_t wasmgear__wit_str(const char *s, size_t len, uint8_t **owned) {
+    wasmgear__string_t w;
     *owned = NULL;
     if (wasmgear_utf8_valid_up_to(s, len) == len) {
         w.ptr = (uint8_t *)s; /* borrowed: the import only reads it */
@@ -336,35 +358,41 @@ static inline job_string_t wasmgear__wit_str(const char *s, size_t len, uint8_t 
     return w;
 }
 
-/* ---- calls into the worker ----------------------------------------------------------- */
-
-/* Reports that `done` units of `total` are finished (`total` 0: unknown), with an optional
- * short message (NULL for none). Reports may be coalesced; the last one always arrives. */
-static inline void wasmgear_progress(uint64_t done, uint64_t total, const char *message) {
-    if (!message) {
-        wasmgear_job_progress_report(done, total, NULL);
-        return;
+/* Appends text[0..len) to `b` in double quotes, with backslashes, quotes and control
+ * characters escaped as the Rust SDK's messages quote text (Rust's `{:?}`: `"a\"b"`,
+ * `"\u{1}"`) and invalid UTF-8 shown as U+FFFD, so that an error message reads the same from
+ * a plugin in any language. (Other Unicode is left as it is.) */
+static inline void wasmgear_buf_quote(wasmgear_buf *b, const void *text, size_t len) {
+    const uint8_t *s = (const uint8_t *)text;
+    wasmgear_buf_putc(b, '"');
+    for (size_t i = 0; i < len;) {
+        size_t n = wasmgear_utf8_seq(s + i, len - i);
+        if (n == 0) { /* not UTF-8 */
+            wasmgear_buf_puts(b, "\xEF\xBF\xBD");
+            i++;
+            continue;
+        }
+        /* The code point, for the sequences that may need escaping (up to U+07FF). */
+        uint32_t c = n == 1 ? s[i] : n == 2 ? (uint32_t)(s[i] & 0x1F) << 6 | (s[i + 1] & 0x3F) : 0x800;
+        switch (c) {
+        case '\0': wasmgear_buf_puts(b, "\\0"); break;
+        case '\t': wasmgear_buf_puts(b, "\\t"); break;
+        case '\r': wasmgear_buf_puts(b, "\\r"); break;
+        case '\n': wasmgear_buf_puts(b, "\\n"); break;
+        case '\\': wasmgear_buf_puts(b, "\\\\"); break;
+        case '"': wasmgear_buf_puts(b, "\\\""); break;
+        default:
+            if (c < 0x20 || (c >= 0x7F && c <= 0x9F))
+                wasmgear_buf_printf(b, "\\u{%x}", (unsigned)c);
+            else
+                wasmgear_buf_append(b, s + i, n);
+        }
+        i += n;
     }
-    uint8_t *owned;
-    job_string_t m = wasmgear__wit_str(message, strlen(message), &owned);
-    wasmgear_job_progress_report(done, total, &m);
-    free(owned);
+    wasmgear_buf_putc(b, '"');
 }
 
-/* wasmgear_progress with a printf-style message. */
-static inline WASMGEAR__PRINTF(3, 4) void wasmgear_progressf(uint64_t done, uint64_t total,
-                                                            const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t len;
-    char *s = wasmgear__vformat(&len, fmt, ap);
-    va_end(ap);
-    uint8_t *owned;
-    job_string_t m = wasmgear__wit_str(s, len, &owned);
-    wasmgear_job_progress_report(done, total, &m);
-    free(owned);
-    free(s);
-}
+/* ---- calls into the worker ----------------------------------------------------------- */
 
 /* Log levels (the WIT `log.level`), from the most detailed to the most severe. */
 #define WASMGEAR_TRACE WASMGEAR_JOB_LOG_LEVEL_TRACE
@@ -377,7 +405,7 @@ static inline void wasmgear_vlog(wasmgear_job_log_level_t level, const char *fmt
     size_t len;
     char *s = wasmgear__vformat(&len, fmt, ap);
     uint8_t *owned;
-    job_string_t m = wasmgear__wit_str(s, len, &owned);
+    wasmgear__string_t m = wasmgear__wit_str(s, len, &owned);
     wasmgear_job_log_write(level, &m);
     free(owned);
     free(s);
@@ -418,8 +446,8 @@ static inline bool wasmgear_cancelled(void) {
  * manifest does not set it. (A value containing NUL bytes reads as cut at the first.) */
 static inline char *wasmgear_config(const char *key) {
     uint8_t *owned;
-    job_string_t k = wasmgear__wit_str(key, strlen(key), &owned);
-    job_string_t v = {NULL, 0};
+    wasmgear__string_t k = wasmgear__wit_str(key, strlen(key), &owned);
+    wasmgear__string_t v = {NULL, 0};
     bool some = wasmgear_job_config_get(&k, &v);
     free(owned);
     if (!some) return NULL;
@@ -443,11 +471,87 @@ static inline char *wasmgear_config(const char *key) {
 typedef wasmgear_result (*wasmgear_handler)(const wasmgear_job *job, const uint8_t *input,
                                             size_t len);
 
-static inline char *wasmgear__cstr(const job_string_t *s) {
+static inline char *wasmgear__cstr(const wasmgear__string_t *s) {
     char *c = (char *)wasmgear__alloc(s->len + 1);
     if (s->len) memcpy(c, s->ptr, s->len);
     c[s->len] = '\0';
     return c;
+}
+
+/* Settles a handler's result `r` (taken over) for the WIT: true with `*out` the output
+ * bytes (freed by the bindings' post-return function when not empty), or false with `*err`
+ * the error, its message repaired to UTF-8 when it was not (see the ownership notes at the
+ * top). */
+static inline bool wasmgear__settle(wasmgear_result r, wasmgear__bytes_t *out,
+                                    wasmgear_job_types_job_error_t *err) {
+    if (r.status == WASMGEAR_OK && (r.data != NULL || r.len == 0)) {
+        out->ptr = r.len ? r.data : NULL;
+        out->len = r.len;
+        if (!r.len) free(r.data);
+        return true;
+    }
+
+    wasmgear__string_t message = {NULL, 0};
+    if (r.status == WASMGEAR_OK) { /* data NULL with len > 0: a bug in the handler */
+        r = wasmgear_fail("handler returned a NULL output of %zu bytes", r.len);
+    } else if (r.status != WASMGEAR_RETRY && r.status != WASMGEAR_FAIL) {
+        int status = (int)r.status;
+        wasmgear_result_free(&r);
+        r = wasmgear_fail("handler returned an unknown status %d", status);
+    }
+    if (r.len > 0 && r.data != NULL) {
+        if (wasmgear_utf8_valid_up_to(r.data, r.len) == r.len) {
+            message.ptr = r.data; /* freed by the post-return function */
+            message.len = r.len;
+        } else {
+            message.ptr = wasmgear__utf8_repair(r.data, r.len, &message.len);
+            free(r.data);
+        }
+    } else {
+        free(r.data);
+    }
+    if (r.status == WASMGEAR_RETRY) {
+        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_RETRY;
+        err->val.retry = message;
+    } else {
+        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_FAIL;
+        err->val.fail = message;
+    }
+    return false;
+}
+
+#ifdef WASMGEAR__BATCH
+#include "wasmgear_batch.h"
+#else /* a one-job plugin: progress, child jobs, dependencies, checkpoints, WASMGEAR_JOB */
+
+/* ---- progress ------------------------------------------------------------------------- */
+
+/* Reports that `done` units of `total` are finished (`total` 0: unknown), with an optional
+ * short message (NULL for none). Reports may be coalesced; the last one always arrives. */
+static inline void wasmgear_progress(uint64_t done, uint64_t total, const char *message) {
+    if (!message) {
+        wasmgear_job_progress_report(done, total, NULL);
+        return;
+    }
+    uint8_t *owned;
+    wasmgear__string_t m = wasmgear__wit_str(message, strlen(message), &owned);
+    wasmgear_job_progress_report(done, total, &m);
+    free(owned);
+}
+
+/* wasmgear_progress with a printf-style message. */
+static inline WASMGEAR__PRINTF(3, 4) void wasmgear_progressf(uint64_t done, uint64_t total,
+                                                            const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len;
+    char *s = wasmgear__vformat(&len, fmt, ap);
+    va_end(ap);
+    uint8_t *owned;
+    wasmgear__string_t m = wasmgear__wit_str(s, len, &owned);
+    wasmgear_job_progress_report(done, total, &m);
+    free(owned);
+    free(s);
 }
 
 /* ---- child jobs ------------------------------------------------------------------------ */
@@ -461,7 +565,7 @@ static inline char *wasmgear__cstr(const job_string_t *s) {
 static inline char *wasmgear_enqueue(const char *function, const void *input, size_t len,
                                      const char *key, char **error) {
     uint8_t *owned_function, *owned_key = NULL;
-    job_string_t f = wasmgear__wit_str(function, strlen(function), &owned_function);
+    wasmgear__string_t f = wasmgear__wit_str(function, strlen(function), &owned_function);
     wasmgear_job_jobs_child_options_t options;
     memset(&options, 0, sizeof options);
     if (key) {
@@ -469,18 +573,18 @@ static inline char *wasmgear_enqueue(const char *function, const void *input, si
         options.key.val = wasmgear__wit_str(key, strlen(key), &owned_key);
     }
     job_list_u8_t in = {(uint8_t *)input, len};
-    job_string_t id = {NULL, 0}, err = {NULL, 0};
+    wasmgear__string_t id = {NULL, 0}, err = {NULL, 0};
     bool ok = wasmgear_job_jobs_enqueue(&f, &in, &options, &id, &err);
     free(owned_function);
     free(owned_key);
     if (ok) {
         char *text = wasmgear__cstr(&id);
-        job_string_free(&id);
+        wasmgear__string_free(&id);
         if (error) *error = NULL;
         return text;
     }
     if (error) *error = wasmgear__cstr(&err);
-    job_string_free(&err);
+    wasmgear__string_free(&err);
     return NULL;
 }
 
@@ -499,9 +603,9 @@ typedef enum {
 static inline wasmgear_child_state wasmgear_wait(const char *id, uint64_t timeout_ms, char **data,
                                                  size_t *len) {
     uint8_t *owned;
-    job_string_t w = wasmgear__wit_str(id, strlen(id), &owned);
+    wasmgear__string_t w = wasmgear__wit_str(id, strlen(id), &owned);
     wasmgear_job_jobs_outcome_t outcome;
-    job_string_t err = {NULL, 0};
+    wasmgear__string_t err = {NULL, 0};
     bool ok = wasmgear_job_jobs_wait(&w, timeout_ms, &outcome, &err);
     free(owned);
     *data = NULL;
@@ -509,12 +613,12 @@ static inline wasmgear_child_state wasmgear_wait(const char *id, uint64_t timeou
     if (!ok) {
         *data = wasmgear__cstr(&err);
         *len = err.len;
-        job_string_free(&err);
+        wasmgear__string_free(&err);
         return WASMGEAR_CHILD_NOT_ENDED;
     }
     wasmgear_child_state state = WASMGEAR_CHILD_CANCELLED;
     if (outcome.tag == WASMGEAR_JOB_JOBS_OUTCOME_SUCCEEDED) {
-        job_string_t out = {outcome.val.succeeded.ptr, outcome.val.succeeded.len};
+        wasmgear__string_t out = {outcome.val.succeeded.ptr, outcome.val.succeeded.len};
         *data = wasmgear__cstr(&out);
         *len = out.len;
         state = WASMGEAR_CHILD_SUCCEEDED;
@@ -591,10 +695,10 @@ static inline int wasmgear_dependencies_next(wasmgear_dependencies *it, wasmgear
         it->page.len = 0;
         it->at = 0;
         uint32_t start = it->next;
-        job_string_t err = {NULL, 0};
+        wasmgear__string_t err = {NULL, 0};
         if (!wasmgear_job_dependencies_page(start, WASMGEAR__DEPENDENCY_PAGE, &it->page, &err)) {
             if (error) *error = wasmgear__cstr(&err);
-            job_string_free(&err);
+            wasmgear__string_free(&err);
             it->last = true;
             return -1;
         }
@@ -623,11 +727,11 @@ static inline char *wasmgear_dependency_output(const wasmgear_dependency *d, siz
     if (error) *error = NULL;
     for (;;) {
         job_list_u8_t piece = {NULL, 0};
-        job_string_t err = {NULL, 0};
+        wasmgear__string_t err = {NULL, 0};
         if (!wasmgear_job_dependencies_output(d->position, out.len, WASMGEAR__OUTPUT_PIECE, &piece,
                                               &err)) {
             if (error) *error = wasmgear__cstr(&err);
-            job_string_free(&err);
+            wasmgear__string_free(&err);
             wasmgear_buf_free(&out);
             *len = 0;
             return NULL;
@@ -663,41 +767,7 @@ static inline bool wasmgear__run(wasmgear_handler handler,
     free(id);
     free(function);
 
-    if (r.status == WASMGEAR_OK && (r.data != NULL || r.len == 0)) {
-        /* Freed by the post-return function when len > 0; NULL/0 when empty. */
-        ret->ptr = r.len ? r.data : NULL;
-        ret->len = r.len;
-        if (!r.len) free(r.data);
-        return true;
-    }
-
-    job_string_t message = {NULL, 0};
-    if (r.status == WASMGEAR_OK) { /* data NULL with len > 0: a bug in the handler */
-        r = wasmgear_fail("handler returned a NULL output of %zu bytes", r.len);
-    } else if (r.status != WASMGEAR_RETRY && r.status != WASMGEAR_FAIL) {
-        int status = (int)r.status;
-        wasmgear_result_free(&r);
-        r = wasmgear_fail("handler returned an unknown status %d", status);
-    }
-    if (r.len > 0 && r.data != NULL) {
-        if (wasmgear_utf8_valid_up_to(r.data, r.len) == r.len) {
-            message.ptr = r.data; /* freed by the post-return function */
-            message.len = r.len;
-        } else {
-            message.ptr = wasmgear__utf8_repair(r.data, r.len, &message.len);
-            free(r.data);
-        }
-    } else {
-        free(r.data);
-    }
-    if (r.status == WASMGEAR_RETRY) {
-        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_RETRY;
-        err->val.retry = message;
-    } else {
-        err->tag = WASMGEAR_JOB_TYPES_JOB_ERROR_FAIL;
-        err->val.fail = message;
-    }
-    return false;
+    return wasmgear__settle(r, ret, err);
 }
 
 /* Makes `handler` (a wasmgear_handler) this component's job handler: write
@@ -708,6 +778,10 @@ static inline bool wasmgear__run(wasmgear_handler handler,
                                           exports_wasmgear_job_handler_job_error_t *err) { \
         return wasmgear__run((handler), info, input, ret, err);                            \
     }
+
+#include "wasmgear_checkpoint.h"
+
+#endif /* WASMGEAR__BATCH */
 
 #ifdef __cplusplus
 }

@@ -2,12 +2,16 @@
 # Builds this C plugin: ./build.sh [OUT_DIR] -> OUT_DIR/NAME.wasm, NAME being this directory's
 # name (OUT_DIR defaults to this directory). Compiles every *.c here with clang-19 for
 # wasm32-wasi (a reactor core module), then `wasmgear componentize` makes it a component
-# (embedding the job world's type and the WASI p1 reactor adapter).
+# (embedding the world's type and the WASI p1 reactor adapter).
 #
-# Works inside the wasmgear repository (header ../../guest-sdk/c/wasmgear.h) and in a project
-# made by `wasmgear new --lang c` (wasmgear.h and gen/ next to this script; the local files
-# win when present). Bindings come from gen/ when it holds job.h, otherwise
-# `wasmgear bindings c` writes them into a temporary directory. The wasmgear binary is
+# The WIT world is $WASMGEAR_WORLD, else `batch` when a source includes "batch.h" (a batch
+# plugin), else `resumable` (one job per call, with child jobs, dependencies and checkpoints),
+# whose bindings are named `job` (job.h, job.c, job_component_type.o).
+#
+# Works inside the wasmgear repository (headers in ../../guest-sdk/c) and in a project made by
+# `wasmgear new --lang c` (wasmgear*.h and gen/ next to this script; the local files win when
+# present). Bindings come from gen/ when it holds them (job.h, or batch.h for a batch plugin),
+# otherwise `wasmgear bindings c` writes them into a temporary directory. The wasmgear binary is
 # ${WASMGEAR:-wasmgear}. Needs the Debian packages clang-19 lld-19 wasi-libc
 # libclang-rt-19-dev-wasm32 (installed with apt-get when missing and running as root).
 set -euo pipefail
@@ -15,6 +19,19 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 name="$(basename "$here")"
 out_dir="${1:-$here}"
+sources=("$here"/*.c)
+
+world="${WASMGEAR_WORLD:-}"
+if [[ -z "$world" ]]; then
+    world=resumable
+    if grep -q '^[[:space:]]*#[[:space:]]*include[[:space:]]*"batch.h"' "${sources[@]}"; then
+        world=batch
+    fi
+fi
+case "$world" in
+    batch) bindings=batch ;;
+    *) bindings=job ;;
+esac
 
 # The SDK header: the project's own copy, else the repository's.
 if [[ -f "$here/wasmgear.h" ]]; then
@@ -65,18 +82,17 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-# The bindings of the job world: the project's gen/, else freshly generated.
-if [[ -f "$here/gen/job.h" ]]; then
+# The bindings of the world: the project's gen/, else freshly generated.
+if [[ -f "$here/gen/$bindings.h" ]]; then
     gen="$here/gen"
 else
     gen="$tmp/gen"
-    "$wasmgear" bindings c "$gen" >/dev/null
+    "$wasmgear" bindings c --world "$world" "$gen" >/dev/null
 fi
 
-sources=("$here"/*.c)
 clang-19 --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Wl,--strip-debug \
     -I "$gen" -I "$sdk" \
-    "${sources[@]}" "$gen/job.c" "$gen/job_component_type.o" \
+    "${sources[@]}" "$gen/$bindings.c" "$gen/${bindings}_component_type.o" \
     -o "$tmp/core.wasm"
 "$wasmgear" componentize "$tmp/core.wasm" -o "$tmp/$name.wasm" >/dev/null
 

@@ -109,6 +109,14 @@ const C: &[File] = &[
         "wasmgear.h",
         include_str!("../../../guest-sdk/c/wasmgear.h"),
     ),
+    (
+        "wasmgear_checkpoint.h",
+        include_str!("../../../guest-sdk/c/wasmgear_checkpoint.h"),
+    ),
+    (
+        "wasmgear_batch.h",
+        include_str!("../../../guest-sdk/c/wasmgear_batch.h"),
+    ),
 ];
 
 /// Writes a new plugin project for function `name` in `dir` (which must not exist or be
@@ -157,7 +165,7 @@ pub fn new_project(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<Vec<Str
         written.push(path);
     }
     if lang == Lang::C {
-        for path in super::c_bindings(&dir.join("gen"))? {
+        for path in super::c_bindings(&dir.join("gen"), super::World::default())? {
             written.push(format!(
                 "gen/{}",
                 path.file_name().unwrap_or_default().to_string_lossy()
@@ -284,5 +292,30 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "not in the Rust template: {missing:?}");
+    }
+
+    /// A C project carries every header of the C SDK (wasmgear.h includes the others), as
+    /// they are.
+    #[test]
+    fn a_c_project_carries_every_header() {
+        let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/c");
+        let mut headers = 0;
+        for entry in std::fs::read_dir(&sdk).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if !name.ends_with(".h") {
+                continue;
+            }
+            headers += 1;
+            let carried = super::C.iter().find(|(file, _)| *file == name);
+            assert_eq!(
+                carried.map(|(_, text)| *text),
+                Some(std::fs::read_to_string(sdk.join(&name)).unwrap().as_str()),
+                "{name} is not in the C template as it is"
+            );
+        }
+        assert_eq!(
+            headers, 3,
+            "wasmgear.h, wasmgear_checkpoint.h, wasmgear_batch.h"
+        );
     }
 }

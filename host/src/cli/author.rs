@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use wasmgear_authoring as authoring;
-use wasmgear_authoring::Lang;
+use wasmgear_authoring::{Lang, World};
 
 /// Options of `wasmgear new`.
 #[derive(Debug, clap::Args)]
@@ -112,10 +112,15 @@ pub struct BindingsArgs {
 
     /// The directory to write them into.
     out: PathBuf,
+
+    /// The world: `resumable` for a one-job plugin (job.h, job.c, job_component_type.o),
+    /// `batch` for a batch plugin (batch.h, batch.c, batch_component_type.o).
+    #[arg(long, value_enum, default_value_t)]
+    world: World,
 }
 
 pub fn bindings(args: BindingsArgs) -> anyhow::Result<i32> {
-    for path in authoring::c_bindings(&args.out)? {
+    for path in authoring::c_bindings(&args.out, args.world)? {
         println!("{}", path.display());
     }
     Ok(0)

@@ -218,7 +218,8 @@ enum Command {
     New(author::NewArgs),
     /// Build a plugin project made by `new` and check that the result is a job component.
     Build(author::BuildArgs),
-    /// Write the C bindings of the job world (job.h, job.c, job_component_type.o).
+    /// Write the C bindings of a job world (job.h, job.c, job_component_type.o; with --world
+    /// batch, a batch plugin's: batch.h, batch.c, batch_component_type.o).
     Bindings(author::BindingsArgs),
     /// Make a core WebAssembly module (C, Zig, AssemblyScript, ...) into a job component.
     Componentize(author::ComponentizeArgs),
