@@ -2,7 +2,7 @@
 
 A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This module
 turns one plain Python function into such a component (built with componentize-py against
-the `job` world of `wit/job.wit`)::
+the `resumable` world of `wit/job.wit`, which includes every one-job world before it)::
 
     import wasmgear
     from wasmgear import Fail, log
@@ -20,21 +20,30 @@ exception's text, and its traceback goes to the job's log.
 
 While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
 it has been `cancelled`, read the settings its manifest grants (`config`), and enqueue child
-jobs and wait for them (`enqueue`, `wait`: built against the `parent` world, which includes
-`job`, and granted by the manifest), and read the jobs it waited for (`dependencies`: built
-against the `dependent` world, which includes `parent`). `json_input`
-and `json_output` read and write JSON.
+jobs and wait for them (`enqueue`, `wait`, granted by the manifest), read the jobs it waited
+for (`dependencies`), and save a checkpoint its next attempt resumes from
+(`checkpoint_save`, `checkpoint_load`, `resume_each`). `json_input` and `json_output` read and
+write JSON.
 
 `@wasmgear.job` defines the class `Handler` in the decorated function's module: that is the
 export componentize-py looks for, so build with that module as the app
-(`componentize-py -d wit -w dependent componentize app -o plugin.wasm`). A module may use
-`@wasmgear.job` only once: a component exports exactly one handler.
+(`componentize-py -d wit -w resumable componentize app -o plugin.wasm`). A batch plugin uses
+`@wasmgear.batch` instead, which defines `BatchHandler`, and is built with `-w batch`. A
+module may use `@wasmgear.job` or `@wasmgear.batch` only once: a component exports exactly
+one handler.
+
+The bindings of an interface that not every world has (progress, child jobs, dependencies
+and checkpoints belong to one job; `batch-jobs` to a batch) are imported when the world has
+them, so this module imports in both worlds; using one the world lacks raises `Fail`.
 
 Outside a component (plain `python3`, for unit tests) the module imports as well: `progress`
-and `log` write to stderr, `cancelled()` is False and `config()` is None, and `call` runs a
-handler the way the worker would.
+and `log` write to stderr, `cancelled()` (and `BatchJob.cancelled()`) is False and `config()`
+is None, and `call` runs a handler the way the worker would; child jobs, dependencies and
+checkpoints need a worker and raise `Fail`.
 """
 
+import importlib as _importlib
+import itertools as _itertools
 import json as _json
 import re as _re
 import sys as _sys
@@ -56,6 +65,14 @@ __all__ = [
     "wait",
     "Dependency",
     "dependencies",
+    "checkpoint_load",
+    "checkpoint_save",
+    "resume_each",
+    "quote",
+    "BatchJob",
+    "batch",
+    "each",
+    "call_batch",
     "text_input",
     "json_input",
     "json_output",
@@ -67,13 +84,35 @@ IN_COMPONENT = _sys.platform == "wasi"
 
 if IN_COMPONENT:
     from componentize_py_types import Err as _Err
+    from componentize_py_types import Ok as _Ok
     from wit_world import exports as _exports
     from wit_world.imports import cancel as _cancel
     from wit_world.imports import config as _config
     from wit_world.imports import log as _log
-    from wit_world.imports import progress as _progress
     from wit_world.imports.types import JobError_Fail as _WitFail
     from wit_world.imports.types import JobError_Retry as _WitRetry
+
+
+def _optional_bindings(name):
+    """The bindings of interface `name` (`wit_world.imports.NAME`), or None when the world
+    lacks it (a batch plugin has no progress, a one-job plugin no batch-jobs). Imported now,
+    while componentize-py pre-initializes the app: the component holds only the modules
+    imported by then, so one first imported when a job runs would not be found."""
+    if not IN_COMPONENT:
+        return None
+    try:
+        return _importlib.import_module(f"wit_world.imports.{name}")
+    except ImportError:
+        return None
+
+
+# The interfaces only some worlds have: progress, child jobs, dependencies and checkpoints
+# belong to one job, batch-jobs to a batch. This module imports in every world.
+_progress = _optional_bindings("progress")
+_jobs_bindings = _optional_bindings("jobs")
+_dependencies_bindings = _optional_bindings("dependencies")
+_checkpoint_bindings = _optional_bindings("checkpoint")
+_batch_jobs = _optional_bindings("batch_jobs")
 
 
 class JobError(Exception):
@@ -153,7 +192,7 @@ def progress(done, total, message=None):
     if message is not None:
         message = str(message)
     if IN_COMPONENT:
-        _progress.report(done, total, message)
+        _bindings(_progress, "progress reports", "resumable").report(done, total, message)
     else:
         suffix = f" {message}" if message is not None else ""
         print(f"[progress] {done}/{total}{suffix}", file=_sys.stderr)
@@ -231,16 +270,20 @@ class ChildOutcome:
         return f"ChildOutcome({self.state!r}, output={self.output!r}, message={self.message!r})"
 
 
+def _bindings(bindings, what, world):
+    """`bindings`, or a `Fail` saying that `what` needs a worker (outside a component) or the
+    plugin built with `-w WORLD` (in a component whose world lacks them)."""
+    if not IN_COMPONENT:
+        raise Fail(f"{what} need a worker: this runs outside a component")
+    if bindings is None:
+        raise Fail(f"{what} need the plugin built with `-w {world}`")
+    return bindings
+
+
 def _jobs():
     """The `wasmgear:job/jobs` bindings: present in a component built against the `parent`
-    world or `dependent`, which includes it (`-w dependent`, as `build.sh` does)."""
-    if not IN_COMPONENT:
-        raise Fail("child jobs need a worker: this runs outside a component")
-    try:
-        from wit_world.imports import jobs
-    except ImportError:
-        raise Fail("child jobs need the plugin built with `-w dependent` (or `-w parent`)") from None
-    return jobs
+    world or one that includes it (`-w resumable`, as `build.sh` does)."""
+    return _bindings(_jobs_bindings, "child jobs", "resumable")
 
 
 def enqueue(function, input, key=None, priority=None, max_attempts=None, timeout_ms=None):
@@ -345,48 +388,55 @@ def call(handler, job, input):
 _registered = None
 
 
+def _register(handler, decorator):
+    """Records `handler` as the component's one entry point, refusing a second one."""
+    global _registered
+    if _registered is not None:
+        raise RuntimeError(
+            f"wasmgear.{decorator} used after another entry point ({_registered.__qualname__} "
+            f"and {handler.__qualname__}): a component exports exactly one handler"
+        )
+    _registered = handler
+
+
+def _export(handler, cls, name):
+    """Puts the export class `cls` into the module `handler` was defined in, as `name`: the
+    class componentize-py looks for in the app module."""
+    cls.__module__ = handler.__module__
+    cls.__qualname__ = name
+    module = _sys.modules.get(handler.__module__)
+    if module is not None:
+        setattr(module, name, cls)
+
+
+def _wit_error(error):
+    """A `JobError` as the WIT `job-error`."""
+    return _WitRetry(error.message) if error.retry else _WitFail(error.message)
+
+
 def job(handler):
     """Makes `handler(job, input: bytes) -> bytes | str | None` this component's job handler.
 
     Defines the class `Handler` that componentize-py exports, in the module `handler` was
     defined in, and returns `handler` unchanged (so tests can call it directly)."""
-    global _registered
-    if _registered is not None:
-        raise RuntimeError(
-            f"wasmgear.job used twice ({_registered.__qualname__} and "
-            f"{handler.__qualname__}): a component exports exactly one handler"
-        )
-    _registered = handler
-
+    _register(handler, "job")
     base = _exports.Handler if IN_COMPONENT else object
 
     class Handler(base):
         def run(self, info, input):
             try:
                 return call(handler, Job._from_wit(info), input)
-            except Retry as e:
-                raise _Err(_WitRetry(e.message))
-            except Fail as e:
-                raise _Err(_WitFail(e.message))
+            except JobError as e:
+                raise _Err(_wit_error(e))
 
-    Handler.__module__ = handler.__module__
-    Handler.__qualname__ = "Handler"
-    module = _sys.modules.get(handler.__module__)
-    if module is not None:
-        setattr(module, "Handler", Handler)
+    _export(handler, Handler, "Handler")
     return handler
 
 
 def _dependencies():
     """The `wasmgear:job/dependencies` bindings: present in a component built against the
-    `dependent` world (`-w dependent`, as `build.sh` does)."""
-    if not IN_COMPONENT:
-        raise Fail("dependencies need a worker: this runs outside a component")
-    try:
-        from wit_world.imports import dependencies as deps
-    except ImportError:
-        raise Fail("dependencies need the plugin built with `-w dependent`") from None
-    return deps
+    `dependent` world or one that includes it (`-w resumable`, as `build.sh` does)."""
+    return _bindings(_dependencies_bindings, "dependencies", "resumable")
 
 
 #: How many dependencies one page holds, and how many bytes of an output one read takes.
@@ -451,3 +501,193 @@ def dependencies():
         if len(page) < _PAGE:
             return
         start += len(page)
+
+
+# --- checkpoints --------------------------------------------------------------------------
+
+
+def _checkpoint():
+    """The `wasmgear:job/checkpoint` bindings: present in a component built against the
+    `resumable` world (`-w resumable`, as `build.sh` does)."""
+    return _bindings(_checkpoint_bindings, "checkpoints", "resumable")
+
+
+def checkpoint_load():
+    """The checkpoint to resume from (bytes): the last one this attempt saved, else the last
+    one an earlier attempt of the job saved that reached the queue; None on a fresh start.
+    Raises `Retry` when it cannot be read (the queue unreachable)."""
+    checkpoint = _checkpoint()
+    try:
+        saved = checkpoint.load()
+    except _Err as e:
+        raise Retry(str(e.value)) from None
+    return None if saved is None else bytes(saved)
+
+
+def checkpoint_save(data):
+    """Saves `data` (bytes, or str as UTF-8) as the job's checkpoint, in place of the one
+    before. Cheap and never blocks: the worker writes the latest one out at most every 50 ms
+    and always the last one before the attempt's result. Raises `Fail` when refused (larger
+    than the manifest's `[limits] checkpoint`, 1 MiB by default, or a job from another
+    protocol's queue, which keeps no checkpoints)."""
+    checkpoint = _checkpoint()
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        checkpoint.save(payload)
+    except _Err as e:
+        raise Fail(str(e.value)) from None
+
+
+_POSITION = _re.compile(r"\+?[0-9]+")
+
+
+def _position_of(saved):
+    """The position a checkpoint of `resume_each` holds; another checkpoint fails the job."""
+    text = saved.decode("utf-8", "replace")
+    if _POSITION.fullmatch(text) and int(text) <= _sys.maxsize:
+        return int(text)
+    raise Fail(
+        "the job's checkpoint is not a position resume_each saved: "
+        + quote(saved[:64].decode("utf-8", "replace"))
+    )
+
+
+def resume_each(items, every, step):
+    """Runs `step(position, item)` for each of `items` (any iterable), from where the job's
+    last attempt got to, and saves the position reached (the number of items done, as
+    decimal text) after every `every` items and after the last. Before each item it checks
+    whether the job was asked to stop (`cancelled()`): then it saves the position and raises
+    `Retry`, so that the next attempt goes on from there.
+
+    Returns the position it resumed from: 0 on a fresh start. The items from the last saved
+    position on run again after a failure, so `step` should not mind doing one twice."""
+    saved = checkpoint_load()
+    start = 0 if saved is None else _position_of(saved)
+    every = max(int(every), 1)
+    done = start
+    for item in _itertools.islice(items, start, None):
+        if cancelled():
+            checkpoint_save(str(done))
+            raise Retry(f"asked to stop after {done} items; the next attempt resumes there")
+        step(done, item)
+        done += 1
+        if (done - start) % every == 0:
+            checkpoint_save(str(done))
+    if (done - start) % every != 0:
+        checkpoint_save(str(done))
+    return start
+
+
+_ESCAPES = {"\0": "\\0", "\t": "\\t", "\r": "\\r", "\n": "\\n", "\\": "\\\\", '"': '\\"'}
+
+
+def quote(text):
+    """`text` in double quotes, with backslashes, quotes and control characters escaped as
+    the Rust SDK's messages quote text (Rust's `{:?}`: `"a\\"b"`, `"\\u{1}"`), so that an error
+    message reads the same from a plugin in any language. (Other Unicode is left as it is.)"""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or 0x7F <= code <= 0x9F:
+            out.append(f"\\u{{{code:x}}}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+# --- batch plugins ------------------------------------------------------------------------
+
+
+class BatchJob:
+    """One job of a batch, as a `@wasmgear.batch` handler gets it: `job` (a `Job`), `input`
+    (its bytes, as the client enqueued them) and `index`, its place in the batch from 0."""
+
+    __slots__ = ("job", "input", "index")
+
+    def __init__(self, job, input, index):
+        self.job = job
+        self.input = bytes(input)
+        self.index = index
+
+    def cancelled(self):
+        """Whether this job has been asked to stop (a client cancelled it, or its lease was
+        lost) while the batch runs: give it an error and go on with the others (the worker
+        records it as cancelled). False outside a component."""
+        if not IN_COMPONENT:
+            return False
+        return bool(_bindings(_batch_jobs, "batch jobs", "batch").cancelled(self.index))
+
+    def __repr__(self):
+        return f"BatchJob({self.job!r}, {self.input!r}, {self.index})"
+
+
+def each(jobs, handler):
+    """Runs the one-job `handler(job, input: bytes)` over each of `jobs` (`BatchJob`s) in turn,
+    as `call` runs it, and returns one result per job, in order: its output bytes, or the
+    `Retry`/`Fail` it ended with. A job whose cancellation was asked for before its turn is
+    not run: its result is a `Fail` saying so."""
+    results = []
+    for batch_job in jobs:
+        if batch_job.cancelled():
+            results.append(Fail("cancelled before its turn in the batch"))
+            continue
+        try:
+            results.append(call(handler, batch_job.job, batch_job.input))
+        except JobError as e:
+            results.append(e)
+    return results
+
+
+def call_batch(handler, jobs):
+    """Runs the batch handler `handler(jobs)` the way the worker does and returns one result
+    per job: output bytes, or a `JobError` (`Retry` or `Fail`). Each output may be bytes, str
+    or None, as a one-job handler's; a `Retry` or `Fail` the handler raises is every job's
+    result, and any other exception fails every job (its traceback is logged)."""
+    jobs = list(jobs)
+    try:
+        results = handler(jobs)
+    except JobError as e:
+        return [e] * len(jobs)
+    except Exception as e:
+        log.error("uncaught exception:\n" + "".join(_traceback.format_exception(e)).rstrip())
+        text = str(e)
+        return [Fail(f"{type(e).__name__}: {text}" if text else type(e).__name__)] * len(jobs)
+    outputs = []
+    for result in results:
+        if isinstance(result, JobError):
+            outputs.append(result)
+            continue
+        try:
+            outputs.append(_output_bytes(result))
+        except JobError as e:
+            outputs.append(e)
+    return outputs
+
+
+def batch(handler):
+    """Makes `handler(jobs: list[BatchJob]) -> list` this component's batch handler (a batch
+    plugin, built with `-w batch`): it returns one result per job, in order, each the job's
+    output (bytes, str or None) or a `Retry`/`Fail` instance for a job that did not succeed.
+    `each(jobs, fn)` runs a one-job function over the batch. A list of another length fails
+    every job of the batch.
+
+    Defines the class `BatchHandler` that componentize-py exports, in the module `handler`
+    was defined in, and returns `handler` unchanged (so tests can call it directly)."""
+    _register(handler, "batch")
+    base = _exports.BatchHandler if IN_COMPONENT else object
+
+    class BatchHandler(base):
+        def run_batch(self, jobs):
+            batch_jobs = [
+                BatchJob(Job._from_wit(wit_job.job), wit_job.input, index)
+                for index, wit_job in enumerate(jobs)
+            ]
+            return [
+                _Err(_wit_error(result)) if isinstance(result, JobError) else _Ok(result)
+                for result in call_batch(handler, batch_jobs)
+            ]
+
+    _export(handler, BatchHandler, "BatchHandler")
+    return handler
