@@ -2,7 +2,7 @@
 //
 // A wasmgear worker runs every job in a fresh instance of a WebAssembly component. This ES
 // module turns one plain function into such a component (built with componentize-js against
-// the `dependent` world of `wit/job.wit`, which includes `parent` and `job`):
+// the `resumable` world of `wit/job.wit`, which includes every one-job world before it):
 //
 //     import { job, log, Fail } from './wasmgear.js';
 //
@@ -23,52 +23,56 @@
 // The job: `{ id, function, attempt, maxAttempts, enqueuedAtMs, timeoutMs, isLastAttempt }`;
 // `enqueuedAtMs` and `timeoutMs` are WIT `u64`, so they are BigInts (`Number(job.timeoutMs)`).
 //
+// A batch plugin (many jobs in one call, built with `--world-name batch`) imports
+// `wasmgear-batch.js` instead: this module imports the one-job interfaces (progress, child
+// jobs, dependencies, checkpoints), which the batch world has not. Both import
+// `wasmgear-core.js`, the parts they share.
+//
 // While it runs, the handler can report `progress`, write to the worker's `log`, ask whether
-// it has been `cancelled`, read the settings its manifest grants (`config`), and enqueue child
-// jobs and wait for them (`enqueue`, `wait`; the manifest must grant them). `jsonInput`
-// and `jsonOutput` read and write JSON.
+// it has been `cancelled`, read the settings its manifest grants (`config`), enqueue child
+// jobs and wait for them (`enqueue`, `wait`; the manifest must grant them), read the jobs it
+// waited for (`dependencies`), and save a checkpoint its next attempt resumes from
+// (`checkpointSave`, `checkpointLoad`, `resumeEach`). `jsonInput` and `jsonOutput` read and
+// write JSON.
 //
 // The entry module must itself say `export const handler = job(fn);`: componentize-js takes
 // the world's `handler` export from the entry module's exports.
 
 import { report } from 'wasmgear:job/progress@0.1.0';
-import { write } from 'wasmgear:job/log@0.1.0';
-import { cancelled as hostCancelled } from 'wasmgear:job/cancel@0.1.0';
-import { get as hostConfigGet } from 'wasmgear:job/config@0.1.0';
 import { enqueue as hostEnqueue, wait as hostWait } from 'wasmgear:job/jobs@0.1.0';
 import {
   count as hostDependencyCount,
   page as hostDependencyPage,
   output as hostDependencyOutput,
 } from 'wasmgear:job/dependencies@0.1.0';
+import { load as hostCheckpointLoad, save as hostCheckpointSave } from 'wasmgear:job/checkpoint@0.1.0';
+import {
+  Fail,
+  Retry,
+  call,
+  cancelled,
+  hostError,
+  outputBytes,
+  quote,
+  toJob,
+  witError,
+} from './wasmgear-core.js';
 
-/** Why a job did not produce an output: throw `Retry` or `Fail`, not this. */
-export class JobError extends Error {
-  constructor(message, retry) {
-    super(String(message));
-    this.name = 'JobError';
-    /** Whether the queue should run the job again (while attempts remain). */
-    this.retry = Boolean(retry);
-  }
-}
+export {
+  JobError,
+  Retry,
+  Fail,
+  log,
+  cancelled,
+  config,
+  textInput,
+  jsonInput,
+  jsonOutput,
+  quote,
+  call,
+} from './wasmgear-core.js';
 
-/** A transient failure: the queue runs the job again later, while attempts remain. */
-export class Retry extends JobError {
-  constructor(message) {
-    super(message, true);
-    this.name = 'Retry';
-  }
-}
-
-/** A permanent failure (bad input, a bug): the job fails for good at once. */
-export class Fail extends JobError {
-  constructor(message) {
-    super(message, false);
-    this.name = 'Fail';
-  }
-}
-
-// --- calls into the worker ---------------------------------------------------------------
+// --- progress ------------------------------------------------------------------------------
 
 function toU64(value, what) {
   if (typeof value === 'bigint') return BigInt.asUintN(64, value);
@@ -91,47 +95,7 @@ export function progress(done, total, message) {
   );
 }
 
-const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
-
-function writeLog(level, message) {
-  if (!LEVELS.includes(level)) throw new TypeError(`unknown log level ${level}`);
-  write(level, String(message));
-}
-
-/** The job's log: `log.info(msg)`, `log.debug`, `log.warn`, `log.error`, `log.trace`. */
-export const log = Object.freeze({
-  write: writeLog,
-  trace: (message) => writeLog('trace', message),
-  debug: (message) => writeLog('debug', message),
-  info: (message) => writeLog('info', message),
-  warn: (message) => writeLog('warn', message),
-  error: (message) => writeLog('error', message),
-});
-
-/**
- * Whether the job has been asked to stop. Long handlers check it between steps and, once it
- * is true, stop soon by throwing (usually a `Fail`).
- */
-export function cancelled() {
-  return Boolean(hostCancelled());
-}
-
-/**
- * The value of configuration key `key` granted by the plugin's manifest (`[config]` in
- * `NAME.toml`), or undefined when the manifest does not set it.
- */
-export function config(key) {
-  const value = hostConfigGet(String(key));
-  return value === null ? undefined : value;
-}
-
 // --- child jobs ------------------------------------------------------------------------
-
-/** The text of an error a host call threw (jco carries a WIT error in `payload`). */
-function hostError(e) {
-  if (e && e.payload !== undefined) return String(e.payload);
-  return String(e && e.message ? e.message : e);
-}
 
 /**
  * Enqueues a job of `fn` with `input` (a Uint8Array or a string) as a child of the running
@@ -250,87 +214,7 @@ export function* dependencies() {
   }
 }
 
-// --- input and output --------------------------------------------------------------------
-
-/** The input bytes as text; throws `Fail` when they are not UTF-8. */
-export function textInput(bytes) {
-  try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch (e) {
-    throw new Fail(`input is not valid UTF-8: ${e && e.message ? e.message : e}`);
-  }
-}
-
-/** The input bytes parsed as JSON; throws `Fail` saying what is wrong when they are not. */
-export function jsonInput(bytes) {
-  const text = textInput(bytes);
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new Fail(`input is not valid JSON: ${e && e.message ? e.message : e}`);
-  }
-}
-
-/** `value` as compact JSON bytes (`JSON.stringify`, UTF-8). */
-export function jsonOutput(value) {
-  return new TextEncoder().encode(JSON.stringify(value));
-}
-
-function outputBytes(value) {
-  if (value === undefined || value === null) return new Uint8Array(0);
-  if (value instanceof Uint8Array) return value;
-  if (ArrayBuffer.isView(value)) {
-    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-  }
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
-  if (typeof value === 'string') return new TextEncoder().encode(value);
-  throw new Fail(
-    `handler returned ${typeof value}, expected a Uint8Array, a string or nothing ` +
-      '(use jsonOutput for JSON)',
-  );
-}
-
-function describe(e) {
-  if (e instanceof Error) return e.message ? `${e.name}: ${e.message}` : e.name;
-  return String(e);
-}
-
 // --- the handler -------------------------------------------------------------------------
-
-/**
- * Runs `fn(job, input)` the way the worker does and returns its output bytes. Throws `Retry`
- * or `Fail`; any other exception becomes a `Fail` with its text (its stack is logged).
- */
-export function call(fn, jobInfo, input) {
-  let output;
-  try {
-    output = fn(jobInfo, input);
-  } catch (e) {
-    if (e instanceof JobError) throw e;
-    try {
-      writeLog('error', `uncaught exception: ${e && e.stack ? `${describe(e)}\n${e.stack}` : describe(e)}`);
-    } catch (_) {
-      // Logging never stops the job from ending.
-    }
-    throw new Fail(describe(e));
-  }
-  if (output && typeof output.then === 'function') {
-    throw new Fail('the handler returned a Promise: job handlers must be synchronous');
-  }
-  return outputBytes(output);
-}
-
-function toJob(info) {
-  return Object.freeze({
-    id: info.id,
-    function: info.function,
-    attempt: info.attempt,
-    maxAttempts: info.maxAttempts,
-    enqueuedAtMs: info.enqueuedAtMs,
-    timeoutMs: info.timeoutMs,
-    isLastAttempt: info.attempt >= info.maxAttempts,
-  });
-}
 
 /**
  * Makes `fn(job, input: Uint8Array) -> Uint8Array | string | undefined` a job handler:
@@ -344,10 +228,82 @@ export function job(fn) {
         return call(fn, toJob(info), input);
       } catch (e) {
         // A `result<_, job-error>` export returns `err` for what it throws: the variant.
-        const retry = e instanceof JobError ? e.retry : false;
-        const message = e instanceof JobError ? e.message : describe(e);
-        throw { tag: retry ? 'retry' : 'fail', val: message };
+        throw witError(e);
       }
     },
   };
+}
+
+// --- checkpoints -------------------------------------------------------------------------
+
+/**
+ * The checkpoint to resume from (a Uint8Array): the last one this attempt saved, else the
+ * last one an earlier attempt of the job saved that reached the queue; undefined on a fresh
+ * start. Throws `Retry` when it cannot be read (the queue unreachable).
+ */
+export function checkpointLoad() {
+  let saved;
+  try {
+    saved = hostCheckpointLoad();
+  } catch (e) {
+    throw new Retry(hostError(e));
+  }
+  return saved === null ? undefined : saved;
+}
+
+/**
+ * Saves `data` (a Uint8Array, or a string as UTF-8) as the job's checkpoint, in place of the
+ * one before. Cheap and never blocks: the worker writes the latest one out at most every
+ * 50 ms and always the last one before the attempt's result. Throws `Fail` when refused
+ * (larger than the manifest's `[limits] checkpoint`, 1 MiB by default, or a job from another
+ * protocol's queue, which keeps no checkpoints).
+ */
+export function checkpointSave(data) {
+  const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : outputBytes(data);
+  try {
+    hostCheckpointSave(bytes);
+  } catch (e) {
+    throw new Fail(hostError(e));
+  }
+}
+
+/** The position a checkpoint of `resumeEach` holds; another checkpoint fails the job. */
+function positionOf(saved) {
+  const text = new TextDecoder().decode(saved);
+  if (/^\+?[0-9]+$/.test(text) && Number.isSafeInteger(Number(text))) return Number(text);
+  const head = new TextDecoder().decode(saved.subarray(0, 64));
+  throw new Fail(`the job's checkpoint is not a position resumeEach saved: ${quote(head)}`);
+}
+
+/**
+ * Runs `step(position, item)` for each of `items` (any iterable), from where the job's last
+ * attempt got to, and saves the position reached (the number of items done, as decimal
+ * text) after every `every` items and after the last. Before each item it checks whether the
+ * job was asked to stop (`cancelled()`): then it saves the position and throws `Retry`, so
+ * that the next attempt goes on from there.
+ *
+ * Returns the position it resumed from: 0 on a fresh start. The items from the last saved
+ * position on run again after a failure, so `step` should not mind doing one twice.
+ */
+export function resumeEach(items, every, step) {
+  const saved = checkpointLoad();
+  const from = saved === undefined ? 0 : positionOf(saved);
+  const interval = Math.max(Math.trunc(Number(every)) || 0, 1);
+  let skipped = 0;
+  let done = from;
+  for (const item of items) {
+    if (skipped < from) {
+      skipped += 1;
+      continue;
+    }
+    if (cancelled()) {
+      checkpointSave(String(done));
+      throw new Retry(`asked to stop after ${done} items; the next attempt resumes there`);
+    }
+    step(done, item);
+    done += 1;
+    if ((done - from) % interval === 0) checkpointSave(String(done));
+  }
+  if ((done - from) % interval !== 0) checkpointSave(String(done));
+  return from;
 }

@@ -97,6 +97,14 @@ const JS: &[File] = &[
         "wasmgear.js",
         include_str!("../../../guest-sdk/js/wasmgear.js"),
     ),
+    (
+        "wasmgear-core.js",
+        include_str!("../../../guest-sdk/js/wasmgear-core.js"),
+    ),
+    (
+        "wasmgear-batch.js",
+        include_str!("../../../guest-sdk/js/wasmgear-batch.js"),
+    ),
 ];
 
 const C: &[File] = &[
@@ -294,28 +302,35 @@ mod tests {
         assert!(missing.is_empty(), "not in the Rust template: {missing:?}");
     }
 
-    /// A C project carries every header of the C SDK (wasmgear.h includes the others), as
-    /// they are.
-    #[test]
-    fn a_c_project_carries_every_header() {
-        let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/c");
-        let mut headers = 0;
+    /// The files of the SDK in `dir` (under guest-sdk/) whose names end in `ext`, each in
+    /// `template` as it is; returns how many there are.
+    fn carried(template: &[super::File], dir: &str, ext: &str) -> usize {
+        let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../guest-sdk")
+            .join(dir);
+        let mut files = 0;
         for entry in std::fs::read_dir(&sdk).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
-            if !name.ends_with(".h") {
+            if !name.ends_with(ext) {
                 continue;
             }
-            headers += 1;
-            let carried = super::C.iter().find(|(file, _)| *file == name);
+            files += 1;
+            let found = template.iter().find(|(file, _)| *file == name);
             assert_eq!(
-                carried.map(|(_, text)| *text),
+                found.map(|(_, text)| *text),
                 Some(std::fs::read_to_string(sdk.join(&name)).unwrap().as_str()),
-                "{name} is not in the C template as it is"
+                "{name} is not in the template as it is"
             );
         }
-        assert_eq!(
-            headers, 3,
-            "wasmgear.h, wasmgear_checkpoint.h, wasmgear_batch.h"
-        );
+        files
+    }
+
+    /// A C project carries every header of the C SDK (wasmgear.h includes the others), and a
+    /// JavaScript project every module of the JavaScript SDK (wasmgear.js and
+    /// wasmgear-batch.js import wasmgear-core.js).
+    #[test]
+    fn c_and_javascript_projects_carry_every_file_of_their_sdk() {
+        assert_eq!(carried(super::C, "c", ".h"), 3);
+        assert_eq!(carried(super::JS, "js", ".js"), 3);
     }
 }
