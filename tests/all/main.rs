@@ -49,6 +49,7 @@ mod run_local;
 mod rust_api;
 mod sandbox;
 mod schedule;
+mod sdk_languages;
 mod sources;
 mod structure;
 mod traces;
