@@ -567,7 +567,9 @@ async fn the_dashboard_draws_a_flow_live_and_acts_on_it() {
     let flow = Flow {
         name: "drawn".into(),
         jobs: vec![
-            job("slow", "count", "20 100"),
+            // Ten seconds: the browser (started below) sees the last box waiting even on a
+            // loaded machine, then turn succeeded live.
+            job("slow", "count", "100 100"),
             job("next", "reverse", "xyz").after(["slow"]),
             job("end", "join", "").after(["next", "slow"]),
         ],
