@@ -50,6 +50,7 @@ mod rust_api;
 mod sandbox;
 mod schedule;
 mod sdk_languages;
+mod signed_plugins;
 mod sources;
 mod structure;
 mod traces;

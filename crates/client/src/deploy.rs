@@ -47,6 +47,22 @@ const DEPLOY_TRIES: usize = 3;
 /// The most versions one collection deals with (the rest at the next).
 const COLLECT_BATCH: usize = 100;
 
+/// A plugin to deploy ([`Client::deploy`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PluginUpload<'a> {
+    /// The component's bytes.
+    pub component: &'a [u8],
+    /// The name of the file deployed, without `.wasm` (the function it serves when its
+    /// manifest names none).
+    pub name: &'a str,
+    /// The functions it serves.
+    pub functions: &'a [FunctionName],
+    /// Its manifest's text, if it has one.
+    pub manifest: Option<&'a str>,
+    /// Its signature line, if it is signed (`wasmgear_proto::signing`).
+    pub signature: Option<&'a str>,
+}
+
 /// What `deploy` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeployOutcome {
@@ -137,20 +153,23 @@ fn read_record(field: &str, text: &str) -> Result<DeployedVersion> {
 }
 
 impl Client {
-    /// Stores `component` (a file named `name`.wasm, serving `functions`, with `manifest`'s
-    /// text if it has one) and, if `activate`, makes it the current version of each of its
+    /// Stores `plugin` and, if `activate`, makes it the current version of each of its
     /// functions. Then forgets versions beyond `keep` per function that no kept job names,
     /// and collects the chunks nothing needs any more. The caller has checked that the
     /// component loads and the manifest parses.
     pub async fn deploy(
         &self,
-        component: &[u8],
-        name: &str,
-        functions: &[FunctionName],
-        manifest: Option<&str>,
+        plugin: &PluginUpload<'_>,
         activate: bool,
         keep: usize,
     ) -> Result<DeployOutcome> {
+        let PluginUpload {
+            component,
+            name,
+            functions,
+            manifest,
+            signature,
+        } = *plugin;
         if keep == 0 {
             return Err(QueueError::BadOption(
                 "at least one version of each function must be kept".into(),
@@ -173,6 +192,7 @@ impl Client {
             functions: functions.iter().map(|f| f.to_string()).collect(),
             manifest: manifest.map(str::to_string),
             deployed_ms: 0,
+            signature: signature.map(str::to_string),
         };
         let text = serde_json::to_string(&record).unwrap_or_default();
         let mut candidates = None;

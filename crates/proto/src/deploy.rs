@@ -44,6 +44,11 @@ pub struct DeployedVersion {
     /// When it was (last) deployed, ms since the epoch (Redis' clock).
     #[serde(default)]
     pub deployed_ms: u64,
+    /// Its signature line (`wasmgear deploy --sign KEY`, see [`crate::signing`]), over its
+    /// name, component and manifest; a worker started with `--trust` refuses a version
+    /// without one by a key it trusts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// The field of a version of a function in the store's `versions` hash.

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod model;
 pub mod recent;
 pub mod schedule;
+pub mod signing;
 pub mod sync;
 pub mod trace;
 pub mod units;

@@ -255,11 +255,25 @@ pub fn manifest_path(wasm: &Path) -> PathBuf {
 
 /// Reads the manifest beside `wasm`; no file means the strict defaults.
 pub fn load_for(wasm: &Path) -> Result<Manifest, ManifestError> {
+    parse_for(wasm, read_for(wasm)?.as_deref())
+}
+
+/// The text of the manifest of the plugin at `wasm`, if it has one.
+pub fn read_for(wasm: &Path) -> Result<Option<String>, ManifestError> {
     let path = manifest_path(wasm);
     match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&path, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(ManifestError::Read { path, source }),
+    }
+}
+
+/// The manifest of the plugin at `wasm` from its `text` ([`read_for`]); no text is the
+/// default manifest.
+pub fn parse_for(wasm: &Path, text: Option<&str>) -> Result<Manifest, ManifestError> {
+    match text {
+        Some(text) => parse(&manifest_path(wasm), text),
+        None => Ok(Manifest::default()),
     }
 }
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
 use crate::{JobSource, Metrics, WorkerConfig, new_worker_id};
 use wasmgear_client::{QueueError, WorkerQueue};
+use wasmgear_proto::signing::Trust;
 use wasmgear_runtime::{Runtime, RuntimeConfig};
 
 /// The longest retry backoff when nothing else is said.
@@ -51,6 +52,7 @@ pub enum BuildError {
 pub struct WorkerBuilder {
     plugins: Option<PathBuf>,
     from_redis: bool,
+    trust: Trust,
     id: Option<String>,
     runtime: RuntimeConfig,
     config: WorkerConfig,
@@ -67,6 +69,7 @@ impl WorkerBuilder {
         WorkerBuilder {
             plugins: Some(plugins.into()),
             from_redis: false,
+            trust: Trust::default(),
             id: None,
             runtime: RuntimeConfig::default(),
             config: WorkerConfig::default(),
@@ -93,6 +96,13 @@ impl WorkerBuilder {
     /// [`crate::deployed`]).
     pub fn plugins_from_redis(mut self, yes: bool) -> Self {
         self.from_redis = yes;
+        self
+    }
+
+    /// Loads only plugins signed by a key `trust` names, from the directory and from the
+    /// store alike (default: every plugin); see [`wasmgear_proto::signing`].
+    pub fn trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
         self
     }
 
@@ -155,8 +165,10 @@ impl WorkerBuilder {
         // synced after the start, a drop-in directory).
         let later = self.from_redis || self.watch;
         let (registry, problems) = match &self.plugins {
-            Some(dir) => PluginRegistry::load_dir_allow_empty(&runtime, dir, later)?,
-            None if self.from_redis => (PluginRegistry::default(), Vec::new()),
+            Some(dir) => {
+                PluginRegistry::load_dir_trusting(&runtime, dir, later, self.trust.clone())?
+            }
+            None if self.from_redis => (PluginRegistry::trusting(self.trust.clone()), Vec::new()),
             None => return Err(BuildError::NoPlugins),
         };
         let available = registry.functions();

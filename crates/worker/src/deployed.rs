@@ -6,8 +6,8 @@
 //! does: running jobs finish on the version they started with. It learns of a deploy at
 //! once from the store's channel and re-reads the registry every [`POLL`] as a safety net
 //! (a message missed while Redis was unreachable). A version that cannot be fetched or
-//! loaded is refused with the reason in the worker list, and the version before it keeps
-//! serving. A function the plugin directory also serves is served from the directory. At
+//! loaded, or (for a worker started with `--trust`) is not signed by a trusted key, is
+//! refused with the reason in the worker list, and the version before it keeps serving. A function the plugin directory also serves is served from the directory. At
 //! each reading it also collects the chunks nothing needs any more
 //! ([`Client::collect_deployed`]).
 
@@ -111,7 +111,19 @@ pub async fn sync(
         let compiled = {
             let runtime = runtime.clone();
             let record = record.clone();
-            tokio::task::spawn_blocking(move || load(&runtime, &record, &bytes)).await
+            let trust = registry.trust().clone();
+            tokio::task::spawn_blocking(move || {
+                trust
+                    .check(
+                        &record.name,
+                        &bytes,
+                        record.manifest.as_deref(),
+                        record.signature.as_deref(),
+                    )
+                    .map_err(|e| e.to_string())?;
+                load(&runtime, &record, &bytes)
+            })
+            .await
         };
         match compiled {
             Ok(Ok(plugin)) => {

@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use wasmgear_proto::FunctionName;
+use wasmgear_proto::signing::{Trust, TrustError, signature_path};
 use wasmgear_proto::sync::RwLocked;
 use wasmgear_runtime::cache::sha256_hex;
 use wasmgear_runtime::manifest;
@@ -84,6 +85,15 @@ pub enum LoadProblem {
         /// The plugin that keeps it.
         other: PathBuf,
     },
+    /// The worker trusts only signed plugins (`--trust`), and this one's signature
+    /// (`NAME.wasm.sig`) is missing or invalid.
+    #[error("{path:?} {reason}")]
+    Untrusted {
+        /// The plugin refused.
+        path: PathBuf,
+        /// Why.
+        reason: TrustError,
+    },
 }
 
 /// What one scan of the directory changed.
@@ -123,11 +133,12 @@ impl FileStamp {
     }
 }
 
-/// The stamps of a plugin file and of its manifest (if any): what a load read.
+/// The stamps of a plugin file, its manifest and its signature (if any): what a load read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     wasm: Option<FileStamp>,
     manifest: Option<FileStamp>,
+    signature: Option<FileStamp>,
 }
 
 impl Stamp {
@@ -135,6 +146,7 @@ impl Stamp {
         Stamp {
             wasm: FileStamp::of(wasm),
             manifest: FileStamp::of(&manifest::manifest_path(wasm)),
+            signature: FileStamp::of(&signature_path(wasm)),
         }
     }
 }
@@ -170,11 +182,14 @@ pub struct PluginRegistry {
     reloaded: AtomicU64,
     failed: AtomicU64,
     scans: AtomicU64,
+    /// The keys a plugin must be signed by (none: every plugin is loaded).
+    trust: Trust,
 }
 
 impl Default for PluginRegistry {
     fn default() -> Self {
         PluginRegistry {
+            trust: Trust::default(),
             state: RwLock::default(),
             generation: watch::Sender::new(0),
             loaded: AtomicU64::new(0),
@@ -215,7 +230,18 @@ impl PluginRegistry {
         dir: &Path,
         allow_empty: bool,
     ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
-        let registry = PluginRegistry::default();
+        Self::load_dir_trusting(runtime, dir, allow_empty, Trust::default())
+    }
+
+    /// [`load_dir_allow_empty`](Self::load_dir_allow_empty) for a registry that loads only
+    /// plugins signed by a key `trust` names, from the directory and from the store alike.
+    pub fn load_dir_trusting(
+        runtime: &Runtime,
+        dir: &Path,
+        allow_empty: bool,
+        trust: Trust,
+    ) -> Result<(Self, Vec<LoadProblem>), RegistryError> {
+        let registry = PluginRegistry::trusting(trust);
         let report = registry.sync_dir(runtime, dir)?;
         if registry.functions().is_empty() && !allow_empty {
             return Err(RegistryError::NoPlugins {
@@ -224,6 +250,19 @@ impl PluginRegistry {
             });
         }
         Ok((registry, report.problems))
+    }
+
+    /// An empty registry that loads only plugins signed by a key `trust` names.
+    pub fn trusting(trust: Trust) -> Self {
+        PluginRegistry {
+            trust,
+            ..PluginRegistry::default()
+        }
+    }
+
+    /// The keys a plugin must be signed by.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
     }
 
     /// Brings the registry in line with `dir`: loads new and changed plugins (a file whose
@@ -278,7 +317,10 @@ impl PluginRegistry {
                     let failure = Failure {
                         stamp,
                         reason: reason.clone(),
-                        settled: matches!(problem, LoadProblem::Plugin(_)),
+                        settled: matches!(
+                            problem,
+                            LoadProblem::Plugin(_) | LoadProblem::Untrusted { .. }
+                        ),
                     };
                     let mut state = self.write();
                     state.errors.insert(path.clone(), reason.clone());
@@ -303,7 +345,10 @@ impl PluginRegistry {
         runtime: &Runtime,
         path: &Path,
     ) -> Result<Option<Arc<Plugin>>, LoadProblem> {
-        let manifest = manifest::load_for(path).map_err(PluginError::from)?;
+        // Read once: what is checked against the signature is what is loaded.
+        let manifest_text = manifest::read_for(path).map_err(PluginError::from)?;
+        let manifest =
+            manifest::parse_for(path, manifest_text.as_deref()).map_err(PluginError::from)?;
         let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
             path: path.to_path_buf(),
             source,
@@ -317,6 +362,7 @@ impl PluginRegistry {
             self.write().errors.remove(path);
             return Ok(None);
         }
+        self.check_signature(path, &bytes, manifest_text.as_deref())?;
         let plugin = Arc::new(runtime.compile_plugin(path, &bytes, manifest)?);
         self.swap_in(plugin.clone())?;
         let counter = match current {
@@ -325,6 +371,41 @@ impl PluginRegistry {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(Some(plugin))
+    }
+
+    /// Refuses the plugin at `path` (its component `bytes`) unless it is signed by a
+    /// trusted key, when the registry trusts only signed plugins.
+    fn check_signature(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        manifest: Option<&str>,
+    ) -> Result<(), LoadProblem> {
+        if !self.trust.is_enforced() {
+            return Ok(());
+        }
+        let signature_path = signature_path(path);
+        let signature = match std::fs::read_to_string(&signature_path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(PluginError::Read {
+                    path: signature_path,
+                    source,
+                }
+                .into());
+            }
+        };
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        self.trust
+            .check(name, bytes, manifest, signature.as_deref())
+            .map_err(|reason| LoadProblem::Untrusted {
+                path: path.to_path_buf(),
+                reason,
+            })
     }
 
     fn swap_in(&self, plugin: Arc<Plugin>) -> Result<(), LoadProblem> {

@@ -37,6 +37,16 @@ pub struct DeployArgs {
     #[arg(long, requires = "plugin")]
     manifest: Option<PathBuf>,
 
+    /// Sign the plugin (its component, manifest and name) with this secret key (a .key file
+    /// written by `wasmgear keygen`), for workers started with --trust.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "WASMGEAR_SIGNING_KEY",
+        requires = "plugin"
+    )]
+    sign: Option<PathBuf>,
+
     /// Store the plugin without making it current (make it current later with `deploy
     /// activate`).
     #[arg(long, requires = "plugin")]
@@ -308,17 +318,24 @@ async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
             .await?
             .map_err(|e| usage(e.to_string()))?
     };
-    let name = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let name = super::signing::plugin_name(path)?;
+    let signature = match &args.sign {
+        Some(key) => {
+            let key = super::signing::read_signing_key(key)?;
+            Some(key.sign(name, &bytes, manifest_text.as_deref()))
+        }
+        None => None,
+    };
     let client = args.redis.client().await?;
     let outcome = client
         .deploy(
-            &bytes,
-            name,
-            plugin.functions(),
-            manifest_text.as_deref(),
+            &wasmgear_client::deploy::PluginUpload {
+                component: &bytes,
+                name,
+                functions: plugin.functions(),
+                manifest: manifest_text.as_deref(),
+                signature: signature.as_deref(),
+            },
             !args.no_activate,
             args.keep as usize,
         )
@@ -416,6 +433,7 @@ async fn list(
                             "size": v.size,
                             "sha256": v.sha256,
                             "current": state.current.get(*f) == Some(&v.version),
+                            "signed_by": signer(v),
                         })
                     })
                     .collect();
@@ -430,7 +448,7 @@ async fn list(
         return Ok(0);
     }
     print_table(
-        &["FUNCTION", "VERSION", "DEPLOYED", "SIZE", ""],
+        &["FUNCTION", "VERSION", "DEPLOYED", "SIZE", "SIGNED BY", ""],
         rows(&state, &functions),
     );
     Ok(0)
@@ -452,6 +470,7 @@ fn rows(state: &DeployState, functions: &[&String]) -> Vec<Vec<String>> {
                     wasmgear_proto::units::in_or_ago(v.deployed_ms)
                 ),
                 indicatif::HumanBytes(v.size).to_string(),
+                signer(v).unwrap_or_else(|| "-".into()),
                 if state.current.get(*function) == Some(&v.version) {
                     "current".into()
                 } else {
@@ -461,4 +480,14 @@ fn rows(state: &DeployState, functions: &[&String]) -> Vec<Vec<String>> {
         }
     }
     rows
+}
+
+/// The key a version's signature names, if it is signed (whether it verifies is each
+/// trusting worker's check).
+fn signer(version: &wasmgear_proto::deploy::DeployedVersion) -> Option<String> {
+    let line = version.signature.as_deref()?;
+    Some(match wasmgear_proto::signing::parse_signature(line) {
+        Ok((key, _)) => key.to_string(),
+        Err(_) => "(unreadable signature)".into(),
+    })
 }

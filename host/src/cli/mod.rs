@@ -27,6 +27,7 @@ mod retry;
 mod run;
 mod schedule;
 mod serve;
+mod signing;
 mod stats;
 mod status;
 mod wait;
@@ -214,6 +215,12 @@ enum Command {
     /// Deploy a plugin once for every worker started with --plugins-from-redis (stored in
     /// Redis by content hash); list the versions kept, roll back, or activate another.
     Deploy(deploy::DeployArgs),
+    /// Make an ed25519 key pair for signed plugins: PATH.key signs (`sign`, `deploy
+    /// --sign`), PATH.pub is what workers trust (`worker --trust`).
+    Keygen(signing::KeygenArgs),
+    /// Sign a directory plugin (its component, manifest and name) into NAME.wasm.sig, for
+    /// workers started with --trust.
+    Sign(signing::SignArgs),
     /// Write a new plugin project (Rust, Python, JavaScript or C) that builds NAME.wasm.
     New(author::NewArgs),
     /// Build a plugin project made by `new` and check that the result is a job component.
@@ -289,6 +296,8 @@ impl Cli {
             Command::Flow(args) => flow::run(args).await,
             Command::Batch(args) => batch::run(args).await,
             Command::New(args) => author::new(args),
+            Command::Keygen(args) => signing::keygen(args),
+            Command::Sign(args) => signing::sign(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),
             Command::Componentize(args) => author::componentize(args),

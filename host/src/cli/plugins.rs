@@ -16,6 +16,11 @@ pub struct PluginsArgs {
     #[arg(long)]
     fuel: bool,
 
+    /// Check as a worker started with these --trust keys would: a plugin not signed by one
+    /// of them is a problem.
+    #[command(flatten)]
+    trust: super::signing::TrustArgs,
+
     /// Print JSON: {"plugins": [...], "problems": [...]}.
     #[arg(long)]
     json: bool,
@@ -29,7 +34,7 @@ pub async fn run(args: PluginsArgs) -> anyhow::Result<i32> {
     };
     let runtime =
         Runtime::new(config).map_err(|e| anyhow::anyhow!("cannot start the runtime: {e:#}"))?;
-    let registry = PluginRegistry::default();
+    let registry = PluginRegistry::trusting(args.trust.policy()?);
     let report = registry.sync_dir(&runtime, &args.dir)?;
     let code = if report.problems.is_empty() { 0 } else { 1 };
     if args.json {

@@ -43,6 +43,9 @@ pub struct WorkerArgs {
     #[arg(long, env = "WASMGEAR_PLUGINS_FROM_REDIS")]
     plugins_from_redis: bool,
 
+    #[command(flatten)]
+    trust: super::signing::TrustArgs,
+
     /// A queue to serve: `wasmgear` (wasmgear's own), `gearmonkey`,
     /// `redis-work-queue:PREFIX=FUNCTION` (the items under key prefix PREFIX are jobs of
     /// FUNCTION), `worqr:QUEUE=FUNCTION` (the tasks of worqr queue QUEUE;
@@ -174,8 +177,13 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         Some(dir) => WorkerBuilder::new(dir),
         None => WorkerBuilder::without_directory(),
     };
+    let trust = args.trust.policy()?;
+    if trust.is_enforced() {
+        tracing::info!(keys = %trust, "running only plugins signed by these keys (--trust)");
+    }
     let loaded = builder
         .plugins_from_redis(args.plugins_from_redis)
+        .trust(trust)
         .runtime(runtime)
         .config(config)
         .retry_backoff(args.retry_backoff, DEFAULT_BACKOFF_MAX)
