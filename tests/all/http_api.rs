@@ -683,7 +683,7 @@ async fn the_openapi_document_matches_the_routes() {
     let doc = doc.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 25);
+    assert_eq!(paths.len(), 26);
     for (path, operations) in paths {
         let mut concrete = path
             .replace("{function}", "echo")

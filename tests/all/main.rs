@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod access;
 mod batch_plugins;
 mod batches;
 mod cancel;

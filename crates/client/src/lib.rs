@@ -10,6 +10,7 @@
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
 pub mod admin;
+pub mod audit;
 pub mod batch;
 pub mod checkpoints;
 pub mod children;

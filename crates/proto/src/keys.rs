@@ -343,6 +343,13 @@ pub fn functions() -> String {
     format!("{PREFIX}:{{functions}}:names")
 }
 
+/// Stream: the audit log, one entry per action through `wasmgear serve` and the CLI's
+/// operate commands (who, what, on what, with what outcome), about its newest
+/// [`AUDIT_KEEP`](crate::limits::AUDIT_KEEP) kept.
+pub fn audit() -> String {
+    format!("{PREFIX}:{{audit}}:log")
+}
+
 /// The keys of the worker list (all in the `{workers}` slot).
 pub struct WorkerListKeys;
 

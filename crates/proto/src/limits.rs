@@ -218,6 +218,12 @@ pub const MAX_TRACESTATE_BYTES: u64 = 512;
 /// at a minute).
 pub const MAX_WAIT_MS: u64 = 300_000;
 
+/// The audit log keeps about its newest this many entries (`XADD MAXLEN ~`).
+pub const AUDIT_KEEP: u64 = 10_000;
+
+/// The longest text of one audit entry's field, in bytes (longer ones are cut).
+pub const MAX_AUDIT_FIELD_BYTES: u64 = 1024;
+
 /// The limits another client needs, by the names the `limits` object of `manifest.json`
 /// gives them (the constants' names in lower case), in this order.
 pub fn for_clients() -> Vec<(&'static str, i64)> {

@@ -59,6 +59,18 @@ impl ApiError {
         .into_response()
     }
 
+    /// A caller whose token may not do this (403): its role, or the functions it is
+    /// limited to, do not allow it.
+    pub fn forbidden(message: &str) -> Response {
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            class: "forbidden",
+            exit_code: ErrorClass::BadInput.exit_code(),
+            message: message.to_string(),
+        }
+        .into_response()
+    }
+
     /// A path or method the API does not have (404).
     pub fn route_not_found() -> Response {
         ApiError::of_class(

@@ -10,7 +10,9 @@
 //! document and the health checks (`/healthz`, `/readyz`) needs `Authorization: Bearer TOKEN` unless the server runs without
 //! authentication ([`Auth::None`], which `wasmgear serve` allows on loopback only).
 
+mod access;
 mod api;
+mod audit;
 mod batches;
 mod error;
 mod flows;
@@ -18,6 +20,7 @@ mod groups;
 mod health;
 mod metrics;
 mod openapi;
+pub mod tokens;
 mod trace;
 mod ui;
 
@@ -25,10 +28,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header::AUTHORIZATION;
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use tokio_util::sync::CancellationToken;
 use wasmgear_client::Client;
 
@@ -40,8 +41,12 @@ pub use openapi::{OPENAPI_PATH, openapi};
 /// Who may call the API.
 #[derive(Clone)]
 pub enum Auth {
-    /// Callers must send `Authorization: Bearer` with this token.
+    /// Callers must send `Authorization: Bearer` with this token, which may do everything
+    /// (it is called `api-token` in the audit log).
     Token(String),
+    /// Callers must send one of these tokens; each may do what its role allows, to the
+    /// functions it names ([`tokens`]).
+    Tokens(tokens::Tokens),
     /// Anyone who can reach the address may call it.
     None,
 }
@@ -50,60 +55,71 @@ impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Auth::Token(_) => f.write_str("Auth::Token(<redacted>)"),
+            Auth::Tokens(tokens) => write!(f, "Auth::Tokens({} tokens)", tokens.len()),
             Auth::None => f.write_str("Auth::None"),
         }
     }
 }
 
-/// Declares every route once: [`ROUTES`] and the router are both made from this list, so the
-/// OpenAPI document (checked against [`ROUTES`]) cannot miss a route the server answers, nor
-/// name one it does not. `open` routes need no token; `token` routes need it when the server
-/// has one.
+/// Declares every route once, with the role it needs: [`ROUTES`], [`ROUTE_ROLES`] and the
+/// router are all made from this list, so the OpenAPI document (checked against [`ROUTES`])
+/// cannot miss a route the server answers, nor name one it does not. `open` routes need no
+/// token; the others a token whose role allows `read`, `enqueue`, `operate` or `admin`.
 macro_rules! routes {
     ($($access:ident $method:ident $path:literal => $handler:path,)*) => {
         /// Every route of the server but the OpenAPI document: method (lower case) and path
         /// (axum's `{name}` for a path parameter), in the order the OpenAPI document lists them.
         pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
 
-        /// The open routes and the ones that need the token, as two routers.
+        /// The role each route of [`ROUTES`] needs (`None`: open to anyone).
+        pub const ROUTE_ROLES: &[(&str, &str, Option<tokens::Role>)] =
+            &[$((stringify!($method), $path, routes!(@role $access))),*];
+
+        /// The open routes and the ones that need a token, as two routers.
         fn declared_routes() -> (Router<AppState>, Router<AppState>) {
             let (mut open, mut guarded) = (Router::new(), Router::new());
             $(routes!(@add $access, open, guarded, $method, $path, $handler);)*
             (open, guarded)
         }
     };
+    (@role open) => { None };
+    (@role read) => { Some(tokens::Role::Read) };
+    (@role enqueue) => { Some(tokens::Role::Enqueue) };
+    (@role operate) => { Some(tokens::Role::Operate) };
+    (@role admin) => { Some(tokens::Role::Admin) };
     (@add open, $open:ident, $guarded:ident, $method:ident, $path:literal, $handler:path) => {
         $open = $open.route($path, axum::routing::$method($handler));
     };
-    (@add token, $open:ident, $guarded:ident, $method:ident, $path:literal, $handler:path) => {
+    (@add $role:ident, $open:ident, $guarded:ident, $method:ident, $path:literal, $handler:path) => {
         $guarded = $guarded.route($path, axum::routing::$method($handler));
     };
 }
 
 routes! {
-    token post "/v1/functions/{function}/jobs" => api::enqueue,
-    token post "/v1/functions/{function}/bulk" => api::bulk,
-    token get "/v1/jobs/{id}" => api::status,
-    token get "/v1/jobs/{id}/wait" => api::wait,
-    token get "/v1/jobs/{id}/logs" => api::logs,
-    token post "/v1/jobs/{id}/cancel" => api::cancel,
-    token post "/v1/jobs/{id}/retry" => api::retry,
-    token post "/v1/flows" => flows::submit,
-    token get "/v1/flows/{id}" => flows::status,
-    token post "/v1/flows/{id}/cancel" => flows::cancel,
-    token post "/v1/flows/{id}/retry" => flows::retry,
-    token post "/v1/batches" => batches::create,
-    token get "/v1/batches/{id}" => batches::status,
-    token post "/v1/batches/{id}/jobs" => batches::add,
-    token post "/v1/batches/{id}/close" => batches::close,
-    token get "/v1/events" => api::events,
-    token get "/v1/queues" => api::queues,
-    token get "/v1/workers" => api::workers,
-    token get "/v1/failures" => api::failures,
-    token get "/v1/functions/{function}/stats" => api::stats,
-    token get "/v1/functions/{function}/groups" => groups::list,
-    token put "/v1/functions/{function}/groups/{group}" => groups::configure,
-    token get "/metrics" => metrics::scrape,
+    enqueue post "/v1/functions/{function}/jobs" => api::enqueue,
+    enqueue post "/v1/functions/{function}/bulk" => api::bulk,
+    read get "/v1/jobs/{id}" => api::status,
+    read get "/v1/jobs/{id}/wait" => api::wait,
+    read get "/v1/jobs/{id}/logs" => api::logs,
+    operate post "/v1/jobs/{id}/cancel" => api::cancel,
+    operate post "/v1/jobs/{id}/retry" => api::retry,
+    enqueue post "/v1/flows" => flows::submit,
+    read get "/v1/flows/{id}" => flows::status,
+    operate post "/v1/flows/{id}/cancel" => flows::cancel,
+    operate post "/v1/flows/{id}/retry" => flows::retry,
+    enqueue post "/v1/batches" => batches::create,
+    read get "/v1/batches/{id}" => batches::status,
+    enqueue post "/v1/batches/{id}/jobs" => batches::add,
+    enqueue post "/v1/batches/{id}/close" => batches::close,
+    read get "/v1/events" => api::events,
+    read get "/v1/queues" => api::queues,
+    read get "/v1/workers" => api::workers,
+    read get "/v1/failures" => api::failures,
+    read get "/v1/functions/{function}/stats" => api::stats,
+    read get "/v1/functions/{function}/groups" => groups::list,
+    operate put "/v1/functions/{function}/groups/{group}" => groups::configure,
+    admin get "/v1/audit" => audit::list,
+    read get "/metrics" => metrics::scrape,
     open get "/healthz" => health::healthz,
     open get "/readyz" => health::readyz,
 }
@@ -165,7 +181,10 @@ fn app(
     };
     let (open, guarded) = declared_routes();
     let guarded = guarded
-        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            access::authorize,
+        ))
         .layer(DefaultBodyLimit::max(max_input_bytes));
     let router = open
         .route(OPENAPI_PATH, axum::routing::get(openapi::serve))
@@ -179,34 +198,6 @@ fn app(
         ))
         .with_state(state.clone());
     (router, state)
-}
-
-/// Refuses a request without the right bearer token (when a token is required). A read
-/// (`GET`) may carry the token in the dashboard's cookie instead, as a browser's event
-/// stream does; a change may not (a cookie goes with requests other sites make).
-async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.method() == axum::http::Method::GET
-        && ui::cookie_signed_in(&state.auth, request.headers())
-    {
-        return next.run(request).await;
-    }
-    if let Auth::Token(token) = &*state.auth {
-        let given = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        match given {
-            Some(given) if same_secret(given.trim().as_bytes(), token.as_bytes()) => {}
-            Some(_) => return ApiError::unauthorized("the bearer token is not the server's"),
-            None => {
-                return ApiError::unauthorized(
-                    "send the server's token as `Authorization: Bearer TOKEN`",
-                );
-            }
-        }
-    }
-    next.run(request).await
 }
 
 /// Compares two secrets in time that depends only on their lengths.

@@ -158,6 +158,12 @@ pub fn openapi() -> Value {
                 "group": { "type": "string" }, "ready": { "type": "integer" },
                 "running": { "type": "integer" }, "config": { "type": "object" },
                 "rate_limited_until_ms": { "type": ["integer", "null"] } } } } } });
+    let audit_entry = json!({ "type": "object", "properties": { "id": { "type": "string" },
+        "at_ms": { "type": "integer" }, "actor": { "type": "string" },
+        "action": { "type": "string" }, "target": { "type": "string" },
+        "outcome": { "type": "string" } } });
+    let audit_page = json!({ "type": "object", "properties": {
+        "entries": { "type": "array", "items": audit_entry } } });
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -166,7 +172,7 @@ pub fn openapi() -> Value {
             "description": "Enqueue jobs, follow them and operate the queue over HTTP \
                 (`wasmgear serve`). Errors are {\"error\": {\"class\", \"message\", \"exit_code\"}} \
                 with the CLI's classes: bad_input (400, 413, 415), unauthorized (401), \
-                not_found (404), conflict (409: well formed, but the queue's state refuses it), unreachable (503), failed (500)."
+                forbidden (403: the token's role or functions do not allow it), not_found (404), conflict (409: well formed, but the queue's state refuses it), unreachable (503), failed (500)."
         },
         "security": [ { "bearer": [] } ],
         "paths": {
@@ -312,6 +318,15 @@ pub fn openapi() -> Value {
                         "function": { "type": "string" }, "group": { "type": "string" },
                         "count": { "type": "integer" } } } })) }))
             } },
+            "/v1/audit": { "get": {
+                "summary": "The audit log, newest first: each action through the API, the dashboard and the CLI's operate commands (who, what, on what, outcome), and each refusal",
+                "parameters": [
+                    query_param("limit", "how many entries (100 by default)",
+                        json!({ "type": "integer", "minimum": 1, "maximum": wasmgear_client::audit::MAX_AUDIT_READ })),
+                    query_param("before", "entries written before this one (its id), for the next page",
+                        json!({ "type": "string", "pattern": "^[0-9]{1,19}(-[0-9]{1,19})?$" })) ],
+                "responses": with(errors.clone(), json!({ "200": ok("the entries", audit_page) }))
+            } },
             "/metrics": { "get": {
                 "summary": "Prometheus metrics (text format 0.0.4): jobs per function and state, paused functions, live workers, the server's requests",
                 "responses": with(errors.clone(), json!({ "200": { "description": "the metrics",
@@ -352,7 +367,7 @@ pub fn openapi() -> Value {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
             "responses": { "Error": { "description": "an error", "content": { "application/json": {
                 "schema": { "type": "object", "properties": { "error": { "type": "object", "properties": {
-                    "class": { "enum": ["bad_input", "unauthorized", "not_found", "conflict", "unreachable", "timed_out", "failed"] },
+                    "class": { "enum": ["bad_input", "unauthorized", "forbidden", "not_found", "conflict", "unreachable", "timed_out", "failed"] },
                     "message": { "type": "string" },
                     "exit_code": { "type": "integer" } } } } } } } } },
             "schemas": {
@@ -383,7 +398,35 @@ pub fn openapi() -> Value {
     if let Some(components) = document["components"]["schemas"].as_object_mut() {
         components.extend(schemas.take_definitions(true));
     }
+    name_roles(&mut document);
     document
+}
+
+/// Names the role each guarded operation needs (`x-wasmgear-role`, and in its description),
+/// with the 403 a token without it gets.
+fn name_roles(document: &mut Value) {
+    for (method, path, role) in crate::ROUTE_ROLES {
+        let Some(role) = role else { continue };
+        let Some(operation) = document["paths"][*path][*method].as_object_mut() else {
+            continue;
+        };
+        operation.insert("x-wasmgear-role".into(), json!(role.as_str()));
+        let says = format!(
+            "Needs a token with role `{role}` (or `admin`); a token limited to some functions \
+             may use it only for those."
+        );
+        let description = match operation.get("description").and_then(Value::as_str) {
+            Some(text) => format!("{text} {says}"),
+            None => says,
+        };
+        operation.insert("description".into(), json!(description));
+        if let Some(responses) = operation
+            .get_mut("responses")
+            .and_then(Value::as_object_mut)
+        {
+            responses.insert("403".into(), error_ref());
+        }
+    }
 }
 
 /// A job with its `function`, as flows and batches take them: the schema of
@@ -456,6 +499,19 @@ fn batch_request_schema() -> Value {
 
 #[cfg(test)]
 mod tests {
+    /// Every guarded operation names its role, as the router checks it.
+    #[test]
+    fn every_guarded_operation_names_its_role() {
+        let doc = super::openapi();
+        for (method, path, role) in crate::ROUTE_ROLES {
+            let named = &doc["paths"][*path][*method]["x-wasmgear-role"];
+            match role {
+                Some(role) => assert_eq!(named, role.as_str(), "{method} {path}"),
+                None => assert!(named.is_null(), "{method} {path}"),
+            }
+        }
+    }
+
     /// The document lists exactly the routes the router has.
     #[test]
     fn the_document_lists_every_route() {

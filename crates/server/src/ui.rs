@@ -26,6 +26,7 @@
 //! - [`throughput`]: finished jobs per minute, counted from the event stream.
 
 mod actions;
+mod audit;
 mod batches;
 mod error;
 mod failures;
@@ -48,7 +49,7 @@ use axum::routing::{get, post};
 
 use crate::AppState;
 
-pub(crate) use signin::cookie_signed_in;
+pub(crate) use signin::cookie_caller;
 pub(crate) use throughput::{Throughput, count_finished};
 
 const APP_JS: &str = include_str!("ui/app.js");
@@ -81,6 +82,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
             post(actions::retry_group),
         )
         .route("/ui/workers", get(workers::page))
+        .route("/ui/audit", get(audit::page))
         .route("/ui/batches", get(batches::list))
         .route("/ui/batches/{id}", get(batches::page))
         .route("/ui/flows", get(flows::list))

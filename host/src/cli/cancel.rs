@@ -22,6 +22,12 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let client = args.redis.client().await?;
     let outcome = client.cancel(&id).await?;
+    let word = match &outcome {
+        CancelOutcome::Cancelled => "ok: cancelled".to_string(),
+        CancelOutcome::Stopping => "ok: its worker is stopping it".to_string(),
+        CancelOutcome::AlreadyEnded(state) => format!("nothing changed: already {state}"),
+    };
+    super::access::record(&client, "cancel", &id.to_string(), &word).await;
     if args.json {
         let (word, state) = match outcome {
             CancelOutcome::Cancelled => ("cancelled", "cancelled".to_string()),

@@ -111,7 +111,12 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
     }
     let config = match settings.is_empty() {
         true => client.config(&function).await?,
-        false => client.configure(&function, &settings).await?,
+        false => {
+            let config = client.configure(&function, &settings).await?;
+            super::access::record(&client, "config", &format!("{function} {settings:?}"), "ok")
+                .await;
+            config
+        }
     };
     if args.json {
         print_json(&config)?;
@@ -220,6 +225,12 @@ pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
             return super::groups::configure(&client, &function, group, &settings, true).await;
         }
         client.configure_group(&function, group, &settings).await?;
+        let action = if paused {
+            "pause --group"
+        } else {
+            "resume --group"
+        };
+        super::access::record(&client, action, &format!("{function} group {group}"), "ok").await;
         match paused {
             true => println!(
                 "group {group} of {function} paused: workers start none of its jobs; its other groups go on"
@@ -231,6 +242,8 @@ pub async fn pause(args: PauseArgs, paused: bool) -> anyhow::Result<i32> {
     let config = client
         .configure(&function, &[Setting::Paused(paused)])
         .await?;
+    let action = if paused { "pause" } else { "resume" };
+    super::access::record(&client, action, function.as_str(), "ok").await;
     if args.json {
         print_json(&config)?;
         return Ok(0);

@@ -174,7 +174,10 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
         Action::Deploy(path) => deploy(&args, &path).await,
         Action::List(function) => list(&redis, json, function.as_ref()).await,
         Action::Rollback(function) => {
-            let (left, now) = redis.client().await?.rollback_deployed(&function).await?;
+            let client = redis.client().await?;
+            let (left, now) = client.rollback_deployed(&function).await?;
+            let outcome = format!("ok: {left} -> {now}");
+            super::access::record(&client, "deploy rollback", function.as_str(), &outcome).await;
             if json {
                 print_json(
                     &serde_json::json!({ "function": function, "left": left, "current": now }),
@@ -185,7 +188,10 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
             Ok(0)
         }
         Action::Remove(function) => {
-            let left = redis.client().await?.remove_deployed(&function).await?;
+            let client = redis.client().await?;
+            let left = client.remove_deployed(&function).await?;
+            let outcome = format!("ok: was on {left}");
+            super::access::record(&client, "deploy remove", function.as_str(), &outcome).await;
             if json {
                 print_json(&serde_json::json!({ "function": function, "left": left }))?;
             } else {
@@ -209,6 +215,8 @@ pub async fn run(args: DeployArgs) -> anyhow::Result<i32> {
         Action::Activate(function, version) => {
             let client = redis.client().await?;
             let version = client.activate_deployed(&function, &version).await?;
+            let target = format!("{function} {version}");
+            super::access::record(&client, "deploy activate", &target, "ok").await;
             if json {
                 print_json(&serde_json::json!({ "function": function, "current": version }))?;
             } else {
@@ -340,6 +348,25 @@ async fn deploy(args: &DeployArgs, path: &Path) -> anyhow::Result<i32> {
             args.keep as usize,
         )
         .await?;
+    let signed = match &signature {
+        Some(line) => match wasmgear_proto::signing::parse_signature(line) {
+            Ok((key, _)) => format!(", signed by {key}"),
+            Err(_) => String::new(),
+        },
+        None => String::new(),
+    };
+    let target = format!(
+        "{} version {} for {}{signed}{}",
+        name,
+        outcome.record.version,
+        outcome.record.functions.join(", "),
+        if args.no_activate {
+            " (not activated)"
+        } else {
+            ""
+        }
+    );
+    super::access::record(&client, "deploy", &target, "ok").await;
     if args.json {
         print_json(&serde_json::json!({
             "version": outcome.record.version,

@@ -92,6 +92,14 @@ pub async fn run(args: FlowArgs) -> anyhow::Result<i32> {
         FlowCommand::Cancel(args) => {
             let client = args.redis.client().await?;
             let cancelled = client.cancel_flow(args.id).await?;
+            let outcome = format!("ok: {cancelled} jobs cancelled");
+            super::access::record(
+                &client,
+                "flow cancel",
+                &format!("flow {}", args.id),
+                &outcome,
+            )
+            .await;
             if args.json {
                 print_json(&serde_json::json!({ "id": args.id, "cancelled": cancelled }))?;
             } else {
@@ -102,6 +110,14 @@ pub async fn run(args: FlowArgs) -> anyhow::Result<i32> {
         FlowCommand::Retry(args) => {
             let client = args.redis.client().await?;
             let retried = client.retry_flow(args.id).await?;
+            let outcome = format!("ok: {} jobs run again", retried.len());
+            super::access::record(
+                &client,
+                "flow retry",
+                &format!("flow {}", args.id),
+                &outcome,
+            )
+            .await;
             if args.json {
                 let ids: Vec<String> = retried.iter().map(ToString::to_string).collect();
                 print_json(&serde_json::json!({ "id": args.id, "retried": ids }))?;

@@ -114,7 +114,12 @@ pub(crate) async fn configure(
             .next()
             .map(|info| info.config)
             .unwrap_or_default(),
-        false => client.configure_group(function, group, settings).await?,
+        false => {
+            let own = client.configure_group(function, group, settings).await?;
+            let target = format!("{function} group {group} {settings:?}");
+            super::access::record(client, "config --group", &target, "ok").await;
+            own
+        }
     };
     if json {
         print_json(&own)?;

@@ -119,6 +119,8 @@ pub async fn tag(args: TagArgs) -> anyhow::Result<i32> {
     let id: JobId = args.id.parse()?;
     let client = args.redis.client().await?;
     let tags = client.tag(&id, args.action == "add", &args.tags).await?;
+    let target = format!("{id} {} {}", args.action, args.tags.join(","));
+    super::access::record(&client, "tag", &target, "ok").await;
     if args.json {
         print_json(&serde_json::json!({ "id": id.to_string(), "tags": tags }))?;
     } else {

@@ -3,6 +3,7 @@
 //!
 //! Subcommands talk to Redis only through [`wasmgear_client`]; `worker` also builds the runtime.
 
+mod access;
 mod author;
 mod batch;
 mod bulk;
@@ -218,6 +219,11 @@ enum Command {
     /// Make an ed25519 key pair for signed plugins: PATH.key signs (`sign`, `deploy
     /// --sign`), PATH.pub is what workers trust (`worker --trust`).
     Keygen(signing::KeygenArgs),
+    /// Scoped API tokens for `serve --tokens-file`: add one (name, role, functions).
+    Token(access::TokenArgs),
+    /// The audit log: who did what through `serve`, the dashboard and the CLI's operate
+    /// commands, newest first.
+    Audit(access::AuditArgs),
     /// Sign a directory plugin (its component, manifest and name) into NAME.wasm.sig, for
     /// workers started with --trust.
     Sign(signing::SignArgs),
@@ -297,6 +303,8 @@ impl Cli {
             Command::Batch(args) => batch::run(args).await,
             Command::New(args) => author::new(args),
             Command::Keygen(args) => signing::keygen(args),
+            Command::Token(args) => access::token(args),
+            Command::Audit(args) => access::audit(args).await,
             Command::Sign(args) => signing::sign(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

@@ -27,6 +27,12 @@ pub async fn run(args: PriorityArgs) -> anyhow::Result<i32> {
     let priority: Priority = args.priority.parse()?;
     let client = args.redis.client().await?;
     let (changed, state) = client.set_priority(&id, priority).await?;
+    let outcome = if changed {
+        "ok".to_string()
+    } else {
+        format!("nothing changed: {state}")
+    };
+    super::access::record(&client, "priority", &format!("{id} {priority}"), &outcome).await;
     if args.json {
         print_json(&serde_json::json!({
             "id": id.to_string(), "changed": changed, "state": state, "priority": priority.value(),

@@ -36,6 +36,18 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     let Some(group) = &args.group else {
         let id: JobId = args.target.parse()?;
         let requeued = client.retry_with(&id, options).await?;
+        let outcome = if requeued {
+            "ok"
+        } else {
+            "nothing changed: not failed or cancelled"
+        };
+        super::access::record(
+            &client,
+            "retry",
+            &format!("{id}{}", fresh_flag(args.fresh)),
+            outcome,
+        )
+        .await;
         if args.json {
             let ids: Vec<String> = requeued.then(|| id.to_string()).into_iter().collect();
             super::output::print_json(&serde_json::json!({ "requeued": ids }))?;
@@ -54,6 +66,13 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
     let ids = client
         .retry_group_with(&function, group, args.limit, options)
         .await?;
+    super::access::record(
+        &client,
+        "retry --group",
+        &format!("{function} group {group}{}", fresh_flag(args.fresh)),
+        &format!("ok: {} jobs queued again", ids.len()),
+    )
+    .await;
     if args.json {
         let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
         super::output::print_json(&serde_json::json!({ "requeued": ids }))?;
@@ -64,4 +83,8 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<i32> {
         ids.len()
     );
     Ok(0)
+}
+
+fn fresh_flag(fresh: bool) -> &'static str {
+    if fresh { " --fresh" } else { "" }
 }

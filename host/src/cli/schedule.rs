@@ -137,26 +137,23 @@ pub async fn run(args: ScheduleArgs) -> anyhow::Result<i32> {
         ScheduleCommand::Add(args) => add(*args).await,
         ScheduleCommand::List(args) => list(args).await,
         ScheduleCommand::Rm(args) => {
-            args.redis
-                .client()
-                .await?
-                .schedule_remove(&args.name)
-                .await?;
+            let client = args.redis.client().await?;
+            client.schedule_remove(&args.name).await?;
+            super::access::record(&client, "schedule rm", &args.name, "ok").await;
             println!("schedule {} removed", args.name);
             Ok(0)
         }
         ScheduleCommand::Pause(args) => {
-            args.redis
-                .client()
-                .await?
-                .schedule_pause(&args.name, true)
-                .await?;
+            let client = args.redis.client().await?;
+            client.schedule_pause(&args.name, true).await?;
+            super::access::record(&client, "schedule pause", &args.name, "ok").await;
             println!("schedule {} paused", args.name);
             Ok(0)
         }
         ScheduleCommand::Resume(args) => {
             let client = args.redis.client().await?;
             client.schedule_pause(&args.name, false).await?;
+            super::access::record(&client, "schedule resume", &args.name, "ok").await;
             let next = client
                 .schedules()
                 .await?
@@ -209,6 +206,8 @@ async fn add(args: AddArgs) -> anyhow::Result<i32> {
     };
     let client = args.redis.client().await?;
     let schedule = client.schedule_add(def, &input, args.replace).await?;
+    let target = format!("{} for {}", schedule.def.name, schedule.def.function);
+    super::access::record(&client, "schedule add", &target, "ok").await;
     if args.json {
         print_json(&json_of(&schedule))?;
         return Ok(0);

@@ -24,6 +24,8 @@ pub(crate) enum UiError {
     Forged,
     /// The action cannot be done to the job as it is (409), in words.
     NotDone(String),
+    /// The signed-in token's role does not allow the action (403), in words.
+    Forbidden(String),
 }
 
 impl From<QueueError> for UiError {
@@ -44,7 +46,7 @@ impl UiError {
             UiError::Queue(_) => StatusCode::SERVICE_UNAVAILABLE,
             UiError::BadFunction(_) | UiError::BadJobId(_) => StatusCode::BAD_REQUEST,
             UiError::NotSignedIn => StatusCode::UNAUTHORIZED,
-            UiError::Forged => StatusCode::FORBIDDEN,
+            UiError::Forged | UiError::Forbidden(_) => StatusCode::FORBIDDEN,
             UiError::NotDone(_) => StatusCode::CONFLICT,
         }
     }
@@ -71,6 +73,13 @@ impl UiError {
             UiError::NotSignedIn => (
                 "Sign in first",
                 html! { p { "Actions need the API token: " a href="/ui/login" { "sign in" } "." } },
+            ),
+            UiError::Forbidden(reason) => (
+                "Refused",
+                html! {
+                    p class="error" role="alert" { "Not allowed: " (reason) "." }
+                    p { a href="/ui" { "Back to the queues" } }
+                },
             ),
             UiError::Forged => (
                 "Refused",

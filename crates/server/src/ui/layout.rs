@@ -33,6 +33,7 @@ pub(super) enum Nav {
     Batches,
     Failures,
     Workers,
+    Audit,
     /// None of them (sign-in and error pages).
     Nowhere,
 }
@@ -63,6 +64,7 @@ impl Page<'_> {
             ("/ui/batches", Nav::Batches, "Batches"),
             ("/ui/failures", Nav::Failures, "Failures"),
             ("/ui/workers", Nav::Workers, "Workers"),
+            ("/ui/audit", Nav::Audit, "Audit"),
         ];
         html! {
             (PreEscaped("<!doctype html>"))

@@ -3,7 +3,7 @@
 //! signing out, and the guard that sends a browser without it to the sign-in page.
 
 use axum::Form;
-use axum::extract::{Query, Request, State};
+use axum::extract::{MatchedPath, Query, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -13,7 +13,8 @@ use serde::Deserialize;
 
 use super::error::UiError;
 use super::layout::{Page, encode};
-use crate::{AppState, Auth, same_secret};
+use crate::tokens::{Caller, Role};
+use crate::{AppState, Auth};
 
 /// The cookie that holds the token in the browser.
 const TOKEN_COOKIE: &str = "wasmgear_token";
@@ -30,30 +31,59 @@ fn token_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|cookie| cookie.value().to_string())
 }
 
-/// Whether `headers` carry the token in the dashboard's cookie.
-pub(crate) fn cookie_signed_in(auth: &Auth, headers: &HeaderMap) -> bool {
+/// The caller whose token `headers` carry in the dashboard's cookie, if any (anyone, on a
+/// server without authentication).
+pub(crate) fn cookie_caller(auth: &Auth, headers: &HeaderMap) -> Option<Caller> {
     match auth {
-        Auth::None => true,
-        Auth::Token(token) => token_cookie(headers)
-            .is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())),
+        Auth::None => auth.caller(None),
+        _ => auth.caller(Some(&token_cookie(headers)?)),
     }
 }
 
 /// Lets a signed-in browser through: pages of one who is not go to the sign-in page;
-/// actions are refused.
+/// actions are refused, and so are those the token's role does not allow (it needs
+/// `operate`). Each action is written to the audit log.
 pub(super) async fn signed_in(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Response {
-    if cookie_signed_in(&state.auth, request.headers()) {
+    let Some(caller) = cookie_caller(&state.auth, request.headers()) else {
+        if request.method() == Method::GET {
+            let next_page = encode(request.uri().path());
+            return Redirect::to(&format!("/ui/login?next={next_page}")).into_response();
+        }
+        return UiError::NotSignedIn.into_response();
+    };
+    let mut request = request;
+    request.extensions_mut().insert(caller.clone());
+    let path = request.uri().path().to_string();
+    if request.method() == Method::GET || path == "/ui/logout" {
         return next.run(request).await;
     }
-    if request.method() == Method::GET {
-        let next_page = encode(request.uri().path());
-        return Redirect::to(&format!("/ui/login?next={next_page}")).into_response();
+    let action = format!(
+        "POST {}",
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or(path.as_str(), |m| m.as_str())
+    );
+    let target = path.trim_start_matches("/ui").to_string();
+    if !caller.role.allows(Role::Operate) {
+        let reason = format!(
+            "token {:?} has role {}; actions need operate",
+            caller.name, caller.role
+        );
+        let outcome = format!("refused: {reason}");
+        crate::access::audit(&state, &caller, &action, &target, &outcome, "dashboard, ").await;
+        return UiError::Forbidden(reason).into_response();
     }
-    UiError::NotSignedIn.into_response()
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_success() || status.is_redirection() {
+        crate::access::audit(&state, &caller, &action, &target, "ok", "dashboard, ").await;
+    }
+    response
 }
 
 #[derive(Deserialize)]
@@ -97,13 +127,22 @@ pub(super) async fn login(
     Form(form): Form<LoginForm>,
 ) -> Response {
     let next_page = safe_next(form.next.as_deref());
-    let Auth::Token(token) = &*state.auth else {
+    if matches!(*state.auth, Auth::None) {
         return Redirect::to(&next_page).into_response();
-    };
+    }
     let given = form.token.trim();
-    if !same_secret(given.as_bytes(), token.as_bytes()) {
+    let Some(caller) = state.auth.caller(Some(given)) else {
         let next_page = encode(&next_page);
         return Redirect::to(&format!("/ui/login?failed=1&next={next_page}")).into_response();
+    };
+    if caller.functions.is_some() {
+        return UiError::Forbidden(format!(
+            "token {:?} may touch only functions {}, and the dashboard shows every function: \
+             sign in with a token that is not limited to some functions",
+            caller.name,
+            caller.functions_text()
+        ))
+        .into_response();
     }
     // Marked `Secure` when a TLS proxy in front says the browser came over HTTPS.
     let secure = headers
@@ -162,10 +201,10 @@ mod tests {
             HeaderValue::from_static("theme=dark; wasmgear_token=s3cret; other=1"),
         );
         let auth = Auth::Token("s3cret".into());
-        assert!(cookie_signed_in(&auth, &headers));
-        assert!(!cookie_signed_in(&Auth::Token("s3creT".into()), &headers));
-        assert!(!cookie_signed_in(&auth, &HeaderMap::new()));
-        assert!(cookie_signed_in(&Auth::None, &HeaderMap::new()));
+        assert!(cookie_caller(&auth, &headers).is_some());
+        assert!(cookie_caller(&Auth::Token("s3creT".into()), &headers).is_none());
+        assert!(cookie_caller(&auth, &HeaderMap::new()).is_none());
+        assert!(cookie_caller(&Auth::None, &HeaderMap::new()).is_some());
         // A token with what a cookie may not hold, as the sign-in writes it.
         let odd = "a b;c=d%/+é";
         let written = token_cookie_builder(odd).build().encoded().to_string();
@@ -176,12 +215,12 @@ mod tests {
         );
         let mut headers = HeaderMap::new();
         headers.insert(header::COOKIE, HeaderValue::from_str(sent).unwrap());
-        assert!(cookie_signed_in(&Auth::Token(odd.into()), &headers));
+        assert!(cookie_caller(&Auth::Token(odd.into()), &headers).is_some());
         // A cookie written by an earlier version (every byte but `A-Za-z0-9-_.~/` encoded)
         // still reads.
         let mut headers = HeaderMap::new();
         let earlier = format!("{TOKEN_COOKIE}={}", encode(odd));
         headers.insert(header::COOKIE, HeaderValue::from_str(&earlier).unwrap());
-        assert!(cookie_signed_in(&Auth::Token(odd.into()), &headers));
+        assert!(cookie_caller(&Auth::Token(odd.into()), &headers).is_some());
     }
 }
