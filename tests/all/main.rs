@@ -43,6 +43,7 @@ mod qless;
 mod queue_controls;
 mod queue_invariants;
 mod queue_reports;
+mod redis_acl;
 mod redis_urls;
 mod reload;
 mod replication;

@@ -9,6 +9,7 @@
 //! - [`Client`]: the producer side (enqueue, status, wait).
 //! - [`WorkerQueue`]: the consumer side (lease, heartbeat, progress, complete, fail).
 
+pub mod acl;
 pub mod admin;
 pub mod audit;
 pub mod batch;

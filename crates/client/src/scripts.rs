@@ -318,6 +318,15 @@ fn library_version() -> &'static str {
     &SOURCE.1
 }
 
+/// The name every function of the library is registered under (`wg2_enqueue`...), its
+/// version function last.
+#[cfg(test)]
+pub(crate) fn function_names() -> Vec<String> {
+    let mut names: Vec<String> = ALL.iter().map(|f| format!("{PREFIX}{}", f.file)).collect();
+    names.push(VERSION_FUNCTION.to_string());
+    names
+}
+
 /// Loads this build's library (replacing one of the same name) on the server, or on every
 /// primary of a cluster.
 pub(crate) async fn load_library(conn: &mut Connection) -> redis::RedisResult<()> {
@@ -328,6 +337,23 @@ pub(crate) async fn load_library(conn: &mut Connection) -> redis::RedisResult<()
         .query_async::<redis::Value>(conn)
         .await
         .map(drop)
+        .map_err(may_not_load)
+}
+
+/// A refusal to load the library, said plainly: a least-privilege user (`wasmgear acl`)
+/// may not, and this build's library is not there yet.
+fn may_not_load(error: redis::RedisError) -> redis::RedisError {
+    if !error.to_string().to_ascii_uppercase().contains("NOPERM") {
+        return error;
+    }
+    redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "the queue's library (this build's version) is not loaded on this Redis, and this \
+         Redis user may not load it (FUNCTION LOAD)",
+        "run any wasmgear command once as a user who may (the default user, or the admin \
+         who made the users with `wasmgear acl`), or start a worker as one"
+            .to_string(),
+    ))
 }
 
 /// Loads the library unless this build's is loaded already: once per connection. On a
@@ -369,7 +395,8 @@ pub(crate) async fn ensure_library(conn: &mut Connection) -> redis::RedisResult<
                 load,
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
             )
-            .await?;
+            .await
+            .map_err(may_not_load)?;
     }
     Ok(())
 }

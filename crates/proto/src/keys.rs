@@ -86,6 +86,45 @@ pub enum QueueKey {
 }
 
 impl QueueKey {
+    /// Every queue key, in declaration order.
+    pub const ALL: [QueueKey; 35] = [
+        QueueKey::Seq,
+        QueueKey::Jobs,
+        QueueKey::Input,
+        QueueKey::Output,
+        QueueKey::Logs,
+        QueueKey::Ready,
+        QueueKey::Scheduled,
+        QueueKey::Leased,
+        QueueKey::Waiting,
+        QueueKey::Expires,
+        QueueKey::Uniq,
+        QueueKey::Tagged,
+        QueueKey::Failed,
+        QueueKey::Counts,
+        QueueKey::Stats,
+        QueueKey::Config,
+        QueueKey::Rate,
+        QueueKey::Events,
+        QueueKey::Work,
+        QueueKey::Calls,
+        QueueKey::CallsExp,
+        QueueKey::Idle,
+        QueueKey::IdleArgs,
+        QueueKey::Ticks,
+        QueueKey::Reserved,
+        QueueKey::Groups,
+        QueueKey::GroupReady,
+        QueueKey::GroupRunning,
+        QueueKey::GroupConfig,
+        QueueKey::GroupRate,
+        QueueKey::GroupWait,
+        QueueKey::Dedup,
+        QueueKey::DedupExp,
+        QueueKey::Expiring,
+        QueueKey::Checkpoints,
+    ];
+
     /// The key's name in the Lua functions (`K.NAME`).
     pub fn lua_name(self) -> &'static str {
         match self {

@@ -167,3 +167,51 @@ fn operator() -> String {
         .unwrap_or_else(|_| "unknown-host".into());
     format!("{user}@{host}")
 }
+
+/// Options of `wasmgear acl`.
+#[derive(Debug, clap::Args)]
+pub struct AclArgs {
+    /// The kind of user: producer (enqueue and read), worker (a producer that also leases,
+    /// reports and does upkeep) or operator (a producer that also cancels, retries,
+    /// configures, deploys and changes schedules).
+    role: wasmgear_client::acl::RedisRole,
+
+    /// The user's name [default: wasmgear-ROLE].
+    #[arg(long)]
+    user: Option<String>,
+
+    /// A file holding the user's password (else `>PASSWORD` is left for you to fill in).
+    #[arg(long, value_name = "FILE")]
+    password_file: Option<PathBuf>,
+}
+
+/// Prints the `ACL SETUSER` command that makes a least-privilege Redis user of a role.
+pub fn acl(args: AclArgs) -> anyhow::Result<i32> {
+    let user = args
+        .user
+        .clone()
+        .unwrap_or_else(|| format!("wasmgear-{}", args.role));
+    if user.is_empty() || user.contains(char::is_whitespace) {
+        return Err(usage(format!("--user {user:?}: a user name has no spaces")));
+    }
+    let password = match &args.password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+            let text = text.trim().to_string();
+            if text.is_empty() || text.contains(char::is_whitespace) {
+                return Err(usage(format!(
+                    "{}: the password must be one word, not empty",
+                    path.display()
+                )));
+            }
+            text
+        }
+        None => "PASSWORD".to_string(),
+    };
+    println!(
+        "ACL SETUSER {user} reset on >{password} {}",
+        args.role.rules().join(" ")
+    );
+    Ok(0)
+}

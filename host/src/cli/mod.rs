@@ -224,6 +224,9 @@ enum Command {
     /// The audit log: who did what through `serve`, the dashboard and the CLI's operate
     /// commands, newest first.
     Audit(access::AuditArgs),
+    /// Print the `ACL SETUSER` command of a least-privilege Redis user: producer, worker or
+    /// operator.
+    Acl(access::AclArgs),
     /// Sign a directory plugin (its component, manifest and name) into NAME.wasm.sig, for
     /// workers started with --trust.
     Sign(signing::SignArgs),
@@ -305,6 +308,7 @@ impl Cli {
             Command::Keygen(args) => signing::keygen(args),
             Command::Token(args) => access::token(args),
             Command::Audit(args) => access::audit(args).await,
+            Command::Acl(args) => access::acl(args),
             Command::Sign(args) => signing::sign(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),
