@@ -15,6 +15,7 @@
 //! - [`units`]: durations and times as people write them, and back.
 //! - [`worker`]: what workers advertise in the worker list.
 
+pub mod crypto;
 pub mod deploy;
 pub mod event;
 pub mod job;
