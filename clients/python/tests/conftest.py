@@ -328,3 +328,29 @@ def numsub(r: redis.Redis, channel: str) -> int:
 
 def events_channel(function: str) -> str:
     return f"wg:{{{function}}}:events"
+
+
+def make_user(server: RedisServer, role: str, name: str) -> str:
+    """Makes the Redis user `name` (password `pw-NAME`) of `role` with the `ACL SETUSER` line
+    `wasmgear acl ROLE --user NAME` prints (as tests/all/redis_acl.rs does); returns its
+    URL."""
+    result = subprocess.run([str(binary()), "acl", role, "--user", name], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+    assert result.returncode == 0, result.stderr
+    words = result.stdout.replace(">PASSWORD", f">pw-{name}").split()
+    assert words[:2] == ["ACL", "SETUSER"], result.stdout
+    server.redis.execute_command(*words)
+    return f"redis://{name}:pw-{name}@127.0.0.1:{server.port}"
+
+
+def refusals(server: RedisServer, user: str) -> List[str]:
+    """What Redis' ACL log says `user` was refused (`REASON OBJECT`, newest first)."""
+    def text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    found = []
+    for entry in server.redis.acl_log(1000):
+        fields = {text(k): v for k, v in entry.items()}
+        if text(fields.get("username", "")) == user:
+            found.append(f"{text(fields.get('reason', ''))} {text(fields.get('object', ''))}")
+    return found

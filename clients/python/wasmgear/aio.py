@@ -488,6 +488,9 @@ class AsyncClient:
         except (rx.RedisError, OSError) as e:
             await _aclose(seed)
             raise core.map_error(e, shown) from None
+        except WasmgearError:
+            await _aclose(seed)
+            raise
         return client
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import queue
 import threading
@@ -96,14 +97,26 @@ def redact(url: str) -> str:
 
 def connection_kwargs() -> Dict[str, Any]:
     """redis-py settings shared by both clients: bytes replies, the timeouts PROTOCOL.md
-    describes, and no retries of redis-py's own (the client retries what is safe to send
-    twice, with the same call id)."""
+    describes, no retries of redis-py's own (the client retries what is safe to send
+    twice, with the same call id), and no `CLIENT SETINFO` naming redis-py on connecting:
+    a least-privilege user (`wasmgear acl`) may not run it, and each refusal would fill
+    Redis' ACL log."""
     return {
         "socket_timeout": core.limits().response_timeout,
         "socket_connect_timeout": core.limits().connect_timeout,
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": False,
+        **_NO_SETINFO,
     }
+
+
+#: What tells redis-py not to send `CLIENT SETINFO`: `driver_info=None` where it takes
+#: `driver_info` (and warns of `lib_name`), else `lib_name` and `lib_version` None.
+_NO_SETINFO: Dict[str, Any] = (
+    {"driver_info": None}
+    if "driver_info" in inspect.signature(redis.Redis.__init__).parameters
+    else {"lib_name": None, "lib_version": None}
+)
 
 
 def open_plain(url: str, kwargs: Dict[str, Any]) -> redis.Redis:
@@ -636,6 +649,9 @@ class Client:
         except (rx.RedisError, OSError) as e:
             seed.close()
             raise core.map_error(e, shown) from None
+        except WasmgearError:
+            seed.close()
+            raise
         return client
 
     @classmethod

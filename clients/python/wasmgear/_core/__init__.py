@@ -26,6 +26,7 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 """
 
 from .calls import (
+    MAY_NOT_LOAD,
     RETRIES,
     ClientState,
     backoff,
@@ -156,6 +157,7 @@ __all__ = [
     "OPTION_NAMES",
     "POLICIES",
     "RESUBSCRIBED",
+    "MAY_NOT_LOAD",
     "RETRIES",
     "ClientState",
     "Cmd",

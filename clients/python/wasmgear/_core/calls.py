@@ -148,9 +148,19 @@ def version_action(error: Optional[BaseException]) -> bool:
     raise error
 
 
+#: What a user who may not load the library (one made by `wasmgear acl`: it may not run
+#: `FUNCTION LOAD`) is told when this version's library is not there: the Rust client's words.
+MAY_NOT_LOAD = (
+    "the queue's library (this build's version) is not loaded on this Redis, and this Redis "
+    "user may not load it (FUNCTION LOAD): run any wasmgear command once as a user who may "
+    "(the default user, or the admin who made the users with `wasmgear acl`), or start a "
+    "worker as one"
+)
+
+
 def load_ok(error: Optional[BaseException]) -> None:
     """Accepts what `FUNCTION LOAD` (without REPLACE) answered: `already exists` means another
-    client loaded it first."""
+    client loaded it first. A refusal (NOPERM: a least-privilege user) says who may load it."""
     if error is None:
         return
     if isinstance(error, rx.ResponseError):
@@ -161,8 +171,6 @@ def load_ok(error: Optional[BaseException]) -> None:
             raise ProtocolError(
                 f"cannot load the wasmgear library: {error} (Redis 7.0 or newer is needed: it has Functions)"
             )
-        if "noperm" in message:
-            raise ProtocolError(
-                f"cannot load the wasmgear library: {error} (the user needs the FUNCTION and FCALL commands)"
-            )
+        if isinstance(error, rx.NoPermissionError) or "noperm" in message:
+            raise ProtocolError(MAY_NOT_LOAD, error)
     raise error
