@@ -58,6 +58,15 @@ const {
 /** How often `enqueue` is sent again (same call id) after a failure that may pass. */
 const RETRIES = 6;
 /**
+ * What a user who may not load the library (one made by `wasmgear acl`: it may not run
+ * `FUNCTION LOAD`) is told when this version's library is not there: the Rust client's words.
+ */
+const MAY_NOT_LOAD =
+  "the queue's library (this build's version) is not loaded on this Redis, and this Redis " +
+  'user may not load it (FUNCTION LOAD): run any wasmgear command once as a user who may ' +
+  '(the default user, or the admin who made the users with `wasmgear acl`), or start a ' +
+  'worker as one';
+/**
  * The Redis error codes (the first word of an error reply) of a server that cannot answer
  * now but may soon: loading its data, a cluster resharding or without a primary, a script
  * running too long.
@@ -323,6 +332,9 @@ class Client {
       commandTimeout,
       maxRetriesPerRequest: 2,
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+      // No `CLIENT SETINFO` naming ioredis on connecting: a least-privilege user (`wasmgear
+      // acl`) may not run it, and each refusal would fill Redis' ACL log.
+      disableClientInfo: true,
     };
     const unreachable = (reason) => new UnreachableError(`cannot reach Redis at ${shown}: ${reason}`);
     let seed;
@@ -372,6 +384,7 @@ class Client {
         password: decodeURIComponent(parsed.password) || undefined,
         connectTimeout,
         commandTimeout,
+        disableClientInfo: true,
       };
       if (parsed.protocol === 'rediss:') {
         redisOptions.tls = { servername: parsed.hostname, ...(opts.tls || {}) };
@@ -412,12 +425,11 @@ class Client {
       await client.#ensureLibrary();
     } catch (error) {
       await client.close();
+      if (error instanceof WasmgearError) throw error;
       const text = String(error.message || error);
       const hint = /unknown command/i.test(text)
         ? ' (Redis 7.0 or newer is needed: it has Functions)'
-        : /NOPERM/i.test(text)
-          ? ' (the user needs the FUNCTION and FCALL commands)'
-          : '';
+        : '';
       if (isTransient(error)) throw unreachable(describe(error));
       throw new WasmgearError(
         `the Redis at ${shown} cannot run wasmgear's function library: ${text}${hint}`,
@@ -440,7 +452,10 @@ class Client {
     await this.#loadLibrary();
   }
 
-  /** `FUNCTION LOAD` of the shipped library, on every primary of a cluster. */
+  /**
+   * `FUNCTION LOAD` of the shipped library, on every primary of a cluster. A user who may
+   * not (NOPERM: one made by `wasmgear acl`) is told who may, in the Rust client's words.
+   */
   async #loadLibrary() {
     const { library } = protocol.load();
     const nodes = this.isCluster ? this.#redis.nodes('master') : [this.#redis];
@@ -449,6 +464,9 @@ class Client {
         try {
           await node.call('FUNCTION', 'LOAD', library);
         } catch (error) {
+          if (/^NOPERM/i.test(String(error.message))) {
+            throw new WasmgearError(MAY_NOT_LOAD, { cause: error });
+          }
           // Another client loaded it meanwhile.
           if (!/already exists/i.test(String(error.message))) throw error;
         }

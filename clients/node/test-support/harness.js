@@ -143,7 +143,13 @@ async function startRedis(
 
 /** Runs `command args...` on a connection of its own to `url` (no retries); resolves its reply. */
 async function ask(url, ...command) {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  // No CLIENT SETINFO: a least-privilege user may not, and its refusal would be in the ACL log.
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    disableClientInfo: true,
+  });
   redis.on('error', () => {});
   try {
     await redis.connect();
@@ -471,6 +477,33 @@ function cli(args) {
   return run(BIN, args);
 }
 
+/**
+ * Makes the Redis user `name` (password `pw-NAME`) of `role` on the server at `url` with the
+ * `ACL SETUSER` line `wasmgear acl ROLE --user NAME` prints (as tests/all/redis_acl.rs
+ * does); resolves its URL.
+ */
+async function makeUser(url, role, name) {
+  const result = await cli(['acl', role, '--user', name]);
+  if (result.code !== 0) throw new Error(`wasmgear acl ${role} exited ${result.code}: ${result.stderr}`);
+  const words = result.stdout.replace('>PASSWORD', `>pw-${name}`).trim().split(/\s+/);
+  if (words[0] !== 'ACL' || words[1] !== 'SETUSER') throw new Error(`wasmgear acl printed ${result.stdout}`);
+  await ask(url, ...words);
+  const { port } = new URL(url);
+  return `redis://${name}:pw-${name}@127.0.0.1:${port}`;
+}
+
+/** What Redis' ACL log (at `url`, read as its user) says `user` was refused: `REASON OBJECT` each. */
+async function refusals(url, user) {
+  const entries = await ask(url, 'ACL', 'LOG', '1000');
+  const found = [];
+  for (const entry of entries) {
+    const fields = {};
+    for (let i = 0; i + 1 < entry.length; i += 2) fields[String(entry[i])] = String(entry[i + 1]);
+    if (fields.username === user) found.push(`${fields.reason} ${fields.object}`);
+  }
+  return found;
+}
+
 module.exports = {
   REPO,
   BIN,
@@ -489,4 +522,6 @@ module.exports = {
   startWorker,
   startOtlpReceiver,
   cli,
+  makeUser,
+  refusals,
 };
