@@ -129,6 +129,18 @@ async fn each_role_runs_its_flows_and_nothing_more() {
     );
     assert!(!stderr(&waited).contains("NOPERM"), "{}", stderr(&waited));
     assert_ne!(waited.status.code(), Some(0));
+    // A batch with a callback, and a job after an ended job of another function.
+    let batch = wasmgear_testkit::cli::wasmgear_with_stdin(
+        &["batch", "run", "--name", "acl", "--on-complete", "echo", "--json"],
+        &[("WASMGEAR_REDIS_URL", &producer)],
+        b"{\"function\": \"echo\", \"input\": \"b1\"}\n{\"function\": \"reverse\", \"input\": \"b2\"}\n",
+    );
+    assert_eq!(batch.status.code(), Some(0), "{}", stderr(&batch));
+    let after = cli(
+        &producer,
+        &["enqueue", "reverse", "after", "--after", "echo:1", "--wait"],
+    );
+    assert!(after.contains("retfa"), "{after}");
     cli(&producer, &["queues"]);
     cli(&producer, &["status", &failed]);
 

@@ -92,17 +92,24 @@ describe('least-privilege Redis users', { timeout: 600000 }, () => {
     assert.deepEqual(await refusals(redis.url, 'app'), ['command fcall']);
   });
 
-  // What a producer's calls need that `wasmgear acl producer` does not give yet (the Rust
-  // client's batches and links call the same functions). These check the refusal, so that
-  // they fail, and say so, once the rules (crates/client/src/acl.rs) have them.
-  it('for now a producer is refused opening a batch (wg2_batches_due ... watch ID)', async () => {
-    await assert.rejects(client.batch([{ function: 'echo', input: 'one' }], { name: 'acl' }), refused);
+  it('a producer opens a batch, and its jobs run', async () => {
+    const batch = await client.batch([{ function: 'echo', input: 'one' }, { function: 'echo', input: 'two' }], { name: 'acl' });
+    const deadline = Date.now() + WAIT_MS;
+    let status = await client.batchStatus(batch.id);
+    while (!status.ended && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      status = await client.batchStatus(batch.id);
+    }
+    assert.equal(status.succeeded, 2);
+    assert.deepEqual(await refusals(redis.url, 'app'), []);
   });
 
-  it('for now a producer is refused a job after an ended job of another function (wg2_resolve)', async () => {
+  it('a producer enqueues a job after an ended job of another function', async () => {
     const first = await client.enqueue('echo', 'first');
     await client.wait(first.id, { timeoutMs: WAIT_MS });
-    await assert.rejects(client.enqueue('count', '1 1', { after: [first.id] }), refused);
+    const then = await client.enqueue('count', '1 1', { after: [first.id] });
+    assert.equal((await client.wait(then.id, { timeoutMs: WAIT_MS })).state, 'succeeded');
+    assert.deepEqual(await refusals(redis.url, 'app'), []);
   });
 });
 

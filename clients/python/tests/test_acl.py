@@ -94,25 +94,6 @@ def test_a_producer_runs_its_flows_and_is_refused_the_rest(server: RedisServer,
     assert refusals(server, "app") == ["command fcall"]
 
 
-# What a producer's calls need that `wasmgear acl producer` does not give yet (the Rust
-# client's batches and links call the same functions): strict, so that these tests say so
-# once the rules (crates/client/src/acl.rs) have them.
-NEEDS_BATCHES_DUE = pytest.mark.xfail(
-    strict=True, raises=wasmgear.ProtocolError,
-    reason="open_batch puts the batch under the upkeep's watch (FCALL wg2_batches_due ... "
-           "watch ID), a worker's function for the producer's rules")
-NEEDS_BATCH_FIRED = pytest.mark.xfail(
-    strict=True, raises=wasmgear.ProtocolError,
-    reason="close_batch enqueues the callbacks when every job has ended and notes them "
-           "(FCALL wg2_batch_fired), a worker's function for the producer's rules (and "
-           "open_batch needs wg2_batches_due)")
-NEEDS_RESOLVE = pytest.mark.xfail(
-    strict=True, raises=wasmgear.ProtocolError,
-    reason="a job after an ended job of another function is told at once (FCALL "
-           "wg2_resolve), a worker's function for the producer's rules")
-
-
-@NEEDS_BATCHES_DUE
 def test_a_producer_opens_a_batch(server: RedisServer, producer: str) -> None:
     with wasmgear.Client.from_url(producer) as client:
         batch = client.batch([("echo", "one"), ("echo", "two")], name="acl")
@@ -125,7 +106,6 @@ def test_a_producer_opens_a_batch(server: RedisServer, producer: str) -> None:
     assert refusals(server, "app") == []
 
 
-@NEEDS_BATCH_FIRED
 def test_a_producer_closes_a_batch_whose_jobs_have_ended(server: RedisServer,
                                                          producer: str) -> None:
     with wasmgear.Client.from_url(producer) as client:
@@ -142,7 +122,6 @@ def test_a_producer_closes_a_batch_whose_jobs_have_ended(server: RedisServer,
     assert refusals(server, "app") == []
 
 
-@NEEDS_RESOLVE
 def test_a_producer_enqueues_after_an_ended_job_of_another_function(
         server: RedisServer, producer: str) -> None:
     with wasmgear.Client.from_url(producer) as client:

@@ -159,6 +159,14 @@ const PRODUCER: &[&str] = &[
     "batch_add",
     "batch_close",
     "batch_get",
+    // Opening a batch puts it under the upkeep's watch; closing one whose jobs have all
+    // ended fires its callbacks; a job after an ended job of another function is told at
+    // once: what workers also do.
+    "batches_due",
+    "batch_fired",
+    "batch_done",
+    "resolve",
+    "told",
 ];
 
 /// What a worker adds: the job's life on a worker, and the queue's upkeep.
@@ -171,8 +179,6 @@ const WORKER: &[&str] = &[
     "fail",
     "release",
     "withdraw",
-    "resolve",
-    "told",
     "recheck",
     "adopt",
     "advertise",
@@ -189,9 +195,6 @@ const WORKER: &[&str] = &[
     "schedule_forget",
     "flows_due",
     "flow_forget",
-    "batch_done",
-    "batch_fired",
-    "batches_due",
 ];
 
 /// What an operator adds: acting on jobs and functions, deploys and schedules.
