@@ -12,7 +12,7 @@ use super::replication::{self, MinReplicas};
 use super::subscriber::Subscriber;
 use super::watch::{Seen, Watches};
 use super::{QueueError, Result, links, propagation, scripts};
-use wasmgear_proto::crypto::{Field, KeyRing};
+use wasmgear_proto::crypto::KeyRing;
 use wasmgear_proto::keys::{self, FunctionKeys, WorkerListKeys};
 use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 use wasmgear_proto::{Event, LiveWorker};
@@ -238,49 +238,9 @@ impl Client {
         }
     }
 
-    /// Sends the jobs with their inputs sealed (each with the number reserved for it, so
-    /// that its envelope is bound to its id) if `seal`, else as they are.
-    async fn send_sealed_or_plain(
-        &self,
-        function: &FunctionName,
-        jobs: &[(&[u8], EnqueueOptions)],
-        placements: &[Placement],
-        trace: Option<&wasmgear_proto::TraceContext>,
-        seal: bool,
-    ) -> Result<(Vec<Enqueued>, Vec<(JobId, JobId)>)> {
-        let Some(keys) = self.keys.as_ref().filter(|_| seal) else {
-            return self.send_jobs(function, jobs, placements, trace).await;
-        };
-        let mut placed: Vec<Placement> = (0..jobs.len())
-            .map(|i| placements.get(i).cloned().unwrap_or_default())
-            .collect();
-        let unnumbered = placed.iter().filter(|p| p.number.is_none()).count();
-        let mut next = match unnumbered {
-            0 => 0,
-            n => crate::flow::ops_reserve(&self.conn, function, n).await?,
-        };
-        for placement in placed.iter_mut().filter(|p| p.number.is_none()) {
-            placement.number = Some(next);
-            next += 1;
-        }
-        let mut sealed = Vec::with_capacity(jobs.len());
-        for ((input, options), placement) in jobs.iter().zip(&placed) {
-            let id = format!("{function}:{}", placement.number.unwrap_or_default());
-            let envelope = keys
-                .seal(&id, Field::Input, input)
-                .map_err(|e| QueueError::Encryption(e.to_string()))?;
-            sealed.push((envelope, options.clone()));
-        }
-        let sealed: Vec<(&[u8], EnqueueOptions)> = sealed
-            .iter()
-            .map(|(input, options)| (input.as_slice(), options.clone()))
-            .collect();
-        self.send_jobs(function, &sealed, &placed, trace).await
-    }
-
     /// Writes checked jobs (see [`Client::write_jobs`]), those that name no trace context
     /// carrying `trace`.
-    async fn send_jobs(
+    pub(crate) async fn send_jobs(
         &self,
         function: &FunctionName,
         jobs: &[(&[u8], EnqueueOptions)],

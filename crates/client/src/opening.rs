@@ -1,21 +1,63 @@
-//! Reading encrypted jobs: what a client with keys ([`Client::with_keys`]) reads of a sealed
-//! job (its output, error messages, log, input, checkpoint) is opened, each as the part of
-//! that job it was sealed as. A client without keys reads the envelopes as they are;
+//! Encrypted jobs on a client with keys ([`Client::with_keys`]): the inputs it writes are
+//! sealed, each bound to the number reserved for its job; what it reads of a sealed job
+//! (its output, error messages, log, input, checkpoint) is opened, each as the part of that
+//! job it was sealed as. A client without keys reads the envelopes as they are;
 //! [`wasmgear_proto::crypto::sealed_with`] says which key sealed one.
 
 use std::borrow::Cow;
 
-use wasmgear_proto::JobId;
 use wasmgear_proto::crypto::{self, Field, KeyRing, TEXT_PREFIX};
 use wasmgear_proto::model::JobStatus;
+use wasmgear_proto::{FunctionName, JobId};
 
-use crate::{Client, QueueError, Result};
+use crate::client::{Enqueued, Placement};
+use crate::{Client, EnqueueOptions, QueueError, Result};
 
 fn refused(error: crypto::CryptoError) -> QueueError {
     QueueError::Encryption(error.to_string())
 }
 
 impl Client {
+    /// Sends the jobs with their inputs sealed (each with the number reserved for it, so
+    /// that its envelope is bound to its id) if `seal`, else as they are.
+    pub(crate) async fn send_sealed_or_plain(
+        &self,
+        function: &FunctionName,
+        jobs: &[(&[u8], EnqueueOptions)],
+        placements: &[Placement],
+        trace: Option<&wasmgear_proto::TraceContext>,
+        seal: bool,
+    ) -> Result<(Vec<Enqueued>, Vec<(JobId, JobId)>)> {
+        let Some(keys) = self.keys.as_ref().filter(|_| seal) else {
+            return self.send_jobs(function, jobs, placements, trace).await;
+        };
+        let mut placed: Vec<Placement> = (0..jobs.len())
+            .map(|i| placements.get(i).cloned().unwrap_or_default())
+            .collect();
+        let unnumbered = placed.iter().filter(|p| p.number.is_none()).count();
+        let mut next = match unnumbered {
+            0 => 0,
+            n => crate::flow::ops_reserve(&self.conn, function, n).await?,
+        };
+        for placement in placed.iter_mut().filter(|p| p.number.is_none()) {
+            placement.number = Some(next);
+            next += 1;
+        }
+        let mut sealed = Vec::with_capacity(jobs.len());
+        for ((input, options), placement) in jobs.iter().zip(&placed) {
+            let id = format!("{function}:{}", placement.number.unwrap_or_default());
+            let envelope = keys
+                .seal(&id, Field::Input, input)
+                .map_err(|e| QueueError::Encryption(e.to_string()))?;
+            sealed.push((envelope, options.clone()));
+        }
+        let sealed: Vec<(&[u8], EnqueueOptions)> = sealed
+            .iter()
+            .map(|(input, options)| (input.as_slice(), options.clone()))
+            .collect();
+        self.send_jobs(function, &sealed, &placed, trace).await
+    }
+
     /// `status` with its sealed parts opened (as it is without keys).
     pub(crate) fn opened(&self, mut status: JobStatus) -> Result<JobStatus> {
         let Some(keys) = self.keys.as_deref() else {
