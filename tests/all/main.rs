@@ -18,6 +18,7 @@ mod dashboard;
 mod dedup;
 mod dependencies;
 mod deploy;
+mod encryption;
 mod expiry;
 mod failover;
 mod fairness;

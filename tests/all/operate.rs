@@ -142,7 +142,8 @@ fn operators_see_and_steer_the_queue() {
     assert_eq!(
         config,
         serde_json::json!({ "paused": false, "concurrency": 2, "rate_limit": "50/1000ms", "keep_finished": 1000,
-                            "group_concurrency": null, "group_rate_limit": null, "min_replicas": null })
+                            "group_concurrency": null, "group_rate_limit": null, "min_replicas": null,
+                            "encrypt": false })
     );
     let out = run(&["enqueue", "echo", "still runs", "--wait"]);
     assert_eq!(stdout(&out), "still runs");

@@ -37,6 +37,7 @@ local MAX_MIN_REPLICAS = 16
 local MAX_TRACESTATE_BYTES = 512
 local MIN_PRIORITY = -1000
 local MAX_PRIORITY = 1000
+local ENCRYPTED_MAGIC = "\0\119\103\101\110\99\49"
 -- lib.lua: what every function of the library working on one function's queue shares. The
 -- library (scripts.rs builds it: the constants, this file, then each operation's file as the
 -- body of a registered function) is loaded once per server with FUNCTION LOAD; the helpers
@@ -2038,6 +2039,9 @@ local reply = (function()
 -- the caller to link (`link` on their function, then `resolve` here when one has already
 -- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
+-- Refuses with `ENCRYPT job I: ...` (writing nothing) a plain input for a function whose
+-- config says `encrypt`.
+--
 -- Returns: {numbers, created, links, min_replicas}: the jobs' numbers in the order given;
 --          created, one character per job, '1' for a new job, '0' when its uniq key
 --          returned an unfinished job; links, pairs of a job's position in the call
@@ -2250,6 +2254,16 @@ for i = 0, n - 1 do
 end
 if at_arg ~= #ARGV + 1 then
   return redis.error_reply('BADJOB call: ' .. (#ARGV - at_arg + 1) .. ' arguments after the last job')
+end
+-- A function that stores only encrypted input (config `encrypt`) refuses a plain one: an
+-- envelope starts with ENCRYPTED_MAGIC (crates/proto/src/crypto.rs).
+if n > 0 and redis.call('HGET', K.config, 'encrypt') == '1' then
+  for i = 0, n - 1 do
+    if string.sub(ARGV[INPUT_AT[i]], 1, #ENCRYPTED_MAGIC) ~= ENCRYPTED_MAGIC then
+      return redis.error_reply('ENCRYPT job ' .. i .. ': function ' .. FN ..
+        ' stores only encrypted input (config --encrypt): give the producer the key file')
+    end
+  end
 end
 
 forget_expired(depended)
@@ -3811,6 +3825,8 @@ local reply = (function()
 --                           `configure_group`, overrides it); 1 makes each group a sequence
 --   group_rate_limit        each group's most leases per group_rate_interval_ms
 --   group_rate_interval_ms  the window of each group's rate limit, ms
+--   encrypt           '1': the function stores only encrypted input (`enqueue` refuses a
+--                     plain one, before writing; see crates/proto/src/crypto.rs)
 --   min_replicas      how many replicas must confirm an enqueue of the function's jobs, and
 --                     a worker's completion of them, before the call reports success
 --                     (producers and workers send `WAIT` after the write: see `enqueue`)
@@ -3828,8 +3844,8 @@ if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings com
 for i = 2, #ARGV - 1, 2 do
   local setting, value = ARGV[i], ARGV[i + 1]
   local range = RANGES[setting]
-  if setting == 'paused' then
-    if value ~= '' and value ~= '1' then return redis.error_reply("BADARGS configure: paused is '1' or ''") end
+  if setting == 'paused' or setting == 'encrypt' then
+    if value ~= '' and value ~= '1' then return redis.error_reply('BADARGS configure: ' .. setting .. " is '1' or ''") end
   elseif not range then
     return redis.error_reply('BADARGS configure: unknown setting ' .. setting)
   elseif value ~= '' and not whole(value, range[1], range[2]) then
@@ -5425,4 +5441,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'dcc90e2ea18749c629cd635599ffe5202add3e4a' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'a6ac9e95f760675a373ebad2775ea26d8806d888' end, flags = { 'no-writes' } }

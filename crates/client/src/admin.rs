@@ -110,6 +110,9 @@ pub struct FunctionConfig {
     /// How many replicas must confirm each enqueue of its jobs and each completion before
     /// the call reports success (a client's or a worker's own setting may ask for more).
     pub min_replicas: Option<u64>,
+    /// It stores only encrypted input: a plain one is refused (see
+    /// [`wasmgear_proto::crypto`]).
+    pub encrypt: bool,
 }
 
 pub(crate) fn rate_as_text<S: serde::Serializer>(
@@ -140,6 +143,8 @@ pub enum Setting {
     /// Have each enqueue of its jobs and each completion confirmed by this many replicas
     /// (`None`: none asked; see [`crate::replication`]).
     MinReplicas(Option<u64>),
+    /// Store only encrypted input (`true`), or take plain input again.
+    Encrypt(bool),
 }
 
 impl Client {
@@ -662,6 +667,9 @@ impl Client {
                 Setting::Paused(paused) => {
                     call.arg("paused").arg(if *paused { "1" } else { "" });
                 }
+                Setting::Encrypt(encrypt) => {
+                    call.arg("encrypt").arg(if *encrypt { "1" } else { "" });
+                }
                 Setting::Concurrency(cap) => {
                     if *cap == Some(0) {
                         return Err(QueueError::BadOption(
@@ -754,6 +762,7 @@ fn read_config(all: &BTreeMap<String, String>) -> FunctionConfig {
             .zip(number("group_rate_interval_ms"))
             .map(|(n, ms)| (n, Duration::from_millis(ms))),
         min_replicas: number("min_replicas"),
+        encrypt: all.get("encrypt").map(String::as_str) == Some("1"),
     }
 }
 

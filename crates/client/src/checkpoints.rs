@@ -17,7 +17,10 @@ impl Client {
     /// The checkpoint job `id` keeps, or `None` (it never saved one, it was dropped, or the
     /// job is gone).
     pub async fn checkpoint(&self, id: &JobId) -> Result<Option<Vec<u8>>> {
-        read(&self.conn, id).await
+        read(&self.conn, id)
+            .await?
+            .map(|data| self.opened_bytes(id, wasmgear_proto::crypto::Field::Checkpoint, data))
+            .transpose()
     }
 }
 

@@ -12,6 +12,7 @@ use super::replication::{self, MinReplicas};
 use super::subscriber::Subscriber;
 use super::watch::{Seen, Watches};
 use super::{QueueError, Result, links, propagation, scripts};
+use wasmgear_proto::crypto::KeyRing;
 use wasmgear_proto::keys::{self, FunctionKeys, WorkerListKeys};
 use wasmgear_proto::model::{JobRecord, JobState, JobStatus};
 use wasmgear_proto::{Event, LiveWorker};
@@ -79,6 +80,12 @@ pub struct Client {
     watches: Arc<Watches>,
     answered: scripts::Answered,
     min_replicas: MinReplicas,
+    /// The keys that seal the inputs this client writes and open what it reads.
+    pub(crate) keys: Option<Arc<KeyRing>>,
+    /// Seal every input, not only those of functions that store only encrypted input.
+    encrypt_all: bool,
+    /// The functions found to store only encrypted input.
+    sealed_functions: Arc<Mutex<HashSet<FunctionName>>>,
 }
 
 impl Client {
@@ -94,7 +101,25 @@ impl Client {
             registered: Arc::default(),
             answered: scripts::Answered::default(),
             min_replicas: MinReplicas::default(),
+            keys: None,
+            encrypt_all: false,
+            sealed_functions: Arc::default(),
         })
+    }
+
+    /// Seals the inputs this client writes with `keys` (the first key) for the functions
+    /// that store only encrypted input (`config F --encrypt`), or for every function if
+    /// `all`; opens what it reads that was sealed with any of them. See
+    /// [`wasmgear_proto::crypto`].
+    pub fn with_keys(mut self, keys: Arc<KeyRing>, all: bool) -> Self {
+        self.keys = Some(keys);
+        self.encrypt_all = all;
+        self
+    }
+
+    /// The keys this client seals and opens job data with, if any.
+    pub fn keys(&self) -> Option<&KeyRing> {
+        self.keys.as_deref()
     }
 
     /// Has every write of jobs (enqueue, bulk, flows, batches) confirmed by `min` replicas
@@ -191,16 +216,31 @@ impl Client {
         }
         let span = propagation::producer_span(function, jobs.len());
         let trace = propagation::context_of(&span);
-        tracing::Instrument::instrument(
-            self.send_jobs(function, jobs, placements, trace.as_ref()),
-            span,
+        let seal = self.keys.is_some()
+            && (self.encrypt_all || self.sealed_functions.locked().contains(function));
+        let sent = tracing::Instrument::instrument(
+            self.send_sealed_or_plain(function, jobs, placements, trace.as_ref(), seal),
+            span.clone(),
         )
-        .await
+        .await;
+        match sent {
+            // The function stores only encrypted input: sealed, they go again (the refusal
+            // wrote nothing).
+            Err(QueueError::Encryption(_)) if !seal && self.keys.is_some() => {
+                self.sealed_functions.locked().insert(function.clone());
+                tracing::Instrument::instrument(
+                    self.send_sealed_or_plain(function, jobs, placements, trace.as_ref(), true),
+                    span,
+                )
+                .await
+            }
+            sent => sent,
+        }
     }
 
     /// Writes checked jobs (see [`Client::write_jobs`]), those that name no trace context
     /// carrying `trace`.
-    async fn send_jobs(
+    pub(crate) async fn send_jobs(
         &self,
         function: &FunctionName,
         jobs: &[(&[u8], EnqueueOptions)],
@@ -342,6 +382,9 @@ impl Client {
             match (e.code(), e.detail()) {
                 (Some("BADJOB"), Some(detail)) => QueueError::BadOption(detail.to_string()),
                 (Some("CONFLICT"), Some(detail)) => QueueError::Conflict(detail.to_string()),
+                (Some("ENCRYPT"), Some(detail)) => {
+                    QueueError::Encryption(format!("{detail} (WASMGEAR_ENCRYPTION_KEY_FILE)"))
+                }
                 _ => QueueError::Redis(e),
             }
         })?;
@@ -506,7 +549,7 @@ impl Client {
             .read_job(script, id)
             .await?
             .ok_or_else(|| QueueError::NoSuchJob(id.clone()))?;
-        Ok(JobStatus {
+        self.opened(JobStatus {
             id: id.clone(),
             record,
             output,
@@ -617,11 +660,11 @@ impl Client {
                         output_omitted: false,
                         ..
                     })) => {
-                        heard = Some(JobStatus {
+                        heard = Some(self.opened(JobStatus {
                             id: id.clone(),
                             record: *record,
                             output: output.map(String::into_bytes),
-                        });
+                        })?);
                         break;
                     }
                     Some(Seen::Event(Event::Finish { .. })) => break,
@@ -643,7 +686,7 @@ impl Client {
         if !exists {
             return Err(QueueError::NoSuchJob(id.clone()));
         }
-        Ok(log.unwrap_or_default())
+        self.opened_log(id, log.unwrap_or_default())
     }
 
     /// Job `id`'s input, while it is kept (`None` once the job is forgotten).
@@ -654,7 +697,9 @@ impl Client {
             .arg(id.seq)
             .query_async(&mut self.conn.clone())
             .await?;
-        Ok(input)
+        input
+            .map(|input| self.opened_bytes(id, wasmgear_proto::crypto::Field::Input, input))
+            .transpose()
     }
 
     /// How many live workers serve `function` (GearMonkey's roll call).

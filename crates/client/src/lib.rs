@@ -23,6 +23,7 @@ pub mod flow;
 pub mod groups;
 mod handoff;
 mod links;
+mod opening;
 pub mod options;
 pub mod propagation;
 pub mod replication;
@@ -111,6 +112,10 @@ pub enum QueueError {
     /// A job option is out of range.
     #[error("invalid job option: {0}")]
     BadOption(String),
+    /// Encrypted job data cannot be written or read here: the function stores only
+    /// encrypted input and this client has no key, or a key is missing or wrong.
+    #[error("{0}")]
+    Encryption(String),
     /// No job has this id (it never existed, or its retention is over).
     #[error("no job {0}: it never existed or its result has expired")]
     NoSuchJob(JobId),
@@ -234,6 +239,7 @@ impl QueueError {
             QueueError::BadUrl { .. }
             | QueueError::BadSentinelUrl { .. }
             | QueueError::BadOption(_)
+            | QueueError::Encryption(_)
             | QueueError::Name(_)
             | QueueError::DeployRefused(_)
             | QueueError::ParentGone(..) => ErrorClass::BadInput,

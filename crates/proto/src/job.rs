@@ -218,6 +218,9 @@ pub enum ErrorClass {
     PluginMissing,
     /// The plugin could not be instantiated for this job.
     PluginInvalid,
+    /// The job's encrypted input could not be opened on this worker (no key file, a key
+    /// it lacks, or data that was changed): another worker may hold the key.
+    Undecryptable,
 }
 
 impl ErrorClass {
@@ -234,6 +237,7 @@ impl ErrorClass {
             ErrorClass::LeaseLost => "lease-lost",
             ErrorClass::PluginMissing => "plugin-missing",
             ErrorClass::PluginInvalid => "plugin-invalid",
+            ErrorClass::Undecryptable => "undecryptable",
         }
     }
 }
@@ -265,6 +269,7 @@ impl JobFailure {
                 | ErrorClass::MemoryLimit
                 | ErrorClass::LeaseLost
                 | ErrorClass::PluginMissing
+                | ErrorClass::Undecryptable
         );
         JobFailure {
             class,

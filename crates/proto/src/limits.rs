@@ -312,10 +312,16 @@ pub fn lua_constants() -> String {
     let signed = signed
         .iter()
         .map(|(name, value)| (*name, value.to_string()));
-    unsigned
+    let mut lua: String = unsigned
         .chain(signed)
         .map(|(name, value)| format!("local {name} = {value}\n"))
-        .collect()
+        .collect();
+    // What an encrypted input starts with, as a Lua string (each byte a decimal escape).
+    let magic: String = (crate::crypto::MAGIC.iter())
+        .map(|b| format!("\\{b}"))
+        .collect();
+    lua.push_str(&format!("local ENCRYPTED_MAGIC = \"{magic}\"\n"));
+    lua
 }
 
 #[cfg(test)]
@@ -337,7 +343,11 @@ mod tests {
         assert!(lua.contains("local MAX_GROUPS_LISTED = 1000\n"), "{lua}");
         assert!(lua.contains("local MAX_MIN_REPLICAS = 16\n"), "{lua}");
         assert!(lua.contains("local MAX_EVENT_OUTPUT = 1024\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 38);
+        assert!(
+            lua.contains("local ENCRYPTED_MAGIC = \"\\0\\119\\103\\101\\110\\99\\49\"\n"),
+            "{lua}"
+        );
+        assert_eq!(lua.lines().count(), 39);
     }
 
     /// Every limit a client reads from the manifest has a lower-case name, once, and a value

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plugins::{self, LoadProblem, PluginRegistry, RegistryError};
 use crate::{JobSource, Metrics, WorkerConfig, new_worker_id};
 use wasmgear_client::{QueueError, WorkerQueue};
+use wasmgear_proto::crypto::KeyRing;
 use wasmgear_proto::signing::Trust;
 use wasmgear_runtime::{Runtime, RuntimeConfig};
 
@@ -53,6 +54,7 @@ pub struct WorkerBuilder {
     plugins: Option<PathBuf>,
     from_redis: bool,
     trust: Trust,
+    keys: Option<(Arc<KeyRing>, bool)>,
     id: Option<String>,
     runtime: RuntimeConfig,
     config: WorkerConfig,
@@ -70,6 +72,7 @@ impl WorkerBuilder {
             plugins: Some(plugins.into()),
             from_redis: false,
             trust: Trust::default(),
+            keys: None,
             id: None,
             runtime: RuntimeConfig::default(),
             config: WorkerConfig::default(),
@@ -103,6 +106,15 @@ impl WorkerBuilder {
     /// store alike (default: every plugin); see [`wasmgear_proto::signing`].
     pub fn trust(mut self, trust: Trust) -> Self {
         self.trust = trust;
+        self
+    }
+
+    /// Opens encrypted jobs' inputs with `keys` and seals what it writes of them (output,
+    /// error, log, checkpoint); seals the inputs of the jobs it enqueues (children,
+    /// schedules' jobs) for functions that store only encrypted input, or for all if
+    /// `all`. See [`wasmgear_proto::crypto`].
+    pub fn encryption(mut self, keys: Arc<KeyRing>, all: bool) -> Self {
+        self.keys = Some((keys, all));
         self
     }
 
@@ -286,12 +298,17 @@ impl LoadedWorker {
             Some(client) => client.clone(),
             None => wasmgear_client::Client::connect(url).await?,
         };
-        this.scheduler = Some(scheduler.with_min_replicas(this.builder.min_replicas));
-        let queue = WorkerQueue::connect(url, this.id.clone())
+        let mut scheduler = scheduler.with_min_replicas(this.builder.min_replicas);
+        let mut queue = WorkerQueue::connect(url, this.id.clone())
             .await?
             .with_backoff(this.builder.backoff.0, this.builder.backoff.1)
             .with_strict_order(this.builder.strict_order)
             .with_min_replicas(this.builder.min_replicas);
+        if let Some((keys, all)) = &this.builder.keys {
+            scheduler = scheduler.with_keys(keys.clone(), *all);
+            queue = queue.with_keys(keys.clone());
+        }
+        this.scheduler = Some(scheduler);
         tracing::info!(
             worker_id = this.id,
             redis = wasmgear_client::connection::redact(url),

@@ -46,6 +46,16 @@ pub struct ConfigArgs {
     #[arg(long, conflicts_with = "group", value_name = "N")]
     min_replicas: Option<String>,
 
+    /// Store only encrypted input for this function: an enqueue of a plain input is refused
+    /// (a producer with the key file seals it, bound to the job); its worker seals the
+    /// output, error, log and checkpoint. See --encryption-key-file.
+    #[arg(long, conflicts_with_all = ["group", "no_encrypt"])]
+    encrypt: bool,
+
+    /// Take plain input for this function again (the jobs sealed already stay sealed).
+    #[arg(long, conflicts_with = "group")]
+    no_encrypt: bool,
+
     /// Show or change one group's own settings instead: --concurrency and --rate then set
     /// the group's (`none`: the function's --group-concurrency / --group-rate again).
     #[arg(long, value_name = "KEY")]
@@ -105,6 +115,9 @@ pub async fn run(args: ConfigArgs) -> anyhow::Result<i32> {
         let count = optional_number(count, "none", "--min-replicas")?;
         settings.push(Setting::MinReplicas(count));
     }
+    if args.encrypt || args.no_encrypt {
+        settings.push(Setting::Encrypt(args.encrypt));
+    }
     let client = args.redis.client().await?;
     if !args.new {
         client.check_function(&function).await?;
@@ -148,6 +161,9 @@ fn show(function: &FunctionName, config: &FunctionConfig) {
     match config.min_replicas {
         Some(n) => println!("replicas     {n} must confirm each enqueue and completion"),
         None => println!("replicas     none asked (a write is done once the primary has it)"),
+    }
+    if config.encrypt {
+        println!("encrypt      only encrypted input is taken (config --no-encrypt to undo)");
     }
     match config.keep_finished {
         Some(keep) => println!("keep         {keep} finished jobs"),

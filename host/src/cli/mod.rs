@@ -17,6 +17,7 @@ mod failed;
 mod flow;
 mod groups;
 mod jobs;
+mod keys;
 mod logs;
 pub mod otel;
 mod output;
@@ -87,6 +88,19 @@ pub struct RedisArgs {
     /// where it listens.
     #[arg(long, env = "WASMGEAR_HOME", default_value = DEFAULT_HOME)]
     pub home: PathBuf,
+
+    /// Encrypted job data: a key file (`ID BASE64KEY` a line, the first seals; `wasmgear
+    /// keys new FILE ID` adds one). Inputs of functions that store only encrypted input
+    /// (`config F --encrypt`) are sealed, each bound to its job; what is read of sealed
+    /// jobs is opened; a worker opens their inputs and seals their output, error, log and
+    /// checkpoint.
+    #[arg(long, env = "WASMGEAR_ENCRYPTION_KEY_FILE", value_name = "FILE")]
+    pub encryption_key_file: Option<PathBuf>,
+
+    /// With --encryption-key-file: seal the input of every job written, whatever its
+    /// function's config says.
+    #[arg(long, env = "WASMGEAR_ENCRYPT_ALL", requires = "encryption_key_file")]
+    pub encrypt_all: bool,
 }
 
 /// How many replicas confirm the writes of a command that writes jobs (enqueue, bulk, flow,
@@ -121,8 +135,29 @@ impl ReplicaArgs {
 impl RedisArgs {
     /// A queue client for the Redis these arguments name.
     pub async fn client(&self) -> anyhow::Result<wasmgear_client::Client> {
+        let keys = self.keys()?;
         let url = self.resolve()?;
-        Ok(wasmgear_client::Client::connect(&url).await?)
+        let client = wasmgear_client::Client::connect(&url).await?;
+        Ok(match keys {
+            Some(keys) => client.with_keys(keys, self.encrypt_all),
+            None => client,
+        })
+    }
+
+    /// The keys of --encryption-key-file, if given (read before anything is sent).
+    pub fn keys(&self) -> anyhow::Result<Option<std::sync::Arc<wasmgear_proto::crypto::KeyRing>>> {
+        let Some(path) = &self.encryption_key_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            usage(format!(
+                "cannot read the encryption key file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let keys = wasmgear_proto::crypto::KeyRing::parse(&path.display().to_string(), &text)
+            .map_err(|e| usage(e.to_string()))?;
+        Ok(Some(std::sync::Arc::new(keys)))
     }
 
     /// A client whose writes of jobs `replicas` confirm (checked before connecting).
@@ -227,6 +262,8 @@ enum Command {
     /// Print the `ACL SETUSER` command of a least-privilege Redis user: producer, worker or
     /// operator.
     Acl(access::AclArgs),
+    /// The key file of encrypted job data: `keys new FILE ID` puts a new key first.
+    Keys(keys::KeysArgs),
     /// Sign a directory plugin (its component, manifest and name) into NAME.wasm.sig, for
     /// workers started with --trust.
     Sign(signing::SignArgs),
@@ -309,6 +346,7 @@ impl Cli {
             Command::Token(args) => access::token(args),
             Command::Audit(args) => access::audit(args).await,
             Command::Acl(args) => access::acl(args),
+            Command::Keys(args) => keys::run(args),
             Command::Sign(args) => signing::sign(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

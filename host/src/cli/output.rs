@@ -98,6 +98,11 @@ pub(crate) fn paint_event(published: &FunctionEvent) -> String {
 
 /// A job's output for people: the text when it is UTF-8, else its size.
 pub(crate) fn output_text(output: &[u8]) -> String {
+    if let Some(key) = wasmgear_proto::crypto::sealed_with(output) {
+        return format!(
+            "<encrypted (key {key}); no key here: give the key file with --encryption-key-file or WASMGEAR_ENCRYPTION_KEY_FILE>"
+        );
+    }
     match std::str::from_utf8(output) {
         Ok(text) => text.to_string(),
         Err(_) => format!("<{} bytes, not UTF-8>", output.len()),

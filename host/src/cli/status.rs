@@ -100,7 +100,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<i32> {
         );
     }
     if let Some(error) = &record.error {
-        println!("error     [{}] {}", error.class, error.message);
+        println!(
+            "error     [{}] {}",
+            error.class,
+            output::output_text(error.message.as_bytes())
+        );
     }
     if let Some(bytes) = &status.output {
         println!("output    {}", output::output_text(bytes));

@@ -178,9 +178,21 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<i32> {
         None => WorkerBuilder::without_directory(),
     };
     let trust = args.trust.policy()?;
+    let keys = args.redis.keys()?;
     if trust.is_enforced() {
         tracing::info!(keys = %trust, "running only plugins signed by these keys (--trust)");
     }
+    let builder = match keys {
+        Some(keys) => {
+            tracing::info!(
+                key = keys.current(),
+                encrypt_all = args.redis.encrypt_all,
+                "opening encrypted jobs and sealing what is written of them"
+            );
+            builder.encryption(keys, args.redis.encrypt_all)
+        }
+        None => builder,
+    };
     let loaded = builder
         .plugins_from_redis(args.plugins_from_redis)
         .trust(trust)

@@ -12,6 +12,8 @@
 --                           `configure_group`, overrides it); 1 makes each group a sequence
 --   group_rate_limit        each group's most leases per group_rate_interval_ms
 --   group_rate_interval_ms  the window of each group's rate limit, ms
+--   encrypt           '1': the function stores only encrypted input (`enqueue` refuses a
+--                     plain one, before writing; see crates/proto/src/crypto.rs)
 --   min_replicas      how many replicas must confirm an enqueue of the function's jobs, and
 --                     a worker's completion of them, before the call reports success
 --                     (producers and workers send `WAIT` after the write: see `enqueue`)
@@ -29,8 +31,8 @@ if #ARGV % 2 ~= 1 then return redis.error_reply('BADARGS configure: settings com
 for i = 2, #ARGV - 1, 2 do
   local setting, value = ARGV[i], ARGV[i + 1]
   local range = RANGES[setting]
-  if setting == 'paused' then
-    if value ~= '' and value ~= '1' then return redis.error_reply("BADARGS configure: paused is '1' or ''") end
+  if setting == 'paused' or setting == 'encrypt' then
+    if value ~= '' and value ~= '1' then return redis.error_reply('BADARGS configure: ' .. setting .. " is '1' or ''") end
   elseif not range then
     return redis.error_reply('BADARGS configure: unknown setting ' .. setting)
   elseif value ~= '' and not whole(value, range[1], range[2]) then

@@ -93,6 +93,9 @@
 -- the caller to link (`link` on their function, then `resolve` here when one has already
 -- ended): a script touches one function only, so that it runs on Redis Cluster.
 --
+-- Refuses with `ENCRYPT job I: ...` (writing nothing) a plain input for a function whose
+-- config says `encrypt`.
+--
 -- Returns: {numbers, created, links, min_replicas}: the jobs' numbers in the order given;
 --          created, one character per job, '1' for a new job, '0' when its uniq key
 --          returned an unfinished job; links, pairs of a job's position in the call
@@ -305,6 +308,16 @@ for i = 0, n - 1 do
 end
 if at_arg ~= #ARGV + 1 then
   return redis.error_reply('BADJOB call: ' .. (#ARGV - at_arg + 1) .. ' arguments after the last job')
+end
+-- A function that stores only encrypted input (config `encrypt`) refuses a plain one: an
+-- envelope starts with ENCRYPTED_MAGIC (crates/proto/src/crypto.rs).
+if n > 0 and redis.call('HGET', K.config, 'encrypt') == '1' then
+  for i = 0, n - 1 do
+    if string.sub(ARGV[INPUT_AT[i]], 1, #ENCRYPTED_MAGIC) ~= ENCRYPTED_MAGIC then
+      return redis.error_reply('ENCRYPT job ' .. i .. ': function ' .. FN ..
+        ' stores only encrypted input (config --encrypt): give the producer the key file')
+    end
+  end
 end
 
 forget_expired(depended)

@@ -7,6 +7,7 @@ use tokio::sync::broadcast;
 use wasmgear_source::{JobSource, SourceError};
 
 use super::WorkerQueue;
+use wasmgear_proto::crypto::Field;
 use wasmgear_proto::{
     AttemptNotes, CancelRequest, Completion, FunctionName, JobFailure, Lease, LeaseRequest,
     LeaseStatus, Progress, WorkerAd,
@@ -19,7 +20,8 @@ impl JobSource for WorkerQueue {
         max: usize,
         ttl: Duration,
     ) -> Result<Vec<Lease>, SourceError> {
-        Ok(WorkerQueue::lease(self, requests, max, ttl).await?)
+        let leases = WorkerQueue::lease(self, requests, max, ttl).await?;
+        Ok(self.open_leases(leases).await?)
     }
 
     async fn wait_for_work(&self, timeout: Duration) {
@@ -27,7 +29,11 @@ impl JobSource for WorkerQueue {
     }
 
     async fn heartbeat(&self, lease: &Lease, ttl: Duration) -> Result<LeaseStatus, SourceError> {
-        Ok(WorkerQueue::heartbeat(self, lease, ttl).await?)
+        let status = WorkerQueue::heartbeat(self, lease, ttl).await?;
+        if status == LeaseStatus::Lost {
+            self.forget_sealed(lease);
+        }
+        Ok(status)
     }
 
     fn cancel_requests(&self) -> broadcast::Receiver<CancelRequest> {
@@ -64,11 +70,18 @@ impl JobSource for WorkerQueue {
     }
 
     async fn save_checkpoint(&self, lease: &Lease, data: &[u8]) -> Result<bool, SourceError> {
+        if self.is_sealed_job(lease) {
+            let sealed = self.seal_for(lease, Field::Checkpoint, data)?;
+            return Ok(WorkerQueue::save_checkpoint(self, lease, &sealed).await?);
+        }
         Ok(WorkerQueue::save_checkpoint(self, lease, data).await?)
     }
 
     async fn checkpoint(&self, lease: &Lease) -> Result<Option<Vec<u8>>, SourceError> {
-        Ok(WorkerQueue::checkpoint(self, lease).await?)
+        match WorkerQueue::checkpoint(self, lease).await? {
+            Some(data) => Ok(Some(self.open_checkpoint(lease, data)?)),
+            None => Ok(None),
+        }
     }
 
     async fn complete(
@@ -77,6 +90,13 @@ impl JobSource for WorkerQueue {
         output: &[u8],
         notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
+        if self.is_sealed_job(lease) {
+            let output = self.seal_for(lease, Field::Output, output)?;
+            let notes = self.sealed_notes(lease, notes)?;
+            let done = WorkerQueue::complete(self, lease, &output, &notes).await?;
+            self.forget_sealed(lease);
+            return Ok(done);
+        }
         Ok(WorkerQueue::complete(self, lease, output, notes).await?)
     }
 
@@ -88,7 +108,17 @@ impl JobSource for WorkerQueue {
         next: &LeaseRequest,
         ttl: Duration,
     ) -> Result<(Completion, Vec<Lease>), SourceError> {
-        Ok(WorkerQueue::complete_and_lease(self, lease, output, notes, next, ttl).await?)
+        let (done, next) = if self.is_sealed_job(lease) {
+            let output = self.seal_for(lease, Field::Output, output)?;
+            let notes = self.sealed_notes(lease, notes)?;
+            let done =
+                WorkerQueue::complete_and_lease(self, lease, &output, &notes, next, ttl).await?;
+            self.forget_sealed(lease);
+            done
+        } else {
+            WorkerQueue::complete_and_lease(self, lease, output, notes, next, ttl).await?
+        };
+        Ok((done, self.open_leases(next).await?))
     }
 
     async fn fail(
@@ -97,10 +127,21 @@ impl JobSource for WorkerQueue {
         failure: &JobFailure,
         notes: &AttemptNotes,
     ) -> Result<Completion, SourceError> {
+        if self.is_sealed_job(lease) {
+            let failure = JobFailure {
+                message: self.seal_text_for(lease, Field::Error, &failure.message)?,
+                ..failure.clone()
+            };
+            let notes = self.sealed_notes(lease, notes)?;
+            let done = WorkerQueue::fail(self, lease, &failure, &notes).await?;
+            self.forget_sealed(lease);
+            return Ok(done);
+        }
         Ok(WorkerQueue::fail(self, lease, failure, notes).await?)
     }
 
     async fn release(&self, lease: &Lease) -> Result<Completion, SourceError> {
+        self.forget_sealed(lease);
         Ok(WorkerQueue::release(self, lease).await?)
     }
 

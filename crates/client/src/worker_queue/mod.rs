@@ -12,6 +12,7 @@ mod job_source;
 mod leasing;
 mod notifications;
 mod reports;
+mod sealing;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -101,6 +102,10 @@ pub struct WorkerQueue {
     leasing: AtomicUsize,
     /// Where they are published (`wg:handoff:WORKER`).
     handoff_channel: String,
+    /// The keys that open sealed inputs and seal what is reported of those jobs.
+    keys: Option<Arc<wasmgear_proto::crypto::KeyRing>>,
+    /// The sealed jobs running here.
+    sealed: Arc<std::sync::Mutex<sealing::SealedJobs>>,
 }
 
 impl WorkerQueue {
@@ -134,7 +139,16 @@ impl WorkerQueue {
             handoffs: Arc::default(),
             recheck: AtomicBool::new(false),
             leasing: AtomicUsize::new(0),
+            keys: None,
+            sealed: Arc::default(),
         })
+    }
+
+    /// Opens the sealed inputs of the jobs it leases with `keys`, and seals what it reports
+    /// of those jobs (output, error message, log, checkpoint) with the first key.
+    pub fn with_keys(mut self, keys: Arc<wasmgear_proto::crypto::KeyRing>) -> Self {
+        self.keys = Some(keys);
+        self
     }
 
     /// Sets the retry backoff: about `base` before the second attempt, doubling, at most `max`.
