@@ -26,69 +26,13 @@ fn ok(out: std::process::Output) -> String {
     stdout(&out)
 }
 
-/// Every value stored under the queue's keys, as bytes.
+/// Every key of the Redis with its contents (as the tests' canonical dump has them).
 async fn dump(redis: &TestRedis) -> Vec<Vec<u8>> {
-    let mut raw = redis.raw().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut raw)
+    crate::support::library::dump_keys(redis.raw().await, "*")
         .await
-        .unwrap();
-    let mut values = Vec::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        let found: Vec<Vec<u8>> = match kind.as_str() {
-            "string" => vec![
-                redis::cmd("GET")
-                    .arg(&key)
-                    .query_async(&mut raw)
-                    .await
-                    .unwrap(),
-            ],
-            "hash" => redis::cmd("HGETALL")
-                .arg(&key)
-                .query_async(&mut raw)
-                .await
-                .unwrap(),
-            "zset" => redis::cmd("ZRANGE")
-                .arg(&key)
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut raw)
-                .await
-                .unwrap(),
-            "set" => redis::cmd("SMEMBERS")
-                .arg(&key)
-                .query_async(&mut raw)
-                .await
-                .unwrap(),
-            "list" => redis::cmd("LRANGE")
-                .arg(&key)
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut raw)
-                .await
-                .unwrap(),
-            "stream" => {
-                let entries: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
-                    .arg(&key)
-                    .arg("-")
-                    .arg("+")
-                    .query_async(&mut raw)
-                    .await
-                    .unwrap();
-                entries.into_iter().flat_map(|(_, fields)| fields).collect()
-            }
-            other => panic!("{key} is a {other}"),
-        };
-        values.push(key.into_bytes());
-        values.extend(found);
-    }
-    values
+        .into_iter()
+        .flat_map(|(key, contents)| [key.into_bytes(), contents])
+        .collect()
 }
 
 fn contains(values: &[Vec<u8>], needle: &str) -> bool {

@@ -117,86 +117,105 @@ impl Library {
     /// read.) The expiries of remembered replies are left out: a call answered again is
     /// remembered longer, which changes no job.
     pub async fn dump(&self) -> Vec<(String, Vec<u8>)> {
-        let mut conn = self.conn.clone();
-        let mut keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("wg:{{{}}}:*", self.function.as_str()))
+        dump_keys(
+            self.conn.clone(),
+            &format!("wg:{{{}}}:*", self.function.as_str()),
+        )
+        .await
+    }
+}
+
+/// Every key matching `pattern` with its contents in the canonical form of
+/// [`Library::dump`] (a stream's entries as their fields and values, in order).
+pub async fn dump_keys(mut conn: MultiplexedConnection, pattern: &str) -> Vec<(String, Vec<u8>)> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.sort();
+    let mut dump = Vec::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
             .query_async(&mut conn)
             .await
             .unwrap();
-        keys.sort();
-        let mut dump = Vec::new();
-        for key in keys {
-            let kind: String = redis::cmd("TYPE")
+        let mut items: Vec<Vec<u8>> = match kind.as_str() {
+            "hash" => redis::cmd("HGETALL")
                 .arg(&key)
                 .query_async(&mut conn)
                 .await
-                .unwrap();
-            let mut items: Vec<Vec<u8>> = match kind.as_str() {
-                "hash" => redis::cmd("HGETALL")
-                    .arg(&key)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap(),
-                // When a remembered reply is forgotten is no state of the queue (a call
-                // answered again is remembered longer): its members only, sorted.
-                "zset" if key.ends_with(":calls-exp") => {
-                    let mut members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
-                        .arg(&key)
-                        .arg(0)
-                        .arg(-1)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
-                    members.sort();
-                    members
-                }
-                "zset" => redis::cmd("ZRANGE")
-                    .arg(&key)
-                    .arg(0)
-                    .arg(-1)
-                    .arg("WITHSCORES")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap(),
-                "set" => redis::cmd("SMEMBERS")
-                    .arg(&key)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap(),
-                "list" => redis::cmd("LRANGE")
+                .unwrap(),
+            // When a remembered reply is forgotten is no state of the queue (a call
+            // answered again is remembered longer): its members only, sorted.
+            "zset" if key.ends_with(":calls-exp") => {
+                let mut members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
                     .arg(&key)
                     .arg(0)
                     .arg(-1)
                     .query_async(&mut conn)
                     .await
-                    .unwrap(),
-                _ => vec![
-                    redis::cmd("GET")
-                        .arg(&key)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap(),
-                ],
-            };
-            if kind == "hash" {
-                let mut pairs: Vec<Vec<u8>> = items
-                    .chunks(2)
-                    .map(|pair| {
-                        [
-                            pair[0].as_slice(),
-                            b"\0",
-                            pair.get(1).map_or(&[][..], Vec::as_slice),
-                        ]
-                        .concat()
-                    })
-                    .collect();
-                pairs.sort();
-                items = pairs;
-            } else if kind == "set" {
-                items.sort();
+                    .unwrap();
+                members.sort();
+                members
             }
-            dump.push((format!("{kind} {key}"), items.join(&b"\n"[..])));
+            "zset" => redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut conn)
+                .await
+                .unwrap(),
+            "set" => redis::cmd("SMEMBERS")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap(),
+            "stream" => {
+                let entries: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+                    .arg(&key)
+                    .arg("-")
+                    .arg("+")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                entries.into_iter().flat_map(|(_, fields)| fields).collect()
+            }
+            "list" => redis::cmd("LRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut conn)
+                .await
+                .unwrap(),
+            _ => vec![
+                redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap(),
+            ],
+        };
+        if kind == "hash" {
+            let mut pairs: Vec<Vec<u8>> = items
+                .chunks(2)
+                .map(|pair| {
+                    [
+                        pair[0].as_slice(),
+                        b"\0",
+                        pair.get(1).map_or(&[][..], Vec::as_slice),
+                    ]
+                    .concat()
+                })
+                .collect();
+            pairs.sort();
+            items = pairs;
+        } else if kind == "set" {
+            items.sort();
         }
-        dump
+        dump.push((format!("{kind} {key}"), items.join(&b"\n"[..])));
     }
+    dump
 }

@@ -82,13 +82,16 @@ impl WorkerQueue {
 
     /// Whether the job of `lease` is sealed: what is reported of it is sealed too.
     pub(super) fn is_sealed_job(&self, lease: &Lease) -> bool {
-        self.sealed.locked().0.contains_key(&lease.info.id)
+        // Without keys no input was opened here: nothing to look up per job.
+        self.keys.is_some() && self.sealed.locked().0.contains_key(&lease.info.id)
     }
 
     /// Lets go of the job of `lease`: its last report was accepted, it was given back, or
     /// its lease is lost. (A report that failed is sent again, sealed again.)
     pub(super) fn forget_sealed(&self, lease: &Lease) {
-        self.sealed.locked().0.remove(&lease.info.id);
+        if self.keys.is_some() {
+            self.sealed.locked().0.remove(&lease.info.id);
+        }
     }
 
     /// The keys, for a sealed job (there are keys: its input was opened with them).
