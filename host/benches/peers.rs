@@ -28,12 +28,14 @@
 //! 12. batch: a batch plugin's drain, up to 100 jobs per instance against one per instance.
 //! 13. tracing: a worker's CPU per job with span export off, on with every job sampled,
 //!     and on with 10 % sampled.
+//! 14. encryption: enqueue and drain with job data sealed (a key file, `config --encrypt`)
+//!     against the same plain, and the node's CPU per job both ways.
 //!
 //! BullMQ runs from `bench/bullmq/run.sh` (Node.js); set `WASMGEAR_BENCH_SKIP_BULLMQ=1` to
 //! leave it out, `WASMGEAR_BENCH_QUICK=1` for a short smoke run, and
 //! `WASMGEAR_BENCH_ONLY=queue,remote` to run only some sections (isolation, bullmq, queue,
 //! clients, ceiling, remote, cluster, steady, sources, flows, groups, replicas, batch,
-//! tracing).
+//! tracing, encryption).
 
 #[path = "peers/batch_plugins.rs"]
 mod batch_plugins;
@@ -46,6 +48,8 @@ mod clients;
 #[path = "peers/cluster.rs"]
 mod cluster;
 mod common;
+#[path = "peers/encryption.rs"]
+mod encryption;
 #[path = "peers/flows.rs"]
 mod flows;
 #[path = "peers/groups.rs"]
@@ -173,8 +177,8 @@ fn main() {
     eprintln!("[build] wasmgear's {} build", build_profile());
 
     // WASMGEAR_BENCH_ONLY=queue,remote (any of isolation, bullmq, queue, clients, ceiling,
-    // remote, cluster, steady, sources, flows, groups, replicas, batch, tracing) runs only those
-    // sections.
+    // remote, cluster, steady, sources, flows, groups, replicas, batch, tracing, encryption)
+    // runs only those sections.
     let only = std::env::var("WASMGEAR_BENCH_ONLY").ok();
     let runs = |section: &str| {
         only.as_deref()
@@ -248,6 +252,10 @@ fn main() {
     if runs("tracing") {
         eprintln!("[tracing] a worker's CPU per job, span export off and on");
         rt.block_on(tracing::tracing(&plan, &url, &mut rows));
+    }
+    if runs("encryption") {
+        eprintln!("[encryption] what sealing job data costs: enqueue and drain, sealed vs plain");
+        rt.block_on(encryption::encryption(&plan, &url, &mut rows));
     }
     if runs("sources") {
         eprintln!(

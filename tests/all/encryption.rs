@@ -4,7 +4,7 @@
 //! key is refused; a reader without it is told so; a ciphertext moved to another job does
 //! not open; a rotated key file still opens what the old key sealed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wasmgear_client::{Client, EnqueueOptions, FunctionName};
@@ -41,8 +41,9 @@ fn contains(values: &[Vec<u8>], needle: &str) -> bool {
         .any(|v| v.windows(needle.len()).any(|w| w == needle.as_bytes()))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
+/// A Redis, a directory with a key file `keys` of one key `k1`, and a worker with that key
+/// file serving `plugins`.
+fn start(plugins: &tempfile::TempDir) -> (TestRedis, tempfile::TempDir, PathBuf, WorkerProcess) {
     let redis = TestRedis::start();
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
@@ -50,11 +51,28 @@ async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
         &["keys", "new", keys.to_str().unwrap(), "k1"],
         &[],
     ));
-    let plugins = plugin_dir(&["echo", "fail"]);
     let worker = WorkerProcess::builder(&redis.url())
         .plugins(plugins.path())
         .env("WASMGEAR_ENCRYPTION_KEY_FILE", keys.to_str().unwrap())
         .start();
+    (redis, dir, keys, worker)
+}
+
+/// A client with the keys of key file `keys`, as it is now.
+async fn keyed_client(redis: &TestRedis, keys: &Path) -> Client {
+    let ring =
+        wasmgear_proto::crypto::KeyRing::parse("keys", &std::fs::read_to_string(keys).unwrap())
+            .unwrap();
+    Client::connect(&redis.url())
+        .await
+        .unwrap()
+        .with_keys(std::sync::Arc::new(ring), false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
+    let plugins = plugin_dir(&["echo", "fail"]);
+    let (redis, dir, keys, worker) = start(&plugins);
     ok(cli(&redis, None, &["config", "echo", "--encrypt", "--new"]));
     ok(cli(&redis, None, &["config", "fail", "--encrypt", "--new"]));
 
@@ -113,13 +131,7 @@ async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
     assert!(log.contains("failing on purpose"), "{log}");
 
     // A ciphertext moved to another job does not open.
-    let ring =
-        wasmgear_proto::crypto::KeyRing::parse("keys", &std::fs::read_to_string(&keys).unwrap())
-            .unwrap();
-    let client = Client::connect(&redis.url())
-        .await
-        .unwrap()
-        .with_keys(std::sync::Arc::new(ring), false);
+    let client = keyed_client(&redis, &keys).await;
     let echo = FunctionName::new("echo").unwrap();
     let later = client
         .enqueue(
@@ -177,5 +189,181 @@ async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
     let seen = ok(cli(&redis, Some(&keys), &["status", "echo:1"]));
     assert!(seen.contains("TOPSECRET-IN"), "{seen}");
     assert!(!contains(&dump(&redis).await, "TOPSECRET-NEW"));
+
+    // Rotation seals everything again with k2, but the moved ciphertext, which it names
+    // (and leaves); put right, a second run finds it alone left, a third finds nothing.
+    let rotated = cli(&redis, Some(&keys), &["keys", "rotate", "--batch", "2"]);
+    assert_eq!(rotated.status.code(), Some(1), "{}", stderr(&rotated));
+    let said = stderr(&rotated);
+    assert!(
+        said.contains(&format!("does not open: echo:{}", later.seq))
+            && said.contains("belongs to another job"),
+        "{said}"
+    );
+    assert!(stdout(&rotated).contains("fail: "), "{}", stdout(&rotated));
+    let proper = client
+        .keys()
+        .unwrap()
+        .seal(
+            &later.to_string(),
+            wasmgear_proto::crypto::Field::Input,
+            b"x",
+        )
+        .unwrap();
+    let _: i64 = redis::cmd("HSET")
+        .arg("wg:{echo}:input")
+        .arg(later.seq)
+        .arg(proper)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let again = ok(cli(&redis, Some(&keys), &["keys", "rotate"]));
+    assert!(
+        again.contains("echo: 1 sealed again with key k2"),
+        "{again}"
+    );
+    let last = ok(cli(&redis, Some(&keys), &["keys", "rotate"]));
+    assert!(
+        last.contains("0 values sealed again; nothing sealed with an older key is left"),
+        "{last}"
+    );
+    // Only k2 is needed now: the old jobs' input, output, error and log open with it.
+    let only_new = dir.path().join("only-k2");
+    let text = std::fs::read_to_string(&keys).unwrap();
+    std::fs::write(&only_new, text.lines().next().unwrap()).unwrap();
+    let seen = ok(cli(
+        &redis,
+        Some(&only_new),
+        &["status", "echo:1", "--json"],
+    ));
+    assert!(seen.contains("TOPSECRET-IN"), "{seen}");
+    let failure = ok(cli(&redis, Some(&only_new), &["status", "fail:1"]));
+    assert!(
+        failure.contains("failed on purpose: TOPSECRET-ERR"),
+        "{failure}"
+    );
+    let log = ok(cli(&redis, Some(&only_new), &["logs", "fail:1"]));
+    assert!(log.contains("failing on purpose"), "{log}");
+    drop(worker);
+}
+
+/// Every other producer seals too, and every reader of a sealed job opens it: a flow's jobs
+/// and the fan-in job reading its dependencies' sealed outputs and errors, the children a
+/// job enqueues (the worker learns from the refusal that their function takes only sealed
+/// input), and a schedule, whose input is kept sealed (bound to its name) and sealed again
+/// for each tick's job. A reader without the key is told so, never shown the envelope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_dependencies_children_and_schedules_stay_sealed() {
+    let plugins = plugin_dir(&["echo", "fail", "join", "split", "reverse"]);
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/split/split.toml"),
+        plugins.path().join("split.toml"),
+    )
+    .unwrap();
+    let (redis, dir, keys, worker) = start(&plugins);
+    for function in ["echo", "fail", "join", "split", "reverse"] {
+        ok(cli(
+            &redis,
+            None,
+            &["config", function, "--encrypt", "--new"],
+        ));
+    }
+
+    // A flow: join reads its dependencies' outputs (opened whole, then in pieces) and the
+    // error of the one that failed.
+    let flow = dir.path().join("flow.json");
+    std::fs::write(
+        &flow,
+        serde_json::json!({ "name": "sealed", "jobs": {
+            "a": { "function": "echo", "input": "SECRET-A" },
+            "b": { "function": "echo", "input": "SECRET-B" },
+            "f": { "function": "fail", "input": "SECRET-F", "attempts": 1 },
+            "d": { "function": "join", "after": ["a", "b", { "job": "f", "on_failure": "ignore" }] },
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let done = ok(cli(
+        &redis,
+        Some(&keys),
+        &["flow", "submit", flow.to_str().unwrap(), "--wait"],
+    ));
+    assert!(
+        done.contains("SECRET-A\nSECRET-B\nerror: fail:1 failed"),
+        "{done}"
+    );
+    assert!(done.contains("failed on purpose: SECRET-F"), "{done}");
+    let seen = ok(cli(&redis, Some(&keys), &["flow", "status", "1", "--json"]));
+    assert!(seen.contains("failed on purpose: SECRET-F"), "{seen}");
+    let blind = ok(cli(&redis, None, &["flow", "status", "1", "--json"]));
+    assert!(
+        blind.contains("no key here") && !blind.contains("wgenc1:"),
+        "{blind}"
+    );
+
+    // Children: split's worker seals each child's input, opens each child's output.
+    let split = ok(cli(
+        &redis,
+        Some(&keys),
+        &["enqueue", "split", "SECRET-C1\nSECRET-C2", "--wait"],
+    ));
+    assert!(split.contains("1C-TERCES\n2C-TERCES"), "{split}");
+
+    // A schedule: kept sealed, fired sealed, read opened.
+    ok(cli(
+        &redis,
+        Some(&keys),
+        &[
+            "schedule",
+            "add",
+            "nightly",
+            "--function",
+            "echo",
+            "--every",
+            "1s",
+            "--input",
+            "SECRET-S",
+        ],
+    ));
+    let listed = ok(cli(&redis, Some(&keys), &["schedule", "list", "--json"]));
+    assert!(listed.contains("SECRET-S"), "{listed}");
+    let blind = ok(cli(&redis, None, &["schedule", "list", "--json"]));
+    assert!(
+        blind.contains("no key here") && !blind.contains("SECRET-S"),
+        "{blind}"
+    );
+    let client = keyed_client(&redis, &keys).await;
+    let ticked = wasmgear_testkit::eventually(Duration::from_secs(30), "a tick's job", || async {
+        for seq in 1..50 {
+            let id = wasmgear_client::JobId {
+                function: FunctionName::new("echo").unwrap(),
+                seq,
+            };
+            let Ok(status) = client.status(&id).await else {
+                return None;
+            };
+            if status.record.schedule.is_some()
+                && status.record.state == wasmgear_client::JobState::Succeeded
+            {
+                return Some(status);
+            }
+        }
+        None
+    })
+    .await;
+    assert_eq!(ticked.output.as_deref(), Some(&b"SECRET-S"[..]));
+
+    let values = dump(&redis).await;
+    for secret in [
+        "SECRET-A",
+        "SECRET-B",
+        "SECRET-F",
+        "SECRET-C1",
+        "1C-TERCES",
+        "SECRET-S",
+        "failed on purpose",
+    ] {
+        assert!(!contains(&values, secret), "{secret} is in Redis in clear");
+    }
     drop(worker);
 }

@@ -4804,6 +4804,32 @@ return 1
 
 end }
 
+redis.register_function{ function_name = 'wg2_reseal', callback = function(KEYS, ARGV)
+-- reseal: writes values of one hash sealed again with the newest key (`wasmgear keys
+-- rotate`), each only if it is still the value that was read: one changed since (a job that
+-- ran on, was retried or forgotten) is left as it is, for the next run.
+--
+-- KEYS[1]  the hash: a function's jobs, input, output, logs or checkpoints, or the
+--          schedules' inputs
+--
+-- ARGV     field old new [field old new ...]: each field's value as read, and as sealed again
+--
+-- Returns: how many fields were written.
+
+if #ARGV == 0 or #ARGV % 3 ~= 0 then
+  return redis.error_reply('BADARGS reseal: give FIELD OLD NEW triples')
+end
+local written = 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+    written = written + 1
+  end
+end
+return written
+
+end }
+
 redis.register_function{ function_name = 'wg2_schedule_set', callback = function(KEYS, ARGV)
 -- schedule_set: add a recurring schedule (or replace one of the same name). It starts anew:
 -- no error of the one it replaces is kept.
@@ -5441,4 +5467,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return 'a6ac9e95f760675a373ebad2775ea26d8806d888' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return '3ba9632686994255f71020d8795368bdc0be89b2' end, flags = { 'no-writes' } }

@@ -220,6 +220,7 @@ const OPERATOR: &[&str] = &[
     "schedule_pause",
     "schedule_remove",
     "schedule_forget",
+    "reseal",
 ];
 
 /// The plain commands every role uses: the connection's own (`HELLO`, `CLIENT SETNAME`,

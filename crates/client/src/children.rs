@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::client::{Client, Enqueued};
 use super::options::EnqueueOptions;
 use super::{QueueError, Result, scripts};
+use wasmgear_proto::crypto;
 use wasmgear_proto::model::{JobState, JobStatus};
 use wasmgear_proto::{FunctionName, JobId};
 
@@ -127,9 +128,24 @@ impl Client {
         Ok(())
     }
 
-    /// Waits up to `timeout` for job `id` to end (for a parent waiting on its child).
+    /// Waits up to `timeout` for job `id` to end (for a parent waiting on its child). A
+    /// sealed output or error this client has no keys to open is an error that says so.
     pub async fn wait_ended(&self, id: &JobId, timeout: Duration) -> Result<JobStatus> {
         let status = self.wait(id, Some(timeout), |_| {}).await?;
+        let output = status
+            .output
+            .as_deref()
+            .filter(|o| o.starts_with(crypto::MAGIC));
+        let error = (status.record.error.as_ref())
+            .map(|e| e.message.as_bytes())
+            .filter(|m| m.starts_with(crypto::TEXT_PREFIX.as_bytes()));
+        if let Some(sealed) = output.or(error).filter(|_| self.keys.is_none()) {
+            let key = crypto::sealed_with(sealed).unwrap_or_else(|| "?".into());
+            return Err(QueueError::Encryption(format!(
+                "job {id}: {}",
+                crypto::CryptoError::NoKeys(key)
+            )));
+        }
         match status.record.state {
             JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Expired => {
                 Ok(status)

@@ -83,7 +83,7 @@ pub struct Client {
     /// The keys that seal the inputs this client writes and open what it reads.
     pub(crate) keys: Option<Arc<KeyRing>>,
     /// Seal every input, not only those of functions that store only encrypted input.
-    encrypt_all: bool,
+    pub(crate) encrypt_all: bool,
     /// The functions found to store only encrypted input.
     sealed_functions: Arc<Mutex<HashSet<FunctionName>>>,
 }

@@ -41,14 +41,21 @@ impl Client {
     }
 
     /// How each of `ids` stands, in their order: one `outcomes` call per function (and
-    /// per [`MAX_OUTCOMES`] jobs of it), none reading an output.
+    /// per [`MAX_OUTCOMES`] jobs of it), none reading an output. Sealed error messages are
+    /// opened; with keys, a sealed output's size is its size opened (which reads its head).
     pub async fn outcomes(&self, ids: &[JobId]) -> Result<Vec<Outcome>> {
-        outcomes(&self.conn, ids).await
+        let mut outcomes = outcomes(&self.conn, ids).await?;
+        for outcome in &mut outcomes {
+            self.opened_outcome(&outcome.id, &mut outcome.output_bytes, &mut outcome.error)
+                .await?;
+        }
+        Ok(outcomes)
     }
 
     /// At most `most` bytes (capped at [`MAX_OUTPUT_PIECE`]) of job `id`'s output from byte
-    /// `offset`: empty past its end, `None` when no output of it is kept (it has not
-    /// succeeded, or it was forgotten).
+    /// `offset`, as stored (a sealed output's envelope: [`Client::open_output`] opens it):
+    /// empty past its end, `None` when no output of it is kept (it has not succeeded, or it
+    /// was forgotten).
     pub async fn output_piece(
         &self,
         id: &JobId,

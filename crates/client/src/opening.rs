@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 
 use wasmgear_proto::crypto::{self, Field, KeyRing, TEXT_PREFIX};
+use wasmgear_proto::limits::MAX_OUTPUT_PIECE;
 use wasmgear_proto::model::JobStatus;
 use wasmgear_proto::{FunctionName, JobId};
 
@@ -15,6 +16,18 @@ use crate::{Client, EnqueueOptions, QueueError, Result};
 
 fn refused(error: crypto::CryptoError) -> QueueError {
     QueueError::Encryption(error.to_string())
+}
+
+/// A job's output as kept, for a reader that reads it a piece at a time
+/// ([`Client::open_output`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptOutput {
+    /// None is kept: the job has not succeeded, or it was forgotten.
+    Missing,
+    /// It is kept as it is: read it in pieces ([`Client::output_piece`]).
+    Plain,
+    /// It was sealed: here it is, opened whole.
+    Opened(Vec<u8>),
 }
 
 impl Client {
@@ -56,6 +69,58 @@ impl Client {
             .map(|(input, options)| (input.as_slice(), options.clone()))
             .collect();
         self.send_jobs(function, &sealed, &placed, trace).await
+    }
+
+    /// Whether job `id`'s kept output is sealed and, if it is, the output opened (read whole,
+    /// in pieces of [`MAX_OUTPUT_PIECE`]). A sealed output this client cannot open (no keys,
+    /// a key it lacks, changed) is an error that says so.
+    pub async fn open_output(&self, id: &JobId) -> Result<KeptOutput> {
+        let Some(head) = self.output_piece(id, 0, crypto::MAX_HEADER as u64).await? else {
+            return Ok(KeptOutput::Missing);
+        };
+        if !crypto::is_sealed(&head) {
+            return Ok(KeptOutput::Plain);
+        }
+        let mut whole = head;
+        loop {
+            match self
+                .output_piece(id, whole.len() as u64, MAX_OUTPUT_PIECE)
+                .await?
+            {
+                Some(piece) if !piece.is_empty() => whole.extend_from_slice(&piece),
+                _ => break,
+            }
+        }
+        let keys = self.keys.as_deref().ok_or_else(|| no_keys_here(&whole))?;
+        Ok(KeptOutput::Opened(
+            keys.open(&id.to_string(), Field::Output, &whole)
+                .map_err(refused)?
+                .into_owned(),
+        ))
+    }
+
+    /// A dependency's or a flow job's outcome as a reader should see it: a sealed error
+    /// message opened (or, without keys, said to be sealed), and with keys the size of a
+    /// sealed output as it opens.
+    pub(crate) async fn opened_outcome(
+        &self,
+        id: &JobId,
+        output_bytes: &mut u64,
+        error: &mut Option<String>,
+    ) -> Result<()> {
+        if let Some(message) = error.as_mut().filter(|m| m.starts_with(TEXT_PREFIX)) {
+            *message = match self.keys.as_deref() {
+                Some(keys) => open_text(keys, &id.to_string(), message)?,
+                None => format!("<{}>", refused_without_keys(message.as_bytes())),
+            };
+        }
+        if self.keys.is_some() && *output_bytes > 0 {
+            let head = self.output_piece(id, 0, crypto::MAX_HEADER as u64).await?;
+            if let Some(overhead) = head.as_deref().and_then(crypto::overhead) {
+                *output_bytes = output_bytes.saturating_sub(overhead as u64);
+            }
+        }
+        Ok(())
     }
 
     /// `status` with its sealed parts opened (as it is without keys).
@@ -121,6 +186,16 @@ impl Client {
         }
         Ok(opened)
     }
+}
+
+/// The error of reading sealed `data` on a client without keys.
+fn no_keys_here(data: &[u8]) -> QueueError {
+    QueueError::Encryption(refused_without_keys(data))
+}
+
+fn refused_without_keys(data: &[u8]) -> String {
+    let key = crypto::sealed_with(data).unwrap_or_else(|| "?".into());
+    crypto::CryptoError::NoKeys(key).to_string()
 }
 
 fn open_text(keys: &KeyRing, id: &str, text: &str) -> Result<String> {

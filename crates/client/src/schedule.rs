@@ -25,6 +25,7 @@ use super::connection::is_transient;
 use super::options::{EnqueueOptions, Priority, Tick};
 use super::{QueueError, Result, scripts};
 use wasmgear_proto::FunctionName;
+use wasmgear_proto::crypto::{self, Field};
 
 /// The schedules as read: definitions, inputs, next ticks, errors.
 type Stored = (
@@ -148,11 +149,12 @@ impl Client {
             }
         }
         let text = serde_json::to_string(&def).unwrap_or_default();
+        let stored = self.sealed_schedule_input(&def, input).await?;
         let (status, created): (String, String) = scripts::SCHEDULE_SET
             .with_keys(&ScheduleKeys::all())
             .arg(&def.name)
             .arg(text)
-            .arg(input)
+            .arg(stored.as_ref())
             .arg(next.map(|n| n.to_string()).unwrap_or_default())
             .arg(if replace { "1" } else { "0" })
             .invoke_async(&mut self.conn.clone())
@@ -191,7 +193,53 @@ impl Client {
         Ok(())
     }
 
-    /// Every schedule, by name.
+    /// `input` as schedule `def` keeps it: sealed (bound to the schedule's name) when this
+    /// client has keys and encrypts everything or `def`'s function stores only encrypted
+    /// input; each tick's job has its own sealed copy.
+    async fn sealed_schedule_input<'a>(
+        &self,
+        def: &ScheduleDef,
+        input: &'a [u8],
+    ) -> Result<std::borrow::Cow<'a, [u8]>> {
+        let Some(keys) = self.keys.as_deref() else {
+            return Ok(input.into());
+        };
+        let function = FunctionName::new(&def.function)?;
+        if !self.encrypt_all && !self.config(&function).await?.encrypt {
+            return Ok(input.into());
+        }
+        let binding = crypto::schedule_binding(&def.name);
+        Ok(keys
+            .seal(&binding, Field::Input, input)
+            .map_err(|e| QueueError::Encryption(e.to_string()))?
+            .into())
+    }
+
+    /// Schedule `name`'s kept `input` opened if it is sealed; without keys, a sealed one is
+    /// an error that says so.
+    fn opened_schedule_input<'a>(
+        &self,
+        name: &str,
+        input: &'a [u8],
+    ) -> Result<std::borrow::Cow<'a, [u8]>> {
+        let binding = crypto::schedule_binding(name);
+        match self.keys.as_deref() {
+            Some(keys) => keys
+                .open(&binding, Field::Input, input)
+                .map_err(|e| QueueError::Encryption(format!("schedule {name}: {e}"))),
+            None if input.starts_with(crypto::MAGIC) => {
+                let key = crypto::sealed_with(input).unwrap_or_else(|| "?".into());
+                Err(QueueError::Encryption(format!(
+                    "schedule {name}: {}",
+                    crypto::CryptoError::NoKeys(key)
+                )))
+            }
+            None => Ok(input.into()),
+        }
+    }
+
+    /// Every schedule, by name (a sealed input opened where this client has the key, else
+    /// as it is kept).
     pub async fn schedules(&self) -> Result<Vec<Schedule>> {
         let (defs, inputs, next, errors): Stored = redis::pipe()
             .hgetall(ScheduleKeys::defs())
@@ -208,9 +256,14 @@ impl Client {
             .into_iter()
             .filter_map(|(name, text)| {
                 let def: ScheduleDef = serde_json::from_str(&text).ok()?;
+                let input = inputs.get(&name).map(Vec::as_slice).unwrap_or_default();
+                let input = match self.opened_schedule_input(&name, input) {
+                    Ok(opened) => opened.into_owned(),
+                    Err(_) => input.to_vec(),
+                };
                 Some(Schedule {
                     next_ms: next.get(&name).copied(),
-                    input: inputs.get(&name).cloned().unwrap_or_default(),
+                    input,
                     error: errors.get(&name).and_then(|e| serde_json::from_str(e).ok()),
                     def,
                 })
@@ -402,6 +455,8 @@ impl Client {
         let enqueued = match firing.and_then(|f| f.fire) {
             Some(at) => {
                 let options = job_options(&def, at)?;
+                let input = self.opened_schedule_input(name, input)?;
+                let input = input.as_ref();
                 let tick = crate::propagation::tick_span(&def);
                 tracing::Instrument::instrument(self.submit(&function, &[(input, options)]), tick)
                     .await?

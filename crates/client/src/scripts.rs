@@ -179,6 +179,7 @@ functions! {
     DEPLOY_COLLECTABLE = "deploy_collectable", None, true;
     DEPLOY_DOOM = "deploy_doom", None, false;
     DEPLOY_BURY = "deploy_bury", None, false;
+    RESEAL = "reseal", None, false;
     SCHEDULE_SET = "schedule_set", None, false;
     SCHEDULE_PAUSE = "schedule_pause", None, false;
     SCHEDULE_REMOVE = "schedule_remove", None, false;

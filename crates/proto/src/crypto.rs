@@ -285,6 +285,24 @@ pub fn sealed_with(data: &[u8]) -> Option<String> {
         .map(|e| e.key_id.to_string())
 }
 
+/// The most bytes an envelope holds before its ciphertext (magic, key id, nonce): reading
+/// that much of stored data tells whether it is sealed, and how large it is opened.
+pub const MAX_HEADER: usize = MAGIC.len() + 1 + MAX_KEY_ID_LEN + NONCE_LEN;
+
+/// How many bytes of binary data starting with `head` are the envelope's own (magic, key id,
+/// nonce, tag), `None` when it is not sealed: the data opened is that much smaller.
+pub fn overhead(head: &[u8]) -> Option<usize> {
+    let rest = head.strip_prefix(MAGIC)?;
+    let id_len = usize::from(*rest.first()?);
+    Some(MAGIC.len() + 1 + id_len + NONCE_LEN + TAG_LEN)
+}
+
+/// What a schedule's input is sealed as bound to, in place of a job id: `schedule/NAME`
+/// (no job id holds a `/`), so that it opens only as that schedule's input.
+pub fn schedule_binding(name: &str) -> String {
+    format!("schedule/{name}")
+}
+
 /// Whether `data` is an envelope.
 pub fn is_sealed(data: &[u8]) -> bool {
     data.starts_with(MAGIC) || data.starts_with(TEXT_PREFIX.as_bytes())
@@ -357,6 +375,11 @@ mod tests {
         let ring = KeyRing::parse("keys", FILE).unwrap();
         assert_eq!(ring.current(), "k2");
         let sealed = ring.seal("resize:7", Field::Input, b"secret").unwrap();
+        assert_eq!(
+            overhead(&sealed[..MAX_HEADER.min(sealed.len())]),
+            Some(sealed.len() - b"secret".len())
+        );
+        assert_eq!(overhead(b"secret"), None);
         assert!(is_sealed(&sealed));
         assert!(!sealed.windows(6).any(|w| w == b"secret"));
         assert_eq!(sealed_with(&sealed).as_deref(), Some("k2"));

@@ -3,12 +3,18 @@
 //! the first call, from its record, and only when that record is of this very run (running
 //! here, in this attempt): a job of another protocol (Gearman, qless...) whose id happens to
 //! name a job of wasmgear's queue has no dependencies.
+//!
+//! A dependency's sealed output is opened whole at its first read and kept until another
+//! dependency's is read (one at a time), so a handler reading it a piece at a time does not
+//! open it once per piece; plain outputs are read a piece at a time as stored.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
-use wasmgear_client::{Client, JobState, QueueError};
+use wasmgear_client::{Client, JobState, KeptOutput, QueueError};
 use wasmgear_proto::JobId;
+use wasmgear_proto::sync::Locked;
 use wasmgear_runtime::{ChildFuture, Dependency, DependencyState, JobDependencies};
 
 /// The dependencies of one running job.
@@ -22,6 +28,10 @@ struct Inner {
     worker: String,
     attempt: u32,
     after: OnceCell<Vec<JobId>>,
+    /// The positions of dependencies whose outputs were found plain.
+    plain: std::sync::Mutex<HashSet<u32>>,
+    /// The last sealed output opened, and its dependency's position.
+    opened: std::sync::Mutex<Option<(u32, Arc<Vec<u8>>)>>,
 }
 
 impl Dependencies {
@@ -32,6 +42,8 @@ impl Dependencies {
             worker,
             attempt,
             after: OnceCell::new(),
+            plain: Default::default(),
+            opened: Default::default(),
         }))
     }
 }
@@ -66,6 +78,41 @@ impl Inner {
             })
             .await
             .map(Vec::as_slice)
+    }
+
+    /// At most `max` bytes from `offset` of the output of dependency `id` (at `position`),
+    /// opened if it is sealed; `None` when none is kept.
+    async fn piece(
+        &self,
+        position: u32,
+        id: &JobId,
+        offset: u64,
+        max: u32,
+    ) -> Result<Option<Vec<u8>>, QueueError> {
+        let cached = self.opened.locked().clone();
+        let whole = match cached {
+            Some((at, whole)) if at == position => whole,
+            _ if self.plain.locked().contains(&position) => {
+                return self.client.output_piece(id, offset, u64::from(max)).await;
+            }
+            _ => match self.client.open_output(id).await? {
+                KeptOutput::Missing => return Ok(None),
+                KeptOutput::Plain => {
+                    self.plain.locked().insert(position);
+                    return self.client.output_piece(id, offset, u64::from(max)).await;
+                }
+                KeptOutput::Opened(whole) => {
+                    let whole = Arc::new(whole);
+                    *self.opened.locked() = Some((position, whole.clone()));
+                    whole
+                }
+            },
+        };
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(whole.len());
+        let end = start.saturating_add(max as usize).min(whole.len());
+        Ok(Some(whole[start..end].to_vec()))
     }
 }
 
@@ -119,7 +166,7 @@ impl JobDependencies for Dependencies {
                     after.len()
                 ));
             };
-            match inner.client.output_piece(id, offset, u64::from(max)).await {
+            match inner.piece(position, id, offset, max).await {
                 Ok(Some(piece)) => Ok(piece),
                 Ok(None) => Err(format!(
                     "dependency {id} has no output kept: it has not succeeded, or it was forgotten after its retention"

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use wasmgear_proto::crypto::KeyRing;
 
-use super::usage;
+use super::{RedisArgs, usage};
 
 /// Options of `wasmgear keys`.
 #[derive(Debug, clap::Args)]
@@ -21,6 +21,22 @@ enum KeysCommand {
     /// if need be): it seals new data from now on; the keys after it still open what they
     /// sealed.
     New(NewArgs),
+    /// Seal again with the key file's first key everything kept that an older key sealed
+    /// (inputs, outputs, checkpoints, logs, error messages, schedules' inputs), a batch at a
+    /// time; a value that changes meanwhile is left for the next run. Run it again until it
+    /// says nothing is left (it keeps no state: an interrupted run goes on where it stopped);
+    /// then the older keys may leave the key file. Exits 1 while something is left.
+    Rotate(RotateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RotateArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    /// How many fields of a hash are read (and written) at a time.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    batch: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -32,8 +48,62 @@ struct NewArgs {
     id: String,
 }
 
-pub fn run(args: KeysArgs) -> anyhow::Result<i32> {
-    let KeysCommand::New(args) = args.command;
+pub async fn run(args: KeysArgs) -> anyhow::Result<i32> {
+    match args.command {
+        KeysCommand::New(args) => new(args),
+        KeysCommand::Rotate(args) => rotate(args).await,
+    }
+}
+
+async fn rotate(args: RotateArgs) -> anyhow::Result<i32> {
+    let client = args.redis.client().await?;
+    if client.keys().is_none() {
+        return Err(usage(
+            "keys rotate needs the key file, its new key first: give --encryption-key-file \
+             or WASMGEAR_ENCRYPTION_KEY_FILE",
+        ));
+    }
+    let rotation = client.rotate_keys(args.batch as usize).await?;
+    for (holder, n) in &rotation.resealed {
+        println!("{holder}: {n} sealed again with key {}", rotation.key);
+    }
+    let outcome = format!(
+        "{} sealed again with key {}, {} changed meanwhile, {} do not open",
+        rotation.total(),
+        rotation.key,
+        rotation.changed,
+        rotation.unopened
+    );
+    super::access::record(&client, "keys rotate", "*", &outcome).await;
+    for problem in &rotation.problems {
+        eprintln!("does not open: {problem}");
+    }
+    if rotation.changed > 0 {
+        eprintln!(
+            "{} values changed while they were read (their jobs ran on): run keys rotate again",
+            rotation.changed
+        );
+    }
+    if rotation.unopened > 0 {
+        eprintln!(
+            "{} values do not open with this key file: add the keys they name, or leave them \
+             (they stay readable only with those keys)",
+            rotation.unopened
+        );
+    }
+    if rotation.finished() {
+        println!(
+            "{} values sealed again; nothing sealed with an older key is left: older keys may \
+             leave the key file",
+            rotation.total()
+        );
+        Ok(0)
+    } else {
+        Ok(1)
+    }
+}
+
+fn new(args: NewArgs) -> anyhow::Result<i32> {
     let name = args.file.display().to_string();
     let existing = match std::fs::read_to_string(&args.file) {
         Ok(text) => text,

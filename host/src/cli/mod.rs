@@ -346,7 +346,7 @@ impl Cli {
             Command::Token(args) => access::token(args),
             Command::Audit(args) => access::audit(args).await,
             Command::Acl(args) => access::acl(args),
-            Command::Keys(args) => keys::run(args),
+            Command::Keys(args) => keys::run(args).await,
             Command::Sign(args) => signing::sign(args),
             Command::Build(args) => author::build(args),
             Command::Bindings(args) => author::bindings(args),

@@ -289,7 +289,7 @@ fn when(recurrence: &Recurrence) -> String {
 fn json_of(schedule: &Schedule) -> serde_json::Value {
     let mut value = serde_json::to_value(&schedule.def).unwrap_or_default();
     value["next_ms"] = serde_json::json!(schedule.next_ms);
-    value["input"] = serde_json::json!(String::from_utf8_lossy(&schedule.input));
+    value["input"] = serde_json::json!(super::output::output_text(&schedule.input));
     value["error"] = serde_json::to_value(&schedule.error).unwrap_or_default();
     value
 }

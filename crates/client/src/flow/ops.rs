@@ -189,7 +189,17 @@ impl Client {
 
     /// Flow `id` and how each of its jobs stands.
     pub async fn flow(&self, id: u64) -> Result<FlowStatus> {
-        status::read(&self.conn, id).await
+        self.opened_flow(status::read(&self.conn, id).await?).await
+    }
+
+    /// `status` with its jobs' sealed errors opened, and their sealed outputs' sizes as they
+    /// open (see [`Client::outcomes`]).
+    async fn opened_flow(&self, mut status: FlowStatus) -> Result<FlowStatus> {
+        for job in &mut status.jobs {
+            self.opened_outcome(&job.id, &mut job.output_bytes, &mut job.error)
+                .await?;
+        }
+        Ok(status)
     }
 
     /// The flows among the `most` submitted last that are still kept, newest first.
@@ -273,7 +283,9 @@ impl Client {
             }
         }
         // Then how every job stands, from the record read already.
-        let mut status = status::with_outcomes(&self.conn, id, created_ms, stored).await?;
+        let mut status = self
+            .opened_flow(status::with_outcomes(&self.conn, id, created_ms, stored).await?)
+            .await?;
         loop {
             // Dependents end after their dependencies: the last unfinished job in the
             // record's order is the one to wait for; then the flow is read again (one call
