@@ -110,11 +110,16 @@ async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
         "{}",
         stderr(&failed)
     );
+    // The HTTP API and the dashboard: a server with the key file seals what it is given and
+    // shows what it reads; one without says what is sealed, never shows the envelope.
+    through_serve(&redis, &keys).await;
+
     let values = dump(&redis).await;
     for secret in [
         "TOPSECRET-IN",
         "TOPSECRET-ERR",
         "TOPSECRET-REFUSED",
+        "TOPSECRET-API",
         "failing on purpose",
     ] {
         assert!(!contains(&values, secret), "{secret} is in Redis in clear");
@@ -245,6 +250,70 @@ async fn no_plaintext_in_redis_while_encrypted_jobs_run() {
     let log = ok(cli(&redis, Some(&only_new), &["logs", "fail:1"]));
     assert!(log.contains("failing on purpose"), "{log}");
     drop(worker);
+}
+
+/// `serve` with and without the key file, once `echo:1` succeeded and `fail:1` failed
+/// (both sealed).
+async fn through_serve(redis: &TestRedis, keys: &Path) {
+    use crate::dashboard::{send, sign_in};
+    use crate::http_api::{Server, TOKEN, get, post};
+    let key_file = keys.to_str().unwrap();
+    let keyed = Server::start(
+        redis,
+        &[],
+        &[
+            ("WASMGEAR_API_TOKEN", TOKEN),
+            ("WASMGEAR_ENCRYPTION_KEY_FILE", key_file),
+        ],
+    );
+    let created = post(
+        &keyed,
+        "/v1/functions/echo/jobs",
+        serde_json::json!({ "input": "TOPSECRET-API" }),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let id = created.json()["id"].as_str().unwrap().to_string();
+    let done = get(&keyed, &format!("/v1/jobs/{id}/wait?timeout_ms=30000"))
+        .await
+        .json();
+    assert_eq!(done["output"], "TOPSECRET-API", "{done}");
+    let seen = get(&keyed, "/v1/jobs/fail:1").await.json();
+    assert!(
+        seen["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TOPSECRET-ERR"),
+        "{seen}"
+    );
+    let cookie = sign_in(&keyed).await;
+    let page = send(&keyed, "GET", "/ui/jobs/echo:1", &[("cookie", &cookie)], "").await;
+    assert!(page.body.contains("TOPSECRET-IN"), "{}", page.body);
+
+    let blind = Server::with_token(redis);
+    let job = get(&blind, "/v1/jobs/echo:1").await.json();
+    assert_eq!(job["output_encrypted"], "k1", "{job}");
+    assert!(
+        job.get("output").is_none() && job.get("output_base64").is_none(),
+        "{job}"
+    );
+    let failed = get(&blind, "/v1/jobs/fail:1").await.json();
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("encrypted (key \"k1\"); no key here"),
+        "{failed}"
+    );
+    let cookie = sign_in(&blind).await;
+    for page in ["/ui/jobs/echo:1", "/ui/jobs/fail:1"] {
+        let body = send(&blind, "GET", page, &[("cookie", &cookie)], "")
+            .await
+            .body;
+        assert!(
+            body.contains("no key here") && !body.contains("wgenc1"),
+            "{page}: {body}"
+        );
+        assert!(!body.contains("TOPSECRET"), "{page}: {body}");
+    }
 }
 
 /// Every other producer seals too, and every reader of a sealed job opens it: a flow's jobs

@@ -129,17 +129,15 @@ impl Client {
     }
 
     /// Waits up to `timeout` for job `id` to end (for a parent waiting on its child). A
-    /// sealed output or error this client has no keys to open is an error that says so.
+    /// sealed output this client has no keys to open is an error that says so (a sealed
+    /// error message says so itself: [`Client::status`]).
     pub async fn wait_ended(&self, id: &JobId, timeout: Duration) -> Result<JobStatus> {
         let status = self.wait(id, Some(timeout), |_| {}).await?;
         let output = status
             .output
             .as_deref()
             .filter(|o| o.starts_with(crypto::MAGIC));
-        let error = (status.record.error.as_ref())
-            .map(|e| e.message.as_bytes())
-            .filter(|m| m.starts_with(crypto::TEXT_PREFIX.as_bytes()));
-        if let Some(sealed) = output.or(error).filter(|_| self.keys.is_none()) {
+        if let Some(sealed) = output.filter(|_| self.keys.is_none()) {
             let key = crypto::sealed_with(sealed).unwrap_or_else(|| "?".into());
             return Err(QueueError::Encryption(format!(
                 "job {id}: {}",

@@ -111,7 +111,7 @@ impl Client {
         if let Some(message) = error.as_mut().filter(|m| m.starts_with(TEXT_PREFIX)) {
             *message = match self.keys.as_deref() {
                 Some(keys) => open_text(keys, &id.to_string(), message)?,
-                None => format!("<{}>", refused_without_keys(message.as_bytes())),
+                None => said_sealed(message),
             };
         }
         if self.keys.is_some() && *output_bytes > 0 {
@@ -123,9 +123,19 @@ impl Client {
         Ok(())
     }
 
-    /// `status` with its sealed parts opened (as it is without keys).
+    /// `status` with its sealed parts opened. Without keys, its sealed messages say they are
+    /// sealed; a sealed output is left as it is (its reader says so:
+    /// [`crypto::sealed_with`]).
     pub(crate) fn opened(&self, mut status: JobStatus) -> Result<JobStatus> {
         let Some(keys) = self.keys.as_deref() else {
+            if let Some(error) = &mut status.record.error {
+                error.message = said_sealed(&error.message);
+            }
+            for attempt in &mut status.record.history {
+                if let Some(message) = &mut attempt.message {
+                    *message = said_sealed(message);
+                }
+            }
             return Ok(status);
         };
         let id = status.id.to_string();
@@ -159,15 +169,21 @@ impl Client {
         }
     }
 
-    /// Job `id`'s log with each sealed attempt opened; an attempt cut short by the log's
-    /// size limit says so.
+    /// Job `id`'s log with each sealed attempt opened (without keys, said to be sealed); an
+    /// attempt cut short by the log's size limit says so.
     pub(crate) fn opened_log(&self, id: &JobId, log: String) -> Result<String> {
-        let Some(keys) = self.keys.as_deref() else {
-            return Ok(log);
-        };
         if !log.contains(TEXT_PREFIX) {
             return Ok(log);
         }
+        let Some(keys) = self.keys.as_deref() else {
+            let lines = log
+                .split_inclusive('\n')
+                .map(|line| match line.starts_with(TEXT_PREFIX) {
+                    true => format!("{}\n", said_sealed(line.trim_end_matches('\n'))),
+                    false => line.to_string(),
+                });
+            return Ok(lines.collect());
+        };
         let id = id.to_string();
         let mut opened = String::with_capacity(log.len());
         for line in log.split_inclusive('\n') {
@@ -196,6 +212,15 @@ fn no_keys_here(data: &[u8]) -> QueueError {
 fn refused_without_keys(data: &[u8]) -> String {
     let key = crypto::sealed_with(data).unwrap_or_else(|| "?".into());
     crypto::CryptoError::NoKeys(key).to_string()
+}
+
+/// A text field as a reader without keys sees it: a sealed one says so, `<encrypted (key
+/// K); no key here ...>`; any other as it is.
+fn said_sealed(text: &str) -> String {
+    match text.starts_with(TEXT_PREFIX) {
+        true => format!("<{}>", refused_without_keys(text.as_bytes())),
+        false => text.to_string(),
+    }
 }
 
 fn open_text(keys: &KeyRing, id: &str, text: &str) -> Result<String> {

@@ -292,10 +292,13 @@ pub(crate) async fn bulk(
 }
 
 /// A job as the API answers it: the record's fields (PROTOCOL.md, "The job record"), its
-/// id, and a succeeded job's output as `output_base64` and, when it is UTF-8, `output`.
+/// id, and a succeeded job's output as `output_base64` and, when it is UTF-8, `output`; a
+/// sealed output the server has no key for as `output_encrypted` (the key's id) instead.
 pub fn job_json(status: &JobStatus) -> Value {
     let mut value = serde_json::to_value(status).unwrap_or_default();
-    if let Some(output) = &status.output {
+    if let Some(key) = (status.output.as_deref()).and_then(wasmgear_proto::crypto::sealed_with) {
+        value["output_encrypted"] = key.into();
+    } else if let Some(output) = &status.output {
         value["output_base64"] = BASE64.encode(output).into();
         if let Ok(text) = std::str::from_utf8(output) {
             value["output"] = text.into();

@@ -389,9 +389,10 @@ pub fn openapi() -> Value {
                         "on_success": { "type": ["string", "null"] }, "on_complete": { "type": ["string", "null"] },
                         "created_ms": { "type": "integer" }, "ended_ms": { "type": ["integer", "null"] } } },
                 "Groups": groups_schema,
-                "Job": { "type": "object", "description": "the job record's fields (PROTOCOL.md, \"The job record\"), its id, and for a succeeded job output_base64 and, when UTF-8, output",
+                "Job": { "type": "object", "description": "the job record's fields (PROTOCOL.md, \"The job record\"), its id, and for a succeeded job output_base64 and, when UTF-8, output; when its output is encrypted and the server has no key file, output_encrypted (the key's id) instead",
                     "properties": { "id": { "type": "string" }, "state": { "type": "string" },
-                        "output": { "type": "string" }, "output_base64": { "type": "string" } } }
+                        "output": { "type": "string" }, "output_base64": { "type": "string" },
+                        "output_encrypted": { "type": "string" } } }
             }
         }
     });

@@ -175,8 +175,16 @@ pub(super) fn progress_bar(id: &JobId, done: u64, total: u64, message: Option<&s
 }
 
 /// Bytes shown as text when they are UTF-8 (the first [`PREVIEW_BYTES`], cut between
-/// characters), else said to be binary.
+/// characters), else said to be binary, or sealed (a server without the key).
 pub(super) fn preview(bytes: &[u8]) -> Markup {
+    if let Some(key) = wasmgear_proto::crypto::sealed_with(bytes) {
+        return html! {
+            p class="muted" {
+                "Encrypted (key " code { (key) } "); no key here: start "
+                code { "wasmgear serve" } " with the key file to read it."
+            }
+        };
+    }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return html! { p class="muted" { (bytes.len()) " bytes, not UTF-8 text." } };
     };
