@@ -605,7 +605,7 @@ describe('Client internals', () => {
     assert.deepEqual(own, [
       'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'checkpoint', 'close', 'closeBatch', 'config',
       'configure', 'configureGroup', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow', 'groups',
-      'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
+      'input', 'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
       'waitFlow',
     ]);
   });
@@ -1154,7 +1154,7 @@ describe('replicas (minReplicas)', () => {
       [{ minReplicasTimeoutMs: 2.5 }, /minReplicasTimeoutMs: 2.5 is not a whole number of ms >= 1/],
       [{ minReplicasTimeoutMs: 10000 }, /minReplicasTimeoutMs: 10000 ms is not less than the command timeout \(10000 ms\)/],
       [{ minReplicasTimeoutMs: 600, commandTimeoutMs: 500 }, /600 ms is not less than the command timeout \(500 ms\)/],
-      [{ minReplica: 1 }, /unknown connect option "minReplica" \(known: .*minReplicas, minReplicasTimeoutMs\)/],
+      [{ minReplica: 1 }, /unknown connect option "minReplica" \(known: .*minReplicas, minReplicasTimeoutMs, encryptionKeyFile, encryptAll\)/],
     ]) {
       // Nothing listens on port 1: refused before any connection is tried.
       await assert.rejects(Client.connect('redis://127.0.0.1:1', opts), (error) => {
