@@ -460,6 +460,12 @@ export interface FunctionSettings {
    * call reports success, 1..16 (a client's own `minReplicas` may ask for more); null asks for none.
    */
   minReplicas?: number | null;
+  /**
+   * It stores only encrypted input: an enqueue of a plain input is refused before anything is
+   * written (a client with a key file seals it); its workers seal its output, error, log and
+   * checkpoint. `false` takes plain input again.
+   */
+  encrypt?: boolean;
 }
 
 /** A function's settings, shared by all workers (null where it has none: the default applies). */
@@ -472,6 +478,8 @@ export interface FunctionConfig {
   groupRateLimit: RateLimit | null;
   /** The replicas that must confirm each enqueue of its jobs and each completion (null: none asked). */
   minReplicas: number | null;
+  /** It stores only encrypted input (`configure(fn, {encrypt: true})`, `wasmgear config F --encrypt`). */
+  encrypt: boolean;
 }
 
 /** Changes to a group's own settings (`configureGroup`): a setting left out is not changed, `null` clears it (the function's default applies again). */
@@ -544,6 +552,16 @@ export interface ConnectOptions {
   minReplicas?: number;
   /** How long the replicas are waited for per send, ms (>= 1, less than `commandTimeoutMs`; default 1000, or just under a shorter `commandTimeoutMs`). */
   minReplicasTimeoutMs?: number;
+  /**
+   * Encrypted job data: a key file (`ID BASE64KEY` a line, the first seals, every one opens;
+   * `wasmgear keys new FILE ID` adds one), read before connecting; default
+   * WASMGEAR_ENCRYPTION_KEY_FILE, `null` reads none. The inputs of functions that store only
+   * encrypted input are sealed, each bound to its job; what is read of sealed jobs (output,
+   * error messages, log, input, checkpoint) is opened.
+   */
+  encryptionKeyFile?: string | null;
+  /** With a key file: seal every input written, whatever the function's config (default WASMGEAR_ENCRYPT_ALL=1). */
+  encryptAll?: boolean;
 }
 
 export class Client {
@@ -584,6 +602,8 @@ export class Client {
   retry(id: string, options?: RetryOptions): Promise<boolean>;
   /** The checkpoint a job keeps (the bytes its attempts saved last to resume from), null when none. */
   checkpoint(id: string): Promise<Buffer | null>;
+  /** A job's input (opened with the client's keys when it was sealed), null once the job is forgotten. */
+  input(id: string): Promise<Buffer | null>;
   /** Submits a flow, checked whole before anything is written (BadInputError when refused); resolves its id and its jobs' ids. */
   submitFlow(document: FlowDocument | string): Promise<SubmittedFlow>;
   /** A flow and how its jobs stand; NotFoundError when there is none. */

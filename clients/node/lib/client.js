@@ -44,6 +44,7 @@ const { settingsArgs, groupArgs, groupsArgs, readConfig, groupConfig, groupsOver
 const { Subscriber } = require('./subscriber');
 const { isSentinelUrl, parseSentinelUrl, redactSentinel, sentinelOptions, findPrimary } = require('./sentinel');
 const { minReplicasOf, enqueueSetting, enqueueWhat, invokeConfirmed } = require('./replication');
+const { encryptionOf, sealJobs, openJob, openBytes, openLog } = require('./encryption');
 const {
   WasmgearError,
   BadInputError,
@@ -228,6 +229,12 @@ class Client {
   #maxInputBytes;
   /** `{count, timeoutMs}`: the replicas that must confirm each write of jobs (lib/replication.js). */
   #minReplicas;
+  /** The KeyRing that seals the inputs this client writes and opens what it reads, or null. */
+  #keys;
+  /** Seal every input, not only those of the functions that store only encrypted input. */
+  #encryptAll;
+  /** The functions found to store only encrypted input (their `ENCRYPT` refusal). */
+  #sealedFunctions = new Set();
   /** Functions this client has listed in the directory. */
   #registered = new Set();
   /** function -> call ids answered since the previous call on it (sent as `acked`). */
@@ -244,6 +251,8 @@ class Client {
     this.#url = state.url;
     this.#maxInputBytes = state.maxInputBytes;
     this.#minReplicas = state.minReplicas;
+    this.#keys = state.keys;
+    this.#encryptAll = state.encryptAll;
     this.#subscriber = new Subscriber(state.subscriberConnection);
   }
 
@@ -258,7 +267,10 @@ class Client {
    * `{cluster: true}`), and loads the wasmgear Functions library if it is not loaded. A
    * `redis+sentinel://` URL (`rediss+sentinel://` for TLS) names the sentinels of a
    * replicated set and its service (lib/sentinel.js): the commands and the pub/sub
-   * connection go to the primary they name, and follow it when it moves.
+   * connection go to the primary they name, and follow it when it moves. With a key file
+   * (`encryptionKeyFile`, else WASMGEAR_ENCRYPTION_KEY_FILE; read before connecting) it
+   * seals the inputs of the functions that store only encrypted input (of all with
+   * `encryptAll`, else WASMGEAR_ENCRYPT_ALL=1) and opens what it reads (lib/encryption.js).
    */
   static async connect(url, opts = {}) {
     if (typeof url !== 'string') {
@@ -294,6 +306,8 @@ class Client {
       'tls',
       'minReplicas',
       'minReplicasTimeoutMs',
+      'encryptionKeyFile',
+      'encryptAll',
     ];
     for (const name of Object.keys(opts)) {
       if (!known.includes(name)) {
@@ -325,6 +339,8 @@ class Client {
     const commandTimeout = opts.commandTimeoutMs ?? LIMITS.RESPONSE_TIMEOUT_MS;
     const maxInputBytes = opts.maxInputBytes ?? LIMITS.MAX_INPUT_BYTES;
     const minReplicas = minReplicasOf(opts.minReplicas, opts.minReplicasTimeoutMs, commandTimeout);
+    // The key file is read before anything connects (lib/encryption.js).
+    const { keys, encryptAll } = encryptionOf(opts);
     protocol.load();
     const options = {
       lazyConnect: true,
@@ -419,6 +435,8 @@ class Client {
       url: shown,
       maxInputBytes,
       minReplicas,
+      keys,
+      encryptAll,
       subscriberConnection,
     });
     try {
@@ -652,8 +670,24 @@ class Client {
    * Resolves the jobs (`{id, created}`) and the links to make: `[dependent id, parsed
    * dependency]` pairs. A refusal names the job as `label(position)` does (1-based). The
    * jobs that name no trace context of their own carry `trace` (lib/tracing.js), if any.
+   * With keys, the inputs are sealed (lib/encryption.js) when all are to be, or when `fn`
+   * stores only encrypted input: known from an earlier refusal, or learnt from this call's
+   * (`ENCRYPT`, nothing written), after which they are sent again sealed.
    */
   async #enqueueCall(fn, jobs, label, trace = null) {
+    const seal = this.#keys !== null && (this.#encryptAll || this.#sealedFunctions.has(fn));
+    const sealed = () => sealJobs(this.#keys, fn, jobs, async (n) => this.#fcall('reserve', fn, [String(n)]));
+    try {
+      return await this.#sendJobs(fn, seal ? await sealed() : jobs, label, trace);
+    } catch (error) {
+      if (seal || this.#keys === null || replyCode(error.cause) !== 'ENCRYPT') throw error;
+      this.#sealedFunctions.add(fn);
+      return this.#sendJobs(fn, await sealed(), label, trace);
+    }
+  }
+
+  /** One `wg2_enqueue` call of `jobs` as they are (see `#enqueueCall`). */
+  async #sendJobs(fn, jobs, label, trace) {
     const callId = crypto.randomBytes(12).toString('hex');
     const acked = this.#answered.get(fn) || [];
     this.#answered.delete(fn);
@@ -677,6 +711,11 @@ class Client {
       );
     } catch (error) {
       this.#answered.set(fn, [...acked, ...(this.#answered.get(fn) || [])]);
+      if (replyCode(error) === 'ENCRYPT') {
+        // The function stores only encrypted input; the script wrote nothing. Rust's words.
+        const detail = String(error.message).slice('ENCRYPT'.length).trim();
+        throw new BadInputError(`${detail} (WASMGEAR_ENCRYPTION_KEY_FILE)`, { cause: error });
+      }
       const refused = /^(BADJOB|CONFLICT) job (\d+): (.*)$/s.exec(String(error.message));
       if (refused) {
         // The script names the job by its place in this call: give its place in the batch,
@@ -842,7 +881,11 @@ class Client {
     return { record, output: output || null };
   }
 
-  /** Everything known about job `id`; NotFoundError when there is no such job. */
+  /**
+   * Everything known about job `id`; NotFoundError when there is no such job. With keys, a
+   * sealed output and error messages are opened (BadInputError naming the job and the part
+   * when one does not open); without, they are as stored.
+   */
   async status(id) {
     return this.#guard(() => this.#statusBy('get', parseJobId(id)));
   }
@@ -858,7 +901,12 @@ class Client {
         id: job.id,
       });
     }
-    return jobFrom(job.id, found.record, found.output);
+    return this.#opened(jobFrom(job.id, found.record, found.output));
+  }
+
+  /** Job `job` with its sealed output and error messages opened (as it is without keys). */
+  #opened(job) {
+    return this.#keys === null ? job : openJob(this.#keys, job);
   }
 
   /**
@@ -879,7 +927,19 @@ class Client {
           id: job.id,
         });
       }
-      return log ?? '';
+      return this.#keys === null ? (log ?? '') : openLog(this.#keys, job.id, log ?? '');
+    });
+  }
+
+  /**
+   * Job `id`'s input (opened, when it was sealed and the client has keys), while it is kept;
+   * null once the job is forgotten.
+   */
+  async input(id) {
+    return this.#guard(async () => {
+      const job = parseJobId(id);
+      const input = await this.#redis.hgetBuffer(protocol.queueKey(job.fn, 'input'), job.number);
+      return input === null || this.#keys === null ? input : openBytes(this.#keys, job.id, 'input', input);
     });
   }
 
@@ -1005,6 +1065,7 @@ class Client {
           } else if (item.event.event === 'finish') {
             // A watched job's end comes with its record (and a small output): no read needed.
             heard = jobOfFinish(job.id, item.event);
+            if (heard) heard = this.#opened(heard);
             break;
           }
         }
@@ -1157,7 +1218,9 @@ class Client {
   async checkpoint(id) {
     return this.#guard(async () => {
       const job = parseJobId(id);
-      return (await this.#fcall('checkpoint_get', job.fn, [job.number], { buffers: true })) ?? null;
+      const data = await this.#fcall('checkpoint_get', job.fn, [job.number], { buffers: true });
+      if (data === null || data === undefined) return null;
+      return this.#keys === null ? data : openBytes(this.#keys, job.id, 'checkpoint', data);
     });
   }
 
@@ -1279,7 +1342,12 @@ class Client {
       });
     }
     const record = parseFlowRecord(flow, raw);
-    return flowStatus(flow, record, await this.#outcomes(record.jobs.map((job) => parseJobId(job.id))));
+    const status = flowStatus(flow, record, await this.#outcomes(record.jobs.map((job) => parseJobId(job.id))));
+    // A sealed job's error message, opened with keys.
+    for (const job of this.#keys === null ? [] : status.jobs) {
+      if (job.error !== null) job.error = this.#keys.openText(job.id, 'error', job.error);
+    }
+    return status;
   }
 
   /**
@@ -1686,7 +1754,8 @@ class Client {
    * `groupRateLimit`: the limits of each of its groups, unless a group has its own
    * (`configureGroup`; a group concurrency of 1 makes each group a sequence);
    * `minReplicas` (1 to 16): how many replicas must confirm each enqueue of its jobs (and
-   * each completion, by the workers), whatever a client asks for. A bad value (0 among them:
+   * each completion, by the workers), whatever a client asks for; `encrypt`: it stores only
+   * encrypted input (a plain one is refused: see `connect`'s key file). A bad value (0 among them:
    * pause instead; for `minReplicas`, null asks for none) is refused with BadInputError,
    * nothing written.
    */

@@ -10,7 +10,8 @@
  * A function's settings are shared by all workers: `paused`, `concurrency`, `rateLimit`,
  * `keepFinished`, the default limits of each of its groups, `groupConcurrency` and
  * `groupRateLimit`, and `minReplicas` (how many replicas must confirm each enqueue of its
- * jobs and each completion; a client's or a worker's own setting may ask for more). A job enqueued with a `group` (a tenant, customer or document key) is
+ * jobs and each completion; a client's or a worker's own setting may ask for more), and
+ * `encrypt` (it stores only encrypted input: lib/encryption.js). A job enqueued with a `group` (a tenant, customer or document key) is
  * leased round robin with the other groups' jobs, each group within its own limits (set with
  * `configureGroup`, over the function's defaults), and may be paused on its own. A setting
  * left out (undefined) is not changed; `null` clears it (the default applies again).
@@ -32,6 +33,7 @@ const SETTINGS = [
   'groupConcurrency',
   'groupRateLimit',
   'minReplicas',
+  'encrypt',
 ];
 const GROUP_SETTINGS = ['concurrency', 'rateLimit', 'paused'];
 const GROUPS_OPTIONS = ['limit', 'group'];
@@ -119,6 +121,10 @@ function settingsArgs(settings) {
     args.push(...rate('group_rate_limit', 'group_rate_interval_ms', 'groupRateLimit', s.groupRateLimit, refuse));
   }
   if (s.minReplicas !== undefined) args.push('min_replicas', replicas(s.minReplicas, refuse));
+  if (s.encrypt !== undefined) {
+    if (typeof s.encrypt !== 'boolean') throw refuse(`encrypt ${shown(s.encrypt)} must be true or false`);
+    args.push('encrypt', s.encrypt ? '1' : '');
+  }
   return args;
 }
 
@@ -205,6 +211,7 @@ function readConfig(reply) {
     groupConcurrency: number(all.group_concurrency),
     groupRateLimit: rateOf(all.group_rate_limit, all.group_rate_interval_ms),
     minReplicas: number(all.min_replicas),
+    encrypt: all.encrypt === '1',
   };
 }
 

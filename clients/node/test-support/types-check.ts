@@ -498,6 +498,21 @@ async function replicated(): Promise<void> {
   void count;
 }
 
+async function encrypted(): Promise<void> {
+  // README.md's Encrypted job data section, as it is written there.
+  const client = await Client.connect('redis://127.0.0.1:6379', { encryptionKeyFile: 'keys' });
+  await client.configure('invoice', { encrypt: true });
+  const { id } = await client.enqueue('invoice', '{"card": "4111 1111 1111 1111"}');
+  const done = await client.wait(id, { timeoutMs: 30000 });
+  console.log(done.output!.toString(), (await client.input(id))!.toString());
+  const on: boolean = (await client.config('invoice')).encrypt;
+  const options: ConnectOptions = { encryptionKeyFile: null, encryptAll: false };
+  // @ts-expect-error encryptAll is true or false
+  await Client.connect('redis://127.0.0.1:6379', { encryptionKeyFile: 'keys', encryptAll: 1 });
+  await client.close();
+  void [on, options];
+}
+
 async function tracing(client: Client): Promise<void> {
   // README.md's Tracing section, as it is written there.
   await trace.getTracer('shop').startActiveSpan('checkout', async (span) => {
@@ -524,4 +539,4 @@ async function tracing(client: Client): Promise<void> {
   void [options, carried, other, flowJob, batchJob, item, most];
 }
 
-void [quickStart, everyCall, helpers, flows, batches, groups, replicated, tracing];
+void [quickStart, everyCall, helpers, flows, batches, groups, replicated, encrypted, tracing];

@@ -250,6 +250,7 @@ describe('groups', { timeout: 600000 }, () => {
         groupConcurrency: null,
         groupRateLimit: null,
         minReplicas: null,
+        encrypt: false,
       };
       assert.deepEqual(await own.config('defaults'), none);
       const settings = await own.configure('defaults', { groupConcurrency: 2, groupRateLimit: { limit: 5, intervalMs: 2000 } });
@@ -276,6 +277,7 @@ describe('groups', { timeout: 600000 }, () => {
         groupConcurrency: 2,
         groupRateLimit: { limit: 5, intervalMs: 2000 },
         minReplicas: null,
+        encrypt: false,
       });
       assert.deepEqual(await own.configure('defaults'), again);
       // The replicas each enqueue of its jobs must be confirmed by, kept as `min_replicas`.

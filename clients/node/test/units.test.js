@@ -341,6 +341,8 @@ describe('groups', () => {
     assert.deepEqual(settingsArgs({ minReplicas: 2, keepFinished: 5 }), ['keep_finished', '5', 'min_replicas', '2']);
     assert.deepEqual(settingsArgs({ minReplicas: LIMITS.MAX_MIN_REPLICAS }), ['min_replicas', '16']);
     assert.deepEqual(settingsArgs({ minReplicas: null }), ['min_replicas', '']);
+    assert.deepEqual(settingsArgs({ encrypt: true }), ['encrypt', '1']);
+    assert.deepEqual(settingsArgs({ encrypt: false }), ['encrypt', '']);
     assert.deepEqual(groupArgs('g', { concurrency: 1, rateLimit: null, paused: false }), [
       'g', 'paused', '', 'concurrency', '1', 'rate_limit', '', 'rate_interval_ms', '',
     ]);
@@ -365,6 +367,7 @@ describe('groups', () => {
       [() => settingsArgs({ minReplicas: 1.5 }), /minReplicas 1.5 must be 1 to 16/],
       [() => settingsArgs({ minReplicas: '2' }), /minReplicas "2" must be 1 to 16/],
       [() => settingsArgs({ min_replicas: 2 }), /unknown setting "min_replicas"/],
+      [() => settingsArgs({ encrypt: 1 }), /^invalid setting: encrypt 1 must be true or false$/],
       [() => groupArgs('g', { concurrency: 0 }), /^invalid group setting: a concurrency of 0 would stop group "g"; pause it instead$/],
       [() => groupArgs('g', { keepFinished: 3 }), /unknown setting "keepFinished"/],
       [() => groupsArgs({ limit: 0 }), /^invalid groups option: list 1 to 1000 groups, not 0$/],
@@ -383,11 +386,12 @@ describe('groups', () => {
       groupConcurrency: null,
       groupRateLimit: null,
       minReplicas: null,
+      encrypt: false,
     });
     assert.deepEqual(
       readConfig([
         'paused', '1', 'group_concurrency', '2', 'group_rate_limit', '5', 'group_rate_interval_ms', '2000', 'rate_limit', '3',
-        'min_replicas', '2',
+        'min_replicas', '2', 'encrypt', '1',
       ]),
       {
         paused: true,
@@ -397,6 +401,7 @@ describe('groups', () => {
         groupConcurrency: 2,
         groupRateLimit: { limit: 5, intervalMs: 2000 },
         minReplicas: 2,
+        encrypt: true,
       },
     );
     assert.deepEqual(groupConfig(''), { concurrency: null, rateLimit: null, paused: false });
@@ -600,7 +605,7 @@ describe('Client internals', () => {
     assert.deepEqual(own, [
       'addToBatch', 'batch', 'batchStatus', 'cancel', 'cancelFlow', 'checkpoint', 'close', 'closeBatch', 'config',
       'configure', 'configureGroup', 'constructor', 'enqueue', 'enqueueMany', 'events', 'flow', 'groups',
-      'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
+      'input', 'isCluster', 'logs', 'openBatch', 'queues', 'retry', 'retryFlow', 'status', 'submitFlow', 'wait',
       'waitFlow',
     ]);
   });
@@ -1149,7 +1154,7 @@ describe('replicas (minReplicas)', () => {
       [{ minReplicasTimeoutMs: 2.5 }, /minReplicasTimeoutMs: 2.5 is not a whole number of ms >= 1/],
       [{ minReplicasTimeoutMs: 10000 }, /minReplicasTimeoutMs: 10000 ms is not less than the command timeout \(10000 ms\)/],
       [{ minReplicasTimeoutMs: 600, commandTimeoutMs: 500 }, /600 ms is not less than the command timeout \(500 ms\)/],
-      [{ minReplica: 1 }, /unknown connect option "minReplica" \(known: .*minReplicas, minReplicasTimeoutMs\)/],
+      [{ minReplica: 1 }, /unknown connect option "minReplica" \(known: .*minReplicas, minReplicasTimeoutMs, encryptionKeyFile, encryptAll\)/],
     ]) {
       // Nothing listens on port 1: refused before any connection is tried.
       await assert.rejects(Client.connect('redis://127.0.0.1:1', opts), (error) => {
