@@ -21,15 +21,19 @@ confirmed by replicas (else NotReplicated). A job's attempts may save a checkpoi
 resume from: `checkpoint` reads it, `retry(id, fresh=True)` drops it. Each job carries a W3C
 trace context: the one given (`traceparent`, `tracestate`), else, with the OpenTelemetry API
 installed (the `otel` extra), that of the `send FUNCTION` span the client opens around each
-write.
+write. With a key file (`key_file`, or WASMGEAR_ENCRYPTION_KEY_FILE), the client seals the
+inputs of functions that store only encrypted input (`configure(F, encrypt=True)`) with
+AES-256-GCM and opens what it reads of sealed jobs (`wasmgear.crypto`).
 """
 
 from .aio import AsyncClient, AsyncEventStream
 from .client import (At, BatchJob, CallbackSpec, Client, EventStream, FlowDocument, Input,
                      JobOptions, Policy, Seconds, Throttle)
+from .crypto import KeyRing
 from .errors import (
     BadInput,
     Conflict,
+    EncryptionError,
     JobCancelled,
     JobFailed,
     NotFound,
@@ -80,6 +84,7 @@ __all__ = [
     "CancelResult",
     "CheckpointInfo",
     "Client",
+    "EncryptionError",
     "Enqueued",
     "Event",
     "EventStream",
@@ -98,6 +103,7 @@ __all__ = [
     "JobFailed",
     "JobOptions",
     "KEEP",
+    "KeyRing",
     "NotFound",
     "NotReplicated",
     "Policy",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any, Awaitable, Callable, Dict, Mapping, Set, TypeVar, List, Optional, Sequence, Tuple, Union, overload
 
@@ -13,6 +14,7 @@ from redis import exceptions as rx
 from redis.asyncio.sentinel import Sentinel
 
 from . import _core as core
+from .crypto import KeyRing
 from .client import (At, BatchJob, CallbackSpec, FlowDocument, Input, JobOptions, Policy,
                      Seconds, Throttle, cluster_enabled, connection_kwargs, node_kwargs, redact,
                      sentinel_kwargs)
@@ -433,12 +435,13 @@ class AsyncClient:
     def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], aredis.Redis],
                  cluster: bool, *, min_replicas: Optional[core.MinReplicas] = None,
                  watch: Optional[_PrimaryWatch] = None,
-                 sentinels: Optional[_Sentinels] = None) -> None:
+                 sentinels: Optional[_Sentinels] = None, keys: Optional[KeyRing] = None,
+                 encrypt_all: bool = False) -> None:
         self._conn = conn
         self._url = redact(url)
         self._make_pubsub_redis = make_pubsub_redis
         self._proto = core.protocol()
-        self._state = core.ClientState(min_replicas)
+        self._state = core.ClientState(min_replicas, keys, encrypt_all)
         self._watch = watch
         self._sentinels = sentinels
         self._listener = _Listener(self._proto, make_pubsub_redis, watch)
@@ -454,17 +457,27 @@ class AsyncClient:
         """How long each write of jobs waits for its replicas, in seconds, per send."""
         return self._state.min_replicas.timeout
 
+    @property
+    def keys(self) -> Optional[KeyRing]:
+        """The keys this client seals and opens job data with (None: it has none)."""
+        return self._state.keys
+
     @classmethod
     async def from_url(cls, url: str, *, cluster: Optional[bool] = None, min_replicas: int = 0,
                        min_replicas_timeout: Optional[Seconds] = None,
+                       key_file: Union[str, "os.PathLike[str]", None] = None,
+                       keys: Optional[KeyRing] = None, encrypt_all: Optional[bool] = None,
                        **redis_kwargs: Any) -> "AsyncClient":
         """Connects as `Client.from_url` does (awaited): a redis:// or rediss:// URL, or a
         redis+sentinel:// (rediss+sentinel://) URL naming the sentinels of a replicated
-        set; `min_replicas` and `min_replicas_timeout` as there."""
+        set; `min_replicas` and `min_replicas_timeout`, `key_file`, `keys` and
+        `encrypt_all` (encrypted job data) as there."""
         replicas = core.min_replicas(min_replicas, min_replicas_timeout)
+        ring, sealing_all = core.client_keys(key_file, keys, encrypt_all)
         parsed = core.parse_sentinel_url(url) if core.is_sentinel_url(url) else None
         if parsed is not None:
-            return await cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs)
+            return await cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs,
+                                             ring, sealing_all)
         kwargs = {**connection_kwargs(), **redis_kwargs}
         shown = redact(url)
         seed = open_plain(url, kwargs)
@@ -480,7 +493,7 @@ class AsyncClient:
             else:
                 conn = seed
             client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster),
-                         min_replicas=replicas)
+                         min_replicas=replicas, keys=ring, encrypt_all=sealing_all)
             await client._ensure_library()
         except Unreachable as e:
             await _aclose(seed)
@@ -496,7 +509,8 @@ class AsyncClient:
     @classmethod
     async def _from_sentinels(cls, url: str, parsed: core.SentinelUrl,
                               cluster: Optional[bool], replicas: core.MinReplicas,
-                              redis_kwargs: Dict[str, Any]) -> "AsyncClient":
+                              redis_kwargs: Dict[str, Any], keys: Optional[KeyRing] = None,
+                              encrypt_all: bool = False) -> "AsyncClient":
         """Connects to the primary the sentinels of `parsed` name (see `Client.from_url`)."""
         shown = redact(url)
         if cluster:
@@ -514,7 +528,7 @@ class AsyncClient:
             return made
 
         client = cls(conn, url, make_pubsub_redis, False, min_replicas=replicas, watch=watch,
-                     sentinels=sentinels)
+                     sentinels=sentinels, keys=keys, encrypt_all=encrypt_all)
         try:
             await client._ensure_library()
         except (rx.RedisError, OSError, WasmgearError) as e:
@@ -663,10 +677,15 @@ class AsyncClient:
         return await self._drive(core.enqueue(self._proto, self._state, function, specs))
 
     async def status(self, id: str) -> Job:
-        return await self._drive(core.status(self._proto, id))
+        return core.opened_job(self.keys, await self._drive(core.status(self._proto, id)))
 
     async def logs(self, id: str) -> str:
-        return await self._drive(core.logs(self._proto, id))
+        return core.opened_log(self.keys, id, await self._drive(core.logs(self._proto, id)))
+
+    async def input(self, id: str) -> Optional[bytes]:
+        """Job `id`'s input while it is kept (as `Client.input`)."""
+        data = await self._drive(core.job_input(self._proto, id))
+        return core.opened_bytes(self.keys, id, "input", data)
 
     async def cancel(self, id: str) -> CancelResult:
         """Cancels job `id` and its unfinished children, and theirs (as `Client.cancel`)."""
@@ -676,7 +695,8 @@ class AsyncClient:
         return await self._drive(core.retry(self._proto, id, fresh))
 
     async def checkpoint(self, id: str) -> Optional[bytes]:
-        return await self._drive(core.checkpoint(self._proto, id))
+        data = await self._drive(core.checkpoint(self._proto, id))
+        return core.opened_bytes(self.keys, id, "checkpoint", data)
 
     async def queues(self) -> List[QueueInfo]:
         return await self._drive(core.queues(self._proto))
@@ -697,12 +717,13 @@ class AsyncClient:
         group_concurrency: core.Count = core.KEEP,
         group_rate_limit: core.Rate = core.KEEP,
         min_replicas: core.Count = core.KEEP,
+        encrypt: Optional[bool] = None,
     ) -> FunctionConfig:
         args = core.settings_args(paused=paused, concurrency=concurrency,
                                   rate_limit=rate_limit, keep_finished=keep_finished,
                                   group_concurrency=group_concurrency,
                                   group_rate_limit=group_rate_limit,
-                                  min_replicas=min_replicas)
+                                  min_replicas=min_replicas, encrypt=encrypt)
         return await self._drive(core.configure(self._proto, self._state, function, args))
 
     async def configure_group(
@@ -815,6 +836,7 @@ class AsyncClient:
             )
         finally:
             self._listener.unwatch(id_list, sink)
+        jobs = [core.opened_job(self.keys, job) for job in jobs]
         if check:
             core.outcome(jobs, many)
         return jobs if many else jobs[0]

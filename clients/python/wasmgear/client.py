@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import queue
 import threading
 import time
@@ -18,6 +19,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from . import _core as core
+from .crypto import KeyRing
 from .errors import BadInput, NotFound, Unreachable, WaitTimeout, WasmgearError
 from .models import (BatchStatus, Callback, CancelResult, Enqueued, Event, FlowStatus,
                      FunctionConfig, GroupConfig, GroupsOverview, Job, QueueInfo,
@@ -582,12 +584,13 @@ class Client:
     def __init__(self, conn: Any, url: str, make_pubsub_redis: Callable[[], redis.Redis],
                  cluster: bool, *, min_replicas: Optional[core.MinReplicas] = None,
                  watch: Optional[_PrimaryWatch] = None,
-                 sentinels: Optional[_Sentinels] = None) -> None:
+                 sentinels: Optional[_Sentinels] = None, keys: Optional[KeyRing] = None,
+                 encrypt_all: bool = False) -> None:
         self._conn = conn
         self._url = redact(url)
         self._make_pubsub_redis = make_pubsub_redis
         self._proto = core.protocol()
-        self._state = core.ClientState(min_replicas)
+        self._state = core.ClientState(min_replicas, keys, encrypt_all)
         self._watch = watch
         self._sentinels = sentinels
         self._listener = _Listener(self._proto, make_pubsub_redis, watch)
@@ -604,9 +607,16 @@ class Client:
         """How long each write of jobs waits for its replicas, in seconds, per send."""
         return self._state.min_replicas.timeout
 
+    @property
+    def keys(self) -> Optional[KeyRing]:
+        """The keys this client seals and opens job data with (None: it has none)."""
+        return self._state.keys
+
     @classmethod
     def from_url(cls, url: str, *, cluster: Optional[bool] = None, min_replicas: int = 0,
                  min_replicas_timeout: Optional[Seconds] = None,
+                 key_file: Union[str, "os.PathLike[str]", None] = None,
+                 keys: Optional[KeyRing] = None, encrypt_all: Optional[bool] = None,
                  **redis_kwargs: Any) -> "Client":
         """Connects to the Redis at `url` (redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://
         for TLS). Asks the server (`INFO cluster`) whether it is part of a Redis Cluster, and
@@ -622,11 +632,24 @@ class Client:
         batches) is confirmed by that many replicas (`WAIT`, at most `min_replicas_timeout`
         seconds per send, 1 s by default) before it returns, else NotReplicated; a
         function's own `min_replicas` setting (`configure`) can ask for more. Bad values
-        raise BadInput before anything is sent."""
+        raise BadInput before anything is sent.
+
+        Encrypted job data (`wasmgear.crypto`): with `key_file` (a key file, `ID BASE64` a
+        line; WASMGEAR_ENCRYPTION_KEY_FILE names it when not given) or `keys` (a KeyRing),
+        the client seals the inputs it writes for the functions that store only encrypted
+        input (`configure(F, encrypt=True)`; it learns which from their refusal, and sends
+        the jobs again sealed), or for every function with `encrypt_all` (or
+        WASMGEAR_ENCRYPT_ALL=1); it opens what it reads of sealed jobs (outputs, error
+        messages, logs, inputs, checkpoints). Without keys, an enqueue on such a function
+        raises EncryptionError, writing nothing, and sealed data reads as it is stored.
+        The key file is read before anything is sent (EncryptionError when it does not
+        read)."""
         replicas = core.min_replicas(min_replicas, min_replicas_timeout)
+        ring, sealing_all = core.client_keys(key_file, keys, encrypt_all)
         parsed = core.parse_sentinel_url(url) if core.is_sentinel_url(url) else None
         if parsed is not None:
-            return cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs)
+            return cls._from_sentinels(url, parsed, cluster, replicas, redis_kwargs,
+                                       ring, sealing_all)
         kwargs = {**connection_kwargs(), **redis_kwargs}
         shown = redact(url)
         seed = open_plain(url, kwargs)
@@ -641,7 +664,7 @@ class Client:
             else:
                 conn = seed
             client = cls(conn, url, lambda: open_plain(url, kwargs), bool(cluster),
-                         min_replicas=replicas)
+                         min_replicas=replicas, keys=ring, encrypt_all=sealing_all)
             client._ensure_library()
         except Unreachable as e:
             seed.close()
@@ -656,7 +679,9 @@ class Client:
 
     @classmethod
     def _from_sentinels(cls, url: str, parsed: core.SentinelUrl, cluster: Optional[bool],
-                        replicas: core.MinReplicas, redis_kwargs: Dict[str, Any]) -> "Client":
+                        replicas: core.MinReplicas, redis_kwargs: Dict[str, Any],
+                        keys: Optional[KeyRing] = None,
+                        encrypt_all: bool = False) -> "Client":
         """Connects to the primary the sentinels of `parsed` name (see `from_url`)."""
         shown = redact(url)
         if cluster:
@@ -676,7 +701,7 @@ class Client:
             return made
 
         client = cls(conn, url, make_pubsub_redis, False, min_replicas=replicas, watch=watch,
-                     sentinels=sentinels)
+                     sentinels=sentinels, keys=keys, encrypt_all=encrypt_all)
         try:
             client._ensure_library()
         except (rx.RedisError, OSError, WasmgearError) as e:
@@ -847,12 +872,21 @@ class Client:
         return self._drive(core.enqueue(self._proto, self._state, function, specs))
 
     def status(self, id: str) -> Job:
-        """Everything known about job `id` (NotFound when there is no such job)."""
-        return self._drive(core.status(self._proto, id))
+        """Everything known about job `id` (NotFound when there is no such job). With keys,
+        a sealed output and error messages are opened (EncryptionError naming the job and
+        the part that does not open)."""
+        return core.opened_job(self.keys, self._drive(core.status(self._proto, id)))
 
     def logs(self, id: str) -> str:
-        """Job `id`'s log: each attempt's log lines, stdout and stderr (the newest 256 KiB)."""
-        return self._drive(core.logs(self._proto, id))
+        """Job `id`'s log: each attempt's log lines, stdout and stderr (the newest 256 KiB);
+        with keys, each sealed attempt opened."""
+        return core.opened_log(self.keys, id, self._drive(core.logs(self._proto, id)))
+
+    def input(self, id: str) -> Optional[bytes]:
+        """Job `id`'s input while it is kept (None once the job is forgotten); with keys,
+        opened when sealed."""
+        data = self._drive(core.job_input(self._proto, id))
+        return core.opened_bytes(self.keys, id, "input", data)
 
     def cancel(self, id: str) -> CancelResult:
         """Cancels job `id`: a waiting one at once, a running one by asking its worker to stop
@@ -871,8 +905,9 @@ class Client:
     def checkpoint(self, id: str) -> Optional[bytes]:
         """The checkpoint job `id` keeps for its next attempt to resume from (its size and
         time are on `status(id).checkpoint`), or None: it never saved one, it succeeded, a
-        retry with `fresh` dropped it, or the job is gone."""
-        return self._drive(core.checkpoint(self._proto, id))
+        retry with `fresh` dropped it, or the job is gone. With keys, opened when sealed."""
+        data = self._drive(core.checkpoint(self._proto, id))
+        return core.opened_bytes(self.keys, id, "checkpoint", data)
 
     def queues(self) -> List[QueueInfo]:
         """Every known function's queue: jobs per state, live workers, paused."""
@@ -895,6 +930,7 @@ class Client:
         group_concurrency: core.Count = core.KEEP,
         group_rate_limit: core.Rate = core.KEEP,
         min_replicas: core.Count = core.KEEP,
+        encrypt: Optional[bool] = None,
     ) -> FunctionConfig:
         """Changes `function`'s settings, shared by all workers (idle workers see the change
         at once), and returns them afterwards. A setting left out is not changed; None
@@ -905,14 +941,15 @@ class Client:
         each of its groups, unless a group has its own (`configure_group`); a group
         concurrency of 1 makes each group a sequence. `min_replicas` (1 to 16): every
         client's enqueue of its jobs, and every worker's completion of them, is confirmed
-        by that many replicas (a client's own `min_replicas` may ask for more). Raises
-        BadInput, having written nothing, for a bad value (0 is refused: pause instead, or
-        None to ask for no replicas)."""
+        by that many replicas (a client's own `min_replicas` may ask for more). `encrypt`
+        True: it stores only encrypted input (an enqueue without the key file is refused;
+        False takes plain input again). Raises BadInput, having written nothing, for a bad
+        value (0 is refused: pause instead, or None to ask for no replicas)."""
         args = core.settings_args(paused=paused, concurrency=concurrency,
                                   rate_limit=rate_limit, keep_finished=keep_finished,
                                   group_concurrency=group_concurrency,
                                   group_rate_limit=group_rate_limit,
-                                  min_replicas=min_replicas)
+                                  min_replicas=min_replicas, encrypt=encrypt)
         return self._drive(core.configure(self._proto, self._state, function, args))
 
     def configure_group(
@@ -1066,7 +1103,8 @@ class Client:
         final statuses are on the error). All waits of a client, in any thread, share one
         subscription. Each job is read first with `wg2_watch`, which marks it as waited on:
         its `finish` event then carries its status (and its output, when small and text),
-        which the wait returns without reading the job again."""
+        which the wait returns without reading the job again. With keys, the statuses are
+        opened as `status` opens them."""
         id_list, many = core.normalize_ids(ids)
         seconds = core.timeout_seconds(timeout)
         sink, hearing = self._listener.watch(id_list)
@@ -1081,6 +1119,7 @@ class Client:
             jobs = self._drive(core.wait(self._proto, id_list, seconds, on_progress, hearing), receive)
         finally:
             self._listener.unwatch(id_list, sink)
+        jobs = [core.opened_job(self.keys, job) for job in jobs]
         if check:
             core.outcome(jobs, many)
         return jobs if many else jobs[0]

@@ -33,6 +33,14 @@ class Conflict(BadInput):
     HTTP API answers 409; the CLI exits with 2, as for other refused input)."""
 
 
+class EncryptionError(BadInput):
+    """Encrypted job data cannot be written or read here (CLI exit code 2, as for other
+    refused input): the function stores only encrypted input and this client has no key
+    file (nothing was written), the key file does not read, or what was read was sealed
+    with a key the file lacks, was changed, or belongs to another job (the message names
+    the job and the part of it)."""
+
+
 class NotFound(WasmgearError):
     """No such job: never enqueued, or its retention is over; or no such flow, or no such
     batch (CLI exit code 5)."""

@@ -216,6 +216,9 @@ class FunctionConfig:
     #: workers) before the call reports success; a client's own `min_replicas` may ask for
     #: more.
     min_replicas: Optional[int] = None
+    #: It stores only encrypted input: an enqueue of a plain one is refused, writing nothing
+    #: (a client with the key file seals the inputs: see `wasmgear.crypto`).
+    encrypt: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `replication`: a write of jobs confirmed by replicas (`min_replicas`, `WAIT`).
 - `sentinel`: `redis+sentinel://` URLs read and redacted, what sentinels answer judged.
 - `records`: a job's record and published events, parsed.
-- `operations`: enqueue, status, logs, checkpoint, cancel, retry, queues.
+- `operations`: enqueue, status, logs, input, checkpoint, cancel, retry, queues.
+- `opening`: inputs sealed for their jobs, and what is read of sealed jobs opened (with the
+  client's keys, `wasmgear.crypto`).
 - `settings`: a function's settings (`configure`, `config`) and its groups
   (`configure_group`, `groups`), their values checked.
 - `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
@@ -47,6 +49,7 @@ from .operations import (
     enqueue,
     enqueue_call,
     get,
+    job_input,
     link,
     link_many,
     logs,
@@ -56,6 +59,7 @@ from .operations import (
     status,
 )
 from . import propagation
+from .opening import client_keys, opened_bytes, opened_job, opened_log
 from .propagation import check_trace
 from .options import OPTION_NAMES, POLICIES, JobSpec, check_group, job_spec, job_specs
 from .settings import (
@@ -192,6 +196,7 @@ __all__ = [
     "cancel_one",
     "checkpoint",
     "check_batch_id",
+    "client_keys",
     "check_function",
     "check_trace",
     "check_group",
@@ -208,6 +213,7 @@ __all__ = [
     "group_args",
     "groups",
     "is_transient",
+    "job_input",
     "job_spec",
     "job_specs",
     "limits",
@@ -218,6 +224,9 @@ __all__ = [
     "map_error",
     "normalize_ids",
     "open_batch",
+    "opened_bytes",
+    "opened_job",
+    "opened_log",
     "outcome",
     "parse_event",
     "parse_job_id",

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any, Dict, List, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Union
 
 from redis import exceptions as rx
 
-from ..errors import BadInput, Conflict, NotFound, ProtocolError, Unreachable, WasmgearError
+from ..errors import (BadInput, Conflict, EncryptionError, NotFound, ProtocolError, Unreachable,
+                      WasmgearError)
 from .base import Cmd, Gen, LoadLibrary, MinReplicas, Pinned, Sleep, limits, log
 from .sentinel import NoPrimaryFound, wants_password
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..crypto import KeyRing
 
 #: How often an `enqueue` that failed in a way that may pass is sent again (same call id).
 RETRIES = 6
@@ -59,6 +63,10 @@ def map_error(error: BaseException, url: str = "") -> WasmgearError:
             return BadInput(detail)
         if code == "CONFLICT":
             return Conflict(detail)
+        if code == "ENCRYPT":
+            # The function stores only encrypted input (`configure(F, encrypt=True)`): the
+            # Rust client's words, naming where the key file is given.
+            return EncryptionError(f"{detail} (WASMGEAR_ENCRYPTION_KEY_FILE)")
         if code == "NOJOB":
             return NotFound(detail or "no such job")
         if code in ("NOPERM", "NOAUTH", "WRONGPASS"):
@@ -110,13 +118,30 @@ class ClientState:
     """What one client remembers between calls: the functions it has listed in the
     directory, and per function the ids of `enqueue` calls answered since its previous one
     (sent as `acked`, so the server forgets them at once). `min_replicas` is how many
-    replicas must confirm its writes of jobs (see `replication`)."""
+    replicas must confirm its writes of jobs (see `replication`). `keys` seal the inputs it
+    writes for the functions found to store only encrypted input (`sealed`), or for every
+    function with `encrypt_all`, and open what it reads (see `opening`)."""
 
-    def __init__(self, min_replicas: Optional[MinReplicas] = None) -> None:
+    def __init__(self, min_replicas: Optional[MinReplicas] = None,
+                 keys: Optional["KeyRing"] = None, encrypt_all: bool = False) -> None:
         self.min_replicas = min_replicas or MinReplicas(0, limits().min_replicas_timeout_ms)
+        self.keys = keys
+        self.encrypt_all = encrypt_all and keys is not None
         self.lock = threading.Lock()
         self.registered: Set[str] = set()
         self.answered: Dict[str, List[str]] = {}
+        self.sealed: Set[str] = set()
+
+    def seals(self, function: str) -> bool:
+        """Whether the inputs of `function`'s jobs are sealed: there are keys, and every input
+        is, or the function was found to take only sealed ones."""
+        with self.lock:
+            return self.keys is not None and (self.encrypt_all or function in self.sealed)
+
+    def note_sealed(self, function: str) -> None:
+        """Remembers that `function` takes only sealed inputs (its `ENCRYPT` refusal)."""
+        with self.lock:
+            self.sealed.add(function)
 
     def take_answered(self, function: str) -> List[str]:
         with self.lock:

@@ -10,10 +10,12 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from redis import exceptions as rx
 
-from ..errors import BadInput, Conflict, NotFound, NotReplicated, ProtocolError, Unreachable
+from ..errors import (BadInput, Conflict, EncryptionError, NotFound, NotReplicated, ProtocolError,
+                      Unreachable)
 from ..models import CancelResult, Enqueued, Job, QueueInfo, ms_to_datetime
 from . import propagation
 from .calls import ClientState, call, map_error
+from .opening import sealed
 from .options import JobSpec, check_flag
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, text
 from .records import _list, parse_record
@@ -211,19 +213,33 @@ def enqueue_call(
     `done` what earlier calls of it wrote (for the errors).
 
     The call is made in its `send FUNCTION` span when the OpenTelemetry API is there (see
-    `propagation.producer`), and the jobs that name no trace context carry its context."""
+    `propagation.producer`), and the jobs that name no trace context carry its context.
+
+    With keys (`state.keys`), the inputs are sealed when every input is (`encrypt_all`) or
+    the function is known to take only sealed ones; refused (`ENCRYPT`: the function stores
+    only encrypted input, and the refusal wrote nothing), the function is remembered and the
+    jobs go again, sealed. Without keys, that refusal is an EncryptionError."""
     with propagation.producer(function, len(chunk)) as carried:
         if carried:
             chunk = [spec if propagation.names_trace(spec.named)
                      else replace(spec, named=spec.named + carried) for spec in chunk]
-        return (yield from _send_call(proto, state, function, chunk, start, done))
+        seal = state.seals(function)
+        try:
+            return (yield from _send_call(proto, state, function, chunk, start, done, seal))
+        except EncryptionError:
+            if seal or state.keys is None:
+                raise
+        state.note_sealed(function)
+        return (yield from _send_call(proto, state, function, chunk, start, done, True))
 
 
 def _send_call(
     proto: Protocol, state: ClientState, function: str, chunk: Sequence[JobSpec],
-    start: int, done: Sequence[Enqueued],
+    start: int, done: Sequence[Enqueued], seal: bool = False,
 ) -> Gen[Tuple[List[Enqueued], List[Tuple[str, str]]]]:
-    """`enqueue_call` within its span."""
+    """`enqueue_call` within its span, the inputs sealed if `seal` (see `opening.sealed`)."""
+    if seal and state.keys is not None:
+        chunk = yield from sealed(proto, state.keys, function, chunk)
     call_id = secrets.token_hex(12)
     acked = state.take_answered(function)
     args: List[Any] = [1 + len(acked), "call", call_id]
@@ -364,6 +380,13 @@ def checkpoint(proto: Protocol, job_id: str) -> Gen[Optional[bytes]]:
     dropped it, or the job is gone."""
     function, number = parse_job_id(job_id)
     data = yield from call(proto.fcall("checkpoint_get", function, number))
+    return None if data is None else bytes(data)
+
+
+def job_input(proto: Protocol, job_id: str) -> Gen[Optional[bytes]]:
+    """Job `job_id`'s input while it is kept (None once the job is forgotten)."""
+    function, number = parse_job_id(job_id)
+    data = yield Cmd(("HGET", proto.key(function, "input"), number))
     return None if data is None else bytes(data)
 
 

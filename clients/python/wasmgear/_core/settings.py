@@ -3,7 +3,8 @@ admin.rs, `Client::configure` and `config`; groups.rs, `configure_group` and `gr
 
 A function's settings are shared by all workers: `paused`, `concurrency`, `rate_limit`,
 `keep_finished`, the default limits of each of its groups, `group_concurrency` and
-`group_rate_limit`, and `min_replicas` (how many replicas confirm each write of its jobs).
+`group_rate_limit`, `min_replicas` (how many replicas confirm each write of its jobs), and
+`encrypt` (it stores only encrypted input: see `wasmgear.crypto`).
 A job enqueued with a `group` (a tenant, customer or document key) is leased round robin
 with the other groups' jobs, each group within its own limits (set with `configure_group`,
 over the function's defaults) and paused on its own if need be. Every value is checked
@@ -93,12 +94,15 @@ def _min_replicas(value: Any) -> str:
 
 def settings_args(*, paused: Optional[bool], concurrency: Any, rate_limit: Any,
                   keep_finished: Any, group_concurrency: Any,
-                  group_rate_limit: Any, min_replicas: Any = KEEP) -> List[str]:
+                  group_rate_limit: Any, min_replicas: Any = KEEP,
+                  encrypt: Optional[bool] = None) -> List[str]:
     """The SETTING VALUE pairs of `configure` for the settings given (not KEEP; `paused`
-    None is left as it is), checked as the Rust client checks them."""
+    and `encrypt` None are left as they are), checked as the Rust client checks them."""
     args: List[str] = []
     if paused is not None:
         args += ["paused", _paused(paused)]
+    if encrypt is not None:
+        args += ["encrypt", "1" if check_flag("encrypt", encrypt) else ""]
     if concurrency is not KEEP:
         args += ["concurrency", _count(
             "concurrency", concurrency,
@@ -165,6 +169,7 @@ def read_config(all: Mapping[str, Any]) -> FunctionConfig:
         group_concurrency=number("group_concurrency"),
         group_rate_limit=_rate_of(number("group_rate_limit"), number("group_rate_interval_ms")),
         min_replicas=number("min_replicas"),
+        encrypt=all.get("encrypt") is not None and text(all["encrypt"]) == "1",
     )
 
 
