@@ -320,7 +320,8 @@ async fn through_serve(redis: &TestRedis, keys: &Path) {
 /// and the fan-in job reading its dependencies' sealed outputs and errors, the children a
 /// job enqueues (the worker learns from the refusal that their function takes only sealed
 /// input), and a schedule, whose input is kept sealed (bound to its name) and sealed again
-/// for each tick's job. A reader without the key is told so, never shown the envelope.
+/// for each tick's job; a batch's callback to an encrypted function, sealed by the worker
+/// that makes it due. A reader without the key is told so, never shown the envelope.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flows_dependencies_children_and_schedules_stay_sealed() {
     let plugins = plugin_dir(&["echo", "fail", "join", "split", "reverse"]);
@@ -422,8 +423,53 @@ async fn flows_dependencies_children_and_schedules_stay_sealed() {
     .await;
     assert_eq!(ticked.output.as_deref(), Some(&b"SECRET-S"[..]));
 
+    // A batch: its job sealed by the client, its callback (due when the worker ends the
+    // job) refused plain by the encrypted function and sent again sealed by the worker.
+    let echo = FunctionName::new("echo").unwrap();
+    let spec = wasmgear_client::BatchSpec {
+        name: "sealed".into(),
+        on_success: Some(wasmgear_client::Callback {
+            function: echo.clone(),
+            data: None,
+        }),
+        on_complete: None,
+    };
+    let (batch, _) = client
+        .batch(
+            &spec,
+            &[(
+                echo.clone(),
+                &b"SECRET-BATCH"[..],
+                EnqueueOptions::default(),
+            )],
+        )
+        .await
+        .unwrap();
+    let callback =
+        wasmgear_testkit::eventually(Duration::from_secs(30), "the callback", || async {
+            let status = client.batch_status(&batch).await.unwrap();
+            status
+                .on_success
+                .and_then(|s| s.parse::<wasmgear_client::JobId>().ok())
+        })
+        .await;
+    let called = client
+        .wait(&callback, Some(Duration::from_secs(30)), |_| {})
+        .await
+        .unwrap();
+    let output = String::from_utf8(called.output.unwrap()).unwrap();
+    assert!(output.contains("\"succeeded\":1"), "{output}");
+    let stored: Vec<u8> = redis::cmd("HGET")
+        .arg("wg:{echo}:input")
+        .arg(callback.seq)
+        .query_async(&mut redis.raw().await)
+        .await
+        .unwrap();
+    assert!(stored.starts_with(b"\0wgenc1"), "{stored:?}");
+
     let values = dump(&redis).await;
     for secret in [
+        "SECRET-BATCH",
         "SECRET-A",
         "SECRET-B",
         "SECRET-F",

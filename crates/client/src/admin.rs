@@ -319,7 +319,7 @@ impl Client {
         for pair in relink.chunks_exact(2) {
             let dependent: JobId = pair[0].parse()?;
             let dependency: JobId = pair[1].parse()?;
-            links::link(&self.conn, &dependent, &dependency).await?;
+            links::link(&self.conn, self.keys.as_deref(), &dependent, &dependency).await?;
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wasmgear_proto::crypto::{Field, KeyRing};
 use wasmgear_proto::keys::BatchKeys;
 use wasmgear_proto::limits::{MAX_BATCH_JOBS, MAX_FLOW_JOBS, RESERVATION_MS};
 use wasmgear_proto::{FunctionName, JobId, JobState};
@@ -246,6 +247,7 @@ impl Client {
         let written = futures_util::future::try_join_all(calls).await?;
         links::link_many(
             &self.conn,
+            self.keys.as_deref(),
             written.into_iter().flat_map(|(_, l)| l).collect(),
         )
         .await?;
@@ -261,7 +263,7 @@ impl Client {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| refused(id, e))?;
-        fire_callbacks(&self.conn, id, &fire).await
+        fire_callbacks(&self.conn, self.keys.as_deref(), id, &fire).await
     }
 
     /// Opens a batch, adds `jobs` and closes it: the usual way. Returns its id and the
@@ -371,7 +373,13 @@ async fn read_with_spec(
 
 /// Counts the end of job `job` (in `state`) in batch `batch`, and enqueues the callbacks
 /// that made due.
-pub(crate) async fn done(conn: &Connection, batch: &str, job: &str, state: &str) -> Result<()> {
+pub(crate) async fn done(
+    conn: &Connection,
+    keys: Option<&KeyRing>,
+    batch: &str,
+    job: &str,
+    state: &str,
+) -> Result<()> {
     if check_id(batch).is_err() {
         tracing::warn!(batch, "skipping a batch id that does not read");
         return Ok(());
@@ -382,11 +390,16 @@ pub(crate) async fn done(conn: &Connection, batch: &str, job: &str, state: &str)
         .arg(state)
         .invoke_async(&mut conn.clone())
         .await?;
-    fire_callbacks(conn, batch, &fire).await
+    fire_callbacks(conn, keys, batch, &fire).await
 }
 
 /// Enqueues batch `id`'s callbacks `kinds` (`success`, `complete`), each once.
-async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result<()> {
+async fn fire_callbacks(
+    conn: &Connection,
+    keys: Option<&KeyRing>,
+    id: &str,
+    kinds: &[String],
+) -> Result<()> {
     if kinds.is_empty() {
         return Ok(());
     }
@@ -414,6 +427,7 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
         });
         let job = enqueue_once(
             conn,
+            keys,
             &callback.function,
             &format!("batch:{id}:{kind}"),
             input.to_string().as_bytes(),
@@ -431,16 +445,58 @@ async fn fire_callbacks(conn: &Connection, id: &str, kinds: &[String]) -> Result
 }
 
 /// Enqueues one job of `function` with `input` and the `once` key `once` (enqueued again,
-/// the call returns the first job), in `trace` if given.
+/// the call returns the first job), in `trace` if given. A function that stores only
+/// encrypted input refuses it plain: with `keys`, it is sent again sealed, bound to a number
+/// reserved for it; without, the refusal says to give this component the key file (the
+/// workers' upkeep, with its keys, fires it later).
 async fn enqueue_once(
     conn: &Connection,
+    keys: Option<&KeyRing>,
     function: &FunctionName,
     once: &str,
     input: &[u8],
     trace: Option<&wasmgear_proto::TraceContext>,
 ) -> Result<JobId> {
+    let seq = match send_once(conn, function, once, input, None, trace).await {
+        Err(e) if e.code() == Some("ENCRYPT") => {
+            let Some(keys) = keys else {
+                return Err(QueueError::Encryption(format!(
+                    "the batch callback ({once}) of function {function}, which stores only encrypted input: \
+                     give the component that fires it the key file (WASMGEAR_ENCRYPTION_KEY_FILE)"
+                )));
+            };
+            let number = reserve(conn, function, 1).await?;
+            let sealed = keys
+                .seal(&format!("{function}:{number}"), Field::Input, input)
+                .map_err(|e| QueueError::Encryption(e.to_string()))?;
+            send_once(conn, function, once, &sealed, Some(number), trace).await?
+        }
+        sent => sent?,
+    };
+    let _: i64 = redis::cmd("SADD")
+        .arg(wasmgear_proto::keys::functions())
+        .arg(function.as_str())
+        .query_async(&mut conn.clone())
+        .await?;
+    Ok(JobId {
+        function: function.clone(),
+        seq,
+    })
+}
+
+/// One `enqueue` call of the job [`enqueue_once`] enqueues (at reserved `number`, if given):
+/// its number.
+async fn send_once(
+    conn: &Connection,
+    function: &FunctionName,
+    once: &str,
+    input: &[u8],
+    number: Option<u64>,
+    trace: Option<&wasmgear_proto::TraceContext>,
+) -> redis::RedisResult<u64> {
     let mut call = scripts::on_function(&scripts::ENQUEUE, function);
     let mut options = vec![("once", once.to_string())];
+    options.extend(number.map(|n| ("number", n.to_string())));
     if let Some(trace) = trace {
         options.push(("trace", trace.traceparent().to_string()));
         options.extend(trace.tracestate().map(|s| ("tracestate", s.to_string())));
@@ -455,20 +511,11 @@ async fn enqueue_once(
     call.arg(input);
     let (numbers, _, _, _): (Vec<u64>, String, Vec<String>, u32) =
         crate::connection::invoke_retrying("enqueue", conn, &call).await?;
-    let _: i64 = redis::cmd("SADD")
-        .arg(wasmgear_proto::keys::functions())
-        .arg(function.as_str())
-        .query_async(&mut conn.clone())
-        .await?;
-    let seq = numbers.first().copied().ok_or_else(|| {
-        QueueError::Redis(redis::RedisError::from((
+    numbers.first().copied().ok_or_else(|| {
+        redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
             "enqueue answered no job for a batch's callback",
-        )))
-    })?;
-    Ok(JobId {
-        function: function.clone(),
-        seq,
+        ))
     })
 }
 
@@ -479,7 +526,7 @@ const BATCHES_PER_CHECK: usize = 20;
 /// ended jobs whose end was not counted (their caller died before `batch_done`; a job never
 /// written, its reservation lapsed, counts as cancelled), and enqueueing callbacks left due.
 /// A batch that is gone, or has ended with its callbacks enqueued, is no longer re-checked.
-pub(crate) async fn check_due(conn: &Connection) -> Result<()> {
+pub(crate) async fn check_due(conn: &Connection, keys: Option<&KeyRing>) -> Result<()> {
     let ids: Vec<String> = scripts::BATCHES_DUE
         .with_keys(&[BatchKeys::due()])
         .arg("due")
@@ -504,7 +551,7 @@ pub(crate) async fn check_due(conn: &Connection) -> Result<()> {
         .map(|(kind, _)| kind.to_string())
         .collect();
         if status.ended_ms.is_some() {
-            fire_callbacks(conn, &id, &due).await?;
+            fire_callbacks(conn, keys, &id, &due).await?;
             unwatch(conn, &id).await?;
             continue;
         }
@@ -516,7 +563,7 @@ pub(crate) async fn check_due(conn: &Connection) -> Result<()> {
                 None if lapsed => JobState::Cancelled,
                 _ => continue,
             };
-            done(conn, &id, &outcome.id.to_string(), state.as_str()).await?;
+            done(conn, keys, &id, &outcome.id.to_string(), state.as_str()).await?;
         }
     }
     Ok(())

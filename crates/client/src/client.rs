@@ -182,7 +182,7 @@ impl Client {
         jobs: &[(&[u8], EnqueueOptions)],
     ) -> Result<Vec<Enqueued>> {
         let (enqueued, links) = self.write_jobs(function, jobs, &[]).await?;
-        links::link_many(&self.conn, links).await?;
+        links::link_many(&self.conn, self.keys.as_deref(), links).await?;
         Ok(enqueued)
     }
 
@@ -771,7 +771,7 @@ impl Client {
                 .arg(id.seq)
                 .invoke_async(&mut self.conn.clone())
                 .await?;
-        links::deliver(&self.conn, notify).await?;
+        links::deliver(&self.conn, self.keys.as_deref(), notify).await?;
         match (done, word.as_str()) {
             (1, "cancelled") => Ok(CancelOutcome::Cancelled),
             (1, _) => Ok(CancelOutcome::Stopping),

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use super::connection::Connection;
 use super::{Result, scripts};
+use wasmgear_proto::crypto::KeyRing;
 use wasmgear_proto::limits::MAX_TELLS_PER_CALL;
 use wasmgear_proto::{FunctionName, JobId};
 
@@ -32,7 +33,11 @@ use wasmgear_proto::{FunctionName, JobId};
 /// own retention. The triples go in one `resolve` call per function (and one `told` per
 /// function), up to [`MAX_TELLS_PER_CALL`] each: a fan-in's dependent is loaded and saved
 /// once per call, not once per dependency.
-pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()> {
+pub(crate) async fn deliver(
+    conn: &Connection,
+    keys: Option<&KeyRing>,
+    notify: Vec<String>,
+) -> Result<()> {
     let mut todo = notify;
     while todo.len() >= 3 {
         let mut resolves: BTreeMap<FunctionName, Vec<(u64, String, String)>> = BTreeMap::new();
@@ -42,7 +47,7 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
                 continue;
             };
             if let Some(batch) = dependent.strip_prefix("batch ") {
-                crate::batch::done(conn, batch, dependency, state).await?;
+                crate::batch::done(conn, keys, batch, dependency, state).await?;
                 if let Ok(job) = dependency.parse::<JobId>() {
                     told.entry(job.function)
                         .or_default()
@@ -97,14 +102,23 @@ pub(crate) async fn deliver(conn: &Connection, notify: Vec<String>) -> Result<()
 
 /// Links `dependent` to `dependency` (a job of another function) and tells it at once if
 /// the dependency has already ended.
-pub(crate) async fn link(conn: &Connection, dependent: &JobId, dependency: &JobId) -> Result<()> {
-    link_many(conn, vec![(dependent.clone(), dependency.clone())]).await
+pub(crate) async fn link(
+    conn: &Connection,
+    keys: Option<&KeyRing>,
+    dependent: &JobId,
+    dependency: &JobId,
+) -> Result<()> {
+    link_many(conn, keys, vec![(dependent.clone(), dependency.clone())]).await
 }
 
 /// Links each `(dependent, dependency)` pair (the dependency in another function than its
 /// dependent), one `link` call per dependencies' function (and per [`MAX_TELLS_PER_CALL`]
 /// pairs), then tells the dependents of those that have already ended, together.
-pub(crate) async fn link_many(conn: &Connection, pairs: Vec<(JobId, JobId)>) -> Result<()> {
+pub(crate) async fn link_many(
+    conn: &Connection,
+    keys: Option<&KeyRing>,
+    pairs: Vec<(JobId, JobId)>,
+) -> Result<()> {
     let mut by_function: BTreeMap<&FunctionName, Vec<&(JobId, JobId)>> = BTreeMap::new();
     for pair in &pairs {
         by_function.entry(&pair.1.function).or_default().push(pair);
@@ -128,7 +142,7 @@ pub(crate) async fn link_many(conn: &Connection, pairs: Vec<(JobId, JobId)>) -> 
             }
         }
     }
-    deliver(conn, ended).await
+    deliver(conn, keys, ended).await
 }
 
 /// Re-checks the links of up to `limit` jobs of `function` that have waited long enough for
@@ -138,6 +152,7 @@ pub(crate) async fn link_many(conn: &Connection, pairs: Vec<(JobId, JobId)>) -> 
 /// (fewer than `limit`: none are left due).
 pub(crate) async fn relink_due(
     conn: &Connection,
+    keys: Option<&KeyRing>,
     function: &FunctionName,
     limit: usize,
 ) -> Result<usize> {
@@ -162,7 +177,12 @@ pub(crate) async fn relink_due(
                 .await?;
             // `pending`: linked again; the re-check has already been pushed out.
             if state != "pending" {
-                deliver(conn, vec![id.to_string(), dependency.to_string(), state]).await?;
+                deliver(
+                    conn,
+                    keys,
+                    vec![id.to_string(), dependency.to_string(), state],
+                )
+                .await?;
             }
         }
     }

@@ -184,7 +184,7 @@ impl Client {
                 to_link.extend(links.into_iter().filter(|pair| !preset.contains(pair)));
             }
         }
-        links::link_many(&self.conn, to_link).await
+        links::link_many(&self.conn, self.keys.as_deref(), to_link).await
     }
 
     /// Flow `id` and how each of its jobs stands.

@@ -282,7 +282,7 @@ impl WorkerQueue {
                 capped,
                 now,
             );
-            if let Err(error) = links::deliver(&self.conn, notify).await {
+            if let Err(error) = links::deliver(&self.conn, self.keys.as_deref(), notify).await {
                 // Dependents whose news was lost are found by their re-check.
                 tracing::warn!(%error, "cannot tell dependents of reclaimed jobs; they re-check later");
             }

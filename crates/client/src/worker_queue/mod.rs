@@ -344,7 +344,10 @@ impl WorkerQueue {
             // the bound keeps one upkeep round short however many are due (the rest wait
             // for the next round).
             for _ in 0..RELINK_ROUNDS {
-                if links::relink_due(&self.conn, function, RELINK_BATCH).await? < RELINK_BATCH {
+                if links::relink_due(&self.conn, self.keys.as_deref(), function, RELINK_BATCH)
+                    .await?
+                    < RELINK_BATCH
+                {
                     break;
                 }
             }
@@ -361,7 +364,7 @@ impl WorkerQueue {
     /// Re-checks a few batches due for it (see [`crate::batch`]): counts the ends of jobs
     /// whose caller died before it could, and enqueues callbacks left due.
     pub async fn check_batches(&self) -> Result<()> {
-        crate::batch::check_due(&self.conn).await
+        crate::batch::check_due(&self.conn, self.keys.as_deref()).await
     }
 
     /// Adds `functions` to the directory of functions that operators list.

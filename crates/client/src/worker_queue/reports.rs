@@ -83,6 +83,8 @@ pub(super) struct Completer {
     pub(super) answered: scripts::Answered,
     /// How many replicas must confirm a completion before it counts.
     pub(super) min_replicas: MinReplicas,
+    /// The worker's keys, for a batch callback its completions make due that must be sealed.
+    pub(super) keys: Option<Arc<wasmgear_proto::crypto::KeyRing>>,
 }
 
 /// How a worker's completions reach Redis: the sender task batching those that come
@@ -282,7 +284,7 @@ impl Completer {
         }
         // The dependents (and batches) of the completed jobs are told before the jobs are
         // reported done: whoever waits on a completion finds them told.
-        if let Err(e) = links::deliver(&self.conn, notify).await {
+        if let Err(e) = links::deliver(&self.conn, self.keys.as_deref(), notify).await {
             tracing::warn!(%e, "cannot tell the dependents of completed jobs; workers re-check them later");
         }
         let mut leases = rows
@@ -308,7 +310,9 @@ pub(super) async fn release_lease(conn: &Connection, lease: &Lease) {
             .await;
     match released {
         Ok((_, _, notify)) => {
-            if let Err(error) = links::deliver(conn, notify).await {
+            // (A job handed back unrun ends only when its cancel was asked for; a batch
+            // callback that makes due and must be sealed is fired by the upkeep.)
+            if let Err(error) = links::deliver(conn, None, notify).await {
                 tracing::warn!(%error, "cannot tell the dependents of a job handed back; they re-check later");
             }
         }
@@ -434,6 +438,7 @@ impl WorkerQueue {
                 hints: self.hints.clone(),
                 answered: self.answered.clone(),
                 min_replicas: self.min_replicas,
+                keys: self.keys.clone(),
             });
             let task = tokio::spawn(send_completions(completer.clone(), receiver));
             Completions {
@@ -505,7 +510,7 @@ impl WorkerQueue {
         &self,
         (accepted, word, notify): (i64, String, Vec<String>),
     ) -> Result<(i64, String)> {
-        links::deliver(&self.conn, notify).await?;
+        links::deliver(&self.conn, self.keys.as_deref(), notify).await?;
         Ok((accepted, word))
     }
 }
