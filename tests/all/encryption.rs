@@ -304,6 +304,19 @@ async fn through_serve(redis: &TestRedis, keys: &Path) {
         "{failed}"
     );
     let cookie = sign_in(&blind).await;
+    let function = send(
+        &blind,
+        "GET",
+        "/ui/functions/echo",
+        &[("cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert!(
+        function.body.contains("only encrypted input"),
+        "{}",
+        function.body
+    );
     for page in ["/ui/jobs/echo:1", "/ui/jobs/fail:1"] {
         let body = send(&blind, "GET", page, &[("cookie", &cookie)], "")
             .await

@@ -49,6 +49,9 @@ fn settings_of(config: &FunctionConfig) -> String {
     if let Some(cap) = config.group_concurrency {
         parts.push(format!("at most {cap} of each group at once"));
     }
+    if config.encrypt {
+        parts.push("only encrypted input".into());
+    }
     match config.min_replicas {
         Some(1) => parts.push("writes confirmed by 1 replica".into()),
         Some(n) => parts.push(format!("writes confirmed by {n} replicas")),
