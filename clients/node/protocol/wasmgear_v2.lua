@@ -2260,7 +2260,7 @@ end
 if n > 0 and redis.call('HGET', K.config, 'encrypt') == '1' then
   for i = 0, n - 1 do
     if string.sub(ARGV[INPUT_AT[i]], 1, #ENCRYPTED_MAGIC) ~= ENCRYPTED_MAGIC then
-      return redis.error_reply('ENCRYPT job ' .. i .. ': function ' .. FN ..
+      return redis.error_reply('ENCRYPT job ' .. (i + 1) .. ': function ' .. FN ..
         ' stores only encrypted input (config --encrypt): give the producer the key file')
     end
   end
@@ -5467,4 +5467,4 @@ return ids
 
 end }
 
-redis.register_function{ function_name = 'wg2_version', callback = function() return '3ba9632686994255f71020d8795368bdc0be89b2' end, flags = { 'no-writes' } }
+redis.register_function{ function_name = 'wg2_version', callback = function() return 'bdc4ef77a8c81381c17e9c4a4908b17643bcf0f4' end, flags = { 'no-writes' } }

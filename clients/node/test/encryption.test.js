@@ -213,7 +213,7 @@ describe('encrypted jobs against a real worker', { timeout: 300000 }, () => {
     const message = await refusal(() => blind.enqueue('echo', 'NODE-TOPSECRET-REFUSED'));
     assert.equal(
       message,
-      'job 0: function echo stores only encrypted input (config --encrypt): give the producer the key file ' +
+      'job 1: function echo stores only encrypted input (config --encrypt): give the producer the key file ' +
         '(WASMGEAR_ENCRYPTION_KEY_FILE)',
     );
     await refusal(() => blind.enqueueMany('echo', ['NODE-TOPSECRET-REFUSED', 'NODE-TOPSECRET-REFUSED']));

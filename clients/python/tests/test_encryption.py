@@ -239,7 +239,7 @@ def test_a_client_without_the_key_is_refused_and_nothing_is_written(setup: Setup
         with pytest.raises(wasmgear.EncryptionError) as refused:
             client.enqueue("echo", "MARKER-REFUSED-1")
         assert str(refused.value) == (
-            "job 0: function echo stores only encrypted input (config --encrypt): give the "
+            "job 1: function echo stores only encrypted input (config --encrypt): give the "
             "producer the key file (WASMGEAR_ENCRYPTION_KEY_FILE)")
         assert isinstance(refused.value, wasmgear.BadInput) and refused.value.exit_code == 2
         with pytest.raises(wasmgear.EncryptionError, match="stores only encrypted input"):

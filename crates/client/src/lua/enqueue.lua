@@ -314,7 +314,7 @@ end
 if n > 0 and redis.call('HGET', K.config, 'encrypt') == '1' then
   for i = 0, n - 1 do
     if string.sub(ARGV[INPUT_AT[i]], 1, #ENCRYPTED_MAGIC) ~= ENCRYPTED_MAGIC then
-      return redis.error_reply('ENCRYPT job ' .. i .. ': function ' .. FN ..
+      return redis.error_reply('ENCRYPT job ' .. (i + 1) .. ': function ' .. FN ..
         ' stores only encrypted input (config --encrypt): give the producer the key file')
     end
   end
