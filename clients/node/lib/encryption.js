@@ -306,18 +306,18 @@ function saidSealed(text) {
 function openJob(keys, job) {
   const id = job.id;
   const opening = keys === null ? saidSealed : (message) => keys.openText(id, 'error', message);
-  const text = (message) => (typeof message === 'string' ? opening(message) : message);
+  // An object with a text `message`, that message opened (any other as it is: no field added).
+  const withText = (entry) =>
+    entry && typeof entry === 'object' && typeof entry.message === 'string'
+      ? { ...entry, message: opening(entry.message) }
+      : entry;
   const opened = { ...job };
   if (job.output && keys !== null) opened.output = keys.open(id, 'output', job.output);
-  if (job.error) opened.error = { ...job.error, message: text(job.error.message) };
-  opened.history = job.history.map((entry) => ({ ...entry, message: text(entry.message) }));
+  if (job.error) opened.error = withText(job.error);
+  opened.history = job.history.map(withText);
   const record = { ...job.record };
-  if (record.error && typeof record.error === 'object') record.error = { ...record.error, message: text(record.error.message) };
-  if (Array.isArray(record.history)) {
-    record.history = record.history.map((entry) =>
-      entry && typeof entry === 'object' ? { ...entry, message: text(entry.message) } : entry,
-    );
-  }
+  if (record.error) record.error = withText(record.error);
+  if (Array.isArray(record.history)) record.history = record.history.map(withText);
   opened.record = record;
   return opened;
 }
