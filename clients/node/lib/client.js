@@ -44,7 +44,7 @@ const { settingsArgs, groupArgs, groupsArgs, readConfig, groupConfig, groupsOver
 const { Subscriber } = require('./subscriber');
 const { isSentinelUrl, parseSentinelUrl, redactSentinel, sentinelOptions, findPrimary } = require('./sentinel');
 const { minReplicasOf, enqueueSetting, enqueueWhat, invokeConfirmed } = require('./replication');
-const { encryptionOf, sealJobs, openJob, openBytes, openLog } = require('./encryption');
+const { MAX_HEADER, encryptionOf, sealJobs, openJob, openBytes, openLog, overhead, saidSealed } = require('./encryption');
 const {
   WasmgearError,
   BadInputError,
@@ -884,7 +884,8 @@ class Client {
   /**
    * Everything known about job `id`; NotFoundError when there is no such job. With keys, a
    * sealed output and error messages are opened (BadInputError naming the job and the part
-   * when one does not open); without, they are as stored.
+   * when one does not open); without, a sealed message reads `<encrypted (key "K"); no key
+   * here ...>` and a sealed output is as stored.
    */
   async status(id) {
     return this.#guard(() => this.#statusBy('get', parseJobId(id)));
@@ -904,9 +905,12 @@ class Client {
     return this.#opened(jobFrom(job.id, found.record, found.output));
   }
 
-  /** Job `job` with its sealed output and error messages opened (as it is without keys). */
+  /**
+   * Job `job` with its sealed output and error messages opened; without keys, its sealed
+   * messages say they are sealed (a sealed output as stored).
+   */
   #opened(job) {
-    return this.#keys === null ? job : openJob(this.#keys, job);
+    return openJob(this.#keys, job);
   }
 
   /**
@@ -927,7 +931,7 @@ class Client {
           id: job.id,
         });
       }
-      return this.#keys === null ? (log ?? '') : openLog(this.#keys, job.id, log ?? '');
+      return openLog(this.#keys, job.id, log ?? '');
     });
   }
 
@@ -1343,11 +1347,27 @@ class Client {
     }
     const record = parseFlowRecord(flow, raw);
     const status = flowStatus(flow, record, await this.#outcomes(record.jobs.map((job) => parseJobId(job.id))));
-    // A sealed job's error message, opened with keys.
-    for (const job of this.#keys === null ? [] : status.jobs) {
-      if (job.error !== null) job.error = this.#keys.openText(job.id, 'error', job.error);
-    }
+    // Opened here, once, as read (a size opened twice would lose the envelope's bytes twice).
+    for (const job of status.jobs) await this.#openedOutcome(job);
     return status;
+  }
+
+  /**
+   * A flow job's outcome (`{id, outputBytes, error}`, changed in place) as a reader should
+   * see it: a sealed error message opened (without keys, said to be sealed), and with keys a
+   * sealed output's size as it opens: its head (MAX_HEADER bytes, read with `output`) tells
+   * the envelope's own bytes, taken off.
+   */
+  async #openedOutcome(job) {
+    if (job.error !== null) {
+      job.error = this.#keys === null ? saidSealed(job.error) : this.#keys.openText(job.id, 'error', job.error);
+    }
+    if (this.#keys !== null && job.outputBytes > 0) {
+      const { fn, number } = parseJobId(job.id);
+      const head = await this.#fcall('output', fn, [number, '0', String(MAX_HEADER)], { buffers: true });
+      const own = Buffer.isBuffer(head) ? overhead(head) : null;
+      if (own !== null) job.outputBytes = Math.max(job.outputBytes - own, 0);
+    }
   }
 
   /**

@@ -28,6 +28,11 @@ const TAG_LEN = 16;
 const MAX_KEY_ID_LEN = 32;
 /** The parts of a job an envelope may hold (part of what it is bound to). */
 const FIELDS = new Set(['input', 'output', 'error', 'log', 'checkpoint']);
+/**
+ * The most bytes an envelope holds before its ciphertext (magic, key id, nonce): reading that
+ * much of stored data tells whether it is sealed, and how large it is opened.
+ */
+const MAX_HEADER = MAGIC.length + 1 + MAX_KEY_ID_LEN + NONCE_LEN;
 /** What a log holds in place of the front of a sealed attempt cut by the log's size limit. */
 const CUT = "[the start of this attempt's encrypted log was cut]\n";
 
@@ -267,23 +272,52 @@ async function sealJobs(keys, fn, jobs, reserve) {
 }
 
 /**
+ * How many bytes of binary data starting with `head` are the envelope's own (magic, key id,
+ * nonce, tag); null when it is not sealed: the data opened is that much smaller.
+ */
+function overhead(head) {
+  const b = bytes(head);
+  if (b.length <= MAGIC.length || !b.subarray(0, MAGIC.length).equals(MAGIC)) return null;
+  return MAGIC.length + 1 + b[MAGIC.length] + NONCE_LEN + TAG_LEN;
+}
+
+/**
+ * What a reader without keys is told of sealed `data` (the Rust client's
+ * `CryptoError::NoKeys`), naming the key that sealed it (`?` when that does not read).
+ */
+function noKeysHere(data) {
+  return `encrypted (key ${JSON.stringify(sealedWith(data) ?? '?')}); no key here (give the key file: WASMGEAR_ENCRYPTION_KEY_FILE)`;
+}
+
+/**
+ * A text field as a reader without keys sees it: a sealed one says so, `<encrypted (key
+ * "K"); no key here ...>`; any other as it is.
+ */
+function saidSealed(text) {
+  return text.startsWith(TEXT_PREFIX) ? `<${noKeysHere(text)}>` : text;
+}
+
+/**
  * Job `job` (as lib/job.js builds it) with its sealed parts opened by `keys`: its output,
  * its error message and its history's messages, in the Job and in its `record` (a copy).
+ * Without keys (null), its sealed messages say they are sealed (`saidSealed`) and a sealed
+ * output is left as it is.
  */
 function openJob(keys, job) {
   const id = job.id;
-  const text = (message) => (typeof message === 'string' ? keys.openText(id, 'error', message) : message);
+  const opening = keys === null ? saidSealed : (message) => keys.openText(id, 'error', message);
+  // An object with a text `message`, that message opened (any other as it is: no field added).
+  const withText = (entry) =>
+    entry && typeof entry === 'object' && typeof entry.message === 'string'
+      ? { ...entry, message: opening(entry.message) }
+      : entry;
   const opened = { ...job };
-  if (job.output) opened.output = keys.open(id, 'output', job.output);
-  if (job.error) opened.error = { ...job.error, message: text(job.error.message) };
-  opened.history = job.history.map((entry) => ({ ...entry, message: text(entry.message) }));
+  if (job.output && keys !== null) opened.output = keys.open(id, 'output', job.output);
+  if (job.error) opened.error = withText(job.error);
+  opened.history = job.history.map(withText);
   const record = { ...job.record };
-  if (record.error && typeof record.error === 'object') record.error = { ...record.error, message: text(record.error.message) };
-  if (Array.isArray(record.history)) {
-    record.history = record.history.map((entry) =>
-      entry && typeof entry === 'object' ? { ...entry, message: text(entry.message) } : entry,
-    );
-  }
+  if (record.error) record.error = withText(record.error);
+  if (Array.isArray(record.history)) record.history = record.history.map(withText);
   opened.record = record;
   return opened;
 }
@@ -295,14 +329,17 @@ function openBytes(keys, id, field, data) {
 
 /**
  * Job `id`'s log with each sealed attempt (a line of its own) opened; the front of an
- * attempt cut by the log's size limit says so.
+ * attempt cut by the log's size limit says so. Without keys (null), each sealed line says it
+ * is sealed (`saidSealed`), its line break kept.
  */
 function openLog(keys, id, log) {
   if (!log.includes(TEXT_PREFIX)) return log;
   let opened = '';
   for (const line of log.match(/[^\n]*\n|[^\n]+$/g) || []) {
     const text = line.replace(/\n$/, '');
-    if (text.startsWith(TEXT_PREFIX)) {
+    if (keys === null) {
+      opened += text.startsWith(TEXT_PREFIX) ? `${saidSealed(text)}\n` : line;
+    } else if (text.startsWith(TEXT_PREFIX)) {
       opened += keys.openText(id, 'log', text);
       if (!opened.endsWith('\n')) opened += '\n';
     } else if (opened === '' && !text.startsWith('--- attempt ')) {
@@ -316,10 +353,14 @@ function openLog(keys, id, log) {
 
 module.exports = {
   MAGIC,
+  MAX_HEADER,
   TEXT_PREFIX,
   KeyRing,
   isSealed,
   sealedWith,
+  overhead,
+  noKeysHere,
+  saidSealed,
   encryptionOf,
   sealJobs,
   openJob,

@@ -16,7 +16,7 @@ const path = require('node:path');
 const Redis = require('ioredis');
 
 const { Client, BadInputError, JobFailedError } = require('..');
-const { KeyRing, MAGIC, TEXT_PREFIX, isSealed, sealedWith, encryptionOf, openLog } = require('../lib/encryption');
+const { KeyRing, MAGIC, TEXT_PREFIX, isSealed, sealedWith, encryptionOf, openLog, saidSealed } = require('../lib/encryption');
 const { startRedis, startWorker, cli } = require('../test-support/harness');
 
 const WAIT = { timeoutMs: 60000 };
@@ -25,6 +25,8 @@ const FILE =
   'k2 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n' +
   'k1 ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=  # the first key\n';
 const K1 = 'k1 ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=\n';
+/** What a client without keys reads in place of a text key `key` sealed. */
+const notice = (key) => `<encrypted (key "${key}"); no key here (give the key file: WASMGEAR_ENCRYPTION_KEY_FILE)>`;
 
 /** The BadInputError `body` throws (or rejects with): its message. */
 async function refusal(body) {
@@ -98,6 +100,11 @@ describe('the envelope, as crates/proto/src/crypto.rs writes it', () => {
     const cut = log.slice(log.indexOf(TEXT_PREFIX) + 10);
     assert.equal(openLog(ring, 'f:1', cut), "[the start of this attempt's encrypted log was cut]\n--- attempt 2 ---\nthree\n");
     assert.equal(openLog(ring, 'f:1', 'plain log\n'), 'plain log\n');
+    // Without keys, each sealed line says so (naming the key), its line break kept.
+    assert.equal(openLog(null, 'f:1', log), `--- attempt 1 ---\n${notice('k2')}\n--- attempt 2 ---\n${notice('k2')}\n`);
+    assert.equal(openLog(null, 'f:1', `plain\n${ring.sealText('f:1', 'log', 'x')}`), `plain\n${notice('k2')}\n`);
+    assert.equal(saidSealed('wgenc1:!!'), notice('?'));
+    assert.equal(saidSealed('plain'), 'plain');
   });
 
   it('refuses bad key files naming the file and the line', async () => {
@@ -287,12 +294,43 @@ describe('encrypted jobs against a real worker', { timeout: 300000 }, () => {
     assert.match(status.record.error.message, /failed on purpose: NODE-TOPSECRET-ERR/);
     assert.match(status.history.at(-1).message, /failed on purpose: NODE-TOPSECRET-ERR/);
     assert.match(await client.logs(id), /failing on purpose/);
-    // Sealed as stored.
-    const raw = await blind.status(id);
-    assert.ok(raw.error.message.startsWith(TEXT_PREFIX), raw.error.message);
-    assert.ok(raw.history.at(-1).message.startsWith(TEXT_PREFIX), raw.history.at(-1).message);
-    assert.ok((await blind.logs(id)).includes(TEXT_PREFIX));
-    assert.ok(!(await blind.logs(id)).includes('failing on purpose'));
+    // Sealed as stored: a client without the key is told so, never given the envelope.
+    const stored = await admin.hget('wg:{fail}:jobs', id.split(':')[1]);
+    assert.ok(stored.includes(TEXT_PREFIX) && !stored.includes('NODE-TOPSECRET-ERR'));
+    for (const raw of [await blind.status(id), await blind.wait(id, WAIT).catch((error) => error.job)]) {
+      assert.equal(raw.error.message, notice('k1'));
+      assert.equal(raw.record.error.message, notice('k1'));
+      assert.deepEqual(raw.history.map((entry) => entry.message), [notice('k1')]);
+      assert.deepEqual(raw.record.history.map((entry) => entry.message), [notice('k1')]);
+    }
+    const log = await blind.logs(id);
+    assert.ok(log.includes(`${notice('k1')}\n`), log);
+    assert.ok(!log.includes(TEXT_PREFIX) && !log.includes('failing on purpose'), log);
+  });
+
+  it("a flow's sealed error opens and its sealed output's size is as opened; without the key, the notice", async () => {
+    await client.configure('fail', { encrypt: true });
+    const flow = await client.submitFlow({
+      name: 'sealed outcomes',
+      jobs: {
+        ok: { function: 'echo', input: 'NODE-TOPSECRET-OUTCOME-OK' },
+        bad: { function: 'fail', input: 'NODE-TOPSECRET-OUTCOME-BAD', attempts: 1 },
+      },
+    });
+    const status = await client.waitFlow(flow.id, WAIT);
+    const byName = (read) => Object.fromEntries(read.jobs.map((job) => [job.name, job]));
+    const jobs = byName(status);
+    assert.deepEqual([jobs.ok.state, jobs.bad.state], ['succeeded', 'failed']);
+    assert.equal(jobs.ok.outputBytes, 'NODE-TOPSECRET-OUTCOME-OK'.length);
+    assert.equal(jobs.ok.error, null);
+    assert.match(jobs.bad.error, /failed on purpose: NODE-TOPSECRET-OUTCOME-BAD/);
+    // Read again, it is opened again from what is stored, not twice.
+    assert.deepEqual(byName(await client.flow(flow.id)), jobs);
+    const stored = await admin.hstrlen('wg:{echo}:output', flow.jobs.ok.split(':')[1]);
+    assert.equal(stored, 'NODE-TOPSECRET-OUTCOME-OK'.length + MAGIC.length + 1 + 'k1'.length + 12 + 16);
+    const seen = byName(await blind.flow(flow.id));
+    assert.equal(seen.bad.error, notice('k1'));
+    assert.equal(seen.ok.outputBytes, stored);
   });
 
   it('a checkpoint is sealed in Redis, opened by the client, and resumed from by the worker', async () => {

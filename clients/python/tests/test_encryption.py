@@ -30,6 +30,10 @@ FILE = ("# rotated 2026-11-28\n"
         "k1 ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=  # the first key\n")
 K1 = "k1 ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=\n"
 
+#: What a client without keys reads in place of a text the key "k1" sealed.
+NOTICE = ('<encrypted (key "k1"); no key here (give the key file: '
+          'WASMGEAR_ENCRYPTION_KEY_FILE)>')
+
 
 # --- The envelope and the key file (no server) ------------------------------------------
 
@@ -126,7 +130,13 @@ def test_a_log_is_opened_attempt_by_attempt() -> None:
     log = f"{first}\n{second}\n"
     assert core.opened_log(ring, "echo:3", log) == (
         "--- attempt 1\nline one\n--- attempt 2\nline two\n")
-    assert core.opened_log(None, "echo:3", log) == log
+    # Without keys, each sealed line says so (naming the key), its line break kept.
+    said = ('<encrypted (key "k2"); no key here (give the key file: '
+            'WASMGEAR_ENCRYPTION_KEY_FILE)>\n')
+    assert core.opened_log(None, "echo:3", f"plain\n{first}\n{second}") == (
+        "plain\n" + said + said)
+    assert core.said_sealed("wgenc1:!!") == said.replace('"k2"', '"?"').rstrip("\n")
+    assert core.said_sealed("plain") == "plain"
     # The front of the oldest attempt cut by the log's size limit.
     assert core.opened_log(ring, "echo:3", f"{first[40:]}\n{second}\n") == (
         "[the start of this attempt's encrypted log was cut]\n--- attempt 2\nline two\n")
@@ -288,10 +298,15 @@ def test_a_failing_jobs_error_and_log_are_sealed_and_opened(setup: Setup) -> Non
     values = dump(setup.server.redis)
     for secret in ("MARKER-ERR", "failing on purpose", "failed on purpose"):
         assert not holds(values, secret), f"{secret} is in Redis in clear"
-    with wasmgear.Client.from_url(setup.url) as blind:
-        sealed = blind.status(job.id)
-        assert sealed.error is not None and sealed.error.message.startswith(TEXT_PREFIX)
-        assert TEXT_PREFIX in blind.logs(job.id)
+    # A client without the key is told each text is sealed, never given the envelope.
+    with wasmgear.Client.from_url(setup.url, key_file=None) as blind:
+        for said in (blind.status(job.id), blind.wait(job.id, WAIT, check=False)):
+            assert said.error is not None and said.error.message == NOTICE
+            assert said.record["error"]["message"] == NOTICE
+            assert [a.message for a in said.history] == [NOTICE]
+            assert [e["message"] for e in said.record["history"]] == [NOTICE]
+        log = blind.logs(job.id)
+        assert NOTICE + "\n" in log and TEXT_PREFIX not in log and log.endswith("\n")
 
 
 def test_a_checkpoint_is_sealed_and_opened(setup: Setup) -> None:
@@ -316,6 +331,36 @@ def test_flows_and_batches_seal_with_their_reserved_numbers(setup: Setup) -> Non
         assert [j.output for j in done] == [b"MARKER-BATCH-1", b"MARKER-BATCH-2"]
     values = dump(setup.server.redis)
     assert not holds(values, "MARKER-FLOW") and not holds(values, "MARKER-BATCH")
+
+
+def test_a_flows_sealed_errors_open_and_its_output_sizes_are_as_opened(setup: Setup) -> None:
+    with wasmgear.Client.from_url(setup.url, key_file=setup.keys) as client:
+        flow = client.submit_flow({"name": "sealed outcomes", "jobs": {
+            "ok": {"function": "echo", "input": "MARKER-OUTCOME-OK"},
+            "bad": {"function": "fail", "input": "MARKER-OUTCOME-BAD", "attempts": 1}}})
+        status = client.wait_flow(flow.id, WAIT)
+        jobs = {job.name: job for job in status.jobs}
+        assert (jobs["ok"].state, jobs["bad"].state) == ("succeeded", "failed")
+        assert jobs["ok"].output_bytes == len("MARKER-OUTCOME-OK") and jobs["ok"].error is None
+        assert jobs["bad"].error is not None
+        assert "failed on purpose: MARKER-OUTCOME-BAD" in jobs["bad"].error
+        # Read again, it is opened once again from what is stored, not twice.
+        assert client.flow(flow.id) == status
+    stored = setup.server.redis.hstrlen("wg:{echo}:output", number(flow.jobs["ok"]))
+    assert stored == len("MARKER-OUTCOME-OK") + len(MAGIC) + 1 + len("k1") + 12 + 16
+
+    async def read_async() -> wasmgear.FlowStatus:
+        client = await wasmgear.AsyncClient.from_url(setup.url, key_file=setup.keys)
+        try:
+            return await client.flow(flow.id)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read_async()) == status
+    with wasmgear.Client.from_url(setup.url, key_file=None) as blind:
+        jobs = {job.name: job for job in blind.flow(flow.id).jobs}
+        assert jobs["bad"].error == NOTICE
+        assert jobs["ok"].output_bytes == stored
 
 
 def test_encrypt_all_seals_a_function_not_set_to_encrypt(setup: Setup) -> None:

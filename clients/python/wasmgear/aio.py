@@ -753,7 +753,7 @@ class AsyncClient:
         return await self._drive(core.submit_flow(self._proto, self._state, document, trace))
 
     async def flow(self, id: int) -> FlowStatus:
-        return await self._drive(core.flow_status(self._proto, id))
+        return await self._drive(core.opened_flow_status(self._proto, self.keys, id))
 
     async def cancel_flow(self, id: int) -> int:
         return await self._drive(core.cancel_flow(self._proto, id))

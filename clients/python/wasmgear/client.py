@@ -874,12 +874,13 @@ class Client:
     def status(self, id: str) -> Job:
         """Everything known about job `id` (NotFound when there is no such job). With keys,
         a sealed output and error messages are opened (EncryptionError naming the job and
-        the part that does not open)."""
+        the part that does not open); without, a sealed message reads `<encrypted (key
+        "K"); no key here ...>` and a sealed output is as stored."""
         return core.opened_job(self.keys, self._drive(core.status(self._proto, id)))
 
     def logs(self, id: str) -> str:
         """Job `id`'s log: each attempt's log lines, stdout and stderr (the newest 256 KiB);
-        with keys, each sealed attempt opened."""
+        with keys, each sealed attempt opened (without, said to be sealed)."""
         return core.opened_log(self.keys, id, self._drive(core.logs(self._proto, id)))
 
     def input(self, id: str) -> Optional[bytes]:
@@ -1006,8 +1007,10 @@ class Client:
         return self._drive(core.submit_flow(self._proto, self._state, document, trace))
 
     def flow(self, id: int) -> FlowStatus:
-        """Flow `id` and how each of its jobs stands (NotFound when there is no such flow)."""
-        return self._drive(core.flow_status(self._proto, id))
+        """Flow `id` and how each of its jobs stands (NotFound when there is no such flow).
+        With keys, a job's sealed error is opened and a sealed output's size is its size
+        opened; without, a sealed error says it is sealed."""
+        return self._drive(core.opened_flow_status(self._proto, self.keys, id))
 
     def cancel_flow(self, id: int) -> int:
         """Cancels every unfinished job of flow `id` (as `cancel`: a running one is asked

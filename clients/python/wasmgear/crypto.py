@@ -41,6 +41,9 @@ MAX_KEY_ID_LEN = 32
 NONCE_LEN = 12
 TAG_LEN = 16
 KEY_LEN = 32
+#: The most bytes an envelope holds before its ciphertext (magic, key id, nonce): reading
+#: that much of stored data tells whether it is sealed, and how large it is opened.
+MAX_HEADER = len(MAGIC) + 1 + MAX_KEY_ID_LEN + NONCE_LEN
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]{1,%d}\Z" % MAX_KEY_ID_LEN)
 
@@ -235,6 +238,22 @@ def sealed_with(data: Union[bytes, str]) -> Optional[str]:
     return None if parts is None else parts[0]
 
 
+def overhead(head: bytes) -> Optional[int]:
+    """How many bytes of binary data starting with `head` are the envelope's own (magic, key
+    id, nonce, tag), None when it is not sealed: the data opened is that much smaller."""
+    if not head.startswith(MAGIC) or len(head) <= len(MAGIC):
+        return None
+    return len(MAGIC) + 1 + head[len(MAGIC)] + NONCE_LEN + TAG_LEN
+
+
+def no_keys_here(data: Union[bytes, str]) -> str:
+    """What a reader without keys is told of sealed `data` (the Rust client's
+    `CryptoError::NoKeys`), naming the key that sealed it (`?` when that does not read)."""
+    key_id = sealed_with(data)
+    return (f"encrypted (key {quoted('?' if key_id is None else key_id)}); no key here (give "
+            "the key file: WASMGEAR_ENCRYPTION_KEY_FILE)")
+
+
 def _envelope(data: bytes) -> Optional[Tuple[str, bytes, bytes]]:
     """The parts of envelope `data` (key id, nonce, ciphertext and tag), None when it is not
     an envelope; ValueError when it starts as one but is cut short or garbled."""
@@ -254,4 +273,5 @@ def _malformed(job: str, field: str) -> EncryptionError:
     return EncryptionError(f"encrypted data of {job} ({field}) is cut short or garbled")
 
 
-__all__ = ["FIELDS", "MAGIC", "TEXT_PREFIX", "KeyRing", "is_sealed", "sealed_with"]
+__all__ = ["FIELDS", "MAGIC", "MAX_HEADER", "TEXT_PREFIX", "KeyRing", "is_sealed", "no_keys_here",
+           "overhead", "sealed_with"]

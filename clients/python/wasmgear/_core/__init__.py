@@ -18,7 +18,7 @@ parsing, validation and the mapping of errors to `WasmgearError` live here and n
 - `records`: a job's record and published events, parsed.
 - `operations`: enqueue, status, logs, input, checkpoint, cancel, retry, queues.
 - `opening`: inputs sealed for their jobs, and what is read of sealed jobs opened (with the
-  client's keys, `wasmgear.crypto`).
+  client's keys, `wasmgear.crypto`), or said to be sealed (without).
 - `settings`: a function's settings (`configure`, `config`) and its groups
   (`configure_group`, `groups`), their values checked.
 - `flows`: flow documents read and checked, submit, status, cancel and retry of a flow.
@@ -59,7 +59,7 @@ from .operations import (
     status,
 )
 from . import propagation
-from .opening import client_keys, opened_bytes, opened_job, opened_log
+from .opening import client_keys, opened_bytes, opened_flow, opened_job, opened_log, said_sealed
 from .propagation import check_trace
 from .options import OPTION_NAMES, POLICIES, JobSpec, check_group, job_spec, job_specs
 from .settings import (
@@ -82,6 +82,7 @@ from .flows import (
     check_flow,
     check_flow_id,
     flow_status,
+    opened_flow_status,
     read_flow,
     retry_flow,
     submit_flow,
@@ -225,6 +226,8 @@ __all__ = [
     "normalize_ids",
     "open_batch",
     "opened_bytes",
+    "opened_flow",
+    "opened_flow_status",
     "opened_job",
     "opened_log",
     "outcome",
@@ -239,6 +242,7 @@ __all__ = [
     "register",
     "retry",
     "retry_flow",
+    "said_sealed",
     "settings_args",
     "status",
     "submit_flow",

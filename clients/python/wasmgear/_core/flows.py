@@ -34,9 +34,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from redis import exceptions as rx
 
 from ..errors import BadInput, Conflict, NotFound, ProtocolError, WasmgearError
+from ..crypto import KeyRing
 from ..models import FlowEdge, FlowJobStatus, FlowStatus, SubmittedFlow, ms_to_datetime
 from .base import Cmd, Gen, Protocol, check_function, limits, log, parse_job_id, quoted, text
 from .calls import ClientState, call, map_error
+from .opening import opened_flow
 from .operations import cancel, enqueue_call, link_many, retry
 from .options import POLICIES, JobSpec, job_spec
 
@@ -607,6 +609,14 @@ def flow_status(proto: Protocol, flow_id: Any) -> Gen[FlowStatus]:
         jobs=[FlowJobStatus(job_name, job_id, edges, state, size, error)
               for (job_name, job_id, edges), (state, size, error) in zip(jobs, states)],
     )
+
+
+def opened_flow_status(proto: Protocol, keys: Optional[KeyRing], flow_id: Any) -> Gen[FlowStatus]:
+    """`flow_status` as a reader should see it, read afresh and opened once (`opened_flow`):
+    with `keys`, its jobs' sealed errors opened and their sealed outputs' sizes as they open;
+    without, the sealed errors said to be sealed."""
+    status = yield from flow_status(proto, flow_id)
+    return (yield from opened_flow(proto, keys, status))
 
 
 def cancel_flow(proto: Protocol, flow_id: Any) -> Gen[int]:

@@ -1,20 +1,21 @@
 """Encrypted jobs on a client with keys (the Rust client's crates/client/src/opening.rs): the
 inputs it writes are sealed, each bound to the number reserved for its job; what it reads of
 a sealed job (its output, error messages, log, input, checkpoint) is opened, each as the part
-of that job it was sealed as. A client without keys reads the envelopes as they are
-(`wasmgear.crypto.sealed_with` says which key sealed one). `client_keys` reads a client's
-options for them."""
+of that job it was sealed as. A client without keys is never handed a sealed text as text:
+its sealed error messages and log lines say they are sealed (`said_sealed`); the bytes it
+reads (output, input, checkpoint) are the envelopes as stored (`wasmgear.crypto.sealed_with`
+says which key sealed one). `client_keys` reads a client's options for them."""
 
 from __future__ import annotations
 
 import copy
 import os
 from dataclasses import replace
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from ..crypto import TEXT_PREFIX, KeyRing
+from ..crypto import MAX_HEADER, TEXT_PREFIX, KeyRing, no_keys_here, overhead
 from ..errors import BadInput
-from ..models import Job
+from ..models import FlowStatus, Job
 from .base import Gen, Protocol, parse_job_id
 from .calls import call
 from .options import JobSpec
@@ -59,16 +60,23 @@ def _canonical(job_id: str) -> str:
     return f"{function}:{number}"
 
 
+def said_sealed(text: str) -> str:
+    """A text field as a reader without keys sees it: a sealed one says so, `<encrypted (key
+    "K"); no key here ...>`; any other as it is."""
+    return f"<{no_keys_here(text)}>" if text.startswith(TEXT_PREFIX) else text
+
+
 def opened_job(keys: Optional[KeyRing], job: Job) -> Job:
     """`job` with its sealed parts opened: its output, its error message and its attempts'
-    messages (in `record` too); as it is without keys."""
-    if keys is None:
-        return job
+    messages (in `record` too). Without keys its sealed messages say they are sealed
+    (`said_sealed`) and a sealed output is left as it is."""
     job_id = _canonical(job.id)
     record = copy.deepcopy(job.record)
+    opening: Callable[[str], str] = (
+        said_sealed if keys is None else lambda message: keys.open_text(job_id, "error", message))
 
     def text(message: Any) -> Any:
-        return keys.open_text(job_id, "error", message) if isinstance(message, str) else message
+        return opening(message) if isinstance(message, str) else message
 
     error = job.error
     if error is not None:
@@ -80,7 +88,7 @@ def opened_job(keys: Optional[KeyRing], job: Job) -> Job:
         if isinstance(entry, dict) and "message" in entry:
             entry["message"] = text(entry["message"])
     output = job.output
-    if output is not None:
+    if output is not None and keys is not None:
         output = keys.open(job_id, "output", output)
     return replace(job, output=output, error=error, history=history, record=record)
 
@@ -96,8 +104,9 @@ def opened_bytes(keys: Optional[KeyRing], job_id: str, field: str,
 
 def opened_log(keys: Optional[KeyRing], job_id: str, log: str) -> str:
     """Job `job_id`'s log with each sealed attempt (a line) opened; an attempt whose start
-    the log's size limit cut says so. As it is without keys."""
-    if keys is None or TEXT_PREFIX not in log:
+    the log's size limit cut says so. Without keys, each sealed line says it is sealed
+    (`said_sealed`, its line break kept)."""
+    if TEXT_PREFIX not in log:
         return log
     job_id = _canonical(job_id)
     opened: List[str] = []
@@ -106,7 +115,9 @@ def opened_log(keys: Optional[KeyRing], job_id: str, log: str) -> str:
         line = piece if i == len(pieces) - 1 else piece + "\n"
         if not line:
             continue
-        if piece.startswith(TEXT_PREFIX):
+        if keys is None:
+            opened.append(said_sealed(piece) + "\n" if piece.startswith(TEXT_PREFIX) else line)
+        elif piece.startswith(TEXT_PREFIX):
             text = keys.open_text(job_id, "log", piece)
             opened.append(text if text.endswith("\n") else text + "\n")
         elif not opened and not piece.startswith("--- attempt "):
@@ -115,6 +126,27 @@ def opened_log(keys: Optional[KeyRing], job_id: str, log: str) -> str:
         else:
             opened.append(line)
     return "".join(opened)
+
+
+def opened_flow(proto: Protocol, keys: Optional[KeyRing], status: FlowStatus) -> Gen[FlowStatus]:
+    """Flow `status` (as `outcomes` answered it, not yet opened: opening it twice would
+    take the envelope's bytes off a size twice) with each job's sealed error opened (without
+    keys, said to be sealed), and with keys each sealed output's size as it opens: its head
+    (MAX_HEADER bytes, read with `output`) tells the envelope's own bytes, taken off."""
+    jobs = []
+    for job in status.jobs:
+        error, size = job.error, job.output_bytes
+        if error is not None and error.startswith(TEXT_PREFIX):
+            error = (said_sealed(error) if keys is None
+                     else keys.open_text(_canonical(job.id), "error", error))
+        if keys is not None and size > 0:
+            function, number = parse_job_id(job.id)
+            head = yield from call(proto.fcall("output", function, number, 0, MAX_HEADER))
+            own = overhead(bytes(head)) if isinstance(head, (bytes, bytearray)) else None
+            if own is not None:
+                size = max(size - own, 0)
+        jobs.append(replace(job, error=error, output_bytes=size))
+    return replace(status, jobs=jobs)
 
 
 #: The values of WASMGEAR_ENCRYPT_ALL that leave it off (as the Rust CLI reads a flag's
