@@ -255,7 +255,7 @@ fn main() {
     }
     if runs("encryption") {
         eprintln!("[encryption] what sealing job data costs: enqueue and drain, sealed vs plain");
-        rt.block_on(encryption::encryption(&plan, &url, &mut rows));
+        rt.block_on(encryption::encryption(&plan, &url, redis.port(), &mut rows));
     }
     if runs("sources") {
         eprintln!(
