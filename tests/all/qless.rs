@@ -310,22 +310,28 @@ async fn a_job_popped_again_by_the_same_worker_is_finished_by_the_new_run_only()
     .await;
     // The lock runs out (as after a stall): the worker's next pop hands the job over again,
     // to itself. On a loaded machine a renewal can come before that pop and keep the lock:
-    // it is run out again until a pop has taken the job over (bounded).
+    // it is run out again until a pop has taken the job over (bounded). Checking that no pop
+    // has yet and running the lock out are one script, so that the lock of the second pop
+    // is never run out too (which would hand the job over a third time).
+    let run_out = redis::Script::new(
+        r"for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+            if string.find(entry, 'timed%-out') then return 1 end
+          end
+          redis.call('ZADD', KEYS[2], 0, ARGV[1])
+          return 0",
+    );
     eventually(WAIT, "the worker to pop the job again", || {
         let mut conn = conn.clone();
-        let jid = jid.clone();
-        let redis = &redis;
+        let (jid, run_out) = (jid.clone(), &run_out);
         async move {
-            if history(&job(redis, &jid))
-                .iter()
-                .any(|what| what == "timed-out")
-            {
-                return Some(());
-            }
-            let _: i64 = redis::AsyncCommands::zadd(&mut conn, "ql:q:slow-locks", &jid, 0)
+            let taken_over: i64 = run_out
+                .key(format!("ql:j:{jid}-history"))
+                .key("ql:q:slow-locks")
+                .arg(&jid)
+                .invoke_async(&mut conn)
                 .await
                 .unwrap();
-            None
+            (taken_over == 1).then_some(())
         }
     })
     .await;
