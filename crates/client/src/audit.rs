@@ -121,6 +121,10 @@ impl Client {
         }
         let end = match before {
             None => "+".to_string(),
+            // Nothing comes before the first id a stream can hold (and Redis refuses `(0-0`).
+            Some(id) if is_stream_id(id) && id.bytes().all(|b| b == b'0' || b == b'-') => {
+                return Ok(Vec::new());
+            }
             Some(id) if is_stream_id(id) => format!("({id}"),
             Some(id) => {
                 return Err(QueueError::BadOption(format!(
